@@ -1,0 +1,310 @@
+//! [`EffectContract`]: how an operation is identified, keyed and checked (SPEC §3).
+
+use std::fmt;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+
+use serde_json::Value;
+
+use crate::error::{CallbackError, ContractError};
+use crate::record::OutcomeProbeResult;
+use crate::status::UnknownOutcomePolicy;
+
+/// Derives the operation id from the arguments.
+pub type OperationIdFn = Arc<dyn Fn(&Value) -> Result<String, CallbackError> + Send + Sync>;
+/// Derives the provider idempotency key from the arguments.
+pub type KeyFn = Arc<dyn Fn(&Value) -> Result<Option<String>, CallbackError> + Send + Sync>;
+/// Asks the provider what became of an operation: arguments and stored provider key.
+pub type ProbeFn = Arc<
+    dyn Fn(&Value, Option<&str>) -> Result<OutcomeProbeResult, CallbackError> + Send + Sync,
+>;
+/// A boxed, sendable future.
+pub type BoxFuture<T> = Pin<Box<dyn Future<Output = T> + Send + 'static>>;
+/// The async form of [`ProbeFn`], taking owned copies.
+pub type AsyncProbeFn = Arc<
+    dyn Fn(Value, Option<String>) -> BoxFuture<Result<OutcomeProbeResult, CallbackError>>
+        + Send
+        + Sync,
+>;
+/// Checks that an output is what the effect should have produced: arguments, output.
+pub type PostconditionFn = Arc<dyn Fn(&Value, &Value) -> Result<bool, CallbackError> + Send + Sync>;
+
+/// The contract of one kind of effect.
+///
+/// Cloning is cheap: callbacks are shared.
+#[derive(Clone)]
+pub struct EffectContract {
+    name: String,
+    version: String,
+    operation_id: OperationIdFn,
+    provider_idempotency_key: Option<KeyFn>,
+    provider_idempotency_guaranteed: bool,
+    outcome_probe: Option<ProbeFn>,
+    outcome_probe_async: Option<AsyncProbeFn>,
+    postcondition: Option<PostconditionFn>,
+    unknown_outcome: UnknownOutcomePolicy,
+}
+
+impl fmt::Debug for EffectContract {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("EffectContract")
+            .field("name", &self.name)
+            .field("version", &self.version)
+            .field("has_provider_key", &self.provider_idempotency_key.is_some())
+            .field(
+                "provider_idempotency_guaranteed",
+                &self.provider_idempotency_guaranteed,
+            )
+            .field("has_probe", &self.has_probe())
+            .field("has_postcondition", &self.postcondition.is_some())
+            .field("unknown_outcome", &self.unknown_outcome)
+            .finish()
+    }
+}
+
+impl EffectContract {
+    /// Starts a contract named `name` whose operation id `operation_id` derives
+    /// from the arguments. The version defaults to `"1"`.
+    pub fn builder<F>(name: impl Into<String>, operation_id: F) -> EffectContractBuilder
+    where
+        F: Fn(&Value) -> Result<String, CallbackError> + Send + Sync + 'static,
+    {
+        EffectContractBuilder {
+            contract: EffectContract {
+                name: name.into(),
+                version: "1".to_owned(),
+                operation_id: Arc::new(operation_id),
+                provider_idempotency_key: None,
+                provider_idempotency_guaranteed: false,
+                outcome_probe: None,
+                outcome_probe_async: None,
+                postcondition: None,
+                unknown_outcome: UnknownOutcomePolicy::default(),
+            },
+        }
+    }
+
+    /// The contract name.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// The contract version.
+    pub fn version(&self) -> &str {
+        &self.version
+    }
+
+    /// Whether the provider's documented key semantics make repeated sends safe.
+    pub fn provider_idempotency_guaranteed(&self) -> bool {
+        self.provider_idempotency_guaranteed
+    }
+
+    /// The unknown-outcome policy.
+    pub fn unknown_outcome(&self) -> UnknownOutcomePolicy {
+        self.unknown_outcome
+    }
+
+    /// Whether the contract has a sync or async outcome probe.
+    pub fn has_probe(&self) -> bool {
+        self.outcome_probe.is_some() || self.outcome_probe_async.is_some()
+    }
+
+    /// The sync outcome probe, if any.
+    pub fn outcome_probe(&self) -> Option<&ProbeFn> {
+        self.outcome_probe.as_ref()
+    }
+
+    /// The async outcome probe, if any.
+    pub fn outcome_probe_async(&self) -> Option<&AsyncProbeFn> {
+        self.outcome_probe_async.as_ref()
+    }
+
+    /// The postcondition, if any.
+    pub fn postcondition(&self) -> Option<&PostconditionFn> {
+        self.postcondition.as_ref()
+    }
+
+    /// Derives and validates the operation id.
+    ///
+    /// # Errors
+    ///
+    /// The callback's error, or an error when the id is blank.
+    pub fn operation_id(&self, arguments: &Value) -> Result<String, CallbackError> {
+        let id = (self.operation_id)(arguments)?;
+        if id.trim().is_empty() {
+            return Err(CallbackError::new(format!(
+                "contract {:?}: operation id must not be blank",
+                self.name
+            )));
+        }
+        Ok(id)
+    }
+
+    /// Derives and validates the provider idempotency key.
+    ///
+    /// # Errors
+    ///
+    /// The callback's error; an empty key; no key from a contract that claims
+    /// `provider_idempotency_guaranteed`.
+    pub fn provider_idempotency_key(
+        &self,
+        arguments: &Value,
+    ) -> Result<Option<String>, CallbackError> {
+        let key = match &self.provider_idempotency_key {
+            Some(key_fn) => key_fn(arguments)?,
+            None => None,
+        };
+        match &key {
+            Some(key) if key.is_empty() => Err(CallbackError::new(format!(
+                "contract {:?}: provider idempotency key must not be empty",
+                self.name
+            ))),
+            None if self.provider_idempotency_guaranteed => Err(CallbackError::new(format!(
+                "contract {:?} guarantees provider idempotency but produced no provider key",
+                self.name
+            ))),
+            _ => Ok(key),
+        }
+    }
+}
+
+/// Builds an [`EffectContract`]; see [`EffectContract::builder`].
+#[derive(Debug)]
+pub struct EffectContractBuilder {
+    contract: EffectContract,
+}
+
+impl EffectContractBuilder {
+    /// Sets the version; a change of semantics needs a new one.
+    #[must_use]
+    pub fn version(mut self, version: impl Into<String>) -> Self {
+        self.contract.version = version.into();
+        self
+    }
+
+    /// Derives the provider idempotency key, forwarded on every attempt.
+    #[must_use]
+    pub fn provider_idempotency_key<F>(mut self, key: F) -> Self
+    where
+        F: Fn(&Value) -> Result<Option<String>, CallbackError> + Send + Sync + 'static,
+    {
+        self.contract.provider_idempotency_key = Some(Arc::new(key));
+        self
+    }
+
+    /// Claims that the provider's *documented* key semantics make repeated sends
+    /// with the same key safe. Not the mere presence of a key parameter.
+    #[must_use]
+    pub fn provider_idempotency_guaranteed(mut self, guaranteed: bool) -> Self {
+        self.contract.provider_idempotency_guaranteed = guaranteed;
+        self
+    }
+
+    /// Asks the provider what became of an operation. Return `not_committed`
+    /// only with terminal evidence.
+    #[must_use]
+    pub fn outcome_probe<F>(mut self, probe: F) -> Self
+    where
+        F: Fn(&Value, Option<&str>) -> Result<OutcomeProbeResult, CallbackError>
+            + Send
+            + Sync
+            + 'static,
+    {
+        self.contract.outcome_probe = Some(Arc::new(probe));
+        self
+    }
+
+    /// The async form of [`outcome_probe`](Self::outcome_probe), preferred by
+    /// async execution.
+    #[must_use]
+    pub fn outcome_probe_async<F, Fut>(mut self, probe: F) -> Self
+    where
+        F: Fn(Value, Option<String>) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = Result<OutcomeProbeResult, CallbackError>> + Send + 'static,
+    {
+        self.contract.outcome_probe_async = Some(Arc::new(move |args, key| Box::pin(probe(args, key))));
+        self
+    }
+
+    /// Checks an output (from the handler or a probe) against the arguments.
+    #[must_use]
+    pub fn postcondition<F>(mut self, check: F) -> Self
+    where
+        F: Fn(&Value, &Value) -> Result<bool, CallbackError> + Send + Sync + 'static,
+    {
+        self.contract.postcondition = Some(Arc::new(check));
+        self
+    }
+
+    /// Sets what happens to an operation whose outcome cannot be settled.
+    #[must_use]
+    pub fn unknown_outcome(mut self, policy: UnknownOutcomePolicy) -> Self {
+        self.contract.unknown_outcome = policy;
+        self
+    }
+
+    /// Builds the contract.
+    ///
+    /// # Errors
+    ///
+    /// A blank name or version; a guarantee without a key function.
+    pub fn build(self) -> Result<EffectContract, ContractError> {
+        let contract = self.contract;
+        if contract.name.trim().is_empty() {
+            return Err(ContractError::BlankName);
+        }
+        if contract.version.trim().is_empty() {
+            return Err(ContractError::BlankVersion {
+                name: contract.name,
+            });
+        }
+        if contract.provider_idempotency_guaranteed && contract.provider_idempotency_key.is_none() {
+            return Err(ContractError::GuaranteeWithoutKey {
+                name: contract.name,
+            });
+        }
+        Ok(contract)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    fn id(args: &Value) -> Result<String, CallbackError> {
+        Ok(args["id"].as_str().ok_or("missing id")?.to_owned())
+    }
+
+    #[test]
+    fn construction_errors_of_spec_section_3() {
+        assert_eq!(EffectContract::builder(" ", id).build().unwrap_err(), ContractError::BlankName);
+        assert!(matches!(
+            EffectContract::builder("c", id).version("").build(),
+            Err(ContractError::BlankVersion { .. })
+        ));
+        assert!(matches!(
+            EffectContract::builder("c", id).provider_idempotency_guaranteed(true).build(),
+            Err(ContractError::GuaranteeWithoutKey { .. })
+        ));
+    }
+
+    #[test]
+    fn blank_ids_and_missing_guaranteed_keys_fail_at_run_time() {
+        let contract = EffectContract::builder("c", id)
+            .provider_idempotency_key(|args| Ok(args["key"].as_str().map(str::to_owned)))
+            .provider_idempotency_guaranteed(true)
+            .build()
+            .unwrap();
+        assert!(contract.operation_id(&json!({"id": "  "})).is_err());
+        assert!(contract.operation_id(&json!({})).is_err());
+        assert!(contract.provider_idempotency_key(&json!({"id": "a"})).is_err());
+        assert!(contract.provider_idempotency_key(&json!({"key": ""})).is_err());
+        assert_eq!(
+            contract.provider_idempotency_key(&json!({"key": "k"})).unwrap().as_deref(),
+            Some("k")
+        );
+    }
+}

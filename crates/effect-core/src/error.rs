@@ -1,0 +1,242 @@
+//! Error types of the core layer.
+
+use std::fmt;
+
+use crate::status::EffectStatus;
+
+/// A boxed error from a lower layer, kept as the `source` of ours.
+pub type BoxError = Box<dyn std::error::Error + Send + Sync + 'static>;
+
+/// A status string that is not one of the SPEC §2 strings.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("unknown status {value:?} (expected one of: {expected})")]
+#[non_exhaustive]
+pub struct ParseStatusError {
+    /// The string that was read.
+    pub value: String,
+    /// The accepted strings.
+    pub expected: &'static str,
+}
+
+/// Arguments or outputs that cannot be represented as canonical JSON.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum CanonicalError {
+    /// NaN or an infinity was found; JSON cannot carry it faithfully.
+    #[error("non-finite number at {path}: JSON cannot represent NaN or infinities")]
+    NonFinite {
+        /// A JSON-pointer-like path to the value.
+        path: String,
+    },
+    /// The value could not be serialized (for example a map with non-string keys).
+    #[error("value cannot be serialized as JSON")]
+    Serialize {
+        /// The serializer's error.
+        #[source]
+        source: serde_json::Error,
+    },
+}
+
+/// A contract that cannot be built (SPEC §3).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum ContractError {
+    /// The contract name is empty or only whitespace.
+    #[error("contract name must not be blank")]
+    BlankName,
+    /// The contract version is empty or only whitespace.
+    #[error("contract {name:?}: version must not be blank")]
+    BlankVersion {
+        /// The contract name.
+        name: String,
+    },
+    /// `provider_idempotency_guaranteed` was set without a key function.
+    #[error(
+        "contract {name:?}: provider_idempotency_guaranteed requires a provider_idempotency_key function"
+    )]
+    GuaranteeWithoutKey {
+        /// The contract name.
+        name: String,
+    },
+}
+
+/// An error raised by a user callback (operation id, key, probe, postcondition).
+///
+/// Build one from a message: `Err("missing invoice_id")?` works through `From<&str>`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CallbackError {
+    message: String,
+}
+
+impl CallbackError {
+    /// A callback error with this message.
+    pub fn new(message: impl Into<String>) -> Self {
+        CallbackError {
+            message: message.into(),
+        }
+    }
+
+    /// The message.
+    pub fn message(&self) -> &str {
+        &self.message
+    }
+}
+
+impl fmt::Display for CallbackError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.message)
+    }
+}
+
+impl std::error::Error for CallbackError {}
+
+impl From<&str> for CallbackError {
+    fn from(message: &str) -> Self {
+        CallbackError::new(message)
+    }
+}
+
+impl From<String> for CallbackError {
+    fn from(message: String) -> Self {
+        CallbackError::new(message)
+    }
+}
+
+/// The backend-neutral kind of a [`LedgerError`], for callers to branch on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum LedgerErrorKind {
+    /// The same operation id was prepared with different identity fields.
+    Conflict,
+    /// The operation does not exist.
+    NotFound,
+    /// The transition is not allowed from the operation's current status.
+    InvalidTransition,
+    /// The request itself is invalid (blank actor, limit out of range, ...).
+    InvalidInput,
+    /// The store cannot be reached or is busy; retrying later may succeed.
+    Unavailable,
+    /// Stored data cannot be decoded.
+    Corrupt,
+    /// The store does not offer this capability.
+    Unsupported,
+    /// Any other failure of the storage backend.
+    Backend,
+}
+
+/// A failure of an [`EffectLedger`](crate::EffectLedger) operation.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum LedgerError {
+    /// `prepare` of an existing operation id with different identity fields.
+    #[error("operation {operation_id:?} already exists with a different {field}")]
+    Conflict {
+        /// The operation id.
+        operation_id: String,
+        /// Which identity field differs: contract name, contract version,
+        /// request fingerprint or provider idempotency key.
+        field: &'static str,
+    },
+    /// The operation does not exist.
+    #[error("operation {operation_id:?} not found")]
+    NotFound {
+        /// The operation id.
+        operation_id: String,
+    },
+    /// The transition is not allowed from the current status.
+    #[error("cannot {transition} operation {operation_id:?}: its status is {status}")]
+    InvalidTransition {
+        /// The operation id.
+        operation_id: String,
+        /// The transition that was asked for.
+        transition: &'static str,
+        /// The status the operation is in.
+        status: EffectStatus,
+    },
+    /// The request is invalid.
+    #[error("invalid ledger request: {message}")]
+    InvalidInput {
+        /// What is wrong and what to do.
+        message: String,
+    },
+    /// The store is unreachable or busy.
+    #[error("ledger unavailable: {message}")]
+    Unavailable {
+        /// What was being done.
+        message: String,
+        /// The backend error.
+        #[source]
+        source: Option<BoxError>,
+    },
+    /// Stored data cannot be decoded.
+    #[error("ledger data is corrupt: {message}")]
+    Corrupt {
+        /// What could not be decoded, and where.
+        message: String,
+        /// The decoding error.
+        #[source]
+        source: Option<BoxError>,
+    },
+    /// The store does not offer this capability.
+    #[error("{capability} is not supported by this ledger")]
+    Unsupported {
+        /// The capability.
+        capability: &'static str,
+    },
+    /// Any other backend failure.
+    #[error("ledger backend failed: {message}")]
+    Backend {
+        /// What was being done.
+        message: String,
+        /// The backend error.
+        #[source]
+        source: Option<BoxError>,
+    },
+}
+
+impl LedgerError {
+    /// The backend-neutral kind.
+    pub fn kind(&self) -> LedgerErrorKind {
+        match self {
+            LedgerError::Conflict { .. } => LedgerErrorKind::Conflict,
+            LedgerError::NotFound { .. } => LedgerErrorKind::NotFound,
+            LedgerError::InvalidTransition { .. } => LedgerErrorKind::InvalidTransition,
+            LedgerError::InvalidInput { .. } => LedgerErrorKind::InvalidInput,
+            LedgerError::Unavailable { .. } => LedgerErrorKind::Unavailable,
+            LedgerError::Corrupt { .. } => LedgerErrorKind::Corrupt,
+            LedgerError::Unsupported { .. } => LedgerErrorKind::Unsupported,
+            LedgerError::Backend { .. } => LedgerErrorKind::Backend,
+        }
+    }
+
+    /// An [`LedgerError::InvalidInput`] with this message.
+    pub fn invalid_input(message: impl Into<String>) -> Self {
+        LedgerError::InvalidInput {
+            message: message.into(),
+        }
+    }
+
+    /// A [`LedgerError::Corrupt`] with this message and source.
+    pub fn corrupt(message: impl Into<String>, source: impl Into<Option<BoxError>>) -> Self {
+        LedgerError::Corrupt {
+            message: message.into(),
+            source: source.into(),
+        }
+    }
+
+    /// A [`LedgerError::Backend`] with this message and source.
+    pub fn backend(message: impl Into<String>, source: impl Into<Option<BoxError>>) -> Self {
+        LedgerError::Backend {
+            message: message.into(),
+            source: source.into(),
+        }
+    }
+
+    /// A [`LedgerError::Unavailable`] with this message and source.
+    pub fn unavailable(message: impl Into<String>, source: impl Into<Option<BoxError>>) -> Self {
+        LedgerError::Unavailable {
+            message: message.into(),
+            source: source.into(),
+        }
+    }
+}

@@ -1,0 +1,269 @@
+//! The [`EffectLedger`] trait: durable storage of operations and their history.
+
+use std::fmt;
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+
+use crate::error::LedgerError;
+use crate::record::{EffectRecord, Evidence, LedgerEvent};
+use crate::status::EffectStatus;
+use crate::transition::{
+    Claim, Confirmation, ManualResolution, NewOperation, Transition, TransitionOutcome,
+};
+
+/// The largest page [`EffectLedger::list`] returns.
+pub const MAX_LIST_LIMIT: usize = 1000;
+
+/// Which operations to list: newest update first.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ListQuery {
+    /// Only operations in this status.
+    pub status: Option<EffectStatus>,
+    /// At most this many, `1..=1000`.
+    pub limit: usize,
+}
+
+impl ListQuery {
+    /// Up to `limit` operations of any status.
+    pub fn new(limit: usize) -> Self {
+        ListQuery { status: None, limit }
+    }
+
+    /// Up to `limit` operations in `status`.
+    pub fn with_status(status: EffectStatus, limit: usize) -> Self {
+        ListQuery {
+            status: Some(status),
+            limit,
+        }
+    }
+
+    /// Checks the limit.
+    ///
+    /// # Errors
+    ///
+    /// [`LedgerError::InvalidInput`] when the limit is outside `1..=1000`.
+    pub fn validate(&self) -> Result<(), LedgerError> {
+        if (1..=MAX_LIST_LIMIT).contains(&self.limit) {
+            Ok(())
+        } else {
+            Err(LedgerError::invalid_input(format!(
+                "list limit must be between 1 and {MAX_LIST_LIMIT}, got {}",
+                self.limit
+            )))
+        }
+    }
+}
+
+/// Counts per status and the oldest unresolved operation.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub struct LedgerStats {
+    /// Operations per status, every status present (zero when none).
+    pub counts: Vec<(EffectStatus, u64)>,
+    /// `updated_at` of the least recently updated operation in
+    /// `outcome_unknown` or `quarantined`.
+    pub oldest_unresolved_updated_at: Option<String>,
+}
+
+/// Durable storage of effect operations (SPEC §4).
+///
+/// A store implements five methods; every transition goes through
+/// [`apply`](EffectLedger::apply), which must evaluate
+/// [`transition::plan`](crate::transition::plan) on the current record and
+/// persist its write, record and events, in one transaction, before returning.
+/// The named methods below are conveniences over `apply`.
+///
+/// The trait is object-safe: executors hold an `Arc<dyn EffectLedger>`.
+pub trait EffectLedger: Send + Sync + fmt::Debug {
+    /// Applies one transition atomically and durably.
+    ///
+    /// # Errors
+    ///
+    /// See [`transition::plan`](crate::transition::plan), plus the store's own
+    /// failures ([`LedgerError::Unavailable`], [`LedgerError::Backend`], ...).
+    fn apply(
+        &self,
+        operation_id: &str,
+        transition: &Transition,
+    ) -> Result<TransitionOutcome, LedgerError>;
+
+    /// The operation, if it exists.
+    ///
+    /// # Errors
+    ///
+    /// Store failures, or [`LedgerError::Corrupt`] for undecodable rows.
+    fn get(&self, operation_id: &str) -> Result<Option<EffectRecord>, LedgerError>;
+
+    /// Operations, newest update first.
+    ///
+    /// # Errors
+    ///
+    /// [`LedgerError::InvalidInput`] for a limit outside `1..=1000`; store failures.
+    fn list(&self, query: &ListQuery) -> Result<Vec<EffectRecord>, LedgerError>;
+
+    /// An operation's events in sequence order (empty when it does not exist).
+    ///
+    /// # Errors
+    ///
+    /// Store failures.
+    fn events(&self, operation_id: &str) -> Result<Vec<LedgerEvent>, LedgerError>;
+
+    /// Events of all operations with a sequence greater than `after`, in
+    /// sequence order, at most `limit` of them (for exporting to a log pipeline).
+    ///
+    /// # Errors
+    ///
+    /// Store failures.
+    fn events_after(&self, after: u64, limit: usize) -> Result<Vec<LedgerEvent>, LedgerError>;
+
+    /// Counts per status and the oldest unresolved operation.
+    ///
+    /// # Errors
+    ///
+    /// Store failures.
+    fn stats(&self) -> Result<LedgerStats, LedgerError>;
+
+    /// Creates the operation, or checks that the stored one has the same
+    /// identity, and returns the stored record.
+    ///
+    /// # Errors
+    ///
+    /// [`LedgerError::Conflict`] when the identity differs.
+    fn prepare(&self, operation_id: &str, op: &NewOperation) -> Result<EffectRecord, LedgerError> {
+        Ok(self
+            .apply(operation_id, &Transition::Prepare(op.clone()))?
+            .record)
+    }
+
+    /// Claims the dispatch lease of a `prepared` operation; false otherwise.
+    ///
+    /// # Errors
+    ///
+    /// [`LedgerError::NotFound`]; store failures.
+    fn claim_dispatch(&self, operation_id: &str, claim: &Claim) -> Result<bool, LedgerError> {
+        Ok(self
+            .apply(operation_id, &Transition::Claim(claim.clone()))?
+            .applied)
+    }
+
+    /// Marks the outcome uncertain (see [`Transition::MarkOutcomeUnknown`]).
+    ///
+    /// # Errors
+    ///
+    /// [`LedgerError::NotFound`]; store failures.
+    fn mark_outcome_unknown(
+        &self,
+        operation_id: &str,
+        owner_token: Option<&str>,
+        error: &str,
+        evidence: &Evidence,
+    ) -> Result<bool, LedgerError> {
+        let transition = Transition::MarkOutcomeUnknown {
+            owner_token: owner_token.map(str::to_owned),
+            error: error.to_owned(),
+            evidence: evidence.clone(),
+        };
+        Ok(self.apply(operation_id, &transition)?.applied)
+    }
+
+    /// Confirms the effect (see [`Transition::MarkConfirmed`]).
+    ///
+    /// # Errors
+    ///
+    /// [`LedgerError::NotFound`]; store failures.
+    fn mark_confirmed(
+        &self,
+        operation_id: &str,
+        owner_token: Option<&str>,
+        confirmation: &Confirmation,
+    ) -> Result<bool, LedgerError> {
+        let transition = Transition::MarkConfirmed {
+            owner_token: owner_token.map(str::to_owned),
+            confirmation: confirmation.clone(),
+        };
+        Ok(self.apply(operation_id, &transition)?.applied)
+    }
+
+    /// Records a definitive rejection by the owner of the dispatch.
+    ///
+    /// # Errors
+    ///
+    /// [`LedgerError::NotFound`]; store failures.
+    fn mark_rejected(
+        &self,
+        operation_id: &str,
+        owner_token: &str,
+        error: &str,
+    ) -> Result<bool, LedgerError> {
+        let transition = Transition::MarkRejected {
+            owner_token: owner_token.to_owned(),
+            error: error.to_owned(),
+        };
+        Ok(self.apply(operation_id, &transition)?.applied)
+    }
+
+    /// Quarantines an uncertain operation.
+    ///
+    /// # Errors
+    ///
+    /// [`LedgerError::NotFound`]; store failures.
+    fn quarantine(
+        &self,
+        operation_id: &str,
+        error: &str,
+        evidence: &Evidence,
+    ) -> Result<bool, LedgerError> {
+        let transition = Transition::Quarantine {
+            error: error.to_owned(),
+            evidence: evidence.clone(),
+        };
+        Ok(self.apply(operation_id, &transition)?.applied)
+    }
+
+    /// Allows another dispatch of an uncertain operation.
+    ///
+    /// # Errors
+    ///
+    /// [`LedgerError::NotFound`]; store failures.
+    fn reset_for_retry(&self, operation_id: &str, evidence: &Evidence) -> Result<bool, LedgerError> {
+        let transition = Transition::ResetForRetry {
+            evidence: evidence.clone(),
+        };
+        Ok(self.apply(operation_id, &transition)?.applied)
+    }
+
+    /// Extends a live owner's lease; false when the token no longer owns it.
+    ///
+    /// # Errors
+    ///
+    /// [`LedgerError::NotFound`]; store failures.
+    fn renew_lease(
+        &self,
+        operation_id: &str,
+        owner_token: &str,
+        lease: Duration,
+    ) -> Result<bool, LedgerError> {
+        let transition = Transition::RenewLease {
+            owner_token: owner_token.to_owned(),
+            lease,
+        };
+        Ok(self.apply(operation_id, &transition)?.applied)
+    }
+
+    /// Applies an operator's audited decision.
+    ///
+    /// # Errors
+    ///
+    /// [`LedgerError::InvalidInput`] for a blank actor, reason or evidence
+    /// reference; [`LedgerError::InvalidTransition`] outside `outcome_unknown` /
+    /// `quarantined`; [`LedgerError::NotFound`].
+    fn resolve_manually(
+        &self,
+        operation_id: &str,
+        resolution: &ManualResolution,
+    ) -> Result<EffectRecord, LedgerError> {
+        Ok(self
+            .apply(operation_id, &Transition::Resolve(resolution.clone()))?
+            .record)
+    }
+}

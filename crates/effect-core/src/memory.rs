@@ -1,0 +1,181 @@
+//! [`MemoryLedger`]: the reference ledger, in memory.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use crate::clock::{Clock, SystemClock};
+use crate::error::LedgerError;
+use crate::ledger::{EffectLedger, LedgerStats, ListQuery};
+use crate::record::{EffectRecord, LedgerEvent};
+use crate::status::EffectStatus;
+use crate::transition::{Transition, TransitionOutcome, plan};
+
+/// A ledger that keeps everything in memory. It follows the same state machine
+/// as the durable stores, so it serves doc examples and tests, but nothing
+/// survives the process: do not use it to protect real effects.
+///
+/// ```
+/// use effect_core::{EffectLedger, MemoryLedger, NewOperation, RequestFingerprint};
+///
+/// let ledger = MemoryLedger::new();
+/// let op = NewOperation {
+///     contract_name: "capture_payment".into(),
+///     contract_version: "1".into(),
+///     fingerprint: RequestFingerprint::of_canonical(r#"{"invoice_id":"INV-1"}"#),
+///     provider_idempotency_key: Some("capture:INV-1".into()),
+/// };
+/// let record = ledger.prepare("invoice:INV-1:capture", &op)?;
+/// assert_eq!(record.status.as_str(), "prepared");
+/// assert_eq!(ledger.events("invoice:INV-1:capture")?.len(), 1);
+/// # Ok::<(), effect_core::LedgerError>(())
+/// ```
+#[derive(Debug)]
+pub struct MemoryLedger {
+    clock: Arc<dyn Clock>,
+    state: Mutex<State>,
+}
+
+#[derive(Debug, Default)]
+struct State {
+    records: HashMap<String, Entry>,
+    events: Vec<LedgerEvent>,
+    /// Orders records by last write, since timestamps can tie.
+    writes: u64,
+}
+
+#[derive(Debug)]
+struct Entry {
+    record: EffectRecord,
+    last_write: u64,
+}
+
+impl MemoryLedger {
+    /// An empty ledger on the system clock.
+    pub fn new() -> Self {
+        MemoryLedger::with_clock(Arc::new(SystemClock))
+    }
+
+    /// An empty ledger on the given clock.
+    pub fn with_clock(clock: Arc<dyn Clock>) -> Self {
+        MemoryLedger {
+            clock,
+            state: Mutex::new(State::default()),
+        }
+    }
+
+    fn state(&self) -> MutexGuard<'_, State> {
+        // A panic while holding the lock cannot leave a half-applied transition:
+        // every write below happens after planning succeeded.
+        self.state.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+}
+
+impl Default for MemoryLedger {
+    fn default() -> Self {
+        MemoryLedger::new()
+    }
+}
+
+impl EffectLedger for MemoryLedger {
+    fn apply(
+        &self,
+        operation_id: &str,
+        transition: &Transition,
+    ) -> Result<TransitionOutcome, LedgerError> {
+        let mut state = self.state();
+        let current = state.records.get(operation_id).map(|e| e.record.clone());
+        let plan = plan(operation_id, current, transition, self.clock.now())?;
+        if let Some(write) = plan.write {
+            state.writes += 1;
+            let last_write = state.writes;
+            state.records.insert(
+                operation_id.to_owned(),
+                Entry {
+                    record: plan.outcome.record.clone(),
+                    last_write,
+                },
+            );
+            for event in write.events {
+                let sequence = state.events.len() as u64 + 1;
+                state.events.push(LedgerEvent {
+                    sequence,
+                    operation_id: operation_id.to_owned(),
+                    event_type: event.event_type.to_owned(),
+                    data: event.data,
+                    timestamp: event.timestamp,
+                });
+            }
+        }
+        Ok(plan.outcome)
+    }
+
+    fn get(&self, operation_id: &str) -> Result<Option<EffectRecord>, LedgerError> {
+        Ok(self.state().records.get(operation_id).map(|e| e.record.clone()))
+    }
+
+    fn list(&self, query: &ListQuery) -> Result<Vec<EffectRecord>, LedgerError> {
+        query.validate()?;
+        let state = self.state();
+        let mut entries: Vec<&Entry> = state
+            .records
+            .values()
+            .filter(|e| query.status.is_none_or(|s| e.record.status == s))
+            .collect();
+        entries.sort_unstable_by(|a, b| b.last_write.cmp(&a.last_write));
+        Ok(entries
+            .into_iter()
+            .take(query.limit)
+            .map(|e| e.record.clone())
+            .collect())
+    }
+
+    fn events(&self, operation_id: &str) -> Result<Vec<LedgerEvent>, LedgerError> {
+        Ok(self
+            .state()
+            .events
+            .iter()
+            .filter(|e| e.operation_id == operation_id)
+            .cloned()
+            .collect())
+    }
+
+    fn events_after(&self, after: u64, limit: usize) -> Result<Vec<LedgerEvent>, LedgerError> {
+        Ok(self
+            .state()
+            .events
+            .iter()
+            .filter(|e| e.sequence > after)
+            .take(limit)
+            .cloned()
+            .collect())
+    }
+
+    fn stats(&self) -> Result<LedgerStats, LedgerError> {
+        let state = self.state();
+        let records = state.records.values().map(|e| &e.record);
+        Ok(LedgerStats::from_records(records))
+    }
+}
+
+impl LedgerStats {
+    /// Computes stats from records (for stores that hold them in memory).
+    pub fn from_records<'a>(records: impl IntoIterator<Item = &'a EffectRecord>) -> Self {
+        let mut counts: Vec<(EffectStatus, u64)> =
+            EffectStatus::ALL.into_iter().map(|s| (s, 0)).collect();
+        let mut oldest: Option<&str> = None;
+        for record in records {
+            if let Some(count) = counts.iter_mut().find(|(s, _)| *s == record.status) {
+                count.1 += 1;
+            }
+            if record.status.is_uncertain()
+                && oldest.is_none_or(|o| record.updated_at.as_str() < o)
+            {
+                oldest = Some(&record.updated_at);
+            }
+        }
+        LedgerStats {
+            counts,
+            oldest_unresolved_updated_at: oldest.map(str::to_owned),
+        }
+    }
+}

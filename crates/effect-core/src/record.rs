@@ -1,0 +1,162 @@
+//! What the ledger stores and what execution returns.
+
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
+
+use crate::status::{EffectStatus, ProbeStatus};
+
+/// Evidence: a JSON object describing why an operation is in its status.
+pub type Evidence = Map<String, Value>;
+
+/// One operation as stored in the ledger.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct EffectRecord {
+    /// The stable business identity.
+    pub operation_id: String,
+    /// The contract's name.
+    pub contract_name: String,
+    /// The contract's version.
+    pub contract_version: String,
+    /// `blake3:<hex>`, or a bare SHA-256 hex digest written by the Python package.
+    pub request_fingerprint: String,
+    /// The key forwarded to the provider on every attempt.
+    pub provider_idempotency_key: Option<String>,
+    /// Where the operation stands.
+    pub status: EffectStatus,
+    /// The stored output of a confirmed operation.
+    pub output: Option<Value>,
+    /// The provider's id for the effect, when known.
+    pub provider_operation_id: Option<String>,
+    /// The last error, for uncertain and rejected operations.
+    pub error: Option<String>,
+    /// How many dispatches were claimed.
+    pub attempts: u32,
+    /// Why the operation is in its status.
+    pub evidence: Evidence,
+    /// The token of the caller holding the dispatch lease.
+    pub owner_token: Option<String>,
+    /// When the dispatch lease ends, in seconds since the Unix epoch.
+    pub lease_until: Option<f64>,
+    /// ISO-8601 UTC creation time.
+    pub created_at: String,
+    /// ISO-8601 UTC time of the last transition.
+    pub updated_at: String,
+}
+
+/// One entry of an operation's append-only history.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct LedgerEvent {
+    /// Ledger-wide, strictly increasing order.
+    pub sequence: u64,
+    /// The operation it belongs to.
+    pub operation_id: String,
+    /// `prepared`, `dispatched`, `confirmed`, ... (SPEC §4).
+    pub event_type: String,
+    /// The event's data (SPEC §4).
+    pub data: Value,
+    /// ISO-8601 UTC time.
+    pub timestamp: String,
+}
+
+/// What an outcome probe learned.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct OutcomeProbeResult {
+    /// The verdict.
+    pub status: ProbeStatus,
+    /// The effect's output, for `committed`.
+    pub output: Option<Value>,
+    /// The provider's id for the effect.
+    pub provider_operation_id: Option<String>,
+    /// What the verdict rests on.
+    pub evidence: Evidence,
+}
+
+impl OutcomeProbeResult {
+    /// The effect happened and produced `output`.
+    pub fn committed(output: Value) -> Self {
+        OutcomeProbeResult::with_status(ProbeStatus::Committed, Some(output))
+    }
+
+    /// Authoritative: the request can never commit later.
+    pub fn not_committed() -> Self {
+        OutcomeProbeResult::with_status(ProbeStatus::NotCommitted, None)
+    }
+
+    /// The provider is still processing it.
+    pub fn pending() -> Self {
+        OutcomeProbeResult::with_status(ProbeStatus::Pending, None)
+    }
+
+    /// The evidence cannot settle it.
+    pub fn unknown() -> Self {
+        OutcomeProbeResult::with_status(ProbeStatus::Unknown, None)
+    }
+
+    /// Sets the provider's id for the effect.
+    #[must_use]
+    pub fn provider_operation_id(mut self, id: impl Into<String>) -> Self {
+        self.provider_operation_id = Some(id.into());
+        self
+    }
+
+    /// Adds one evidence entry.
+    #[must_use]
+    pub fn evidence(mut self, key: impl Into<String>, value: impl Into<Value>) -> Self {
+        self.evidence.insert(key.into(), value.into());
+        self
+    }
+
+    fn with_status(status: ProbeStatus, output: Option<Value>) -> Self {
+        OutcomeProbeResult {
+            status,
+            output,
+            provider_operation_id: None,
+            evidence: Evidence::new(),
+        }
+    }
+}
+
+/// What one execution of an operation returns (SPEC §5.3).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct EffectResult {
+    /// The operation id.
+    pub operation_id: String,
+    /// The status when execution returned.
+    pub status: EffectStatus,
+    /// The stored output of a confirmed operation.
+    pub output: Option<Value>,
+    /// The last error.
+    pub error: Option<String>,
+    /// Dispatches claimed so far.
+    pub attempts: u32,
+    /// True when a stored confirmed result was replayed instead of dispatching.
+    pub duplicate_suppressed: bool,
+    /// True when another live caller holds the dispatch lease.
+    pub in_progress: bool,
+    /// The provider's id for the effect.
+    pub provider_operation_id: Option<String>,
+    /// Why the operation is in its status.
+    pub evidence: Evidence,
+}
+
+impl EffectResult {
+    /// The result describing a stored record.
+    pub fn from_record(record: &EffectRecord) -> Self {
+        EffectResult {
+            operation_id: record.operation_id.clone(),
+            status: record.status,
+            output: record.output.clone(),
+            error: record.error.clone(),
+            attempts: record.attempts,
+            duplicate_suppressed: false,
+            in_progress: false,
+            provider_operation_id: record.provider_operation_id.clone(),
+            evidence: record.evidence.clone(),
+        }
+    }
+
+    /// True when the operation is confirmed.
+    pub fn is_confirmed(&self) -> bool {
+        self.status == EffectStatus::Confirmed
+    }
+}

@@ -1,0 +1,146 @@
+//! Operation statuses, probe statuses and the unknown-outcome policy (SPEC §2).
+
+use std::fmt;
+use std::str::FromStr;
+
+use serde::{Deserialize, Serialize};
+
+use crate::error::ParseStatusError;
+
+/// Where an operation stands. The storage and JSON strings are fixed by SPEC §2.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum EffectStatus {
+    /// Recorded durably, not dispatched (or authorized for another attempt).
+    Prepared,
+    /// A caller holds the dispatch lease and may be talking to the provider.
+    Dispatched,
+    /// The effect happened; the stored output is the result. Terminal.
+    Confirmed,
+    /// The outcome is uncertain and awaits reconciliation.
+    OutcomeUnknown,
+    /// Uncertain and parked for an operator decision.
+    Quarantined,
+    /// The provider definitively refused the effect. Terminal.
+    Rejected,
+}
+
+impl EffectStatus {
+    /// Every status, in lifecycle order.
+    pub const ALL: [EffectStatus; 6] = [
+        EffectStatus::Prepared,
+        EffectStatus::Dispatched,
+        EffectStatus::Confirmed,
+        EffectStatus::OutcomeUnknown,
+        EffectStatus::Quarantined,
+        EffectStatus::Rejected,
+    ];
+
+    /// The exact storage string.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            EffectStatus::Prepared => "prepared",
+            EffectStatus::Dispatched => "dispatched",
+            EffectStatus::Confirmed => "confirmed",
+            EffectStatus::OutcomeUnknown => "outcome_unknown",
+            EffectStatus::Quarantined => "quarantined",
+            EffectStatus::Rejected => "rejected",
+        }
+    }
+
+    /// True for `confirmed` and `rejected`: automatic execution never changes them.
+    pub fn is_terminal(self) -> bool {
+        matches!(self, EffectStatus::Confirmed | EffectStatus::Rejected)
+    }
+
+    /// True for `outcome_unknown` and `quarantined`: the outcome is not known.
+    pub fn is_uncertain(self) -> bool {
+        matches!(self, EffectStatus::OutcomeUnknown | EffectStatus::Quarantined)
+    }
+}
+
+impl fmt::Display for EffectStatus {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl FromStr for EffectStatus {
+    type Err = ParseStatusError;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        EffectStatus::ALL
+            .into_iter()
+            .find(|status| status.as_str() == s)
+            .ok_or_else(|| ParseStatusError {
+                value: s.to_owned(),
+                expected: "prepared, dispatched, confirmed, outcome_unknown, quarantined, rejected",
+            })
+    }
+}
+
+/// What an outcome probe learned from the provider.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ProbeStatus {
+    /// The effect happened; the probe carries evidence.
+    Committed,
+    /// Authoritative and terminal: the earlier request can never commit later.
+    /// An empty read from an eventually consistent index is *not* this.
+    NotCommitted,
+    /// The provider is still processing the request.
+    Pending,
+    /// The evidence cannot settle it.
+    Unknown,
+}
+
+impl ProbeStatus {
+    /// The exact storage string.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ProbeStatus::Committed => "committed",
+            ProbeStatus::NotCommitted => "not_committed",
+            ProbeStatus::Pending => "pending",
+            ProbeStatus::Unknown => "unknown",
+        }
+    }
+}
+
+impl fmt::Display for ProbeStatus {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl FromStr for ProbeStatus {
+    type Err = ParseStatusError;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        [
+            ProbeStatus::Committed,
+            ProbeStatus::NotCommitted,
+            ProbeStatus::Pending,
+            ProbeStatus::Unknown,
+        ]
+        .into_iter()
+        .find(|status| status.as_str() == s)
+        .ok_or_else(|| ParseStatusError {
+            value: s.to_owned(),
+            expected: "committed, not_committed, pending, unknown",
+        })
+    }
+}
+
+/// What to do with an operation whose outcome cannot be settled.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum UnknownOutcomePolicy {
+    /// Park it as `quarantined` for an operator (the default).
+    #[default]
+    Quarantine,
+    /// Leave it `outcome_unknown`; the caller manages quarantine elsewhere.
+    KeepUnknown,
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,555 @@
+//! The ledger state machine of SPEC §4 as one pure function.
+//!
+//! Every store loads the current record, calls [`plan`], and writes what it
+//! returns in the same transaction. The rules live here once, so the memory,
+//! SQLite and PostgreSQL stores cannot drift apart.
+
+use std::time::{Duration, SystemTime};
+
+use serde_json::{Value, json};
+
+use crate::canonical::RequestFingerprint;
+use crate::clock::{format_timestamp, unix_seconds};
+use crate::error::LedgerError;
+use crate::record::{EffectRecord, Evidence};
+use crate::status::EffectStatus;
+
+/// The identity of an operation to prepare.
+#[derive(Debug, Clone, PartialEq)]
+pub struct NewOperation {
+    /// The contract's name.
+    pub contract_name: String,
+    /// The contract's version.
+    pub contract_version: String,
+    /// The fingerprint of the canonical arguments.
+    pub fingerprint: RequestFingerprint,
+    /// The provider idempotency key, if the contract has one.
+    pub provider_idempotency_key: Option<String>,
+}
+
+/// A request for the dispatch lease.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Claim {
+    /// A token unique to this attempt; only its holder may finalize.
+    pub owner_token: String,
+    /// How long the lease lasts unless renewed, measured on the ledger's clock.
+    pub lease: Duration,
+}
+
+/// A confirmed outcome.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Confirmation {
+    /// The effect's output, stored for replay.
+    pub output: Value,
+    /// The provider's id for the effect.
+    pub provider_operation_id: Option<String>,
+    /// What the confirmation rests on; replaces the record's evidence.
+    pub evidence: Evidence,
+}
+
+/// An operator's decision about an uncertain operation.
+#[derive(Debug, Clone, PartialEq)]
+pub enum ManualAction {
+    /// The effect happened, with this output.
+    Confirm {
+        /// The effect's output, stored for replay.
+        output: Value,
+        /// The provider's id for the effect.
+        provider_operation_id: Option<String>,
+    },
+    /// The effect did not happen and must not be retried.
+    Reject,
+    /// The effect did not happen; the next execution may dispatch again.
+    AuthorizeRetry,
+}
+
+/// An audited manual resolution (SPEC §4, last three rows).
+#[derive(Debug, Clone, PartialEq)]
+pub struct ManualResolution {
+    /// The decision.
+    pub action: ManualAction,
+    /// Who decided. The library does not authenticate it.
+    pub actor: String,
+    /// Why.
+    pub reason: String,
+    /// Where the evidence is (ticket, provider dashboard link, ...).
+    pub evidence_reference: String,
+}
+
+/// One ledger transition (SPEC §4).
+#[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
+pub enum Transition {
+    /// Create the operation, or check that the stored one has the same identity.
+    Prepare(NewOperation),
+    /// `Prepare`, then claim the dispatch lease if the operation is `prepared`,
+    /// in one transaction: a fresh effect's first durable commit.
+    PrepareAndClaim(NewOperation, Claim),
+    /// Claim the dispatch lease of a `prepared` operation.
+    Claim(Claim),
+    /// Extend the lease of a live owner. Appends no event.
+    RenewLease {
+        /// The owner's token.
+        owner_token: String,
+        /// The new lease length from now.
+        lease: Duration,
+    },
+    /// Turn a `dispatched` operation whose lease has ended into `outcome_unknown`.
+    ExpireLease,
+    /// The outcome is uncertain. With an owner: from `dispatched`; without: from
+    /// `outcome_unknown` or `quarantined`.
+    MarkOutcomeUnknown {
+        /// The owner's token, when finalizing a dispatch.
+        owner_token: Option<String>,
+        /// What went wrong.
+        error: String,
+        /// Merged into the record's evidence.
+        evidence: Evidence,
+    },
+    /// The effect happened. With an owner: from `dispatched`; without: from
+    /// `prepared`, `outcome_unknown` or `quarantined` (already `confirmed` is a no-op success).
+    MarkConfirmed {
+        /// The owner's token, when finalizing a dispatch.
+        owner_token: Option<String>,
+        /// The outcome.
+        confirmation: Confirmation,
+    },
+    /// The provider definitively refused the effect; from `dispatched` by its owner.
+    MarkRejected {
+        /// The owner's token.
+        owner_token: String,
+        /// The provider's refusal.
+        error: String,
+    },
+    /// Park an uncertain operation for an operator.
+    Quarantine {
+        /// Why it cannot be settled automatically.
+        error: String,
+        /// Merged into the record's evidence.
+        evidence: Evidence,
+    },
+    /// Allow another dispatch of an uncertain operation.
+    ResetForRetry {
+        /// Why a retry is safe; merged into the record's evidence.
+        evidence: Evidence,
+    },
+    /// An operator's audited decision.
+    Resolve(ManualResolution),
+}
+
+impl Transition {
+    /// A short name for messages and logs.
+    pub fn name(&self) -> &'static str {
+        match self {
+            Transition::Prepare(_) => "prepare",
+            Transition::PrepareAndClaim(..) => "prepare and claim",
+            Transition::Claim(_) => "claim dispatch",
+            Transition::RenewLease { .. } => "renew lease",
+            Transition::ExpireLease => "expire lease",
+            Transition::MarkOutcomeUnknown { .. } => "mark outcome unknown",
+            Transition::MarkConfirmed { .. } => "mark confirmed",
+            Transition::MarkRejected { .. } => "mark rejected",
+            Transition::Quarantine { .. } => "quarantine",
+            Transition::ResetForRetry { .. } => "reset for retry",
+            Transition::Resolve(resolution) => match resolution.action {
+                ManualAction::Confirm { .. } => "manually confirm",
+                ManualAction::Reject => "manually reject",
+                ManualAction::AuthorizeRetry => "authorize a retry of",
+            },
+        }
+    }
+}
+
+/// What a transition did.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TransitionOutcome {
+    /// False when a guard did not hold (wrong status, stale owner token, live lease).
+    pub applied: bool,
+    /// The record after the transition (the unchanged record when not applied).
+    pub record: EffectRecord,
+}
+
+/// An event to append, in order, with the write.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PendingEvent {
+    /// The event type of SPEC §4.
+    pub event_type: &'static str,
+    /// The event's data.
+    pub data: Value,
+    /// The transition's time.
+    pub timestamp: String,
+}
+
+/// What a store must persist, atomically, for a transition.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Write {
+    /// True when the record is new (insert), false for an update.
+    pub insert: bool,
+    /// Events to append after the record is written, in order.
+    pub events: Vec<PendingEvent>,
+}
+
+/// The plan for one transition: the outcome to report, and what to write (if anything).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Plan {
+    /// What the caller is told once the write (if any) is durable.
+    pub outcome: TransitionOutcome,
+    /// What to persist; `None` when nothing changes.
+    pub write: Option<Write>,
+}
+
+/// Decides a transition for `operation_id`, given its current record and the
+/// ledger's clock reading.
+///
+/// # Errors
+///
+/// [`LedgerError::NotFound`] when the operation is absent (except for prepare),
+/// [`LedgerError::Conflict`] when a prepare's identity differs from the stored one,
+/// [`LedgerError::InvalidInput`] for a blank operation id or a manual resolution
+/// with a blank actor, reason or evidence reference, and
+/// [`LedgerError::InvalidTransition`] for a manual resolution outside
+/// `outcome_unknown` / `quarantined`.
+pub fn plan(
+    operation_id: &str,
+    current: Option<EffectRecord>,
+    transition: &Transition,
+    now: SystemTime,
+) -> Result<Plan, LedgerError> {
+    if operation_id.trim().is_empty() {
+        return Err(LedgerError::invalid_input("operation id must not be blank"));
+    }
+    let at = format_timestamp(now);
+    let mut planner = Planner {
+        now,
+        at,
+        events: Vec::new(),
+        dirty: false,
+    };
+    let (new_op, claim) = match transition {
+        Transition::Prepare(op) => (Some(op), None),
+        Transition::PrepareAndClaim(op, claim) => (Some(op), Some(claim)),
+        _ => (None, None),
+    };
+    if let Some(op) = new_op {
+        let (record, insert) = match current {
+            Some(record) => {
+                check_identity(operation_id, &record, op)?;
+                (record, false)
+            }
+            None => (planner.create(operation_id, op), true),
+        };
+        let (applied, record) = match claim {
+            Some(claim) => planner.claim(record, claim),
+            None => (insert, record),
+        };
+        return Ok(planner.finish(applied, record, insert));
+    }
+    let Some(record) = current else {
+        return Err(LedgerError::NotFound {
+            operation_id: operation_id.to_owned(),
+        });
+    };
+    let (applied, record) = planner.step(record, transition)?;
+    Ok(planner.finish(applied, record, false))
+}
+
+fn check_identity(
+    operation_id: &str,
+    record: &EffectRecord,
+    op: &NewOperation,
+) -> Result<(), LedgerError> {
+    let field = if record.contract_name != op.contract_name {
+        "contract name"
+    } else if record.contract_version != op.contract_version {
+        "contract version"
+    } else if !op.fingerprint.matches(&record.request_fingerprint) {
+        "request fingerprint (the arguments differ)"
+    } else if record.provider_idempotency_key != op.provider_idempotency_key {
+        "provider idempotency key"
+    } else {
+        return Ok(());
+    };
+    Err(LedgerError::Conflict {
+        operation_id: operation_id.to_owned(),
+        field,
+    })
+}
+
+struct Planner {
+    now: SystemTime,
+    at: String,
+    events: Vec<PendingEvent>,
+    /// Set by anything that changes the record.
+    dirty: bool,
+}
+
+impl Planner {
+    fn event(&mut self, event_type: &'static str, data: Value) {
+        self.dirty = true;
+        self.events.push(PendingEvent {
+            event_type,
+            data,
+            timestamp: self.at.clone(),
+        });
+    }
+
+    fn finish(self, applied: bool, mut record: EffectRecord, insert: bool) -> Plan {
+        let write = if !self.dirty {
+            None
+        } else {
+            if !self.events.is_empty() {
+                record.updated_at = self.at;
+            }
+            Some(Write {
+                insert,
+                events: self.events,
+            })
+        };
+        Plan {
+            outcome: TransitionOutcome { applied, record },
+            write,
+        }
+    }
+
+    fn create(&mut self, operation_id: &str, op: &NewOperation) -> EffectRecord {
+        let fingerprint = op.fingerprint.stored();
+        self.event(
+            "prepared",
+            json!({
+                "contract_name": op.contract_name,
+                "contract_version": op.contract_version,
+                "request_fingerprint": fingerprint,
+            }),
+        );
+        EffectRecord {
+            operation_id: operation_id.to_owned(),
+            contract_name: op.contract_name.clone(),
+            contract_version: op.contract_version.clone(),
+            request_fingerprint: fingerprint,
+            provider_idempotency_key: op.provider_idempotency_key.clone(),
+            status: EffectStatus::Prepared,
+            output: None,
+            provider_operation_id: None,
+            error: None,
+            attempts: 0,
+            evidence: Evidence::new(),
+            owner_token: None,
+            lease_until: None,
+            created_at: self.at.clone(),
+            updated_at: self.at.clone(),
+        }
+    }
+
+    fn lease_until(&self, lease: Duration) -> f64 {
+        unix_seconds(self.now + lease)
+    }
+
+    fn claim(&mut self, mut record: EffectRecord, claim: &Claim) -> (bool, EffectRecord) {
+        if record.status != EffectStatus::Prepared {
+            return (false, record);
+        }
+        record.status = EffectStatus::Dispatched;
+        record.attempts = record.attempts.saturating_add(1);
+        record.owner_token = Some(claim.owner_token.clone());
+        record.lease_until = Some(self.lease_until(claim.lease));
+        self.event("dispatched", json!({ "attempt": record.attempts }));
+        (true, record)
+    }
+
+    fn step(
+        &mut self,
+        mut record: EffectRecord,
+        transition: &Transition,
+    ) -> Result<(bool, EffectRecord), LedgerError> {
+        use EffectStatus as S;
+        let status = record.status;
+        let owned_by = |token: &str| status == S::Dispatched && record.owner_token.as_deref() == Some(token);
+        let applied = match transition {
+            Transition::Prepare(_) | Transition::PrepareAndClaim(..) => false,
+            Transition::Claim(claim) => return Ok(self.claim(record, claim)),
+            Transition::RenewLease { owner_token, lease } => {
+                if !owned_by(owner_token) {
+                    return Ok((false, record));
+                }
+                record.lease_until = Some(self.lease_until(*lease));
+                self.dirty = true;
+                true
+            }
+            Transition::ExpireLease => {
+                let expired = status == S::Dispatched
+                    && record
+                        .lease_until
+                        .is_none_or(|until| until <= unix_seconds(self.now));
+                if !expired {
+                    return Ok((false, record));
+                }
+                let mut evidence = Evidence::new();
+                evidence.insert("handler_may_still_be_running".into(), Value::Bool(true));
+                evidence.insert("dispatch_interruption".into(), "lease_expired".into());
+                let error = "dispatch lease expired before an outcome was recorded; \
+                             the previous handler may still be running";
+                self.uncertain(&mut record, S::OutcomeUnknown, "outcome_unknown", error, &evidence);
+                true
+            }
+            Transition::MarkOutcomeUnknown {
+                owner_token,
+                error,
+                evidence,
+            } => {
+                let allowed = match owner_token {
+                    Some(token) => owned_by(token),
+                    None => status.is_uncertain(),
+                };
+                if !allowed {
+                    return Ok((false, record));
+                }
+                self.uncertain(&mut record, S::OutcomeUnknown, "outcome_unknown", error, evidence);
+                true
+            }
+            Transition::MarkConfirmed {
+                owner_token,
+                confirmation,
+            } => {
+                let allowed = match owner_token {
+                    Some(token) => owned_by(token),
+                    None if status == S::Confirmed => return Ok((true, record)),
+                    None => matches!(status, S::Prepared | S::OutcomeUnknown | S::Quarantined),
+                };
+                if !allowed {
+                    return Ok((false, record));
+                }
+                record.status = S::Confirmed;
+                record.output = Some(confirmation.output.clone());
+                record.provider_operation_id = confirmation.provider_operation_id.clone();
+                record.evidence = confirmation.evidence.clone();
+                record.error = None;
+                release(&mut record);
+                self.event(
+                    "confirmed",
+                    json!({
+                        "evidence": record.evidence,
+                        "provider_operation_id": record.provider_operation_id,
+                    }),
+                );
+                true
+            }
+            Transition::MarkRejected { owner_token, error } => {
+                if !owned_by(owner_token) {
+                    return Ok((false, record));
+                }
+                record.status = S::Rejected;
+                record.error = Some(error.clone());
+                release(&mut record);
+                self.event("rejected", json!({ "error": error }));
+                true
+            }
+            Transition::Quarantine { error, evidence } => {
+                if !status.is_uncertain() {
+                    return Ok((false, record));
+                }
+                self.uncertain(&mut record, S::Quarantined, "quarantined", error, evidence);
+                true
+            }
+            Transition::ResetForRetry { evidence } => {
+                if !status.is_uncertain() {
+                    return Ok((false, record));
+                }
+                record.status = S::Prepared;
+                record.error = None;
+                record.evidence.extend(evidence.clone());
+                release(&mut record);
+                self.event("retry_authorized", json!({ "evidence": evidence }));
+                true
+            }
+            Transition::Resolve(resolution) => {
+                self.resolve(&mut record, resolution, transition.name())?;
+                true
+            }
+        };
+        Ok((applied, record))
+    }
+
+    fn uncertain(
+        &mut self,
+        record: &mut EffectRecord,
+        status: EffectStatus,
+        event_type: &'static str,
+        error: &str,
+        evidence: &Evidence,
+    ) {
+        record.status = status;
+        record.error = Some(error.to_owned());
+        record.evidence.extend(evidence.clone());
+        release(record);
+        self.event(event_type, json!({ "error": error, "evidence": evidence }));
+    }
+
+    fn resolve(
+        &mut self,
+        record: &mut EffectRecord,
+        resolution: &ManualResolution,
+        name: &'static str,
+    ) -> Result<(), LedgerError> {
+        for (field, value) in [
+            ("actor", &resolution.actor),
+            ("reason", &resolution.reason),
+            ("evidence reference", &resolution.evidence_reference),
+        ] {
+            if value.trim().is_empty() {
+                return Err(LedgerError::invalid_input(format!(
+                    "a manual resolution needs a non-empty {field}"
+                )));
+            }
+        }
+        if !record.status.is_uncertain() {
+            return Err(LedgerError::InvalidTransition {
+                operation_id: record.operation_id.clone(),
+                transition: name,
+                status: record.status,
+            });
+        }
+        let mut evidence = Evidence::new();
+        evidence.insert("actor".into(), resolution.actor.clone().into());
+        evidence.insert("evidence_reference".into(), resolution.evidence_reference.clone().into());
+        evidence.insert("reason".into(), resolution.reason.clone().into());
+        release(record);
+        match &resolution.action {
+            ManualAction::Confirm {
+                output,
+                provider_operation_id,
+            } => {
+                evidence.insert("resolution".into(), "manual_confirmation".into());
+                record.status = EffectStatus::Confirmed;
+                record.output = Some(output.clone());
+                record.provider_operation_id = provider_operation_id.clone();
+                record.error = None;
+                self.event(
+                    "manually_confirmed",
+                    json!({ "evidence": evidence, "provider_operation_id": provider_operation_id }),
+                );
+            }
+            ManualAction::Reject => {
+                evidence.insert("resolution".into(), "manual_rejection".into());
+                let error = format!("manually rejected by {}: {}", resolution.actor, resolution.reason);
+                record.status = EffectStatus::Rejected;
+                self.event("manually_rejected", json!({ "error": error, "evidence": evidence }));
+                record.error = Some(error);
+            }
+            ManualAction::AuthorizeRetry => {
+                evidence.insert("handler_may_still_be_running".into(), Value::Bool(false));
+                evidence.insert("resolution".into(), "manual_retry_authorization".into());
+                record.status = EffectStatus::Prepared;
+                record.error = None;
+                self.event("manual_retry_authorized", json!({ "evidence": evidence }));
+            }
+        }
+        record.evidence = evidence;
+        Ok(())
+    }
+}
+
+/// Drops the dispatch lease.
+fn release(record: &mut EffectRecord) {
+    record.owner_token = None;
+    record.lease_until = None;
+}
