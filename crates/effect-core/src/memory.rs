@@ -66,7 +66,9 @@ impl MemoryLedger {
     fn state(&self) -> MutexGuard<'_, State> {
         // A panic while holding the lock cannot leave a half-applied transition:
         // every write below happens after planning succeeded.
-        self.state.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+        self.state
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 }
 
@@ -110,7 +112,11 @@ impl EffectLedger for MemoryLedger {
     }
 
     fn get(&self, operation_id: &str) -> Result<Option<EffectRecord>, LedgerError> {
-        Ok(self.state().records.get(operation_id).map(|e| e.record.clone()))
+        Ok(self
+            .state()
+            .records
+            .get(operation_id)
+            .map(|e| e.record.clone()))
     }
 
     fn list(&self, query: &ListQuery) -> Result<Vec<EffectRecord>, LedgerError> {
@@ -121,7 +127,7 @@ impl EffectLedger for MemoryLedger {
             .values()
             .filter(|e| query.status.is_none_or(|s| e.record.status == s))
             .collect();
-        entries.sort_unstable_by(|a, b| b.last_write.cmp(&a.last_write));
+        entries.sort_unstable_by_key(|e| std::cmp::Reverse(e.last_write));
         Ok(entries
             .into_iter()
             .take(query.limit)
@@ -167,8 +173,7 @@ impl LedgerStats {
             if let Some(count) = counts.iter_mut().find(|(s, _)| *s == record.status) {
                 count.1 += 1;
             }
-            if record.status.is_uncertain()
-                && oldest.is_none_or(|o| record.updated_at.as_str() < o)
+            if record.status.is_uncertain() && oldest.is_none_or(|o| record.updated_at.as_str() < o)
             {
                 oldest = Some(&record.updated_at);
             }
