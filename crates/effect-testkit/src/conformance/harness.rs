@@ -1,0 +1,357 @@
+//! The small vocabulary every check is written in: a [`Check`] owns one fresh
+//! ledger and turns every surprise into a panic naming the check.
+
+use std::fmt::{Debug, Display};
+use std::sync::Arc;
+use std::time::Duration;
+
+use effect_core::{
+    Claim, Confirmation, EffectLedger, EffectRecord, EffectStatus, Evidence, LedgerError,
+    LedgerErrorKind, LedgerEvent, ManualAction, ManualResolution, NewOperation, RequestFingerprint,
+};
+use serde_json::{Value, json};
+
+use super::LedgerFactory;
+
+/// A lease nobody will outlive during a check.
+pub(crate) const LIVE: Duration = Duration::from_secs(60);
+/// A lease that has ended as soon as it was granted, on any clock.
+pub(crate) const EXPIRED: Duration = Duration::ZERO;
+/// Enough to page through every event a check writes.
+const ALL_EVENTS: usize = 100_000;
+
+/// One running check: its name (for failure messages) and its ledger.
+pub(crate) struct Check {
+    name: &'static str,
+    pub(crate) ledger: Arc<dyn EffectLedger>,
+}
+
+/// What an operation looked like, to prove a refused transition wrote nothing.
+#[derive(Debug, PartialEq)]
+pub(crate) struct Snapshot {
+    record: Option<EffectRecord>,
+    events: Vec<LedgerEvent>,
+    ledger_events: usize,
+}
+
+impl Check {
+    pub(crate) fn new(name: &'static str, factory: LedgerFactory<'_>) -> Self {
+        Check {
+            name,
+            ledger: factory(),
+        }
+    }
+
+    pub(crate) fn fail(&self, message: impl Display) -> ! {
+        panic!("ledger conformance check `{}` failed: {message}", self.name)
+    }
+
+    pub(crate) fn ensure(&self, condition: bool, message: impl Display) {
+        if !condition {
+            self.fail(message);
+        }
+    }
+
+    pub(crate) fn same<T: PartialEq + Debug>(&self, actual: T, expected: T, what: impl Display) {
+        if actual != expected {
+            self.fail(format_args!(
+                "{what}: expected {expected:?}, got {actual:?}"
+            ));
+        }
+    }
+
+    pub(crate) fn ok<T>(&self, result: Result<T, LedgerError>, what: impl Display) -> T {
+        match result {
+            Ok(value) => value,
+            Err(err) => self.fail(format_args!(
+                "{what}: unexpected {:?} error: {err}",
+                err.kind()
+            )),
+        }
+    }
+
+    pub(crate) fn err<T: Debug>(
+        &self,
+        result: Result<T, LedgerError>,
+        kind: LedgerErrorKind,
+        what: impl Display,
+    ) {
+        match result {
+            Err(err) if err.kind() == kind => {}
+            Err(err) => self.fail(format_args!(
+                "{what}: expected a {kind:?} error, got {:?}: {err}",
+                err.kind()
+            )),
+            Ok(value) => self.fail(format_args!(
+                "{what}: expected a {kind:?} error, got Ok({value:?})"
+            )),
+        }
+    }
+
+    pub(crate) fn get(&self, id: &str) -> Option<EffectRecord> {
+        self.ok(self.ledger.get(id), format_args!("get({id:?})"))
+    }
+
+    pub(crate) fn record(&self, id: &str) -> EffectRecord {
+        match self.get(id) {
+            Some(record) => record,
+            None => self.fail(format_args!(
+                "get({id:?}) returned None for an existing operation"
+            )),
+        }
+    }
+
+    pub(crate) fn status(&self, id: &str) -> EffectStatus {
+        self.record(id).status
+    }
+
+    pub(crate) fn events(&self, id: &str) -> Vec<LedgerEvent> {
+        self.ok(self.ledger.events(id), format_args!("events({id:?})"))
+    }
+
+    pub(crate) fn event_types(&self, id: &str) -> Vec<String> {
+        self.events(id).into_iter().map(|e| e.event_type).collect()
+    }
+
+    pub(crate) fn last_event(&self, id: &str) -> LedgerEvent {
+        match self.events(id).pop() {
+            Some(event) => event,
+            None => self.fail(format_args!("events({id:?}) is empty")),
+        }
+    }
+
+    pub(crate) fn all_events(&self) -> Vec<LedgerEvent> {
+        self.ok(
+            self.ledger.events_after(0, ALL_EVENTS),
+            "events_after(0, ..)",
+        )
+    }
+
+    pub(crate) fn snapshot(&self, id: &str) -> Snapshot {
+        Snapshot {
+            record: self.get(id),
+            events: self.events(id),
+            ledger_events: self.all_events().len(),
+        }
+    }
+
+    /// Fails unless the operation and the ledger's event count are as before.
+    pub(crate) fn unchanged(&self, id: &str, before: &Snapshot, what: impl Display) {
+        let after = self.snapshot(id);
+        if after.record != before.record {
+            self.fail(format_args!(
+                "{what} must write nothing, but the record of {id:?} changed from {:?} to {:?}",
+                before.record, after.record
+            ));
+        }
+        if after.events != before.events || after.ledger_events != before.ledger_events {
+            self.fail(format_args!(
+                "{what} must append no event, but the events of {id:?} went from {:?} to {:?} \
+                 ({} -> {} events in the ledger)",
+                types(&before.events),
+                types(&after.events),
+                before.ledger_events,
+                after.ledger_events
+            ));
+        }
+    }
+
+    pub(crate) fn prepare(&self, id: &str) -> EffectRecord {
+        self.ok(
+            self.ledger.prepare(id, &new_operation()),
+            format_args!("prepare({id:?})"),
+        )
+    }
+
+    pub(crate) fn claim(&self, id: &str, token: &str, lease: Duration) -> bool {
+        let claim = Claim {
+            owner_token: token.to_owned(),
+            lease,
+        };
+        self.ok(
+            self.ledger.claim_dispatch(id, &claim),
+            format_args!("claim_dispatch({id:?}, {token:?})"),
+        )
+    }
+
+    /// Drives a fresh operation `id` into `status` through the public
+    /// transitions and returns the owner token it was (or would be) dispatched with.
+    pub(crate) fn in_status(&self, id: &str, status: EffectStatus) -> String {
+        let token = owner_of(id);
+        self.prepare(id);
+        let dispatch = |check: &Check| {
+            check.ensure(
+                check.claim(id, &token, LIVE),
+                format_args!("claim_dispatch of freshly prepared {id:?} returned false"),
+            );
+        };
+        let applied = match status {
+            EffectStatus::Prepared => true,
+            EffectStatus::Dispatched => {
+                dispatch(self);
+                true
+            }
+            EffectStatus::Confirmed => self.ok(
+                self.ledger
+                    .mark_confirmed(id, None, &confirmation(json!({"charged": true}))),
+                "mark_confirmed without owner from prepared",
+            ),
+            EffectStatus::OutcomeUnknown | EffectStatus::Quarantined => {
+                dispatch(self);
+                let unknown = self.ok(
+                    self.ledger.mark_outcome_unknown(
+                        id,
+                        Some(&token),
+                        "timed out",
+                        &evidence(json!({"timeout": true})),
+                    ),
+                    "mark_outcome_unknown by owner",
+                );
+                if status == EffectStatus::Quarantined && unknown {
+                    self.ok(
+                        self.ledger.quarantine(
+                            id,
+                            "no probe",
+                            &evidence(json!({"quarantined_by": "conformance"})),
+                        ),
+                        "quarantine from outcome_unknown",
+                    )
+                } else {
+                    unknown
+                }
+            }
+            EffectStatus::Rejected => {
+                dispatch(self);
+                self.ok(
+                    self.ledger.mark_rejected(id, &token, "card declined"),
+                    "mark_rejected by owner",
+                )
+            }
+        };
+        self.ensure(
+            applied,
+            format_args!("setting up {id:?} in status {status}: a transition returned false"),
+        );
+        self.same(
+            self.status(id),
+            status,
+            format_args!("status of {id:?} after setup"),
+        );
+        token
+    }
+
+    /// For each status in `from`, sets up an operation in it, runs `act` and
+    /// requires that `act` reports "not applied" and wrote nothing.
+    pub(crate) fn refused_from(
+        &self,
+        from: &[EffectStatus],
+        what: &str,
+        act: impl Fn(&Check, &str, &str) -> Result<bool, LedgerError>,
+    ) {
+        for &status in from {
+            let id = format!("{what} from {status}");
+            let token = self.in_status(&id, status);
+            let before = self.snapshot(&id);
+            let applied = self.ok(act(self, &id, &token), format_args!("{what} from {status}"));
+            self.ensure(
+                !applied,
+                format_args!("{what} from {status} must return false, returned true"),
+            );
+            self.unchanged(&id, &before, format_args!("{what} from {status}"));
+        }
+    }
+
+    /// Fails unless `event` has `event_type` and each of `fields` in its data.
+    pub(crate) fn event_is(&self, event: &LedgerEvent, event_type: &str, fields: &Value) {
+        self.same(event.event_type.as_str(), event_type, "event type");
+        self.ensure(
+            !event.timestamp.trim().is_empty(),
+            format_args!("{event_type} event has an empty timestamp"),
+        );
+        let Some(expected) = fields.as_object() else {
+            return;
+        };
+        for (key, value) in expected {
+            self.same(
+                event.data.get(key),
+                Some(value),
+                format_args!(
+                    "{event_type} event data field {key:?} (data: {})",
+                    event.data
+                ),
+            );
+        }
+    }
+
+    /// Fails unless the record's evidence holds each entry of `expected`.
+    pub(crate) fn evidence_has(&self, actual: &Evidence, expected: &Value, what: impl Display) {
+        let Some(expected) = expected.as_object() else {
+            return;
+        };
+        for (key, value) in expected {
+            if actual.get(key) != Some(value) {
+                self.fail(format_args!(
+                    "{what}: evidence[{key:?}] should be {value}, evidence is {}",
+                    Value::Object(actual.clone())
+                ));
+            }
+        }
+    }
+}
+
+fn types(events: &[LedgerEvent]) -> Vec<&str> {
+    events.iter().map(|e| e.event_type.as_str()).collect()
+}
+
+/// The token `in_status` dispatches `id` with.
+pub(crate) fn owner_of(id: &str) -> String {
+    format!("owner of {id}")
+}
+
+/// The identity every check prepares unless it tests identities.
+pub(crate) fn new_operation() -> NewOperation {
+    NewOperation {
+        contract_name: "conformance.capture_payment".into(),
+        contract_version: "1".into(),
+        fingerprint: RequestFingerprint::of_value(&json!({"amount": 1200, "invoice_id": "INV-1"})),
+        provider_idempotency_key: Some("capture:INV-1".into()),
+    }
+}
+
+/// A JSON object as evidence (anything else is empty evidence).
+pub(crate) fn evidence(value: Value) -> Evidence {
+    match value {
+        Value::Object(map) => map,
+        _ => Evidence::new(),
+    }
+}
+
+pub(crate) fn confirmation(output: Value) -> Confirmation {
+    Confirmation {
+        output,
+        provider_operation_id: Some("ch_conformance".into()),
+        evidence: evidence(json!({"source": "conformance"})),
+    }
+}
+
+pub(crate) fn manual(action: ManualAction) -> ManualResolution {
+    ManualResolution {
+        action,
+        actor: "operator@example.com".into(),
+        reason: "checked the provider dashboard".into(),
+        evidence_reference: "TICKET-42".into(),
+    }
+}
+
+/// Statuses other than the ones listed.
+pub(crate) fn except(allowed: &[EffectStatus]) -> Vec<EffectStatus> {
+    EffectStatus::ALL
+        .into_iter()
+        .filter(|s| !allowed.contains(s))
+        .collect()
+}
+
+/// Waits long enough that the next write gets a later timestamp on any store.
+pub(crate) fn tick() {
+    std::thread::sleep(Duration::from_millis(5));
+}

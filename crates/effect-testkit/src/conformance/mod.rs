@@ -1,0 +1,238 @@
+//! The ledger conformance suite: SPEC §4 as small, named checks that any
+//! [`EffectLedger`] implementation runs with one line.
+//!
+//! ```
+//! use std::sync::Arc;
+//! use effect_core::{EffectLedger, MemoryLedger};
+//!
+//! effect_testkit::conformance::run_all(&|| -> Arc<dyn EffectLedger> { Arc::new(MemoryLedger::new()) });
+//! ```
+//!
+//! # The factory
+//!
+//! Every check calls the factory for a **fresh, empty** ledger (for a durable
+//! store: a new temporary file, or a new schema) and owns it for the check.
+//! The suite is backend-neutral:
+//!
+//! - It never injects a clock. Expired leases are claimed with a zero lease
+//!   (expired at once on any clock); live leases last 60 s. Checks of
+//!   `list` ordering sleep a few milliseconds between writes, so the store's
+//!   clock must advance in real time (the system clock does).
+//! - Timestamps are compared as strings only where any store's format agrees
+//!   with time order (one store, one format).
+//! - Errors are compared by [`LedgerErrorKind`](effect_core::LedgerErrorKind), never by message.
+//! - Concurrency checks call the ledger from 16 threads at once: a store must
+//!   serialize them itself (busy timeouts, retries), not fail them.
+//!
+//! Each check is a `pub fn name(factory: LedgerFactory)`, listed in
+//! [`CHECKS`]; run one alone while debugging a store.
+
+use std::panic::{self, AssertUnwindSafe};
+use std::sync::Arc;
+
+use effect_core::EffectLedger;
+
+mod data;
+mod dispatch;
+mod finalize;
+mod harness;
+mod manual;
+mod prepare;
+mod races;
+mod reads;
+
+pub use data::{UNUSUAL_OPERATION_IDS, large_output_round_trips, unusual_operation_ids_round_trip};
+pub use dispatch::{
+    claim_counts_attempts, claim_from_prepared, claim_only_from_prepared,
+    expire_lease_ignores_live_lease, expire_lease_marks_outcome_unknown,
+    expire_lease_only_from_dispatched, renew_lease_only_for_owner, stale_owner_cannot_finalize,
+};
+pub use finalize::{
+    evidence_is_merged, mark_confirmed_by_owner, mark_confirmed_by_owner_guards,
+    mark_confirmed_when_confirmed, mark_confirmed_without_owner, mark_rejected_by_owner,
+    mark_rejected_guards, mark_unknown_by_owner, mark_unknown_by_owner_guards,
+    mark_unknown_without_owner, quarantine_only_from_uncertain,
+    reset_for_retry_only_from_uncertain,
+};
+pub use manual::{
+    manual_authorize_retry, manual_confirm, manual_only_from_uncertain, manual_reject,
+    manual_requires_audit_fields,
+};
+pub use prepare::{
+    prepare_and_claim_claims_prepared, prepare_and_claim_conflicts,
+    prepare_and_claim_creates_and_claims, prepare_and_claim_leaves_others,
+    prepare_conflicts_on_contract_name, prepare_conflicts_on_contract_version,
+    prepare_conflicts_on_fingerprint, prepare_conflicts_on_provider_key, prepare_creates_operation,
+    prepare_is_idempotent, prepare_rejects_blank_operation_id,
+};
+pub use races::{
+    RACERS, concurrent_claims_have_one_winner, concurrent_prepare_and_claim_has_one_winner,
+    confirmation_beats_claim,
+};
+pub use reads::{
+    events_after_pages, events_are_ordered, list_filters_by_status, list_limits,
+    list_newest_update_first, missing_operation_reads, missing_operation_transitions, stats_counts,
+};
+
+/// Makes a fresh, empty ledger for one check.
+pub type LedgerFactory<'a> = &'a dyn Fn() -> Arc<dyn EffectLedger>;
+
+/// One named check of the suite.
+pub type NamedCheck = (&'static str, fn(LedgerFactory<'_>));
+
+/// Every check, by name, in the order [`run_all`] runs them.
+pub const CHECKS: &[NamedCheck] = &[
+    ("prepare_creates_operation", prepare_creates_operation),
+    ("prepare_is_idempotent", prepare_is_idempotent),
+    (
+        "prepare_conflicts_on_contract_name",
+        prepare_conflicts_on_contract_name,
+    ),
+    (
+        "prepare_conflicts_on_contract_version",
+        prepare_conflicts_on_contract_version,
+    ),
+    (
+        "prepare_conflicts_on_fingerprint",
+        prepare_conflicts_on_fingerprint,
+    ),
+    (
+        "prepare_conflicts_on_provider_key",
+        prepare_conflicts_on_provider_key,
+    ),
+    (
+        "prepare_rejects_blank_operation_id",
+        prepare_rejects_blank_operation_id,
+    ),
+    (
+        "prepare_and_claim_creates_and_claims",
+        prepare_and_claim_creates_and_claims,
+    ),
+    (
+        "prepare_and_claim_claims_prepared",
+        prepare_and_claim_claims_prepared,
+    ),
+    (
+        "prepare_and_claim_leaves_others",
+        prepare_and_claim_leaves_others,
+    ),
+    ("prepare_and_claim_conflicts", prepare_and_claim_conflicts),
+    ("claim_from_prepared", claim_from_prepared),
+    ("claim_only_from_prepared", claim_only_from_prepared),
+    ("claim_counts_attempts", claim_counts_attempts),
+    ("renew_lease_only_for_owner", renew_lease_only_for_owner),
+    (
+        "expire_lease_ignores_live_lease",
+        expire_lease_ignores_live_lease,
+    ),
+    (
+        "expire_lease_marks_outcome_unknown",
+        expire_lease_marks_outcome_unknown,
+    ),
+    (
+        "expire_lease_only_from_dispatched",
+        expire_lease_only_from_dispatched,
+    ),
+    ("stale_owner_cannot_finalize", stale_owner_cannot_finalize),
+    ("mark_unknown_by_owner", mark_unknown_by_owner),
+    ("mark_unknown_by_owner_guards", mark_unknown_by_owner_guards),
+    ("mark_unknown_without_owner", mark_unknown_without_owner),
+    ("mark_confirmed_by_owner", mark_confirmed_by_owner),
+    (
+        "mark_confirmed_by_owner_guards",
+        mark_confirmed_by_owner_guards,
+    ),
+    ("mark_confirmed_without_owner", mark_confirmed_without_owner),
+    (
+        "mark_confirmed_when_confirmed",
+        mark_confirmed_when_confirmed,
+    ),
+    ("mark_rejected_by_owner", mark_rejected_by_owner),
+    ("mark_rejected_guards", mark_rejected_guards),
+    (
+        "quarantine_only_from_uncertain",
+        quarantine_only_from_uncertain,
+    ),
+    (
+        "reset_for_retry_only_from_uncertain",
+        reset_for_retry_only_from_uncertain,
+    ),
+    ("evidence_is_merged", evidence_is_merged),
+    ("manual_confirm", manual_confirm),
+    ("manual_reject", manual_reject),
+    ("manual_authorize_retry", manual_authorize_retry),
+    ("manual_only_from_uncertain", manual_only_from_uncertain),
+    ("manual_requires_audit_fields", manual_requires_audit_fields),
+    ("confirmation_beats_claim", confirmation_beats_claim),
+    (
+        "concurrent_claims_have_one_winner",
+        concurrent_claims_have_one_winner,
+    ),
+    (
+        "concurrent_prepare_and_claim_has_one_winner",
+        concurrent_prepare_and_claim_has_one_winner,
+    ),
+    ("missing_operation_reads", missing_operation_reads),
+    (
+        "missing_operation_transitions",
+        missing_operation_transitions,
+    ),
+    ("events_are_ordered", events_are_ordered),
+    ("list_limits", list_limits),
+    ("list_newest_update_first", list_newest_update_first),
+    ("list_filters_by_status", list_filters_by_status),
+    ("events_after_pages", events_after_pages),
+    ("stats_counts", stats_counts),
+    ("large_output_round_trips", large_output_round_trips),
+    (
+        "unusual_operation_ids_round_trip",
+        unusual_operation_ids_round_trip,
+    ),
+];
+
+/// Runs every check of [`CHECKS`] against fresh ledgers from `factory`.
+///
+/// Every check runs even when an earlier one fails, so one run reports all
+/// disagreements with SPEC §4.
+///
+/// # Panics
+///
+/// When any check fails, with one line per failed check: its name and what
+/// differed (each failure is also printed as it happens).
+pub fn run_all(factory: &dyn Fn() -> Arc<dyn EffectLedger>) {
+    let failures = run_checks(factory, CHECKS);
+    if !failures.is_empty() {
+        panic!(
+            "{} of {} ledger conformance checks failed:\n{}",
+            failures.len(),
+            CHECKS.len(),
+            failures.join("\n")
+        );
+    }
+}
+
+/// Runs `checks` and returns one message per failed check (empty when all pass).
+///
+/// This is [`run_all`] without the final panic, for callers that run a subset
+/// or report failures their own way.
+pub fn run_checks(factory: LedgerFactory<'_>, checks: &[NamedCheck]) -> Vec<String> {
+    let mut failures = Vec::new();
+    for (name, check) in checks {
+        // A check owns nothing shared with the others: its ledger comes from the
+        // factory and is dropped with it, so unwinding cannot leave state behind.
+        if let Err(payload) = panic::catch_unwind(AssertUnwindSafe(|| check(factory))) {
+            let message = payload
+                .downcast_ref::<String>()
+                .map(String::as_str)
+                .or_else(|| payload.downcast_ref::<&str>().copied())
+                .unwrap_or("(non-string panic payload)");
+            let message = if message.contains(name) {
+                message.to_owned()
+            } else {
+                format!("ledger conformance check `{name}` failed: {message}")
+            };
+            failures.push(message);
+        }
+    }
+    failures
+}

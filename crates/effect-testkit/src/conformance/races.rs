@@ -1,0 +1,183 @@
+//! Concurrent callers: exactly one claim wins, and a confirmation beats a claim.
+
+use std::sync::Barrier;
+use std::thread;
+
+use effect_core::{Claim, EffectStatus, LedgerError, Transition};
+use serde_json::json;
+
+use super::LedgerFactory;
+use super::harness::{Check, LIVE, confirmation, new_operation};
+
+/// How many threads race.
+pub const RACERS: usize = 16;
+
+/// Runs `act(i)` on `n` threads released together; returns the results in order.
+fn race<T: Send>(c: &Check, n: usize, act: impl Fn(usize) -> T + Sync) -> Vec<T> {
+    let barrier = Barrier::new(n);
+    thread::scope(|scope| {
+        let handles: Vec<_> = (0..n)
+            .map(|i| {
+                let (barrier, act) = (&barrier, &act);
+                scope.spawn(move || {
+                    barrier.wait();
+                    act(i)
+                })
+            })
+            .collect();
+        handles
+            .into_iter()
+            .map(|handle| match handle.join() {
+                Ok(value) => value,
+                Err(_) => c.fail("a racing thread panicked"),
+            })
+            .collect()
+    })
+}
+
+fn winners(c: &Check, results: Vec<Result<bool, LedgerError>>, what: &str) -> Vec<usize> {
+    results
+        .into_iter()
+        .enumerate()
+        .filter_map(|(i, result)| {
+            c.ok(result, format_args!("{what} by racer {i}"))
+                .then_some(i)
+        })
+        .collect()
+}
+
+/// 16 threads claim one `prepared` operation at once: exactly one wins, and
+/// the record and events show that one claim only.
+///
+/// # Panics
+///
+/// When the ledger behaves otherwise.
+pub fn concurrent_claims_have_one_winner(factory: LedgerFactory<'_>) {
+    let c = Check::new("concurrent_claims_have_one_winner", factory);
+    c.prepare("contended");
+    let results = race(&c, RACERS, |i| {
+        let claim = Claim {
+            owner_token: format!("racer {i}"),
+            lease: LIVE,
+        };
+        c.ledger.claim_dispatch("contended", &claim)
+    });
+    let won = winners(&c, results, "claim_dispatch");
+    c.same(
+        won.len(),
+        1,
+        format_args!("claims that won (racers {won:?})"),
+    );
+    let record = c.record("contended");
+    c.same(record.attempts, 1, "attempts");
+    c.same(
+        record.owner_token,
+        Some(format!("racer {}", won[0])),
+        "owner_token of the winner",
+    );
+    c.same(
+        c.event_types("contended"),
+        vec!["prepared".to_owned(), "dispatched".to_owned()],
+        "event types",
+    );
+}
+
+/// 16 threads run `PrepareAndClaim` on one fresh id at once: exactly one
+/// claims it, the operation is created once (one `prepared` event), and the
+/// losers get the stored record rather than an error.
+///
+/// # Panics
+///
+/// When the ledger behaves otherwise.
+pub fn concurrent_prepare_and_claim_has_one_winner(factory: LedgerFactory<'_>) {
+    let c = Check::new("concurrent_prepare_and_claim_has_one_winner", factory);
+    let results = race(&c, RACERS, |i| {
+        let transition = Transition::PrepareAndClaim(
+            new_operation(),
+            Claim {
+                owner_token: format!("racer {i}"),
+                lease: LIVE,
+            },
+        );
+        c.ledger
+            .apply("fresh", &transition)
+            .map(|outcome| outcome.applied)
+    });
+    let won = winners(&c, results, "PrepareAndClaim");
+    c.same(
+        won.len(),
+        1,
+        format_args!("PrepareAndClaim calls that claimed (racers {won:?})"),
+    );
+    let record = c.record("fresh");
+    c.same(record.status, EffectStatus::Dispatched, "status");
+    c.same(record.attempts, 1, "attempts");
+    c.same(
+        record.owner_token,
+        Some(format!("racer {}", won[0])),
+        "owner_token of the winner",
+    );
+    c.same(
+        c.event_types("fresh"),
+        vec!["prepared".to_owned(), "dispatched".to_owned()],
+        "event types",
+    );
+}
+
+/// Once an authoritative confirmation is recorded, a claim returns false; and
+/// when a confirmation and a claim race, exactly one of them applies.
+///
+/// # Panics
+///
+/// When the ledger behaves otherwise.
+pub fn confirmation_beats_claim(factory: LedgerFactory<'_>) {
+    let c = Check::new("confirmation_beats_claim", factory);
+    c.prepare("confirmed first");
+    let confirmed = c.ledger.mark_confirmed(
+        "confirmed first",
+        None,
+        &confirmation(json!({"probe": true})),
+    );
+    c.ensure(
+        c.ok(confirmed, "mark_confirmed"),
+        "confirm a prepared operation",
+    );
+    let before = c.snapshot("confirmed first");
+    c.ensure(
+        !c.claim("confirmed first", "late worker", LIVE),
+        "claim of a confirmed operation must return false",
+    );
+    c.unchanged("confirmed first", &before, "claim after confirmation");
+    for round in 0..8 {
+        let id = format!("race {round}");
+        c.prepare(&id);
+        let results = race(&c, 2, |i| {
+            if i == 0 {
+                c.ledger
+                    .mark_confirmed(&id, None, &confirmation(json!({"round": round})))
+            } else {
+                let claim = Claim {
+                    owner_token: "worker".into(),
+                    lease: LIVE,
+                };
+                c.ledger.claim_dispatch(&id, &claim)
+            }
+        });
+        let won = winners(&c, results, "confirm or claim");
+        c.same(
+            won.len(),
+            1,
+            format_args!("round {round}: applied transitions among [confirm, claim]"),
+        );
+        let expected = if won[0] == 0 {
+            EffectStatus::Confirmed
+        } else {
+            EffectStatus::Dispatched
+        };
+        c.same(
+            c.status(&id),
+            expected,
+            format_args!("round {round}: status"),
+        );
+    }
+}

@@ -1,0 +1,24 @@
+//! Test support for production-agent-systems ledgers: the ledger conformance
+//! suite every [`EffectLedger`](effect_core::EffectLedger) implementation runs.
+//!
+//! - [`conformance`]: SPEC §4 as small, named checks. A store proves it follows
+//!   the state machine with one call to [`conformance::run_all`] from its tests.
+//!
+//! It depends on effect-core (and serde_json) only. Scenario runners over the
+//! executor will add effect-exec. It never depends on a store: stores take this
+//! crate as a path-only dev-dependency, so a dependency the other way would be a
+//! cycle.
+//!
+//! This is test-support code: the checks panic on the first disagreement, with
+//! the check's name and what differed, as test assertions do.
+//!
+//! ```
+//! use std::sync::Arc;
+//! use effect_core::{EffectLedger, MemoryLedger};
+//!
+//! // A store's test module does the same with its own fresh ledger.
+//! effect_testkit::conformance::run_all(&|| -> Arc<dyn EffectLedger> { Arc::new(MemoryLedger::new()) });
+//! ```
+#![warn(missing_docs)]
+
+pub mod conformance;
