@@ -1,0 +1,279 @@
+//! [`PostgresLedger`]: the ledger in a PostgreSQL schema.
+
+use std::fmt;
+use std::time::{Duration, SystemTime};
+
+use effect_core::transition::{Plan, plan};
+use effect_core::{
+    EffectLedger, EffectRecord, EffectStatus, LedgerError, LedgerEvent, LedgerStats, ListQuery,
+    Transition, TransitionOutcome,
+};
+use postgres::{Client, NoTls};
+use r2d2_postgres::PostgresConnectionManager;
+
+use crate::error::{Step, boxed, corrupt, from_pg, from_pool};
+use crate::options::PostgresOptions;
+use crate::row::{self, RecordParams};
+use crate::schema::{self, Schema, Statements};
+
+type Pool = r2d2::Pool<PostgresConnectionManager<NoTls>>;
+type Connection = r2d2::PooledConnection<PostgresConnectionManager<NoTls>>;
+
+/// An [`EffectLedger`] stored in a PostgreSQL schema, for several processes or
+/// hosts sharing one ledger.
+///
+/// Every transition is one transaction: it locks the operation's row
+/// (`SELECT ... FOR UPDATE`), reads the database clock, evaluates
+/// [`effect_core::transition::plan`] and writes the record and its events
+/// before committing. Claims are therefore exclusive across hosts, and leases
+/// are measured on the database server's clock, never on a caller's.
+///
+/// Cloning is cheap and shares the connection pool.
+#[derive(Clone)]
+pub struct PostgresLedger {
+    pool: Pool,
+    schema: Schema,
+    sql: std::sync::Arc<Statements>,
+    retries: u32,
+}
+
+impl fmt::Debug for PostgresLedger {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let state = self.pool.state();
+        f.debug_struct("PostgresLedger")
+            .field("schema", &self.schema.name)
+            .field("connections", &state.connections)
+            .field("idle_connections", &state.idle_connections)
+            .finish_non_exhaustive()
+    }
+}
+
+impl PostgresLedger {
+    /// Connects to the server at `url` (`postgres://user:password@host:port/database`,
+    /// or the `key=value` form), creates the schema if needed and runs the
+    /// forward-only migrations. Several processes may open the same schema at
+    /// once: migrations are serialized by an advisory lock.
+    ///
+    /// # Errors
+    ///
+    /// [`LedgerError::InvalidInput`] for an unparsable URL or an invalid schema
+    /// name; [`LedgerError::Unavailable`] when the server cannot be reached
+    /// within the connect timeout; [`LedgerError::Backend`] when the schema was
+    /// written by a newer version of this crate or a migration fails.
+    pub fn connect(url: &str, options: PostgresOptions) -> Result<PostgresLedger, LedgerError> {
+        let schema = Schema::new(&options.schema)?;
+        let mut config: postgres::Config = url.parse().map_err(|err| {
+            LedgerError::invalid_input(format!("invalid postgres connection url: {err}"))
+        })?;
+        config.connect_timeout(options.connect_timeout);
+        if config.get_application_name().is_none() {
+            config.application_name("effect-ledger-postgres");
+        }
+        let manager = PostgresConnectionManager::new(config, NoTls);
+        let pool = r2d2::Pool::builder()
+            .max_size(options.pool_size.max(1))
+            .min_idle(Some(1))
+            .connection_timeout(options.connect_timeout.max(Duration::from_millis(1)))
+            .build(manager)
+            .map_err(from_pool)?;
+        let mut conn = pool.get().map_err(from_pool)?;
+        schema::migrate(&mut conn, &schema)?;
+        drop(conn);
+        Ok(PostgresLedger {
+            pool,
+            sql: std::sync::Arc::new(Statements::new(&schema)),
+            schema,
+            retries: options.transaction_retries,
+        })
+    }
+
+    /// The schema holding this ledger's tables.
+    pub fn schema(&self) -> &str {
+        &self.schema.name
+    }
+
+    fn connection(&self) -> Result<Connection, LedgerError> {
+        self.pool.get().map_err(from_pool)
+    }
+
+    /// One attempt at a transition, in one transaction.
+    fn try_apply(
+        &self,
+        client: &mut Client,
+        operation_id: &str,
+        transition: &Transition,
+    ) -> Result<TransitionOutcome, Step> {
+        let pg = |doing: &'static str| move |err| Step::from_pg(doing, err);
+        let mut tx = client
+            .transaction()
+            .map_err(pg("beginning a transaction"))?;
+        let current = tx
+            .query_opt(&self.sql.lock_record, &[&operation_id])
+            .map_err(pg("locking an operation"))?
+            .map(|r| row::record(&r))
+            .transpose()?;
+        // Read after the row lock is held, so a transition that waited for the
+        // lock sees the time at which it actually runs.
+        let now: SystemTime = tx
+            .query_one("SELECT clock_timestamp()", &[])
+            .map_err(pg("reading the database clock"))?
+            .try_get(0)
+            .map_err(|err| corrupt("the database clock cannot be decoded".to_owned(), err))?;
+        let Plan { outcome, write } = plan(operation_id, current, transition, now)?;
+        if let Some(write) = write {
+            let params = RecordParams::new(&outcome.record)?;
+            let bound = params.bind(&outcome.record);
+            if write.insert {
+                let inserted = tx
+                    .execute(&self.sql.insert_record, &bound)
+                    .map_err(pg("inserting an operation"))?;
+                if inserted == 0 {
+                    // Another transaction created it since our read: start
+                    // over, and lock the row it wrote.
+                    return Err(Step::Retry(None));
+                }
+            } else {
+                let updated = tx
+                    .execute(&self.sql.update_record, &bound)
+                    .map_err(pg("updating an operation"))?;
+                if updated != 1 {
+                    return Err(Step::Fail(LedgerError::backend(
+                        format!("operation {operation_id:?} vanished while locked"),
+                        None,
+                    )));
+                }
+            }
+            if !write.events.is_empty() {
+                // Appends are ordered by a per-schema lock held until commit, so
+                // sequences become visible in order and an `events_after`
+                // cursor never skips an event committed late.
+                tx.query_one(
+                    "SELECT pg_advisory_xact_lock(hashtextextended($1, 0))::text",
+                    &[&self.schema.events_lock_name()],
+                )
+                .map_err(pg("ordering event appends"))?;
+            }
+            for event in &write.events {
+                tx.execute(
+                    &self.sql.insert_event,
+                    &[
+                        &operation_id,
+                        &event.event_type,
+                        &event.data.to_string(),
+                        &event.timestamp,
+                    ],
+                )
+                .map_err(pg("appending an event"))?;
+            }
+        }
+        tx.commit().map_err(pg("committing a transition"))?;
+        Ok(outcome)
+    }
+
+    fn read<T>(
+        &self,
+        doing: &'static str,
+        f: impl FnOnce(&mut Client) -> Result<T, postgres::Error>,
+    ) -> Result<T, LedgerError> {
+        let mut conn = self.connection()?;
+        f(&mut conn).map_err(|err| from_pg(doing, err))
+    }
+}
+
+impl EffectLedger for PostgresLedger {
+    fn apply(
+        &self,
+        operation_id: &str,
+        transition: &Transition,
+    ) -> Result<TransitionOutcome, LedgerError> {
+        let mut conn = self.connection()?;
+        let mut attempt: u32 = 0;
+        loop {
+            match self.try_apply(&mut conn, operation_id, transition) {
+                Ok(outcome) => return Ok(outcome),
+                Err(Step::Fail(err)) => return Err(err),
+                Err(Step::Retry(err)) => {
+                    attempt += 1;
+                    if attempt > self.retries {
+                        return Err(LedgerError::unavailable(
+                            format!(
+                                "transaction on operation {operation_id:?} kept conflicting \
+                                 after {attempt} attempts"
+                            ),
+                            err.and_then(boxed),
+                        ));
+                    }
+                    // Back off a little more each time; contention on one row
+                    // clears as soon as its holder commits.
+                    std::thread::sleep(Duration::from_millis(u64::from(attempt.min(10)) * 2));
+                }
+            }
+        }
+    }
+
+    fn get(&self, operation_id: &str) -> Result<Option<EffectRecord>, LedgerError> {
+        self.read("reading an operation", |c| {
+            c.query_opt(&self.sql.get, &[&operation_id])
+        })?
+        .map(|r| row::record(&r))
+        .transpose()
+    }
+
+    fn list(&self, query: &ListQuery) -> Result<Vec<EffectRecord>, LedgerError> {
+        query.validate()?;
+        let limit = i64::try_from(query.limit).unwrap_or(i64::MAX);
+        let rows = self.read("listing operations", |c| match query.status {
+            Some(status) => c.query(&self.sql.list_status, &[&status.as_str(), &limit]),
+            None => c.query(&self.sql.list, &[&limit]),
+        })?;
+        rows.iter().map(row::record).collect()
+    }
+
+    fn events(&self, operation_id: &str) -> Result<Vec<LedgerEvent>, LedgerError> {
+        let rows = self.read("reading events", |c| {
+            c.query(&self.sql.events, &[&operation_id])
+        })?;
+        rows.iter().map(row::event).collect()
+    }
+
+    fn events_after(&self, after: u64, limit: usize) -> Result<Vec<LedgerEvent>, LedgerError> {
+        // Past the largest sequence PostgreSQL can hold there is nothing to read.
+        let Ok(after) = i64::try_from(after) else {
+            return Ok(Vec::new());
+        };
+        let limit = i64::try_from(limit).unwrap_or(i64::MAX);
+        let rows = self.read("reading events", |c| {
+            c.query(&self.sql.events_after, &[&after, &limit])
+        })?;
+        rows.iter().map(row::event).collect()
+    }
+
+    fn stats(&self) -> Result<LedgerStats, LedgerError> {
+        let rows = self.read("counting operations", |c| c.query(&self.sql.stats, &[]))?;
+        let mut counts: Vec<(EffectStatus, u64)> =
+            EffectStatus::ALL.into_iter().map(|s| (s, 0)).collect();
+        let mut oldest: Option<String> = None;
+        for r in &rows {
+            let decode = |err| corrupt("operation counts cannot be decoded".to_owned(), err);
+            let status: String = r.try_get(0).map_err(decode)?;
+            let count: i64 = r.try_get(1).map_err(decode)?;
+            let min_updated: Option<String> = r.try_get(2).map_err(decode)?;
+            let status = status
+                .parse::<EffectStatus>()
+                .map_err(|err| corrupt("an operation has an unknown status".to_owned(), err))?;
+            if let Some(entry) = counts.iter_mut().find(|(s, _)| *s == status) {
+                entry.1 = u64::try_from(count).unwrap_or(0);
+            }
+            if status.is_uncertain()
+                && let Some(min) = min_updated
+                && oldest.as_ref().is_none_or(|o| min < *o)
+            {
+                oldest = Some(min);
+            }
+        }
+        Ok(LedgerStats {
+            counts,
+            oldest_unresolved_updated_at: oldest,
+        })
+    }
+}

@@ -1,0 +1,80 @@
+//! [`PostgresOptions`]: how [`PostgresLedger::connect`](crate::PostgresLedger::connect)
+//! opens a ledger.
+
+use std::time::Duration;
+
+/// The schema a ledger uses unless told otherwise.
+pub const DEFAULT_SCHEMA: &str = "effect_ledger";
+
+/// Options for [`PostgresLedger::connect`](crate::PostgresLedger::connect).
+///
+/// Several applications can share one database: give each its own schema.
+///
+/// ```
+/// use std::time::Duration;
+/// use effect_ledger_postgres::PostgresOptions;
+///
+/// let options = PostgresOptions::default()
+///     .schema("billing_effects")
+///     .pool_size(4)
+///     .connect_timeout(Duration::from_secs(5));
+/// assert_eq!(options.schema, "billing_effects");
+/// assert_eq!(PostgresOptions::default().schema, "effect_ledger");
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct PostgresOptions {
+    /// See [`PostgresOptions::schema`].
+    pub schema: String,
+    /// See [`PostgresOptions::pool_size`].
+    pub pool_size: u32,
+    /// See [`PostgresOptions::connect_timeout`].
+    pub connect_timeout: Duration,
+    /// See [`PostgresOptions::transaction_retries`].
+    pub transaction_retries: u32,
+}
+
+impl Default for PostgresOptions {
+    fn default() -> Self {
+        PostgresOptions {
+            schema: DEFAULT_SCHEMA.to_owned(),
+            pool_size: 8,
+            connect_timeout: Duration::from_secs(10),
+            transaction_retries: 16,
+        }
+    }
+}
+
+impl PostgresOptions {
+    /// The schema holding the ledger's tables (default `effect_ledger`). It is
+    /// created on open. A name is 1 to 63 characters of lowercase ASCII letters,
+    /// digits and `_`, starting with a letter or `_`, and not `pg_`-prefixed.
+    #[must_use]
+    pub fn schema(mut self, schema: impl Into<String>) -> Self {
+        self.schema = schema.into();
+        self
+    }
+
+    /// The most connections the ledger keeps open (default 8, at least 1).
+    #[must_use]
+    pub fn pool_size(mut self, pool_size: u32) -> Self {
+        self.pool_size = pool_size.max(1);
+        self
+    }
+
+    /// How long to wait for a connection, from the server or from a busy pool
+    /// (default 10 s).
+    #[must_use]
+    pub fn connect_timeout(mut self, connect_timeout: Duration) -> Self {
+        self.connect_timeout = connect_timeout;
+        self
+    }
+
+    /// How many times a transition is retried after a serialization failure,
+    /// deadlock or lost insert race before it fails as unavailable (default 16).
+    #[must_use]
+    pub fn transaction_retries(mut self, retries: u32) -> Self {
+        self.transaction_retries = retries;
+        self
+    }
+}

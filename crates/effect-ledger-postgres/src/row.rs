@@ -1,0 +1,139 @@
+//! Converting between table rows and effect-core's records and events.
+
+use effect_core::{EffectRecord, EffectStatus, Evidence, LedgerError, LedgerEvent};
+use postgres::Row;
+use postgres::types::{FromSql, ToSql};
+use serde_json::Value;
+
+use crate::error::corrupt;
+
+/// Reads one `effect_operations` row. Undecodable values (an unknown status,
+/// invalid JSON, a negative attempt count) are [`LedgerError::Corrupt`].
+pub(crate) fn record(row: &Row) -> Result<EffectRecord, LedgerError> {
+    let operation_id: String = column(row, "operation_id", "?")?;
+    let id = operation_id.as_str();
+    let status: String = column(row, "status", id)?;
+    let status = status
+        .parse::<EffectStatus>()
+        .map_err(|err| corrupt(format!("operation {id:?} has an unknown status"), err))?;
+    let attempts: i32 = column(row, "attempts", id)?;
+    let attempts = u32::try_from(attempts).map_err(|err| {
+        corrupt(
+            format!("operation {id:?} has a negative attempt count"),
+            err,
+        )
+    })?;
+    let output = column::<Option<String>>(row, "result_json", id)?
+        .map(|text| json(&text, "result_json", id))
+        .transpose()?;
+    let evidence = match column::<Option<String>>(row, "evidence_json", id)? {
+        None => Evidence::new(),
+        Some(text) => match json(&text, "evidence_json", id)? {
+            Value::Object(map) => map,
+            Value::Null => Evidence::new(),
+            _ => {
+                return Err(LedgerError::corrupt(
+                    format!("evidence_json of operation {id:?} is not a JSON object"),
+                    None,
+                ));
+            }
+        },
+    };
+    Ok(EffectRecord {
+        contract_name: column(row, "contract_name", id)?,
+        contract_version: column(row, "contract_version", id)?,
+        request_fingerprint: column(row, "request_fingerprint", id)?,
+        provider_idempotency_key: column(row, "provider_idempotency_key", id)?,
+        status,
+        output,
+        provider_operation_id: column(row, "provider_operation_id", id)?,
+        error: column(row, "error", id)?,
+        attempts,
+        evidence,
+        owner_token: column(row, "owner_token", id)?,
+        lease_until: column(row, "lease_until", id)?,
+        created_at: column(row, "created_at", id)?,
+        updated_at: column(row, "updated_at", id)?,
+        operation_id,
+    })
+}
+
+/// Reads one `effect_events` row.
+pub(crate) fn event(row: &Row) -> Result<LedgerEvent, LedgerError> {
+    let operation_id: String = column(row, "operation_id", "?")?;
+    let id = operation_id.as_str();
+    let sequence: i64 = column(row, "sequence", id)?;
+    let sequence = u64::try_from(sequence).map_err(|err| {
+        corrupt(
+            format!("an event of operation {id:?} has a negative sequence"),
+            err,
+        )
+    })?;
+    let data: String = column(row, "data_json", id)?;
+    Ok(LedgerEvent {
+        sequence,
+        data: json(&data, "data_json", id)?,
+        event_type: column(row, "event_type", id)?,
+        timestamp: column(row, "timestamp", id)?,
+        operation_id,
+    })
+}
+
+/// The 15 parameters of the insert and update statements, in column order.
+pub(crate) struct RecordParams {
+    result_json: Option<String>,
+    evidence_json: String,
+    attempts: i32,
+    status: &'static str,
+}
+
+impl RecordParams {
+    pub(crate) fn new(record: &EffectRecord) -> Result<RecordParams, LedgerError> {
+        let attempts = i32::try_from(record.attempts).map_err(|_| {
+            LedgerError::invalid_input(format!(
+                "operation {:?} has more attempts than the ledger can store",
+                record.operation_id
+            ))
+        })?;
+        Ok(RecordParams {
+            result_json: record.output.as_ref().map(Value::to_string),
+            evidence_json: Value::Object(record.evidence.clone()).to_string(),
+            attempts,
+            status: record.status.as_str(),
+        })
+    }
+
+    pub(crate) fn bind<'a>(&'a self, record: &'a EffectRecord) -> [&'a (dyn ToSql + Sync); 15] {
+        [
+            &record.operation_id,
+            &record.contract_name,
+            &record.contract_version,
+            &record.request_fingerprint,
+            &record.provider_idempotency_key,
+            &self.status,
+            &self.result_json,
+            &record.provider_operation_id,
+            &record.error,
+            &self.attempts,
+            &self.evidence_json,
+            &record.owner_token,
+            &record.lease_until,
+            &record.created_at,
+            &record.updated_at,
+        ]
+    }
+}
+
+fn column<'a, T: FromSql<'a>>(row: &'a Row, name: &str, id: &str) -> Result<T, LedgerError> {
+    row.try_get(name).map_err(|err| {
+        corrupt(
+            format!("column {name} of operation {id:?} cannot be decoded"),
+            err,
+        )
+    })
+}
+
+fn json(text: &str, name: &str, id: &str) -> Result<Value, LedgerError> {
+    serde_json::from_str(text)
+        .map_err(|err| corrupt(format!("{name} of operation {id:?} is not valid JSON"), err))
+}

@@ -1,0 +1,239 @@
+//! Leases on the database clock, and a killed process's dispatch.
+
+use std::time::{Duration, Instant};
+
+use effect_core::{Claim, Confirmation, EffectLedger, EffectStatus, Evidence, Transition};
+use effect_ledger_postgres::PostgresLedger;
+use serde_json::json;
+
+use crate::support::{
+    TestResult, TestSchema, child_env, db_epoch, describe, new_operation, server_url, spawn_child,
+    wait_child,
+};
+
+/// The lease the killed child takes: long enough to be surely live when the
+/// parent first looks, short enough to wait out.
+const CHILD_LEASE: Duration = Duration::from_secs(5);
+
+fn claim(token: &str, lease: Duration) -> Claim {
+    Claim {
+        owner_token: token.to_owned(),
+        lease,
+    }
+}
+
+/// Applies `ExpireLease`; true when it took the lease.
+fn expire(ledger: &PostgresLedger, id: &str) -> Result<bool, effect_core::LedgerError> {
+    Ok(ledger.apply(id, &Transition::ExpireLease)?.applied)
+}
+
+/// The child: claims `op-a` and `op-b`, commits `op-a` at the fake provider,
+/// then dies without recording anything, as a crashed host would.
+#[test]
+fn child_claims_then_aborts() -> TestResult {
+    let Some((url, schema, _)) = child_env("abort") else {
+        // Not started as a child: this entry point only runs inside
+        // `killed_process_dispatch_is_reconciled_after_its_lease_expires`.
+        return Ok(());
+    };
+    let options = effect_ledger_postgres::PostgresOptions::default().schema(schema.clone());
+    let ledger = PostgresLedger::connect(&url, options)?;
+    for (id, n) in [("op-a", 1), ("op-b", 2)] {
+        let outcome = ledger.apply(
+            id,
+            &Transition::PrepareAndClaim(
+                new_operation(n),
+                claim(&format!("dead-{id}"), CHILD_LEASE),
+            ),
+        )?;
+        assert!(outcome.applied, "the child claims {id}");
+    }
+    let mut provider = postgres::Client::connect(&url, postgres::NoTls)?;
+    provider.execute(
+        &format!("INSERT INTO \"{schema}\".provider_commits (key) VALUES ('op-a')"),
+        &[],
+    )?;
+    std::process::abort();
+}
+
+#[test]
+fn killed_process_dispatch_is_reconciled_after_its_lease_expires() -> TestResult {
+    let test = "killed_process_dispatch_is_reconciled_after_its_lease_expires";
+    let Some(url) = server_url(test) else {
+        return Ok(());
+    };
+    let schema = TestSchema::new(&url, "killed_process")?;
+    let ledger = schema.ledger()?;
+    let mut admin = schema.admin()?;
+    let q = schema.q();
+    admin.batch_execute(&format!(
+        "CREATE TABLE {q}.provider_commits (seq BIGSERIAL PRIMARY KEY, key TEXT NOT NULL)"
+    ))?;
+    let child = spawn_child("leases::child_claims_then_aborts", "abort", &schema, 0)?;
+    let output = wait_child(child, Duration::from_secs(60))?;
+    assert!(
+        !output.status.success(),
+        "the child must die: {}",
+        describe(&output)
+    );
+    let dead = ledger
+        .get("op-a")?
+        .ok_or_else(|| format!("child never claimed: {}", describe(&output)))?;
+    assert_eq!(
+        dead.status,
+        EffectStatus::Dispatched,
+        "{}",
+        describe(&output)
+    );
+    let lease_until = dead.lease_until.ok_or("a dispatched record has a lease")?;
+
+    // The lease is still live on the database clock: nobody may take it.
+    assert!(
+        db_epoch(&mut admin)? < lease_until,
+        "the child's lease ran out before the first look"
+    );
+    assert!(!expire(&ledger, "op-a")?, "a live lease is not expired");
+    assert!(!ledger.claim_dispatch("op-a", &claim("other", Duration::from_secs(30)))?);
+    assert_eq!(
+        ledger.get("op-a")?.map(|r| r.status),
+        Some(EffectStatus::Dispatched)
+    );
+
+    // Once the database clock passes the lease, another process turns the
+    // dispatch into an uncertain outcome.
+    let start = Instant::now();
+    while !expire(&ledger, "op-a")? {
+        assert!(
+            start.elapsed() < Duration::from_secs(60),
+            "the lease never expired"
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    assert!(db_epoch(&mut admin)? >= lease_until);
+    assert!(
+        expire(&ledger, "op-b")?,
+        "op-b's lease ended at the same time"
+    );
+    for id in ["op-a", "op-b"] {
+        let record = ledger.get(id)?.ok_or("record missing")?;
+        assert_eq!(record.status, EffectStatus::OutcomeUnknown);
+        assert_eq!(record.evidence["handler_may_still_be_running"], json!(true));
+        assert_eq!(
+            record.evidence["dispatch_interruption"],
+            json!("lease_expired")
+        );
+        assert_eq!(record.owner_token, None);
+        let last = ledger.events(id)?.pop().ok_or("no events")?;
+        assert_eq!(last.event_type, "outcome_unknown");
+        // The dead owner can never finalize.
+        let stale = Confirmation {
+            output: json!({}),
+            provider_operation_id: None,
+            evidence: Evidence::new(),
+        };
+        assert!(!ledger.mark_confirmed(id, Some(&format!("dead-{id}")), &stale)?);
+    }
+
+    // Reconcile through the provider's record, as a probe would.
+    let committed = |admin: &mut postgres::Client, id: &str| -> Result<i64, postgres::Error> {
+        admin
+            .query_one(
+                &format!("SELECT count(*) FROM {q}.provider_commits WHERE key = $1"),
+                &[&id],
+            )?
+            .try_get(0)
+    };
+    assert_eq!(committed(&mut admin, "op-a")?, 1);
+    let mut evidence = Evidence::new();
+    evidence.insert("probe".into(), json!("provider_commits row found"));
+    let found = Confirmation {
+        output: json!({"key": "op-a"}),
+        provider_operation_id: Some("op-a".into()),
+        evidence,
+    };
+    assert!(ledger.mark_confirmed("op-a", None, &found)?);
+
+    // op-b never reached the provider: reset it and complete it here.
+    assert_eq!(committed(&mut admin, "op-b")?, 0);
+    let mut evidence = Evidence::new();
+    evidence.insert("probe".into(), json!("not_committed"));
+    assert!(ledger.reset_for_retry("op-b", &evidence)?);
+    let retry = claim("survivor-op-b", Duration::from_secs(30));
+    assert!(
+        ledger
+            .apply(
+                "op-b",
+                &Transition::PrepareAndClaim(new_operation(2), retry)
+            )?
+            .applied
+    );
+    admin.execute(
+        &format!("INSERT INTO {q}.provider_commits (key) VALUES ('op-b')"),
+        &[],
+    )?;
+    let done = Confirmation {
+        output: json!({"key": "op-b"}),
+        provider_operation_id: Some("op-b".into()),
+        evidence: Evidence::new(),
+    };
+    assert!(ledger.mark_confirmed("op-b", Some("survivor-op-b"), &done)?);
+
+    let a = ledger.get("op-a")?.ok_or("op-a missing")?;
+    let b = ledger.get("op-b")?.ok_or("op-b missing")?;
+    assert_eq!((a.status, a.attempts), (EffectStatus::Confirmed, 1));
+    assert_eq!((b.status, b.attempts), (EffectStatus::Confirmed, 2));
+    assert_eq!(
+        committed(&mut admin, "op-a")?,
+        1,
+        "exactly one provider commit"
+    );
+    assert_eq!(
+        committed(&mut admin, "op-b")?,
+        1,
+        "exactly one provider commit"
+    );
+    Ok(())
+}
+
+#[test]
+fn leases_are_measured_on_the_database_clock() -> TestResult {
+    let Some(url) = server_url("leases_are_measured_on_the_database_clock") else {
+        return Ok(());
+    };
+    let schema = TestSchema::new(&url, "db_clock")?;
+    // A caller whose session runs 14 hours ahead of UTC: if the ledger read a
+    // local or session-zoned time, its lease arithmetic would be off by hours.
+    let separator = if url.contains('?') { '&' } else { '?' };
+    let skewed_url = format!("{url}{separator}options=-c%20TimeZone%3DPacific%2FKiritimati");
+    let skewed = PostgresLedger::connect(&skewed_url, schema.options())?;
+    let utc = schema.ledger()?;
+    let mut admin = schema.admin()?;
+    let lease = Duration::from_secs(30);
+
+    skewed.prepare("op-1", &new_operation(1))?;
+    let before = db_epoch(&mut admin)?;
+    assert!(skewed.claim_dispatch("op-1", &claim("owner-1", lease))?);
+    let after = db_epoch(&mut admin)?;
+    let lease_until = skewed
+        .get("op-1")?
+        .and_then(|r| r.lease_until)
+        .ok_or("a claimed record has a lease")?;
+    assert!(
+        lease_until >= before + 30.0 && lease_until <= after + 30.0,
+        "lease_until {lease_until} is 30 s after the database clock ({before}..{after})"
+    );
+    // Neither caller can end the live lease, whatever its session's clock says.
+    assert!(!expire(&utc, "op-1")?);
+    assert!(!expire(&skewed, "op-1")?);
+    assert_eq!(
+        utc.get("op-1")?.map(|r| r.status),
+        Some(EffectStatus::Dispatched)
+    );
+
+    // A lease that has run out on the database clock is expired at once.
+    utc.prepare("op-2", &new_operation(2))?;
+    assert!(utc.claim_dispatch("op-2", &claim("owner-2", Duration::from_millis(1)))?);
+    std::thread::sleep(Duration::from_millis(20));
+    assert!(expire(&skewed, "op-2")?);
+    Ok(())
+}

@@ -1,0 +1,13 @@
+//! Integration tests of the PostgreSQL ledger.
+//!
+//! They need a server: set `EFFECT_TEST_POSTGRES_URL` (for example
+//! `postgres://postgres@127.0.0.1:55439/postgres`; `.ci/run` starts one).
+//! Without it each test says that it was skipped and passes, unless
+//! `EFFECT_REQUIRE_POSTGRES=1` (set by CI), which makes a missing server a
+//! failure. Every test works in a fresh schema of its own and drops it after.
+
+mod leases;
+mod processes;
+mod schema;
+mod storage;
+mod support;
