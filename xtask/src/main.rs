@@ -67,12 +67,30 @@ fn run(task: &str) -> Result<()> {
 const FORBIDDEN: &[(&str, &[&str])] = &[
     (
         "effect-core",
-        &["effect-ledger-sqlite", "effect-ledger-postgres", "effect-exec", "effect-testkit", "agent-runtime"],
+        &[
+            "effect-ledger-sqlite",
+            "effect-ledger-postgres",
+            "effect-exec",
+            "effect-testkit",
+            "agent-runtime",
+        ],
     ),
-    ("effect-exec", &["effect-ledger-sqlite", "effect-ledger-postgres"]),
-    ("effect-testkit", &["effect-ledger-sqlite", "effect-ledger-postgres"]),
-    ("agent-runtime", &["effect-ledger-sqlite", "effect-ledger-postgres"]),
-    ("effect-ledger-sqlite", &["effect-exec", "effect-ledger-postgres", "agent-runtime"]),
+    (
+        "effect-exec",
+        &["effect-ledger-sqlite", "effect-ledger-postgres"],
+    ),
+    (
+        "effect-testkit",
+        &["effect-ledger-sqlite", "effect-ledger-postgres"],
+    ),
+    (
+        "agent-runtime",
+        &["effect-ledger-sqlite", "effect-ledger-postgres"],
+    ),
+    (
+        "effect-ledger-sqlite",
+        &["effect-exec", "effect-ledger-postgres", "agent-runtime"],
+    ),
 ];
 
 fn deps() -> Result<()> {
@@ -81,13 +99,24 @@ fn deps() -> Result<()> {
             continue;
         }
         let output = Command::new("cargo")
-            .args(["tree", "--edges", "normal", "--prefix", "none", "--package", package])
+            .args([
+                "tree",
+                "--edges",
+                "normal",
+                "--prefix",
+                "none",
+                "--package",
+                package,
+            ])
             .output()
             .with_context(|| format!("running cargo tree for {package}"))?;
         check(output.status, "cargo tree")?;
         let tree = String::from_utf8_lossy(&output.stdout);
         for dep in *forbidden {
-            if tree.lines().any(|line| line.split_whitespace().next() == Some(dep)) {
+            if tree
+                .lines()
+                .any(|line| line.split_whitespace().next() == Some(dep))
+            {
                 bail!("{package} depends on {dep}, which STYLE.md §1 forbids");
             }
         }

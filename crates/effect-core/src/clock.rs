@@ -38,14 +38,20 @@ impl ManualClock {
 
     /// Moves the clock forward.
     pub fn advance(&self, by: Duration) {
-        let mut now = self.now.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        let mut now = self
+            .now
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
         *now += by;
     }
 }
 
 impl Clock for ManualClock {
     fn now(&self) -> SystemTime {
-        *self.now.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+        *self
+            .now
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 }
 
@@ -105,7 +111,10 @@ mod tests {
 
     #[test]
     fn formats_leap_days_and_epoch() {
-        assert_eq!(format_timestamp(UNIX_EPOCH), "1970-01-01T00:00:00.000000+00:00");
+        assert_eq!(
+            format_timestamp(UNIX_EPOCH),
+            "1970-01-01T00:00:00.000000+00:00"
+        );
         let leap = UNIX_EPOCH + Duration::from_secs(951_782_400); // 2000-02-29
         assert_eq!(format_timestamp(leap), "2000-02-29T00:00:00.000000+00:00");
         let late = UNIX_EPOCH + Duration::from_secs(1_798_761_599); // 2026-12-31T23:59:59

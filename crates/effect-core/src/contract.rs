@@ -16,9 +16,8 @@ pub type OperationIdFn = Arc<dyn Fn(&Value) -> Result<String, CallbackError> + S
 /// Derives the provider idempotency key from the arguments.
 pub type KeyFn = Arc<dyn Fn(&Value) -> Result<Option<String>, CallbackError> + Send + Sync>;
 /// Asks the provider what became of an operation: arguments and stored provider key.
-pub type ProbeFn = Arc<
-    dyn Fn(&Value, Option<&str>) -> Result<OutcomeProbeResult, CallbackError> + Send + Sync,
->;
+pub type ProbeFn =
+    Arc<dyn Fn(&Value, Option<&str>) -> Result<OutcomeProbeResult, CallbackError> + Send + Sync>;
 /// A boxed, sendable future.
 pub type BoxFuture<T> = Pin<Box<dyn Future<Output = T> + Send + 'static>>;
 /// The async form of [`ProbeFn`], taking owned copies.
@@ -223,7 +222,8 @@ impl EffectContractBuilder {
         F: Fn(Value, Option<String>) -> Fut + Send + Sync + 'static,
         Fut: Future<Output = Result<OutcomeProbeResult, CallbackError>> + Send + 'static,
     {
-        self.contract.outcome_probe_async = Some(Arc::new(move |args, key| Box::pin(probe(args, key))));
+        self.contract.outcome_probe_async =
+            Some(Arc::new(move |args, key| Box::pin(probe(args, key))));
         self
     }
 
@@ -280,13 +280,18 @@ mod tests {
 
     #[test]
     fn construction_errors_of_spec_section_3() {
-        assert_eq!(EffectContract::builder(" ", id).build().unwrap_err(), ContractError::BlankName);
+        assert_eq!(
+            EffectContract::builder(" ", id).build().unwrap_err(),
+            ContractError::BlankName
+        );
         assert!(matches!(
             EffectContract::builder("c", id).version("").build(),
             Err(ContractError::BlankVersion { .. })
         ));
         assert!(matches!(
-            EffectContract::builder("c", id).provider_idempotency_guaranteed(true).build(),
+            EffectContract::builder("c", id)
+                .provider_idempotency_guaranteed(true)
+                .build(),
             Err(ContractError::GuaranteeWithoutKey { .. })
         ));
     }
@@ -300,10 +305,21 @@ mod tests {
             .unwrap();
         assert!(contract.operation_id(&json!({"id": "  "})).is_err());
         assert!(contract.operation_id(&json!({})).is_err());
-        assert!(contract.provider_idempotency_key(&json!({"id": "a"})).is_err());
-        assert!(contract.provider_idempotency_key(&json!({"key": ""})).is_err());
+        assert!(
+            contract
+                .provider_idempotency_key(&json!({"id": "a"}))
+                .is_err()
+        );
+        assert!(
+            contract
+                .provider_idempotency_key(&json!({"key": ""}))
+                .is_err()
+        );
         assert_eq!(
-            contract.provider_idempotency_key(&json!({"key": "k"})).unwrap().as_deref(),
+            contract
+                .provider_idempotency_key(&json!({"key": "k"}))
+                .unwrap()
+                .as_deref(),
             Some("k")
         );
     }

@@ -27,7 +27,10 @@ pub struct ListQuery {
 impl ListQuery {
     /// Up to `limit` operations of any status.
     pub fn new(limit: usize) -> Self {
-        ListQuery { status: None, limit }
+        ListQuery {
+            status: None,
+            limit,
+        }
     }
 
     /// Up to `limit` operations in `status`.
@@ -225,7 +228,11 @@ pub trait EffectLedger: Send + Sync + fmt::Debug {
     /// # Errors
     ///
     /// [`LedgerError::NotFound`]; store failures.
-    fn reset_for_retry(&self, operation_id: &str, evidence: &Evidence) -> Result<bool, LedgerError> {
+    fn reset_for_retry(
+        &self,
+        operation_id: &str,
+        evidence: &Evidence,
+    ) -> Result<bool, LedgerError> {
         let transition = Transition::ResetForRetry {
             evidence: evidence.clone(),
         };

@@ -55,7 +55,10 @@ impl EffectStatus {
 
     /// True for `outcome_unknown` and `quarantined`: the outcome is not known.
     pub fn is_uncertain(self) -> bool {
-        matches!(self, EffectStatus::OutcomeUnknown | EffectStatus::Quarantined)
+        matches!(
+            self,
+            EffectStatus::OutcomeUnknown | EffectStatus::Quarantined
+        )
     }
 }
 

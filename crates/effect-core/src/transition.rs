@@ -363,7 +363,8 @@ impl Planner {
     ) -> Result<(bool, EffectRecord), LedgerError> {
         use EffectStatus as S;
         let status = record.status;
-        let owned_by = |token: &str| status == S::Dispatched && record.owner_token.as_deref() == Some(token);
+        let owned_by =
+            |token: &str| status == S::Dispatched && record.owner_token.as_deref() == Some(token);
         let applied = match transition {
             Transition::Prepare(_) | Transition::PrepareAndClaim(..) => false,
             Transition::Claim(claim) => return Ok(self.claim(record, claim)),
@@ -388,7 +389,13 @@ impl Planner {
                 evidence.insert("dispatch_interruption".into(), "lease_expired".into());
                 let error = "dispatch lease expired before an outcome was recorded; \
                              the previous handler may still be running";
-                self.uncertain(&mut record, S::OutcomeUnknown, "outcome_unknown", error, &evidence);
+                self.uncertain(
+                    &mut record,
+                    S::OutcomeUnknown,
+                    "outcome_unknown",
+                    error,
+                    &evidence,
+                );
                 true
             }
             Transition::MarkOutcomeUnknown {
@@ -403,7 +410,13 @@ impl Planner {
                 if !allowed {
                     return Ok((false, record));
                 }
-                self.uncertain(&mut record, S::OutcomeUnknown, "outcome_unknown", error, evidence);
+                self.uncertain(
+                    &mut record,
+                    S::OutcomeUnknown,
+                    "outcome_unknown",
+                    error,
+                    evidence,
+                );
                 true
             }
             Transition::MarkConfirmed {
@@ -510,7 +523,10 @@ impl Planner {
         }
         let mut evidence = Evidence::new();
         evidence.insert("actor".into(), resolution.actor.clone().into());
-        evidence.insert("evidence_reference".into(), resolution.evidence_reference.clone().into());
+        evidence.insert(
+            "evidence_reference".into(),
+            resolution.evidence_reference.clone().into(),
+        );
         evidence.insert("reason".into(), resolution.reason.clone().into());
         release(record);
         match &resolution.action {
@@ -530,9 +546,15 @@ impl Planner {
             }
             ManualAction::Reject => {
                 evidence.insert("resolution".into(), "manual_rejection".into());
-                let error = format!("manually rejected by {}: {}", resolution.actor, resolution.reason);
+                let error = format!(
+                    "manually rejected by {}: {}",
+                    resolution.actor, resolution.reason
+                );
                 record.status = EffectStatus::Rejected;
-                self.event("manually_rejected", json!({ "error": error, "evidence": evidence }));
+                self.event(
+                    "manually_rejected",
+                    json!({ "error": error, "evidence": evidence }),
+                );
                 record.error = Some(error);
             }
             ManualAction::AuthorizeRetry => {

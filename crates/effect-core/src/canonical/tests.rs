@@ -31,10 +31,14 @@ fn python_fixture_fingerprint_with_non_ascii_text() {
 
 #[test]
 fn canonical_form_ignores_key_order_and_whitespace() {
-    let a: Value = serde_json::from_str(r#"{ "b": [1, 2.5, {"y": 1, "x": 2}], "a": null }"#).unwrap();
+    let a: Value =
+        serde_json::from_str(r#"{ "b": [1, 2.5, {"y": 1, "x": 2}], "a": null }"#).unwrap();
     let b: Value = serde_json::from_str(r#"{"a":null,"b":[1,2.5,{"x":2,"y":1}]}"#).unwrap();
     assert_eq!(canonical_json(&a), canonical_json(&b));
-    assert_eq!(canonical_json(&a), r#"{"a":null,"b":[1,2.5,{"x":2,"y":1}]}"#);
+    assert_eq!(
+        canonical_json(&a),
+        r#"{"a":null,"b":[1,2.5,{"x":2,"y":1}]}"#
+    );
 }
 
 #[test]
@@ -47,7 +51,10 @@ fn non_finite_numbers_are_rejected_with_their_path() {
         amounts: vec![1.0, f64::INFINITY],
     })
     .unwrap_err();
-    assert!(matches!(&err, CanonicalError::NonFinite { path } if path == "/amounts/1"), "{err}");
+    assert!(
+        matches!(&err, CanonicalError::NonFinite { path } if path == "/amounts/1"),
+        "{err}"
+    );
     assert!(to_json_value(&std::collections::HashMap::from([("x", f32::NAN)])).is_err());
     assert_eq!(to_json_value(&Some(2.5f32)).unwrap(), json!(2.5));
 }
@@ -55,5 +62,8 @@ fn non_finite_numbers_are_rejected_with_their_path() {
 #[test]
 fn maps_with_non_string_keys_are_a_serialize_error_not_a_panic() {
     let map = std::collections::BTreeMap::from([(vec![1u8], 1)]);
-    assert!(matches!(to_json_value(&map), Err(CanonicalError::Serialize { .. })));
+    assert!(matches!(
+        to_json_value(&map),
+        Err(CanonicalError::Serialize { .. })
+    ));
 }

@@ -1,0 +1,151 @@
+//! `execute_async`: the same state machine, with async handlers and probes.
+//!
+//! The ledger is synchronous (its commits wait for fsync), so the execution runs
+//! on tokio's blocking pool and drives the async handler and probe from there.
+//! A runtime worker thread is never blocked on a commit.
+
+use std::future::Future;
+use std::sync::Arc;
+use std::time::Duration;
+
+use effect_core::{BoxFuture, CallbackError, EffectContract, EffectResult, OutcomeProbeResult};
+use serde::Serialize;
+use serde_json::Value;
+use tokio::runtime::Handle;
+
+use crate::dispatch::{HandlerOutcome, Invoke, call_guarded};
+use crate::error::{ExecError, HandlerError};
+use crate::executor::{Call, EffectExecutor, identify};
+use crate::options::CallOptions;
+
+type AsyncHandler = Arc<dyn Fn(Value, Option<String>) -> BoxFuture<HandlerOutcome> + Send + Sync>;
+
+struct AsyncInvoke {
+    runtime: Handle,
+    handler: AsyncHandler,
+}
+
+impl Invoke for AsyncInvoke {
+    fn handler(
+        &self,
+        arguments: Value,
+        key: Option<String>,
+        deadline: Option<Duration>,
+    ) -> HandlerOutcome {
+        // The future runs as its own task so that a panic is contained; on a
+        // deadline it is dropped. Dropping is not cancellation at the provider:
+        // the request may already be on the wire, so the outcome is unknown.
+        let task = self.runtime.spawn((self.handler)(arguments, key));
+        let abort = task.abort_handle();
+        let joined = self.runtime.block_on(async move {
+            match deadline {
+                Some(deadline) => tokio::time::timeout(deadline, task).await.ok(),
+                None => Some(task.await),
+            }
+        });
+        match joined {
+            None => {
+                abort.abort();
+                HandlerOutcome::TimedOut
+            }
+            Some(Ok(outcome)) => outcome,
+            Some(Err(err)) => HandlerOutcome::Failed(format!("handler task failed: {err}")),
+        }
+    }
+
+    fn probe(
+        &self,
+        contract: &EffectContract,
+        arguments: Value,
+        key: Option<String>,
+    ) -> Option<Result<OutcomeProbeResult, CallbackError>> {
+        if let Some(probe) = contract.outcome_probe_async() {
+            let task = self.runtime.spawn(probe(arguments, key));
+            return Some(match self.runtime.block_on(task) {
+                Ok(result) => result,
+                Err(err) => Err(CallbackError::new(format!("probe task failed: {err}"))),
+            });
+        }
+        let probe = contract.outcome_probe()?;
+        Some(call_guarded(|| probe(&arguments, key.as_deref())))
+    }
+}
+
+impl EffectExecutor {
+    /// The async form of [`execute`](Self::execute): the same semantics, with an
+    /// async handler and, when the contract has one, its async probe.
+    ///
+    /// A handler future that misses its deadline is dropped, which does **not**
+    /// undo a request it may already have sent: it is recorded like a timed-out
+    /// thread (`handler_may_still_be_running=true`).
+    ///
+    /// Must be called within a tokio runtime. Ledger commits run on the blocking
+    /// pool, so they never stall the runtime's workers.
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// use std::sync::Arc;
+    /// use effect_core::{EffectContract, MemoryLedger};
+    /// use effect_exec::{CallOptions, EffectExecutor, HandlerError};
+    /// use serde_json::{json, Value};
+    ///
+    /// let executor = EffectExecutor::new(Arc::new(MemoryLedger::new()));
+    /// let contract = EffectContract::builder("create_ticket", |args| {
+    ///     Ok(format!("ticket:{}", args["title"].as_str().ok_or("missing title")?))
+    /// })
+    /// .build()?;
+    /// let result = executor
+    ///     .execute_async(&contract, &json!({"title": "disk full"}), CallOptions::default(), |args: Value, _key| async move {
+    ///         Ok::<_, HandlerError>(json!({"ticket_id": "T-1", "title": args["title"]}))
+    ///     })
+    ///     .await?;
+    /// assert!(result.is_confirmed());
+    /// # Ok(())
+    /// # }
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// As [`execute`](Self::execute), plus [`ExecError::Runtime`] when the
+    /// blocking task cannot run.
+    pub async fn execute_async<A, O, H, Fut>(
+        &self,
+        contract: &EffectContract,
+        arguments: &A,
+        options: CallOptions,
+        handler: H,
+    ) -> Result<EffectResult, ExecError>
+    where
+        A: Serialize + ?Sized,
+        O: Serialize + Send + 'static,
+        H: Fn(Value, Option<String>) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = Result<O, HandlerError>> + Send + 'static,
+    {
+        let identity = identify(contract, arguments)?;
+        let operation_id = identity.operation_id.clone();
+        let executor = self.clone();
+        let contract = contract.clone();
+        let deadline = options.deadline.or(self.options.default_deadline);
+        let handler: AsyncHandler = Arc::new(move |arguments, key| {
+            let future = handler(arguments, key);
+            Box::pin(async move { HandlerOutcome::from_result(future.await) })
+        });
+        let runtime = Handle::current();
+        tokio::task::spawn_blocking(move || {
+            let invoke = AsyncInvoke { runtime, handler };
+            let call = Call {
+                contract: &contract,
+                identity: &identity,
+                deadline,
+                invoke: &invoke,
+            };
+            executor.run(&call)
+        })
+        .await
+        .map_err(|err| ExecError::Runtime {
+            operation_id,
+            message: err.to_string(),
+        })?
+    }
+}

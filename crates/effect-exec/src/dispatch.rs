@@ -1,0 +1,200 @@
+//! Running a handler: inline or on a thread with a deadline, with a lease
+//! heartbeat while it runs.
+
+use std::panic::{AssertUnwindSafe, catch_unwind};
+use std::sync::Arc;
+use std::sync::mpsc::{self, RecvTimeoutError};
+use std::thread::{self, JoinHandle};
+use std::time::Duration;
+
+use effect_core::{
+    CallbackError, CanonicalError, EffectContract, EffectLedger, OutcomeProbeResult,
+};
+use serde::Serialize;
+use serde_json::Value;
+
+use crate::error::HandlerError;
+
+/// What became of one handler invocation.
+#[derive(Debug)]
+pub(crate) enum HandlerOutcome {
+    /// The handler returned; its output converted to JSON (or why it could not be).
+    Returned(Result<Value, CanonicalError>),
+    /// A definitive rejection.
+    Rejected(String),
+    /// A failure (including a panic) with an unknown outcome.
+    Failed(String),
+    /// The deadline passed; the handler may still be running.
+    TimedOut,
+}
+
+impl HandlerOutcome {
+    pub(crate) fn from_result<O: Serialize>(result: Result<O, HandlerError>) -> Self {
+        match result {
+            Ok(output) => HandlerOutcome::Returned(effect_core::canonical::to_json_value(&output)),
+            Err(HandlerError::Rejected { reason }) => HandlerOutcome::Rejected(reason),
+            Err(HandlerError::Failed { message }) => HandlerOutcome::Failed(message),
+        }
+    }
+}
+
+/// How the executor calls user code: the sync and async APIs differ only here.
+pub(crate) trait Invoke {
+    /// Calls the handler with its own copy of the arguments.
+    fn handler(
+        &self,
+        arguments: Value,
+        key: Option<String>,
+        deadline: Option<Duration>,
+    ) -> HandlerOutcome;
+
+    /// Calls the contract's probe, if it has one.
+    fn probe(
+        &self,
+        contract: &EffectContract,
+        arguments: Value,
+        key: Option<String>,
+    ) -> Option<Result<OutcomeProbeResult, CallbackError>>;
+}
+
+/// A sync handler.
+pub(crate) type SyncHandler<O> =
+    Arc<dyn Fn(Value, Option<String>) -> Result<O, HandlerError> + Send + Sync>;
+
+/// Calls sync handlers and probes.
+pub(crate) struct SyncInvoke<O> {
+    pub(crate) handler: SyncHandler<O>,
+}
+
+impl<O: Serialize + Send + 'static> Invoke for SyncInvoke<O> {
+    fn handler(
+        &self,
+        arguments: Value,
+        key: Option<String>,
+        deadline: Option<Duration>,
+    ) -> HandlerOutcome {
+        let handler = Arc::clone(&self.handler);
+        let run = move || match catch_unwind(AssertUnwindSafe(|| handler(arguments, key))) {
+            Ok(result) => HandlerOutcome::from_result(result),
+            Err(panic) => {
+                HandlerOutcome::Failed(format!("handler panicked: {}", panic_message(&*panic)))
+            }
+        };
+        let Some(deadline) = deadline else {
+            return run();
+        };
+        let (tx, rx) = mpsc::sync_channel(1);
+        let spawned = thread::Builder::new()
+            .name("effect-handler".into())
+            .spawn(move || {
+                // The receiver may be gone after a timeout; the outcome is then
+                // already recorded as unknown.
+                let _ = tx.send(run());
+            });
+        if let Err(err) = spawned {
+            return HandlerOutcome::Failed(format!("could not start the handler thread: {err}"));
+        }
+        match rx.recv_timeout(deadline) {
+            Ok(outcome) => outcome,
+            Err(RecvTimeoutError::Timeout) => HandlerOutcome::TimedOut,
+            Err(RecvTimeoutError::Disconnected) => {
+                HandlerOutcome::Failed("handler thread ended without an outcome".into())
+            }
+        }
+    }
+
+    fn probe(
+        &self,
+        contract: &EffectContract,
+        arguments: Value,
+        key: Option<String>,
+    ) -> Option<Result<OutcomeProbeResult, CallbackError>> {
+        let probe = contract.outcome_probe()?;
+        Some(call_guarded(|| probe(&arguments, key.as_deref())))
+    }
+}
+
+/// Calls a callback, turning a panic into its error.
+pub(crate) fn call_guarded<T>(
+    f: impl FnOnce() -> Result<T, CallbackError>,
+) -> Result<T, CallbackError> {
+    catch_unwind(AssertUnwindSafe(f)).unwrap_or_else(|panic| {
+        Err(CallbackError::new(format!(
+            "callback panicked: {}",
+            panic_message(&*panic)
+        )))
+    })
+}
+
+fn panic_message(panic: &(dyn std::any::Any + Send)) -> String {
+    if let Some(text) = panic.downcast_ref::<&str>() {
+        (*text).to_owned()
+    } else if let Some(text) = panic.downcast_ref::<String>() {
+        text.clone()
+    } else {
+        "non-string panic payload".to_owned()
+    }
+}
+
+/// Renews a dispatch lease until dropped.
+pub(crate) struct Heartbeat {
+    stop: Option<mpsc::Sender<()>>,
+    thread: Option<JoinHandle<()>>,
+}
+
+impl Heartbeat {
+    pub(crate) fn start(
+        ledger: Arc<dyn EffectLedger>,
+        operation_id: String,
+        owner_token: String,
+        lease: Duration,
+        every: Duration,
+    ) -> Self {
+        let (stop, stopped) = mpsc::channel::<()>();
+        let every = every.max(Duration::from_millis(1));
+        let thread = thread::Builder::new()
+            .name("effect-lease-heartbeat".into())
+            .spawn(move || {
+                while let Err(RecvTimeoutError::Timeout) = stopped.recv_timeout(every) {
+                    match ledger.renew_lease(&operation_id, &owner_token, lease) {
+                        Ok(true) => tracing::trace!(operation_id, "dispatch lease renewed"),
+                        Ok(false) => {
+                            tracing::warn!(
+                                operation_id,
+                                "dispatch lease lost; another caller took over"
+                            );
+                            return;
+                        }
+                        // A transient store failure: keep trying until the lease ends.
+                        Err(err) => {
+                            tracing::warn!(operation_id, error = %err, "lease renewal failed")
+                        }
+                    }
+                }
+            });
+        match thread {
+            Ok(thread) => Heartbeat {
+                stop: Some(stop),
+                thread: Some(thread),
+            },
+            Err(err) => {
+                // Without a heartbeat the lease simply expires on schedule; a
+                // long handler may then be taken over, which is recorded as uncertain.
+                tracing::warn!(error = %err, "could not start the lease heartbeat");
+                Heartbeat {
+                    stop: None,
+                    thread: None,
+                }
+            }
+        }
+    }
+}
+
+impl Drop for Heartbeat {
+    fn drop(&mut self) {
+        drop(self.stop.take());
+        if let Some(thread) = self.thread.take() {
+            let _ = thread.join();
+        }
+    }
+}

@@ -1,0 +1,119 @@
+//! Errors of the executor layer.
+
+use effect_core::{CallbackError, CanonicalError, LedgerError, LedgerErrorKind};
+
+/// Why an execution, reconciliation or resolution could not proceed.
+///
+/// None of these is an uncertain *outcome*: those are reported as an
+/// [`EffectResult`](effect_core::EffectResult) with status `outcome_unknown` or
+/// `quarantined`. An `ExecError` means the executor could not do its own job.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum ExecError {
+    /// The arguments cannot be canonical JSON (for example NaN); nothing was written.
+    #[error("arguments cannot be recorded")]
+    InvalidArguments {
+        /// The canonicalization error.
+        #[source]
+        source: CanonicalError,
+    },
+    /// A contract callback (operation id or provider key) failed; nothing was written.
+    #[error("contract {contract:?} could not derive the operation identity")]
+    Contract {
+        /// The contract name.
+        contract: String,
+        /// The callback's error.
+        #[source]
+        source: CallbackError,
+    },
+    /// The ledger refused or failed a step (a conflict, an unavailable store, ...).
+    #[error("ledger step failed for operation {operation_id:?}")]
+    Ledger {
+        /// The operation id.
+        operation_id: String,
+        /// The ledger's error.
+        #[source]
+        source: LedgerError,
+    },
+    /// The async runtime could not run a blocking ledger step.
+    #[error("async execution of operation {operation_id:?} was interrupted: {message}")]
+    Runtime {
+        /// The operation id.
+        operation_id: String,
+        /// What happened.
+        message: String,
+    },
+}
+
+impl ExecError {
+    /// The ledger error kind, when the ledger failed.
+    pub fn ledger_kind(&self) -> Option<LedgerErrorKind> {
+        match self {
+            ExecError::Ledger { source, .. } => Some(source.kind()),
+            _ => None,
+        }
+    }
+
+    /// True when the operation id exists with a different identity (SPEC §1).
+    pub fn is_conflict(&self) -> bool {
+        self.ledger_kind() == Some(LedgerErrorKind::Conflict)
+    }
+}
+
+/// How a handler fails.
+///
+/// Any error type converts into [`HandlerError::Failed`] with `?`, so only a
+/// deliberate [`HandlerError::rejected`] marks a definitive rejection.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum HandlerError {
+    /// The provider refused without applying the effect, with reliable evidence.
+    /// Timeouts, connection resets and 5xx responses are **not** rejections.
+    Rejected {
+        /// The provider's refusal.
+        reason: String,
+    },
+    /// Anything else: the outcome is unknown.
+    Failed {
+        /// What went wrong.
+        message: String,
+    },
+}
+
+impl HandlerError {
+    /// A definitive rejection.
+    pub fn rejected(reason: impl Into<String>) -> Self {
+        HandlerError::Rejected {
+            reason: reason.into(),
+        }
+    }
+
+    /// A failure with an unknown outcome.
+    pub fn failed(message: impl Into<String>) -> Self {
+        HandlerError::Failed {
+            message: message.into(),
+        }
+    }
+}
+
+impl std::fmt::Display for HandlerError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            HandlerError::Rejected { reason } => write!(f, "rejected: {reason}"),
+            HandlerError::Failed { message } => f.write_str(message),
+        }
+    }
+}
+
+impl<E: std::error::Error> From<E> for HandlerError {
+    fn from(err: E) -> Self {
+        let mut message = err.to_string();
+        let mut source = err.source();
+        while let Some(cause) = source {
+            message.push_str(": ");
+            message.push_str(&cause.to_string());
+            source = cause.source();
+        }
+        HandlerError::Failed { message }
+    }
+}

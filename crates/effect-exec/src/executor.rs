@@ -1,0 +1,526 @@
+//! [`EffectExecutor`]: execute an effect at most once under its contract (SPEC §5).
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use effect_core::canonical::{canonical_json, to_json_value};
+use effect_core::clock::unix_seconds;
+use effect_core::{
+    Claim, Clock, Confirmation, EffectContract, EffectLedger, EffectRecord, EffectResult,
+    EffectStatus, Evidence, NewOperation, RequestFingerprint, SystemClock, Transition,
+    TransitionOutcome,
+};
+use serde::Serialize;
+use serde_json::Value;
+
+use crate::dispatch::{HandlerOutcome, Heartbeat, Invoke, SyncInvoke, call_guarded};
+use crate::error::{ExecError, HandlerError};
+use crate::options::{CallOptions, ExecutorOptions};
+use crate::reconcile::Reconciled;
+
+/// Executes effects through a ledger so that each operation is dispatched only
+/// when that is safe, and its outcome is recorded durably.
+///
+/// ```
+/// use std::sync::Arc;
+/// use effect_core::{EffectContract, MemoryLedger};
+/// use effect_exec::{EffectExecutor, HandlerError};
+/// use serde_json::{json, Value};
+///
+/// let executor = EffectExecutor::new(Arc::new(MemoryLedger::new()));
+/// let contract = EffectContract::builder("send_email", |args| {
+///     Ok(format!("email:{}:welcome", args["to"].as_str().ok_or("missing to")?))
+/// })
+/// .build()?;
+/// let send = |args: Value, _key: Option<String>| -> Result<Value, HandlerError> {
+///     Ok(json!({"message_id": format!("msg-{}", args["to"].as_str().unwrap_or(""))}))
+/// };
+/// let first = executor.execute(&contract, &json!({"to": "ada@example.com"}), send)?;
+/// let again = executor.execute(&contract, &json!({"to": "ada@example.com"}), send)?;
+/// assert!(first.is_confirmed());
+/// assert!(again.duplicate_suppressed);
+/// assert_eq!(again.output, first.output);
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+#[derive(Debug, Clone)]
+pub struct EffectExecutor {
+    pub(crate) ledger: Arc<dyn EffectLedger>,
+    pub(crate) options: ExecutorOptions,
+    tokens: Arc<TokenSource>,
+}
+
+/// The identity of one call, derived before anything is written.
+#[derive(Debug, Clone)]
+pub(crate) struct Identity {
+    pub(crate) operation_id: String,
+    pub(crate) operation: NewOperation,
+    /// The canonical arguments; every callback gets its own clone.
+    pub(crate) arguments: Value,
+}
+
+/// One execution in flight.
+pub(crate) struct Call<'a> {
+    pub(crate) contract: &'a EffectContract,
+    pub(crate) identity: &'a Identity,
+    pub(crate) deadline: Option<Duration>,
+    pub(crate) invoke: &'a dyn Invoke,
+}
+
+impl Call<'_> {
+    pub(crate) fn id(&self) -> &str {
+        &self.identity.operation_id
+    }
+
+    pub(crate) fn arguments(&self) -> Value {
+        self.identity.arguments.clone()
+    }
+}
+
+/// What a dispatch round ended with.
+enum Round {
+    Done(EffectResult),
+    /// An automatic retry was authorized; the record is `prepared`.
+    Retry(EffectRecord),
+}
+
+impl EffectExecutor {
+    /// An executor with default options.
+    pub fn new(ledger: Arc<dyn EffectLedger>) -> Self {
+        EffectExecutor::with_options(ledger, ExecutorOptions::default())
+    }
+
+    /// An executor with these options.
+    pub fn with_options(ledger: Arc<dyn EffectLedger>, options: ExecutorOptions) -> Self {
+        EffectExecutor::with_clock(ledger, options, Arc::new(SystemClock))
+    }
+
+    /// An executor whose owner tokens are seeded from `clock` (for reproducible tests).
+    pub fn with_clock(
+        ledger: Arc<dyn EffectLedger>,
+        options: ExecutorOptions,
+        clock: Arc<dyn Clock>,
+    ) -> Self {
+        EffectExecutor {
+            ledger,
+            options,
+            tokens: Arc::new(TokenSource::new(clock.as_ref())),
+        }
+    }
+
+    /// The ledger.
+    pub fn ledger(&self) -> &Arc<dyn EffectLedger> {
+        &self.ledger
+    }
+
+    /// The options.
+    pub fn options(&self) -> &ExecutorOptions {
+        &self.options
+    }
+
+    /// Executes `handler` for `arguments` under `contract` (SPEC §5).
+    ///
+    /// The handler receives its own copy of the canonical arguments and the
+    /// provider idempotency key, and returns a serializable output or a
+    /// [`HandlerError`]. It runs on the calling thread unless a deadline is set
+    /// (see [`execute_with`](Self::execute_with)).
+    ///
+    /// # Errors
+    ///
+    /// [`ExecError::InvalidArguments`] and [`ExecError::Contract`] before
+    /// anything is written; [`ExecError::Ledger`] for a conflicting identity
+    /// (see [`ExecError::is_conflict`]) or a failing store. An uncertain outcome
+    /// is not an error: it is a result with status `outcome_unknown` or `quarantined`.
+    pub fn execute<A, O, H>(
+        &self,
+        contract: &EffectContract,
+        arguments: &A,
+        handler: H,
+    ) -> Result<EffectResult, ExecError>
+    where
+        A: Serialize + ?Sized,
+        O: Serialize + Send + 'static,
+        H: Fn(Value, Option<String>) -> Result<O, HandlerError> + Send + Sync + 'static,
+    {
+        self.execute_with(contract, arguments, CallOptions::default(), handler)
+    }
+
+    /// [`execute`](Self::execute) with per-call options.
+    ///
+    /// With a deadline the handler runs on its own thread and the executor stops
+    /// waiting when the deadline passes. **This is not cancellation**: the
+    /// handler keeps running and may still send its request. The ledger records
+    /// `handler_may_still_be_running=true`, and a later negative probe does not
+    /// authorize a retry unless the provider key is guaranteed idempotent.
+    ///
+    /// # Errors
+    ///
+    /// As [`execute`](Self::execute).
+    pub fn execute_with<A, O, H>(
+        &self,
+        contract: &EffectContract,
+        arguments: &A,
+        options: CallOptions,
+        handler: H,
+    ) -> Result<EffectResult, ExecError>
+    where
+        A: Serialize + ?Sized,
+        O: Serialize + Send + 'static,
+        H: Fn(Value, Option<String>) -> Result<O, HandlerError> + Send + Sync + 'static,
+    {
+        let identity = identify(contract, arguments)?;
+        let invoke = SyncInvoke {
+            handler: Arc::new(handler),
+        };
+        let call = Call {
+            contract,
+            identity: &identity,
+            deadline: options.deadline.or(self.options.default_deadline),
+            invoke: &invoke,
+        };
+        self.run(&call)
+    }
+
+    /// The whole of SPEC §5 step 2, for any way of invoking user code.
+    pub(crate) fn run(&self, call: &Call<'_>) -> Result<EffectResult, ExecError> {
+        let span = tracing::info_span!(
+            "effect.execute",
+            operation_id = call.id(),
+            contract = call.contract.name(),
+            version = call.contract.version(),
+        );
+        let _entered = span.enter();
+        let claim = self.new_claim();
+        let first = self.apply(
+            call.id(),
+            Transition::PrepareAndClaim(call.identity.operation.clone(), claim.clone()),
+        )?;
+        let mut record = first.record;
+        let mut owned = first.applied.then_some(claim);
+        for round in 0..2 {
+            match self.round(call, record, owned.take(), round == 0)? {
+                Round::Done(result) => return Ok(result),
+                Round::Retry(next) => record = next,
+            }
+        }
+        // Both rounds used: leave the authorized retry for a later execution.
+        Ok(EffectResult::from_record(&record))
+    }
+
+    /// One dispatch round: settle what the record says, dispatching at most once.
+    fn round(
+        &self,
+        call: &Call<'_>,
+        mut record: EffectRecord,
+        mut owned: Option<Claim>,
+        first_round: bool,
+    ) -> Result<Round, ExecError> {
+        let waiting_until = self
+            .options
+            .wait_for_in_progress
+            .map(|wait| Instant::now() + wait);
+        let mut waited = false;
+        // Each pass either returns or moves the record forward; the bound guards
+        // against a ledger that keeps changing under concurrent callers.
+        for _ in 0..64 {
+            if let Some(claim) = owned.take() {
+                return self.dispatch(call, &record, &claim, first_round);
+            }
+            match record.status {
+                EffectStatus::Confirmed => {
+                    let mut result = EffectResult::from_record(&record);
+                    result.duplicate_suppressed = true;
+                    tracing::info!(operation_id = call.id(), "stored result replayed");
+                    return Ok(Round::Done(result));
+                }
+                EffectStatus::Rejected => {
+                    return Ok(Round::Done(EffectResult::from_record(&record)));
+                }
+                EffectStatus::Dispatched => {
+                    let expired = self.apply(call.id(), Transition::ExpireLease)?;
+                    if expired.applied || expired.record.status != EffectStatus::Dispatched {
+                        record = expired.record;
+                        continue;
+                    }
+                    match waiting_until {
+                        Some(until) if Instant::now() < until => {
+                            waited = true;
+                            std::thread::sleep(self.options.poll_interval);
+                            record = self.get(call.id())?;
+                        }
+                        _ => {
+                            let mut result = EffectResult::from_record(&expired.record);
+                            result.in_progress = true;
+                            tracing::info!(
+                                operation_id = call.id(),
+                                waited,
+                                "dispatch in progress elsewhere"
+                            );
+                            return Ok(Round::Done(result));
+                        }
+                    }
+                }
+                EffectStatus::OutcomeUnknown | EffectStatus::Quarantined => {
+                    match self.reconcile_record(call, record, true)? {
+                        Reconciled::Settled(settled) => {
+                            return Ok(Round::Done(EffectResult::from_record(&settled)));
+                        }
+                        Reconciled::RetryAuthorized(prepared) => record = prepared,
+                    }
+                }
+                EffectStatus::Prepared => {
+                    let claim = self.new_claim();
+                    let claimed = self.apply(call.id(), Transition::Claim(claim.clone()))?;
+                    record = claimed.record;
+                    if claimed.applied {
+                        owned = Some(claim);
+                    }
+                }
+            }
+        }
+        Ok(Round::Done(EffectResult::from_record(&record)))
+    }
+
+    /// Invokes the handler under a claimed lease and records what happened.
+    fn dispatch(
+        &self,
+        call: &Call<'_>,
+        record: &EffectRecord,
+        claim: &Claim,
+        first_round: bool,
+    ) -> Result<Round, ExecError> {
+        let id = call.id();
+        let token = claim.owner_token.as_str();
+        tracing::info!(operation_id = id, attempt = record.attempts, "dispatching");
+        let outcome = {
+            let _heartbeat = Heartbeat::start(
+                Arc::clone(&self.ledger),
+                id.to_owned(),
+                claim.owner_token.clone(),
+                self.options.dispatch_lease,
+                self.options.lease_heartbeat,
+            );
+            call.invoke.handler(
+                call.arguments(),
+                record.provider_idempotency_key.clone(),
+                call.deadline,
+            )
+        };
+        let (error, evidence, retry_allowed) = match outcome {
+            HandlerOutcome::Rejected(reason) => {
+                let rejected = self.apply(
+                    id,
+                    Transition::MarkRejected {
+                        owner_token: token.to_owned(),
+                        error: format!("provider definitively rejected the effect: {reason}"),
+                    },
+                )?;
+                return Ok(Round::Done(EffectResult::from_record(&rejected.record)));
+            }
+            HandlerOutcome::Returned(Ok(output)) => match self.check_postcondition(call, &output) {
+                None => {
+                    let confirmation = Confirmation {
+                        output,
+                        provider_operation_id: None,
+                        evidence: evidence_of([("source", "handler_return".into())]),
+                    };
+                    let confirmed = self.apply(
+                        id,
+                        Transition::MarkConfirmed {
+                            owner_token: Some(token.to_owned()),
+                            confirmation,
+                        },
+                    )?;
+                    return self.after_finalize(call, confirmed);
+                }
+                Some(failure) => (
+                    failure,
+                    evidence_of([("postcondition", "failed".into())]),
+                    false,
+                ),
+            },
+            HandlerOutcome::Returned(Err(err)) => (
+                format!("handler output cannot be stored as JSON: {err}"),
+                evidence_of([("dispatch_interruption", "unstorable_output".into())]),
+                false,
+            ),
+            HandlerOutcome::Failed(message) => (
+                message,
+                evidence_of([("dispatch_interruption", "handler_exception".into())]),
+                first_round,
+            ),
+            HandlerOutcome::TimedOut => (
+                format!(
+                    "handler missed its deadline of {:?}; it may still be running",
+                    call.deadline.unwrap_or_default()
+                ),
+                evidence_of([
+                    ("handler_may_still_be_running", true.into()),
+                    ("dispatch_interruption", "handler_timeout".into()),
+                ]),
+                first_round,
+            ),
+        };
+        let unknown = self.apply(
+            id,
+            Transition::MarkOutcomeUnknown {
+                owner_token: Some(token.to_owned()),
+                error,
+                evidence,
+            },
+        )?;
+        if !unknown.applied {
+            return self.after_finalize(call, unknown);
+        }
+        match self.reconcile_record(call, unknown.record, retry_allowed)? {
+            Reconciled::Settled(settled) => Ok(Round::Done(EffectResult::from_record(&settled))),
+            Reconciled::RetryAuthorized(prepared) if first_round => Ok(Round::Retry(prepared)),
+            Reconciled::RetryAuthorized(prepared) => {
+                Ok(Round::Done(EffectResult::from_record(&prepared)))
+            }
+        }
+    }
+
+    /// After a finalizing write by the owner: report it, or, when the lease was
+    /// taken over meanwhile, report what the ledger now says.
+    fn after_finalize(
+        &self,
+        call: &Call<'_>,
+        outcome: TransitionOutcome,
+    ) -> Result<Round, ExecError> {
+        if !outcome.applied {
+            tracing::warn!(
+                operation_id = call.id(),
+                status = %outcome.record.status,
+                "dispatch lease was taken over; this caller cannot finalize"
+            );
+        }
+        Ok(Round::Done(EffectResult::from_record(&outcome.record)))
+    }
+
+    /// `None` when the output satisfies the postcondition (or there is none),
+    /// else why not.
+    pub(crate) fn check_postcondition(&self, call: &Call<'_>, output: &Value) -> Option<String> {
+        let check = call.contract.postcondition()?;
+        let arguments = call.arguments();
+        match call_guarded(|| check(&arguments, output)) {
+            Ok(true) => None,
+            Ok(false) => Some("the output fails the contract's postcondition".to_owned()),
+            Err(err) => Some(format!("the postcondition could not be evaluated: {err}")),
+        }
+    }
+
+    /// Applies a transition, logging status changes.
+    pub(crate) fn apply(
+        &self,
+        id: &str,
+        transition: Transition,
+    ) -> Result<TransitionOutcome, ExecError> {
+        let name = transition.name();
+        let outcome = self
+            .ledger
+            .apply(id, &transition)
+            .map_err(|source| ExecError::Ledger {
+                operation_id: id.to_owned(),
+                source,
+            })?;
+        if outcome.applied {
+            tracing::info!(
+                operation_id = id,
+                transition = name,
+                status = %outcome.record.status,
+                attempt = outcome.record.attempts,
+                "effect transition"
+            );
+        } else {
+            tracing::debug!(operation_id = id, transition = name, status = %outcome.record.status, "transition not applied");
+        }
+        Ok(outcome)
+    }
+
+    pub(crate) fn get(&self, id: &str) -> Result<EffectRecord, ExecError> {
+        let ledger_error = |source| ExecError::Ledger {
+            operation_id: id.to_owned(),
+            source,
+        };
+        self.ledger.get(id).map_err(ledger_error)?.ok_or_else(|| {
+            ledger_error(effect_core::LedgerError::NotFound {
+                operation_id: id.to_owned(),
+            })
+        })
+    }
+
+    fn new_claim(&self) -> Claim {
+        Claim {
+            owner_token: self.tokens.next(),
+            lease: self.options.dispatch_lease,
+        }
+    }
+}
+
+/// Derives the identity of a call (SPEC §5 step 1). Nothing is written.
+pub(crate) fn identify<A: Serialize + ?Sized>(
+    contract: &EffectContract,
+    arguments: &A,
+) -> Result<Identity, ExecError> {
+    let arguments =
+        to_json_value(arguments).map_err(|source| ExecError::InvalidArguments { source })?;
+    let canonical = canonical_json(&arguments);
+    let contract_error = |source| ExecError::Contract {
+        contract: contract.name().to_owned(),
+        source,
+    };
+    let operation_id =
+        call_guarded(|| contract.operation_id(&arguments.clone())).map_err(contract_error)?;
+    let key = call_guarded(|| contract.provider_idempotency_key(&arguments.clone()))
+        .map_err(contract_error)?;
+    Ok(Identity {
+        operation_id,
+        operation: NewOperation {
+            contract_name: contract.name().to_owned(),
+            contract_version: contract.version().to_owned(),
+            fingerprint: RequestFingerprint::of_canonical(&canonical),
+            provider_idempotency_key: key,
+        },
+        arguments,
+    })
+}
+
+pub(crate) fn evidence_of<const N: usize>(entries: [(&str, Value); N]) -> Evidence {
+    entries
+        .into_iter()
+        .map(|(k, v)| (k.to_owned(), v))
+        .collect()
+}
+
+/// Owner tokens: unique per process start and per claim.
+#[derive(Debug)]
+struct TokenSource {
+    prefix: String,
+    counter: AtomicU64,
+}
+
+impl TokenSource {
+    fn new(clock: &dyn Clock) -> Self {
+        static INSTANCES: AtomicU64 = AtomicU64::new(0);
+        let seed = format!(
+            "{}:{}:{}",
+            std::process::id(),
+            unix_seconds(clock.now()),
+            INSTANCES.fetch_add(1, Ordering::Relaxed)
+        );
+        let digest = effect_core::RequestFingerprint::of_canonical(&seed);
+        TokenSource {
+            prefix: digest.blake3_hex()[..16].to_owned(),
+            counter: AtomicU64::new(0),
+        }
+    }
+
+    fn next(&self) -> String {
+        format!(
+            "{}-{}",
+            self.prefix,
+            self.counter.fetch_add(1, Ordering::Relaxed) + 1
+        )
+    }
+}

@@ -1,0 +1,58 @@
+//! The recovery executor of production-agent-systems.
+//!
+//! [`EffectExecutor`] runs an agent's side effect (a payment capture, an email)
+//! so that it is recorded durably *before* dispatch, under the stable operation
+//! id of its [`EffectContract`](effect_core::EffectContract), and never
+//! dispatched twice unless the provider's contract makes that safe:
+//!
+//! - a confirmed operation replays its stored output;
+//! - a live dispatch elsewhere returns `in_progress` (or, optionally, waits for it);
+//! - an uncertain outcome (failure after dispatch, missed deadline, expired
+//!   lease) is reconciled through the contract's outcome probe or a guaranteed
+//!   provider idempotency key, and otherwise quarantined for an operator
+//!   ([`EffectExecutor::resolve`]).
+//!
+//! It depends on `effect-core` only and takes the ledger as
+//! `Arc<dyn EffectLedger>`; it names no store. A timeout, a crash or a model's
+//! answer is never taken as proof that an effect did or did not happen.
+//!
+//! # Feature flags
+//!
+//! - `tokio`: [`EffectExecutor::execute_async`] with async handlers and probes.
+//!
+//! ```
+//! use std::sync::Arc;
+//! use effect_core::{EffectContract, MemoryLedger, OutcomeProbeResult};
+//! use effect_exec::{EffectExecutor, HandlerError};
+//! use serde_json::{json, Value};
+//!
+//! let contract = EffectContract::builder("capture_payment", |args| {
+//!     Ok(format!("invoice:{}:capture", args["invoice_id"].as_str().ok_or("missing invoice_id")?))
+//! })
+//! .provider_idempotency_key(|args| Ok(args["invoice_id"].as_str().map(|i| format!("capture:{i}"))))
+//! .outcome_probe(|_args, _key| Ok(OutcomeProbeResult::committed(json!({"payment_id": "pay-1"}))))
+//! .build()?;
+//!
+//! let executor = EffectExecutor::new(Arc::new(MemoryLedger::new()));
+//! // The provider commits, but the acknowledgement is lost.
+//! let result = executor.execute(&contract, &json!({"invoice_id": "INV-1"}), |_args: Value, _key| {
+//!     Err::<Value, _>(HandlerError::failed("timed out waiting for the response"))
+//! })?;
+//! // The probe finds the commit: confirmed, without a second capture.
+//! assert!(result.is_confirmed());
+//! assert_eq!(result.output, Some(json!({"payment_id": "pay-1"})));
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+
+#[cfg(feature = "tokio")]
+mod asynchronous;
+mod dispatch;
+mod error;
+mod executor;
+mod options;
+mod reconcile;
+
+pub use error::{ExecError, HandlerError};
+pub use executor::EffectExecutor;
+pub use options::{CallOptions, ExecutorOptions};
+pub use reconcile::Audit;

@@ -1,0 +1,91 @@
+//! Executor settings.
+
+use std::time::Duration;
+
+/// How an [`EffectExecutor`](crate::EffectExecutor) dispatches and waits.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct ExecutorOptions {
+    /// How long a dispatch lease lasts without renewal. A caller that finds an
+    /// expired lease treats the dispatch as interrupted (the handler may still
+    /// be running). Default 30 s.
+    pub dispatch_lease: Duration,
+    /// How often a running handler's lease is renewed. Must be well below
+    /// `dispatch_lease`. Default 10 s.
+    pub lease_heartbeat: Duration,
+    /// Deadline for handlers when a call sets none. `None` (the default) waits
+    /// for the handler to return. A deadline is **not** cancellation.
+    pub default_deadline: Option<Duration>,
+    /// When another live caller holds the dispatch, wait up to this long for its
+    /// outcome instead of returning `in_progress` at once. Default `None`.
+    pub wait_for_in_progress: Option<Duration>,
+    /// How often a waiting caller re-reads the ledger. Default 25 ms.
+    pub poll_interval: Duration,
+}
+
+impl Default for ExecutorOptions {
+    fn default() -> Self {
+        ExecutorOptions {
+            dispatch_lease: Duration::from_secs(30),
+            lease_heartbeat: Duration::from_secs(10),
+            default_deadline: None,
+            wait_for_in_progress: None,
+            poll_interval: Duration::from_millis(25),
+        }
+    }
+}
+
+impl ExecutorOptions {
+    /// Sets the dispatch lease, and the heartbeat to a third of it.
+    #[must_use]
+    pub fn dispatch_lease(mut self, lease: Duration) -> Self {
+        self.dispatch_lease = lease;
+        self.lease_heartbeat = lease / 3;
+        self
+    }
+
+    /// Sets the lease heartbeat.
+    #[must_use]
+    pub fn lease_heartbeat(mut self, heartbeat: Duration) -> Self {
+        self.lease_heartbeat = heartbeat;
+        self
+    }
+
+    /// Sets the default handler deadline.
+    #[must_use]
+    pub fn default_deadline(mut self, deadline: Option<Duration>) -> Self {
+        self.default_deadline = deadline;
+        self
+    }
+
+    /// Waits up to `wait` for a live owner's outcome.
+    #[must_use]
+    pub fn wait_for_in_progress(mut self, wait: Option<Duration>) -> Self {
+        self.wait_for_in_progress = wait;
+        self
+    }
+
+    /// Sets the poll interval of waiting callers.
+    #[must_use]
+    pub fn poll_interval(mut self, interval: Duration) -> Self {
+        self.poll_interval = interval;
+        self
+    }
+}
+
+/// Settings of one call.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct CallOptions {
+    /// Handler deadline; overrides [`ExecutorOptions::default_deadline`].
+    pub deadline: Option<Duration>,
+}
+
+impl CallOptions {
+    /// A call with this handler deadline.
+    pub fn deadline(deadline: Duration) -> Self {
+        CallOptions {
+            deadline: Some(deadline),
+        }
+    }
+}

@@ -1,0 +1,176 @@
+//! Concurrent callers, leases, heartbeats and stale owners.
+
+use std::sync::{Arc, Barrier};
+use std::thread;
+use std::time::Duration;
+
+use effect_core::EffectStatus;
+use effect_exec::ExecutorOptions;
+use serde_json::Value;
+
+use crate::provider::{
+    FakeProvider, Fault, GUARANTEED_ONLY, PROBE_ONLY, contract, handler, invoice,
+};
+use crate::{event_types, executor_with, ledger};
+
+#[test]
+fn concurrent_caller_during_a_live_dispatch_gets_in_progress() {
+    let provider =
+        FakeProvider::new(false).script(&[Fault::SlowCommit(Duration::from_millis(300))]);
+    let ledger = ledger();
+    let exec = executor_with(&ledger, ExecutorOptions::default());
+    let c = contract(&provider, PROBE_ONLY);
+    let first = {
+        let (exec, c, h) = (exec.clone(), c.clone(), handler(&provider));
+        thread::spawn(move || exec.execute(&c, &invoice("INV-20"), h).unwrap())
+    };
+    thread::sleep(Duration::from_millis(80));
+    let second = exec
+        .execute(&c, &invoice("INV-20"), handler(&provider))
+        .unwrap();
+    assert!(second.in_progress);
+    assert_eq!(second.status, EffectStatus::Dispatched);
+    assert!(first.join().unwrap().is_confirmed());
+    assert_eq!((provider.handler_calls(), provider.committed()), (1, 1));
+}
+
+#[test]
+fn a_waiting_caller_gets_the_live_owners_result() {
+    let provider =
+        FakeProvider::new(false).script(&[Fault::SlowCommit(Duration::from_millis(200))]);
+    let ledger = ledger();
+    let options = ExecutorOptions::default().wait_for_in_progress(Some(Duration::from_secs(5)));
+    let exec = executor_with(&ledger, options);
+    let c = contract(&provider, PROBE_ONLY);
+    let first = {
+        let (exec, c, h) = (exec.clone(), c.clone(), handler(&provider));
+        thread::spawn(move || exec.execute(&c, &invoice("INV-21"), h).unwrap())
+    };
+    thread::sleep(Duration::from_millis(50));
+    let second = exec
+        .execute(&c, &invoice("INV-21"), handler(&provider))
+        .unwrap();
+    assert!(second.is_confirmed());
+    assert!(!second.in_progress);
+    assert!(second.duplicate_suppressed);
+    assert_eq!(second.output, first.join().unwrap().output);
+    assert_eq!((provider.handler_calls(), provider.committed()), (1, 1));
+}
+
+#[test]
+fn heartbeat_keeps_a_slow_live_handler_from_being_taken_over() {
+    // The handler runs three times longer than the lease; the heartbeat renews it.
+    let lease = Duration::from_millis(150);
+    let provider = FakeProvider::new(false).script(&[Fault::SlowCommit(lease * 3)]);
+    let ledger = ledger();
+    let options = ExecutorOptions::default()
+        .dispatch_lease(lease)
+        .lease_heartbeat(Duration::from_millis(30));
+    let exec = executor_with(&ledger, options);
+    let c = contract(&provider, PROBE_ONLY);
+    let first = {
+        let (exec, c, h) = (exec.clone(), c.clone(), handler(&provider));
+        thread::spawn(move || exec.execute(&c, &invoice("INV-22"), h).unwrap())
+    };
+    thread::sleep(Duration::from_millis(20));
+    let mut tries = 0;
+    while !first.is_finished() {
+        let second = exec
+            .execute(&c, &invoice("INV-22"), handler(&provider))
+            .unwrap();
+        if second.is_confirmed() {
+            break;
+        }
+        assert!(
+            second.in_progress,
+            "second caller must see in_progress, got {second:?}"
+        );
+        tries += 1;
+        thread::sleep(Duration::from_millis(25));
+    }
+    assert!(tries >= 5, "the second caller kept trying ({tries} times)");
+    assert!(first.join().unwrap().is_confirmed());
+    assert_eq!((provider.handler_calls(), provider.committed()), (1, 1));
+    assert_eq!(
+        event_types(&ledger, "invoice:INV-22:capture"),
+        ["prepared", "dispatched", "confirmed"]
+    );
+}
+
+#[test]
+fn stale_worker_after_lease_takeover_cannot_finalize() {
+    // No heartbeat renewal within the test: the lease expires while A still runs.
+    let options = ExecutorOptions::default()
+        .dispatch_lease(Duration::from_millis(50))
+        .lease_heartbeat(Duration::from_secs(60));
+    let provider = FakeProvider::new(true).script(&[Fault::SlowCommit(Duration::from_millis(400))]);
+    let ledger = ledger();
+    let exec = executor_with(&ledger, options);
+    let c = contract(&provider, GUARANTEED_ONLY);
+    let a = {
+        let (exec, c, h) = (exec.clone(), c.clone(), handler(&provider));
+        thread::spawn(move || exec.execute(&c, &invoice("INV-23"), h).unwrap())
+    };
+    thread::sleep(Duration::from_millis(150));
+    // B finds the expired lease, records the interruption and, covered by the
+    // guaranteed key, dispatches again with the same key.
+    let b = exec
+        .execute(&c, &invoice("INV-23"), handler(&provider))
+        .unwrap();
+    assert!(b.is_confirmed());
+    let a = a.join().unwrap();
+    // A's confirmation was refused (stale token); it reports B's stored outcome.
+    assert_eq!(a.status, EffectStatus::Confirmed);
+    let events = event_types(&ledger, "invoice:INV-23:capture");
+    assert_eq!(
+        events,
+        [
+            "prepared",
+            "dispatched",
+            "outcome_unknown",
+            "retry_authorized",
+            "dispatched",
+            "confirmed"
+        ]
+    );
+    let unknown = &ledger.events("invoice:INV-23:capture").unwrap()[2];
+    assert_eq!(
+        unknown.data["evidence"]["dispatch_interruption"],
+        "lease_expired"
+    );
+    assert_eq!(
+        unknown.data["evidence"]["handler_may_still_be_running"],
+        true
+    );
+    // Two sends with one key: the provider committed one effect.
+    assert_eq!((provider.handler_calls(), provider.committed()), (2, 1));
+}
+
+#[test]
+fn sixteen_callers_of_one_operation_dispatch_once() {
+    let provider = FakeProvider::new(false).script(&[Fault::SlowCommit(Duration::from_millis(50))]);
+    let ledger = ledger();
+    let options = ExecutorOptions::default().wait_for_in_progress(Some(Duration::from_secs(5)));
+    let exec = executor_with(&ledger, options);
+    let c = contract(&provider, PROBE_ONLY);
+    let barrier = Arc::new(Barrier::new(16));
+    let callers: Vec<_> = (0..16)
+        .map(|_| {
+            let (exec, c, h, barrier) = (
+                exec.clone(),
+                c.clone(),
+                handler(&provider),
+                Arc::clone(&barrier),
+            );
+            thread::spawn(move || {
+                barrier.wait();
+                exec.execute(&c, &invoice("INV-24"), h).unwrap()
+            })
+        })
+        .collect();
+    let results: Vec<_> = callers.into_iter().map(|t| t.join().unwrap()).collect();
+    assert!(results.iter().all(|r| r.is_confirmed()));
+    let outputs: Vec<&Option<Value>> = results.iter().map(|r| &r.output).collect();
+    assert!(outputs.windows(2).all(|w| w[0] == w[1]));
+    assert_eq!((provider.handler_calls(), provider.committed()), (1, 1));
+}

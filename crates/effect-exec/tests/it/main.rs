@@ -1,0 +1,36 @@
+//! Integration tests of the recovery executor: every SPEC §7 scenario, counting
+//! the effects the fake provider committed.
+#![allow(clippy::unwrap_used)] // Tests unwrap: a panic is a failing test with its message.
+
+mod asynchronous;
+mod concurrency;
+mod properties;
+mod provider;
+mod resolution;
+mod scenarios;
+
+use std::sync::Arc;
+
+use effect_core::{EffectLedger, MemoryLedger};
+use effect_exec::{EffectExecutor, ExecutorOptions};
+
+pub fn ledger() -> Arc<dyn EffectLedger> {
+    Arc::new(MemoryLedger::new())
+}
+
+pub fn executor(ledger: &Arc<dyn EffectLedger>) -> EffectExecutor {
+    EffectExecutor::new(Arc::clone(ledger))
+}
+
+pub fn executor_with(ledger: &Arc<dyn EffectLedger>, options: ExecutorOptions) -> EffectExecutor {
+    EffectExecutor::with_options(Arc::clone(ledger), options)
+}
+
+pub fn event_types(ledger: &Arc<dyn EffectLedger>, id: &str) -> Vec<String> {
+    ledger
+        .events(id)
+        .unwrap()
+        .into_iter()
+        .map(|e| e.event_type)
+        .collect()
+}

@@ -1,0 +1,135 @@
+//! Manual confirm / reject / authorize retry: audited, only from uncertain statuses.
+
+use effect_core::{EffectStatus, LedgerErrorKind};
+use effect_exec::Audit;
+use serde_json::json;
+
+use crate::provider::{FakeProvider, Fault, NEITHER, contract, handler, invoice};
+use crate::{event_types, executor, ledger};
+
+fn quarantined(
+    id: &str,
+) -> (
+    std::sync::Arc<dyn effect_core::EffectLedger>,
+    std::sync::Arc<FakeProvider>,
+) {
+    let provider = FakeProvider::new(false).script(&[Fault::AfterCommit]);
+    let ledger = ledger();
+    let result = executor(&ledger)
+        .execute(
+            &contract(&provider, NEITHER),
+            &invoice(id),
+            handler(&provider),
+        )
+        .unwrap();
+    assert_eq!(result.status, EffectStatus::Quarantined);
+    (ledger, provider)
+}
+
+fn audit() -> Audit {
+    Audit::new("on-call", "found in provider dashboard", "INC-42")
+}
+
+#[test]
+fn manual_confirm_is_audited_and_replayed_without_the_handler() {
+    let (ledger, provider) = quarantined("INV-30");
+    let exec = executor(&ledger);
+    let id = "invoice:INV-30:capture";
+    let record = exec
+        .confirm_manually(
+            id,
+            json!({"payment_id": "pay-000001"}),
+            Some("pay-000001".into()),
+            audit(),
+        )
+        .unwrap();
+    assert_eq!(record.status, EffectStatus::Confirmed);
+    let events = ledger.events(id).unwrap();
+    let last = events.last().unwrap();
+    assert_eq!(last.event_type, "manually_confirmed");
+    assert_eq!(last.data["evidence"]["actor"], "on-call");
+    assert_eq!(last.data["evidence"]["evidence_reference"], "INC-42");
+    assert_eq!(last.data["provider_operation_id"], "pay-000001");
+    let replay = exec
+        .execute(
+            &contract(&provider, NEITHER),
+            &invoice("INV-30"),
+            handler(&provider),
+        )
+        .unwrap();
+    assert!(replay.duplicate_suppressed);
+    assert_eq!(replay.output, Some(json!({"payment_id": "pay-000001"})));
+    assert_eq!((provider.handler_calls(), provider.committed()), (1, 1));
+}
+
+#[test]
+fn manual_reject_is_terminal() {
+    let (ledger, provider) = quarantined("INV-31");
+    let exec = executor(&ledger);
+    let record = exec
+        .reject_manually("invoice:INV-31:capture", audit())
+        .unwrap();
+    assert_eq!(record.status, EffectStatus::Rejected);
+    let again = exec
+        .execute(
+            &contract(&provider, NEITHER),
+            &invoice("INV-31"),
+            handler(&provider),
+        )
+        .unwrap();
+    assert_eq!(again.status, EffectStatus::Rejected);
+    assert_eq!(provider.handler_calls(), 1);
+    assert_eq!(
+        event_types(&ledger, "invoice:INV-31:capture")
+            .last()
+            .unwrap(),
+        "manually_rejected"
+    );
+}
+
+#[test]
+fn manual_retry_authorization_lets_the_next_execution_dispatch() {
+    let (ledger, provider) = quarantined("INV-32");
+    let exec = executor(&ledger);
+    let record = exec
+        .authorize_retry("invoice:INV-32:capture", audit())
+        .unwrap();
+    assert_eq!(record.status, EffectStatus::Prepared);
+    assert_eq!(record.evidence["handler_may_still_be_running"], false);
+    let result = exec
+        .execute(
+            &contract(&provider, NEITHER),
+            &invoice("INV-32"),
+            handler(&provider),
+        )
+        .unwrap();
+    assert!(result.is_confirmed());
+    // The operator authorized a second send without a key: two effects, by decision.
+    assert_eq!((provider.handler_calls(), provider.committed()), (2, 2));
+}
+
+#[test]
+fn manual_resolution_needs_actor_reason_evidence_and_an_uncertain_status() {
+    let (ledger, _provider) = quarantined("INV-33");
+    let exec = executor(&ledger);
+    let id = "invoice:INV-33:capture";
+    for bad in [
+        Audit::new("", "r", "e"),
+        Audit::new("a", " ", "e"),
+        Audit::new("a", "r", ""),
+    ] {
+        let err = exec.reject_manually(id, bad).unwrap_err();
+        assert_eq!(err.ledger_kind(), Some(LedgerErrorKind::InvalidInput));
+    }
+    exec.reject_manually(id, audit()).unwrap();
+    let err = exec.authorize_retry(id, audit()).unwrap_err();
+    assert_eq!(err.ledger_kind(), Some(LedgerErrorKind::InvalidTransition));
+    let missing = exec.reject_manually("nope", audit()).unwrap_err();
+    assert_eq!(missing.ledger_kind(), Some(LedgerErrorKind::NotFound));
+    // Nothing was written by the refused attempts.
+    assert_eq!(
+        event_types(&ledger, id).last().unwrap(),
+        "manually_rejected"
+    );
+    assert_eq!(event_types(&ledger, id).len(), 5);
+}
