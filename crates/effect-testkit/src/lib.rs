@@ -1,8 +1,12 @@
 //! Test support for production-agent-systems ledgers: the ledger conformance
-//! suite every [`EffectLedger`](effect_core::EffectLedger) implementation runs.
+//! suite every [`EffectLedger`](effect_core::EffectLedger) implementation runs,
+//! and a fault-injecting ledger wrapper.
 //!
 //! - [`conformance`]: SPEC §4 as small, named checks. A store proves it follows
 //!   the state machine with one call to [`conformance::run_all`] from its tests.
+//! - [`faults`]: [`FaultyLedger`](faults::FaultyLedger), a decorator that fails
+//!   scripted calls (before the inner ledger runs, or after it committed), for
+//!   testing how callers survive a ledger that is down or loses replies.
 //!
 //! It depends on effect-core (and serde_json) only. Scenario runners over the
 //! executor will add effect-exec. It never depends on a store: stores take this
@@ -22,3 +26,4 @@
 #![warn(missing_docs)]
 
 pub mod conformance;
+pub mod faults;

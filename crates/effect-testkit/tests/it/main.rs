@@ -2,4 +2,5 @@
 //! ledger, fails on broken ones, and the fault injector behaves as scripted.
 
 mod broken;
+mod faults;
 mod memory;
