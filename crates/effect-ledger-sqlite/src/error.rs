@@ -1,0 +1,253 @@
+//! [`SqliteError`] for opening a ledger, and the mapping of SQLite failures onto
+//! the backend-neutral [`LedgerError`] kinds.
+
+use std::fmt;
+use std::io;
+use std::path::PathBuf;
+
+use effect_core::{BoxError, LedgerError, LedgerErrorKind};
+use rusqlite::ErrorCode;
+
+/// A failure to open (or create, or migrate) a SQLite ledger.
+///
+/// Convert it into a [`LedgerError`] with `?` or `From` where a caller only
+/// deals in ledger errors; [`kind`](SqliteError::kind) tells which kind it becomes.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum SqliteError {
+    /// The path does not name a durable database file (empty, `:memory:`, a
+    /// `file:` URI, a directory).
+    #[error("sqlite ledger path {path:?} is not usable: {reason}")]
+    InvalidPath {
+        /// The path as given.
+        path: PathBuf,
+        /// Why it is refused, and what to pass instead.
+        reason: &'static str,
+    },
+    /// An option is out of range.
+    #[error("invalid sqlite ledger option {option}: {reason}")]
+    InvalidOption {
+        /// The option's name.
+        option: &'static str,
+        /// What the accepted values are.
+        reason: &'static str,
+    },
+    /// The directory that should hold the database could not be created.
+    #[error("cannot create the directory {path:?} for the sqlite ledger")]
+    CreateDirectory {
+        /// The directory.
+        path: PathBuf,
+        /// The file system's error.
+        #[source]
+        source: io::Error,
+    },
+    /// The file exists but is not a SQLite database (or is damaged or encrypted).
+    #[error(
+        "{path:?} is not a usable sqlite ledger database; point the ledger at a new file or restore the ledger from a backup"
+    )]
+    NotADatabase {
+        /// The database file.
+        path: PathBuf,
+        /// SQLite's error.
+        #[source]
+        source: rusqlite::Error,
+    },
+    /// The database cannot be written, but opening needs a write (WAL mode,
+    /// migrations).
+    #[error(
+        "sqlite ledger {path:?} is read-only; grant write access to the file and its directory (WAL mode creates -wal and -shm files beside it), or open it with SqliteOptions::read_only"
+    )]
+    ReadOnly {
+        /// The database file.
+        path: PathBuf,
+        /// SQLite's error.
+        #[source]
+        source: rusqlite::Error,
+    },
+    /// Another connection held the database lock for longer than the busy timeout.
+    #[error(
+        "sqlite ledger {path:?} stayed locked by another connection past the busy timeout; retry, or raise SqliteOptions::busy_timeout"
+    )]
+    Busy {
+        /// The database file.
+        path: PathBuf,
+        /// SQLite's error.
+        #[source]
+        source: rusqlite::Error,
+    },
+    /// The database was written by a newer version of this library.
+    #[error(
+        "sqlite ledger {path:?} has schema version {found}, newer than the latest this library knows ({supported}); upgrade effect-ledger-sqlite"
+    )]
+    NewerSchema {
+        /// The database file.
+        path: PathBuf,
+        /// The schema version found in the file.
+        found: i64,
+        /// The latest schema version this library knows.
+        supported: i64,
+    },
+    /// The database has an `effect_operations` table that lacks a column the
+    /// ledger needs: it belongs to something else.
+    #[error(
+        "sqlite database {path:?} has an effect_operations table without the column {column}; it is not an effect ledger"
+    )]
+    IncompatibleSchema {
+        /// The database file.
+        path: PathBuf,
+        /// The missing column.
+        column: &'static str,
+    },
+    /// A read-only ledger still needs a migration that only a writer can run.
+    #[error(
+        "sqlite ledger {path:?} has schema version {found} and needs migrating to {supported}; open it once without read_only"
+    )]
+    NeedsMigration {
+        /// The database file.
+        path: PathBuf,
+        /// The schema version found in the file.
+        found: i64,
+        /// The version this library migrates to.
+        supported: i64,
+    },
+    /// SQLite kept another journal mode when asked for WAL.
+    #[error(
+        "sqlite ledger {path:?} stayed in journal mode {mode:?} instead of WAL; put it on a local file system that supports shared memory"
+    )]
+    WalUnavailable {
+        /// The database file.
+        path: PathBuf,
+        /// The journal mode SQLite reported.
+        mode: String,
+    },
+    /// Any other SQLite failure while opening or migrating.
+    #[error("cannot open sqlite ledger {path:?} while {step}")]
+    Open {
+        /// The database file.
+        path: PathBuf,
+        /// What was being done.
+        step: &'static str,
+        /// SQLite's error.
+        #[source]
+        source: rusqlite::Error,
+    },
+    /// The connection pool could not be built.
+    #[error("cannot build the connection pool for sqlite ledger {path:?}")]
+    Pool {
+        /// The database file.
+        path: PathBuf,
+        /// The pool's error.
+        #[source]
+        source: r2d2::Error,
+    },
+}
+
+impl SqliteError {
+    /// The [`LedgerErrorKind`] this error becomes as a [`LedgerError`].
+    pub fn kind(&self) -> LedgerErrorKind {
+        match self {
+            SqliteError::InvalidPath { .. } | SqliteError::InvalidOption { .. } => {
+                LedgerErrorKind::InvalidInput
+            }
+            SqliteError::NotADatabase { .. } | SqliteError::IncompatibleSchema { .. } => {
+                LedgerErrorKind::Corrupt
+            }
+            SqliteError::Busy { .. } | SqliteError::Pool { .. } => LedgerErrorKind::Unavailable,
+            SqliteError::NewerSchema { .. } | SqliteError::NeedsMigration { .. } => {
+                LedgerErrorKind::Unsupported
+            }
+            SqliteError::CreateDirectory { .. }
+            | SqliteError::ReadOnly { .. }
+            | SqliteError::WalUnavailable { .. }
+            | SqliteError::Open { .. } => LedgerErrorKind::Backend,
+        }
+    }
+
+    /// Classifies a SQLite failure during `step` of opening `path`.
+    pub(crate) fn open(path: PathBuf, step: &'static str, source: rusqlite::Error) -> Self {
+        match source.sqlite_error_code() {
+            Some(ErrorCode::NotADatabase | ErrorCode::DatabaseCorrupt) => {
+                SqliteError::NotADatabase { path, source }
+            }
+            Some(ErrorCode::ReadOnly) => SqliteError::ReadOnly { path, source },
+            Some(ErrorCode::DatabaseBusy | ErrorCode::DatabaseLocked) => {
+                SqliteError::Busy { path, source }
+            }
+            _ => SqliteError::Open { path, step, source },
+        }
+    }
+}
+
+impl From<SqliteError> for LedgerError {
+    fn from(error: SqliteError) -> Self {
+        let message = "cannot open the sqlite ledger";
+        match error.kind() {
+            // InvalidInput carries no source, so the cause goes into the message.
+            LedgerErrorKind::InvalidInput => LedgerError::invalid_input(error.to_string()),
+            LedgerErrorKind::Corrupt => LedgerError::corrupt(message, boxed(error)),
+            LedgerErrorKind::Unavailable => LedgerError::unavailable(message, boxed(error)),
+            _ => LedgerError::backend(message, boxed(error)),
+        }
+    }
+}
+
+/// Maps a SQLite failure during a ledger operation onto a [`LedgerError`],
+/// keeping SQLite's error as the source. `doing` says what the ledger was doing,
+/// e.g. `applying mark confirmed to operation "x"`.
+pub(crate) fn ledger_error(doing: impl fmt::Display, error: rusqlite::Error) -> LedgerError {
+    if matches!(
+        error,
+        rusqlite::Error::FromSqlConversionFailure(..)
+            | rusqlite::Error::InvalidColumnType(..)
+            | rusqlite::Error::IntegralValueOutOfRange(..)
+    ) {
+        return LedgerError::corrupt(format!("undecodable value while {doing}"), boxed(error));
+    }
+    match error.sqlite_error_code() {
+        Some(ErrorCode::DatabaseBusy | ErrorCode::DatabaseLocked) => LedgerError::unavailable(
+            format!(
+                "sqlite ledger stayed locked by another connection past the busy timeout while {doing}; retry, or raise SqliteOptions::busy_timeout"
+            ),
+            boxed(error),
+        ),
+        Some(ErrorCode::CannotOpen) => LedgerError::unavailable(
+            format!(
+                "cannot open the sqlite ledger file while {doing}; check that the file and its directory still exist and are accessible"
+            ),
+            boxed(error),
+        ),
+        Some(ErrorCode::DiskFull) => LedgerError::unavailable(
+            format!(
+                "the disk holding the sqlite ledger is full while {doing}; free space and retry"
+            ),
+            boxed(error),
+        ),
+        Some(ErrorCode::NotADatabase | ErrorCode::DatabaseCorrupt) => LedgerError::corrupt(
+            format!(
+                "the sqlite ledger file is damaged or not a database while {doing}; restore it from a backup"
+            ),
+            boxed(error),
+        ),
+        Some(ErrorCode::ReadOnly) => LedgerError::backend(
+            format!(
+                "the sqlite ledger is read-only while {doing}; grant write access to the file, its -wal/-shm files and its directory, or open it without read_only"
+            ),
+            boxed(error),
+        ),
+        _ => LedgerError::backend(format!("sqlite failed while {doing}"), boxed(error)),
+    }
+}
+
+/// Maps a failure to check a connection out of the pool.
+pub(crate) fn pool_error(doing: impl fmt::Display, error: r2d2::Error) -> LedgerError {
+    LedgerError::unavailable(
+        format!(
+            "no sqlite connection became free while {doing}; retry, or raise SqliteOptions::pool_size"
+        ),
+        boxed(error),
+    )
+}
+
+fn boxed(error: impl std::error::Error + Send + Sync + 'static) -> Option<BoxError> {
+    Some(Box::new(error))
+}

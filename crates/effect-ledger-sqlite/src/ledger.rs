@@ -1,0 +1,419 @@
+//! [`SqliteLedger`]: opening a ledger file and the [`EffectLedger`] methods.
+
+use std::fmt;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, SystemTime};
+
+use effect_core::transition::{self, Transition, TransitionOutcome};
+use effect_core::{
+    Clock, EffectLedger, EffectRecord, EffectStatus, LedgerError, LedgerEvent, LedgerStats,
+    ListQuery,
+};
+use r2d2::{Pool, PooledConnection};
+use r2d2_sqlite::SqliteConnectionManager;
+use rusqlite::{Connection, OpenFlags, OptionalExtension, TransactionBehavior, params};
+
+use crate::error::{SqliteError, ledger_error, pool_error};
+use crate::options::SqliteOptions;
+use crate::row::{
+    EVENT_COLUMNS, RECORD_COLUMNS, decode_event, decode_record, insert_event, write_record,
+};
+use crate::schema;
+
+/// An [`EffectLedger`] in a SQLite file, in the table layout of the Python
+/// package (SPEC §8).
+///
+/// Every transition is one `BEGIN IMMEDIATE` transaction that loads the record,
+/// evaluates [`transition::plan`] and writes the record and its events before
+/// `COMMIT`; with [`Durability::Full`](crate::Durability::Full) the commit is on
+/// stable storage before [`apply`](EffectLedger::apply) returns. Several
+/// processes may share one file: SQLite's lock serializes their transitions.
+///
+/// Cloning is cheap and shares the connection pool.
+#[derive(Clone)]
+pub struct SqliteLedger {
+    pool: Pool<SqliteConnectionManager>,
+    clock: Arc<dyn Clock>,
+    path: PathBuf,
+    /// Writers of this process queue here rather than in SQLite's busy handler,
+    /// which polls with sleeps of up to 100 ms; other processes still meet the
+    /// file lock and the busy timeout.
+    writer: Arc<Mutex<()>>,
+}
+
+impl fmt::Debug for SqliteLedger {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("SqliteLedger")
+            .field("path", &self.path)
+            .field("pool_size", &self.pool.max_size())
+            .field("clock", &self.clock)
+            .finish_non_exhaustive()
+    }
+}
+
+impl SqliteLedger {
+    /// Opens the ledger file at `path`, creating it (and its parent directories)
+    /// when missing, switching it to WAL mode and migrating it to the current
+    /// schema ([`SCHEMA_VERSION`](crate::SCHEMA_VERSION)). Files written by the
+    /// Python package open as they are.
+    ///
+    /// # Errors
+    ///
+    /// [`SqliteError::InvalidPath`] for an empty path, `:memory:`, a `file:` URI
+    /// or a directory (the ledger must outlive the process);
+    /// [`SqliteError::InvalidOption`] for a pool size of 0;
+    /// [`SqliteError::NotADatabase`] for a file that is not SQLite;
+    /// [`SqliteError::ReadOnly`], [`SqliteError::Busy`],
+    /// [`SqliteError::NewerSchema`], [`SqliteError::IncompatibleSchema`], and
+    /// [`SqliteError::CreateDirectory`] / [`SqliteError::Open`] /
+    /// [`SqliteError::Pool`] for other failures.
+    pub fn open(path: impl AsRef<Path>, options: SqliteOptions) -> Result<Self, SqliteError> {
+        let path = path.as_ref();
+        check_path(path)?;
+        if options.pool_size == 0 {
+            return Err(SqliteError::InvalidOption {
+                option: "pool_size",
+                reason: "the pool needs at least one connection",
+            });
+        }
+        // Without SQLITE_OPEN_URI a path is always a file name, never a URI.
+        let flags = if options.read_only {
+            OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX
+        } else {
+            if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
+                std::fs::create_dir_all(parent).map_err(|source| SqliteError::CreateDirectory {
+                    path: parent.to_owned(),
+                    source,
+                })?;
+            }
+            OpenFlags::SQLITE_OPEN_READ_WRITE
+                | OpenFlags::SQLITE_OPEN_CREATE
+                | OpenFlags::SQLITE_OPEN_NO_MUTEX
+        };
+        let settings = Settings::from(&options);
+        let fail = |step: &'static str| move |e| SqliteError::open(path.to_owned(), step, e);
+        let mut conn =
+            Connection::open_with_flags(path, flags).map_err(fail("opening the file"))?;
+        settings
+            .apply(&conn)
+            .map_err(fail("configuring the connection"))?;
+        if options.read_only {
+            schema::check_readable(&conn, path)?;
+        } else {
+            enable_wal(&conn, path)?;
+            schema::migrate(&mut conn, path)?;
+        }
+        drop(conn);
+
+        let manager = SqliteConnectionManager::file(path)
+            .with_flags(flags)
+            .with_init(move |conn| settings.apply(conn));
+        let pool = Pool::builder()
+            .max_size(options.pool_size)
+            // r2d2 panics on a zero timeout; a zero busy timeout means "do not wait".
+            .connection_timeout(options.busy_timeout.max(Duration::from_millis(1)))
+            // Connections to a local file do not go stale: no reaping, no reconnects.
+            .max_lifetime(None)
+            .idle_timeout(None)
+            .build(manager)
+            .map_err(|source| SqliteError::Pool {
+                path: path.to_owned(),
+                source,
+            })?;
+        Ok(SqliteLedger {
+            pool,
+            clock: options.clock,
+            path: path.to_owned(),
+            writer: Arc::new(Mutex::new(())),
+        })
+    }
+
+    /// The database file.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    fn connection(
+        &self,
+        doing: impl Fn() -> String,
+    ) -> Result<PooledConnection<SqliteConnectionManager>, LedgerError> {
+        self.pool.get().map_err(|e| pool_error(doing(), e))
+    }
+}
+
+impl EffectLedger for SqliteLedger {
+    fn apply(
+        &self,
+        operation_id: &str,
+        transition: &Transition,
+    ) -> Result<TransitionOutcome, LedgerError> {
+        let doing = || {
+            format!(
+                "applying {} to operation {operation_id:?}",
+                transition.name()
+            )
+        };
+        // A panic while holding the lock cannot leave a half-written transition:
+        // the open transaction rolls back when its connection is dropped.
+        let _writer = self
+            .writer
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        let mut conn = self.connection(doing)?;
+        let tx = conn
+            .transaction_with_behavior(TransactionBehavior::Immediate)
+            .map_err(|e| ledger_error(doing(), e))?;
+        // Read the clock only once the write lock is held, so a lease is judged
+        // against a time no other writer can precede.
+        let outcome = apply_in(&tx, operation_id, transition, self.clock.now())?;
+        tx.commit().map_err(|e| ledger_error(doing(), e))?;
+        Ok(outcome)
+    }
+
+    fn get(&self, operation_id: &str) -> Result<Option<EffectRecord>, LedgerError> {
+        let doing = || format!("reading operation {operation_id:?}");
+        let conn = self.connection(doing)?;
+        load(&conn, operation_id)
+    }
+
+    fn list(&self, query: &ListQuery) -> Result<Vec<EffectRecord>, LedgerError> {
+        query.validate()?;
+        let doing = || "listing operations".to_owned();
+        let conn = self.connection(doing)?;
+        let limit = i64::try_from(query.limit).unwrap_or(i64::MAX);
+        let sql = list_sql(query.status.is_some());
+        let mut stmt = conn
+            .prepare_cached(&sql)
+            .map_err(|e| ledger_error(doing(), e))?;
+        let mut rows = match query.status {
+            Some(status) => stmt.query(params![status.as_str(), limit]),
+            None => stmt.query(params![limit]),
+        }
+        .map_err(|e| ledger_error(doing(), e))?;
+        let mut records = Vec::new();
+        while let Some(row) = rows.next().map_err(|e| ledger_error(doing(), e))? {
+            records.push(decode_record(row)?);
+        }
+        Ok(records)
+    }
+
+    fn events(&self, operation_id: &str) -> Result<Vec<LedgerEvent>, LedgerError> {
+        let doing = || format!("reading the events of operation {operation_id:?}");
+        let conn = self.connection(doing)?;
+        let sql = format!(
+            "SELECT {EVENT_COLUMNS} FROM effect_events WHERE operation_id = ?1 ORDER BY sequence"
+        );
+        let mut stmt = conn
+            .prepare_cached(&sql)
+            .map_err(|e| ledger_error(doing(), e))?;
+        let mut rows = stmt
+            .query(params![operation_id])
+            .map_err(|e| ledger_error(doing(), e))?;
+        let mut events = Vec::new();
+        while let Some(row) = rows.next().map_err(|e| ledger_error(doing(), e))? {
+            events.push(decode_event(row)?);
+        }
+        Ok(events)
+    }
+
+    fn events_after(&self, after: u64, limit: usize) -> Result<Vec<LedgerEvent>, LedgerError> {
+        let doing = || format!("reading events after sequence {after}");
+        if limit == 0 {
+            return Ok(Vec::new());
+        }
+        let Ok(after) = i64::try_from(after) else {
+            // No sequence exceeds i64::MAX: SQLite's integers are 64-bit signed.
+            return Ok(Vec::new());
+        };
+        let limit = i64::try_from(limit).unwrap_or(i64::MAX);
+        let conn = self.connection(doing)?;
+        let sql = format!(
+            "SELECT {EVENT_COLUMNS} FROM effect_events WHERE sequence > ?1 ORDER BY sequence LIMIT ?2"
+        );
+        let mut stmt = conn
+            .prepare_cached(&sql)
+            .map_err(|e| ledger_error(doing(), e))?;
+        let mut rows = stmt
+            .query(params![after, limit])
+            .map_err(|e| ledger_error(doing(), e))?;
+        let mut events = Vec::new();
+        while let Some(row) = rows.next().map_err(|e| ledger_error(doing(), e))? {
+            events.push(decode_event(row)?);
+        }
+        Ok(events)
+    }
+
+    fn stats(&self) -> Result<LedgerStats, LedgerError> {
+        let doing = || "computing ledger stats".to_owned();
+        let mut conn = self.connection(doing)?;
+        // One read transaction, so the counts and the oldest entry agree.
+        let tx = conn.transaction().map_err(|e| ledger_error(doing(), e))?;
+        let mut counts: Vec<(EffectStatus, u64)> =
+            EffectStatus::ALL.into_iter().map(|s| (s, 0)).collect();
+        {
+            let mut stmt = tx
+                .prepare_cached("SELECT status, COUNT(*) FROM effect_operations GROUP BY status")
+                .map_err(|e| ledger_error(doing(), e))?;
+            let mut rows = stmt.query([]).map_err(|e| ledger_error(doing(), e))?;
+            while let Some(row) = rows.next().map_err(|e| ledger_error(doing(), e))? {
+                let status: String = row.get(0).map_err(|e| ledger_error(doing(), e))?;
+                let count: i64 = row.get(1).map_err(|e| ledger_error(doing(), e))?;
+                let parsed = status
+                    .parse::<EffectStatus>()
+                    .map_err(|e| unknown_status(&tx, &status, e))?;
+                if let Some(entry) = counts.iter_mut().find(|(s, _)| *s == parsed) {
+                    entry.1 = u64::try_from(count).unwrap_or(0);
+                }
+            }
+        }
+        let oldest: Option<String> = tx
+            .prepare_cached(
+                "SELECT MIN(updated_at) FROM effect_operations \
+                 WHERE status IN ('outcome_unknown', 'quarantined')",
+            )
+            .and_then(|mut stmt| stmt.query_row([], |row| row.get(0)))
+            .map_err(|e| ledger_error(doing(), e))?;
+        Ok(LedgerStats {
+            counts,
+            oldest_unresolved_updated_at: oldest,
+        })
+    }
+}
+
+/// Applies one transition on a connection that is inside a write transaction:
+/// loads the record, plans the transition at `now`, and writes the plan's record
+/// and events. The caller commits (or, on error, rolls back).
+///
+/// This is the unit a batching writer repeats inside one transaction.
+pub(crate) fn apply_in(
+    conn: &Connection,
+    operation_id: &str,
+    transition: &Transition,
+    now: SystemTime,
+) -> Result<TransitionOutcome, LedgerError> {
+    let current = load(conn, operation_id)?;
+    let plan = transition::plan(operation_id, current, transition, now)?;
+    if let Some(write) = &plan.write {
+        write_record(conn, &plan.outcome.record, write.insert)?;
+        for event in &write.events {
+            insert_event(conn, operation_id, event)?;
+        }
+    }
+    Ok(plan.outcome)
+}
+
+fn load(conn: &Connection, operation_id: &str) -> Result<Option<EffectRecord>, LedgerError> {
+    let doing = || format!("reading operation {operation_id:?}");
+    let sql = format!("SELECT {RECORD_COLUMNS} FROM effect_operations WHERE operation_id = ?1");
+    let mut stmt = conn
+        .prepare_cached(&sql)
+        .map_err(|e| ledger_error(doing(), e))?;
+    let mut rows = stmt
+        .query(params![operation_id])
+        .map_err(|e| ledger_error(doing(), e))?;
+    match rows.next().map_err(|e| ledger_error(doing(), e))? {
+        Some(row) => decode_record(row).map(Some),
+        None => Ok(None),
+    }
+}
+
+/// The `list` query, newest update first; both forms walk an index.
+fn list_sql(by_status: bool) -> String {
+    let filter = if by_status { "WHERE status = ?1 " } else { "" };
+    let limit = if by_status { "?2" } else { "?1" };
+    format!(
+        "SELECT {RECORD_COLUMNS} FROM effect_operations {filter}\
+         ORDER BY updated_at DESC, rowid DESC LIMIT {limit}"
+    )
+}
+
+/// A status no [`EffectStatus`] parses, named with one operation that has it.
+fn unknown_status(
+    conn: &Connection,
+    status: &str,
+    cause: effect_core::ParseStatusError,
+) -> LedgerError {
+    let example: Option<String> = conn
+        .query_row(
+            "SELECT operation_id FROM effect_operations WHERE status = ?1 LIMIT 1",
+            [status],
+            |row| row.get(0),
+        )
+        .optional()
+        .ok()
+        .flatten();
+    let message = match example {
+        Some(id) => format!("operation {id:?} (and perhaps others) has an unreadable status"),
+        None => "an operation has an unreadable status".to_owned(),
+    };
+    LedgerError::corrupt(message, Some(Box::new(cause) as effect_core::BoxError))
+}
+
+/// Rejects paths that would not give a durable, file-backed ledger.
+fn check_path(path: &Path) -> Result<(), SqliteError> {
+    let invalid = |reason| {
+        Err(SqliteError::InvalidPath {
+            path: path.to_owned(),
+            reason,
+        })
+    };
+    let text = path.to_string_lossy();
+    if text.trim().is_empty() {
+        return invalid("the path is empty; pass the path of a database file");
+    }
+    if text == ":memory:" || text.starts_with("file:") {
+        return invalid(
+            "in-memory databases and sqlite uri file names are not accepted: the ledger must outlive the process; pass a plain file path",
+        );
+    }
+    if path.is_dir() {
+        return invalid("it is a directory; pass the path of a database file inside it");
+    }
+    Ok(())
+}
+
+/// Switches the file to WAL mode (a property of the file, kept across opens).
+fn enable_wal(conn: &Connection, path: &Path) -> Result<(), SqliteError> {
+    let mode: String = conn
+        .pragma_update_and_check(None, "journal_mode", "WAL", |row| row.get(0))
+        .map_err(|e| SqliteError::open(path.to_owned(), "switching to WAL mode", e))?;
+    if mode.eq_ignore_ascii_case("wal") {
+        Ok(())
+    } else {
+        Err(SqliteError::WalUnavailable {
+            path: path.to_owned(),
+            mode,
+        })
+    }
+}
+
+/// What every connection is configured with.
+#[derive(Debug, Clone, Copy)]
+struct Settings {
+    busy_timeout: Duration,
+    synchronous: &'static str,
+}
+
+impl From<&SqliteOptions> for Settings {
+    fn from(options: &SqliteOptions) -> Self {
+        Settings {
+            busy_timeout: options.busy_timeout,
+            synchronous: options.durability.pragma_value(),
+        }
+    }
+}
+
+impl Settings {
+    fn apply(self, conn: &Connection) -> rusqlite::Result<()> {
+        conn.busy_timeout(self.busy_timeout)?;
+        conn.pragma_update(None, "synchronous", self.synchronous)?;
+        conn.pragma_update(None, "foreign_keys", true)?;
+        // Room for every statement the ledger prepares, so none is re-prepared.
+        conn.set_prepared_statement_cache_capacity(32);
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests;

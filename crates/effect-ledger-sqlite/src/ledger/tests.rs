@@ -1,0 +1,106 @@
+use effect_core::EffectLedger;
+use serde_json::json;
+
+use super::*;
+use crate::temp::TempLedger;
+
+/// The query plan of `sql`, one line per step.
+fn plan_of(conn: &Connection, sql: &str, params: impl rusqlite::Params) -> Vec<String> {
+    let mut stmt = conn.prepare(&format!("EXPLAIN QUERY PLAN {sql}")).unwrap();
+    let rows = stmt
+        .query_map(params, |row| row.get::<_, String>(3))
+        .unwrap();
+    rows.map(Result::unwrap).collect()
+}
+
+#[test]
+fn list_queries_walk_an_index_without_sorting() {
+    let ledger = TempLedger::new().unwrap();
+    let conn = ledger.pool.get().unwrap();
+    let by_status = plan_of(&conn, &list_sql(true), params!["quarantined", 10]);
+    assert!(
+        by_status
+            .iter()
+            .any(|s| s.contains("idx_effect_operations_status_updated")),
+        "{by_status:?}"
+    );
+    let all = plan_of(&conn, &list_sql(false), params![10]);
+    assert!(
+        all.iter()
+            .any(|s| s.contains("idx_effect_operations_updated")),
+        "{all:?}"
+    );
+    for step in by_status.iter().chain(&all) {
+        assert!(!step.contains("TEMP B-TREE"), "no sort step: {step}");
+    }
+}
+
+#[test]
+fn listing_many_operations_by_status_reads_one_page() {
+    let ledger = TempLedger::new().unwrap();
+    let conn = ledger.pool.get().unwrap();
+    // 20k planted rows in one transaction; a page must not scan them.
+    conn.execute_batch("BEGIN").unwrap();
+    for i in 0..20_000 {
+        let status = if i % 100 == 0 {
+            "quarantined"
+        } else {
+            "confirmed"
+        };
+        conn.execute(
+            "INSERT INTO effect_operations (operation_id, contract_name, request_fingerprint, \
+                status, created_at, updated_at) VALUES (?1, 'c', 'f', ?2, ?3, ?3)",
+            params![
+                format!("op-{i:05}"),
+                status,
+                format!("2026-01-01T00:00:{:02}.{i:06}+00:00", i % 60)
+            ],
+        )
+        .unwrap();
+    }
+    conn.execute_batch("COMMIT").unwrap();
+    drop(conn);
+    let page = ledger
+        .list(&ListQuery::with_status(EffectStatus::Quarantined, 1000))
+        .unwrap();
+    assert_eq!(page.len(), 200);
+    assert!(page.windows(2).all(|w| w[0].updated_at >= w[1].updated_at));
+    let stats = ledger.stats().unwrap();
+    assert!(stats.counts.contains(&(EffectStatus::Quarantined, 200)));
+    assert!(stats.counts.contains(&(EffectStatus::Confirmed, 19_800)));
+    assert_eq!(
+        stats.oldest_unresolved_updated_at.as_deref(),
+        Some("2026-01-01T00:00:00.000000+00:00")
+    );
+}
+
+#[test]
+fn apply_in_composes_inside_one_outer_transaction() {
+    // The unit a batching writer will repeat: several transitions, one commit.
+    let ledger = TempLedger::new().unwrap();
+    let mut conn = ledger.pool.get().unwrap();
+    let tx = conn
+        .transaction_with_behavior(TransactionBehavior::Immediate)
+        .unwrap();
+    let op = effect_core::NewOperation {
+        contract_name: "c".into(),
+        contract_version: "1".into(),
+        fingerprint: effect_core::RequestFingerprint::of_value(&json!({})),
+        provider_idempotency_key: None,
+    };
+    let now = ledger.clock.now();
+    for id in ["a", "b"] {
+        assert!(
+            apply_in(&tx, id, &Transition::Prepare(op.clone()), now)
+                .unwrap()
+                .applied
+        );
+    }
+    // A failing transition leaves the others in the transaction intact.
+    assert!(apply_in(&tx, "missing", &Transition::ExpireLease, now).is_err());
+    tx.commit().unwrap();
+    drop(conn);
+    assert!(ledger.get("a").unwrap().is_some());
+    assert!(ledger.get("b").unwrap().is_some());
+    assert_eq!(ledger.events_after(0, 10).unwrap().len(), 2);
+}

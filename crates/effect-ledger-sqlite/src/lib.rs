@@ -1,0 +1,78 @@
+//! A durable [`EffectLedger`](effect_core::EffectLedger) in a SQLite file.
+//!
+//! [`SqliteLedger`] records every effect operation of production-agent-systems
+//! before it is dispatched and keeps its append-only history, so an uncertain
+//! outcome survives a crash and is reconciled instead of repeated. It keeps the
+//! table layout and value formats of the Python package `production-agent-systems`
+//! 1.x (SPEC §8): a ledger file written by either opens in the other. Opening a
+//! file migrates it forward ([`SCHEMA_VERSION`]); older files are adopted as
+//! they are.
+//!
+//! Each transition is one `BEGIN IMMEDIATE` transaction around
+//! [`effect_core::transition::plan`], in WAL mode, fsynced before it returns
+//! ([`Durability::Full`], the default). Several threads and processes may share
+//! a file. The ledger is file-backed only: `:memory:` is refused, since a ledger
+//! that dies with the process protects nothing.
+//!
+//! It depends on effect-core, rusqlite (with SQLite bundled), r2d2 and tempfile
+//! (for [`TempLedger`]); it deliberately knows nothing of execution or of other
+//! stores.
+//!
+//! ```
+//! use std::time::Duration;
+//! use effect_core::{Claim, Confirmation, EffectLedger, NewOperation, RequestFingerprint, Transition};
+//! use effect_ledger_sqlite::{SqliteLedger, SqliteOptions};
+//! use serde_json::json;
+//!
+//! let dir = tempfile::tempdir()?;
+//! let path = dir.path().join("effects.sqlite3");
+//! let ledger = SqliteLedger::open(&path, SqliteOptions::default())?;
+//!
+//! // Record the operation and take the dispatch lease in one durable commit ...
+//! let op = NewOperation {
+//!     contract_name: "capture_payment".into(),
+//!     contract_version: "1".into(),
+//!     fingerprint: RequestFingerprint::of_value(&json!({"invoice_id": "INV-1"})),
+//!     provider_idempotency_key: Some("capture:INV-1".into()),
+//! };
+//! let claim = Claim { owner_token: "worker-1".into(), lease: Duration::from_secs(30) };
+//! let id = "invoice:INV-1:capture";
+//! assert!(ledger.apply(id, &Transition::PrepareAndClaim(op, claim))?.applied);
+//!
+//! // ... call the provider, then record its answer in a second one.
+//! let confirmation = Confirmation {
+//!     output: json!({"payment_id": "pay-1"}),
+//!     provider_operation_id: Some("pay-1".into()),
+//!     evidence: Default::default(),
+//! };
+//! assert!(ledger.mark_confirmed(id, Some("worker-1"), &confirmation)?);
+//! drop(ledger);
+//!
+//! // The outcome and its history survive a restart.
+//! let reopened = SqliteLedger::open(&path, SqliteOptions::default())?;
+//! let record = reopened.get(id)?.expect("the operation was stored");
+//! assert_eq!(record.status.as_str(), "confirmed");
+//! assert_eq!(record.output, Some(json!({"payment_id": "pay-1"})));
+//! let events: Vec<String> = reopened.events(id)?.into_iter().map(|e| e.event_type).collect();
+//! assert_eq!(events, ["prepared", "dispatched", "confirmed"]);
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+//!
+//! # Feature flags
+//!
+//! None: the crate has no optional features.
+
+#![warn(missing_docs)]
+
+mod error;
+mod ledger;
+mod options;
+mod row;
+mod schema;
+mod temp;
+
+pub use error::SqliteError;
+pub use ledger::SqliteLedger;
+pub use options::{Durability, SqliteOptions};
+pub use schema::SCHEMA_VERSION;
+pub use temp::TempLedger;

@@ -1,0 +1,110 @@
+//! [`SqliteOptions`]: how a ledger file is opened.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use effect_core::{Clock, SystemClock};
+
+/// How hard a commit tries to reach stable storage before it returns.
+///
+/// The ledger always runs in WAL mode. The difference is what a committed
+/// transition survives.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum Durability {
+    /// `PRAGMA synchronous = FULL`: every commit syncs the write-ahead log, so a
+    /// committed transition survives a power loss or an operating-system crash.
+    /// The default: a ledger that forgets a dispatch can cause a duplicate effect.
+    #[default]
+    Full,
+    /// `PRAGMA synchronous = NORMAL`: commits survive a crash of the process but
+    /// the last ones may be lost on power loss. Faster; use it only where the
+    /// machine's storage is itself protected.
+    Normal,
+}
+
+impl Durability {
+    pub(crate) fn pragma_value(self) -> &'static str {
+        match self {
+            Durability::Full => "FULL",
+            Durability::Normal => "NORMAL",
+        }
+    }
+}
+
+/// Options for [`SqliteLedger::open`](crate::SqliteLedger::open).
+///
+/// ```
+/// use std::time::Duration;
+/// use effect_ledger_sqlite::{Durability, SqliteOptions};
+///
+/// let options = SqliteOptions::default()
+///     .durability(Durability::Normal)
+///     .busy_timeout(Duration::from_secs(10))
+///     .pool_size(8);
+/// # let _ = options;
+/// ```
+#[derive(Debug, Clone)]
+pub struct SqliteOptions {
+    pub(crate) durability: Durability,
+    pub(crate) busy_timeout: Duration,
+    pub(crate) pool_size: u32,
+    pub(crate) clock: Arc<dyn Clock>,
+    pub(crate) read_only: bool,
+}
+
+impl Default for SqliteOptions {
+    /// Full durability, a 5 s busy timeout, 4 pooled connections, the system
+    /// clock, read-write.
+    fn default() -> Self {
+        SqliteOptions {
+            durability: Durability::default(),
+            busy_timeout: Duration::from_secs(5),
+            pool_size: 4,
+            clock: Arc::new(SystemClock),
+            read_only: false,
+        }
+    }
+}
+
+impl SqliteOptions {
+    /// What a committed transition survives (default [`Durability::Full`]).
+    #[must_use]
+    pub fn durability(mut self, durability: Durability) -> Self {
+        self.durability = durability;
+        self
+    }
+
+    /// How long a connection waits for another connection's (or process's) lock
+    /// before failing with [`LedgerError::Unavailable`](effect_core::LedgerError::Unavailable)
+    /// (default 5 s). Also bounds the wait for a free pooled connection.
+    #[must_use]
+    pub fn busy_timeout(mut self, timeout: Duration) -> Self {
+        self.busy_timeout = timeout;
+        self
+    }
+
+    /// How many connections the pool keeps (default 4, at least 1). Writers
+    /// take turns on the database lock; more connections let reads run
+    /// alongside a write.
+    #[must_use]
+    pub fn pool_size(mut self, size: u32) -> Self {
+        self.pool_size = size;
+        self
+    }
+
+    /// The clock that stamps transitions and judges leases (default the system clock).
+    #[must_use]
+    pub fn clock(mut self, clock: Arc<dyn Clock>) -> Self {
+        self.clock = clock;
+        self
+    }
+
+    /// Opens the file read-only (default false): reads work, every transition
+    /// fails, and nothing is migrated. For inspecting a ledger another process owns.
+    #[must_use]
+    pub fn read_only(mut self, read_only: bool) -> Self {
+        self.read_only = read_only;
+        self
+    }
+}

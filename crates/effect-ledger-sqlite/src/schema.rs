@@ -1,0 +1,197 @@
+//! The table layout and its forward-only migrations.
+//!
+//! The tables are those of the Python package `production-agent-systems` 1.x
+//! (SPEC §8), which never set `PRAGMA user_version`: its files read as version
+//! 0. Each migration below moves a file one version up; they run on open, all in
+//! one `BEGIN IMMEDIATE` transaction, so two processes opening the same file at
+//! once migrate it exactly once and a failed migration leaves it untouched.
+
+use std::path::Path;
+
+use rusqlite::{Connection, TransactionBehavior};
+
+use crate::error::SqliteError;
+
+/// The schema version this library writes (`PRAGMA user_version`).
+pub const SCHEMA_VERSION: i64 = MIGRATIONS.len() as i64;
+
+/// The columns the ledger reads and writes, in the order of the Python layout.
+pub(crate) const OPERATION_COLUMNS: [&str; 15] = [
+    "operation_id",
+    "contract_name",
+    "contract_version",
+    "request_fingerprint",
+    "provider_idempotency_key",
+    "status",
+    "result_json",
+    "provider_operation_id",
+    "error",
+    "attempts",
+    "evidence_json",
+    "owner_token",
+    "lease_until",
+    "created_at",
+    "updated_at",
+];
+
+/// One step: the migration from version `i` to `i + 1` is `MIGRATIONS[i]`.
+/// Append only; never edit a step that has shipped.
+const MIGRATIONS: [Migration; 2] = [
+    Migration {
+        name: "adopting the python 1.x layout",
+        run: adopt_python_layout,
+    },
+    Migration {
+        name: "indexing operations by status and update time",
+        run: index_list_queries,
+    },
+];
+
+struct Migration {
+    name: &'static str,
+    run: fn(&Connection) -> rusqlite::Result<()>,
+}
+
+/// Brings the file up to [`SCHEMA_VERSION`].
+pub(crate) fn migrate(conn: &mut Connection, path: &Path) -> Result<(), SqliteError> {
+    let fail = |step: &'static str| move |e| SqliteError::open(path.to_owned(), step, e);
+    let tx = conn
+        .transaction_with_behavior(TransactionBehavior::Immediate)
+        .map_err(fail("starting the migration transaction"))?;
+    let found = user_version(&tx).map_err(fail("reading the schema version"))?;
+    check_not_newer(path, found)?;
+    let from = usize::try_from(found).unwrap_or(0);
+    for migration in MIGRATIONS.iter().skip(from) {
+        (migration.run)(&tx).map_err(fail(migration.name))?;
+    }
+    check_columns(&tx, path)?;
+    if found != SCHEMA_VERSION {
+        tx.pragma_update(None, "user_version", SCHEMA_VERSION)
+            .map_err(fail("recording the schema version"))?;
+    }
+    tx.commit().map_err(fail("committing the migration"))
+}
+
+/// Checks that a file opened read-only can be read without migrating it.
+pub(crate) fn check_readable(conn: &Connection, path: &Path) -> Result<(), SqliteError> {
+    let fail = |step: &'static str| move |e| SqliteError::open(path.to_owned(), step, e);
+    let found = user_version(conn).map_err(fail("reading the schema version"))?;
+    check_not_newer(path, found)?;
+    let needs_migration = || SqliteError::NeedsMigration {
+        path: path.to_owned(),
+        found,
+        supported: SCHEMA_VERSION,
+    };
+    let has_operations =
+        table_exists(conn, "effect_operations").map_err(fail("reading the schema"))?;
+    let has_events = table_exists(conn, "effect_events").map_err(fail("reading the schema"))?;
+    if !has_operations || !has_events {
+        return Err(needs_migration());
+    }
+    let present = columns(conn, "effect_operations").map_err(fail("reading the schema"))?;
+    if !present.iter().any(|c| c == "contract_version") {
+        return Err(needs_migration());
+    }
+    check_columns(conn, path)
+}
+
+fn check_not_newer(path: &Path, found: i64) -> Result<(), SqliteError> {
+    if found > SCHEMA_VERSION {
+        return Err(SqliteError::NewerSchema {
+            path: path.to_owned(),
+            found,
+            supported: SCHEMA_VERSION,
+        });
+    }
+    Ok(())
+}
+
+/// Refuses a database whose `effect_operations` table belongs to something else.
+fn check_columns(conn: &Connection, path: &Path) -> Result<(), SqliteError> {
+    let present = columns(conn, "effect_operations")
+        .map_err(|e| SqliteError::open(path.to_owned(), "reading the schema", e))?;
+    match OPERATION_COLUMNS
+        .into_iter()
+        .find(|column| !present.iter().any(|p| p == column))
+    {
+        Some(column) => Err(SqliteError::IncompatibleSchema {
+            path: path.to_owned(),
+            column,
+        }),
+        None => Ok(()),
+    }
+}
+
+fn user_version(conn: &Connection) -> rusqlite::Result<i64> {
+    conn.pragma_query_value(None, "user_version", |row| row.get(0))
+}
+
+fn table_exists(conn: &Connection, table: &str) -> rusqlite::Result<bool> {
+    conn.query_row(
+        "SELECT EXISTS (SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?1)",
+        [table],
+        |row| row.get(0),
+    )
+}
+
+fn columns(conn: &Connection, table: &str) -> rusqlite::Result<Vec<String>> {
+    let mut stmt = conn.prepare("SELECT name FROM pragma_table_info(?1)")?;
+    let names = stmt.query_map([table], |row| row.get(0))?;
+    names.collect()
+}
+
+/// Version 0 → 1: creates the Python 1.x tables where they are missing, and adds
+/// `contract_version` to ledgers written before contracts had versions.
+fn adopt_python_layout(conn: &Connection) -> rusqlite::Result<()> {
+    conn.execute_batch(
+        "CREATE TABLE IF NOT EXISTS effect_operations (
+            operation_id TEXT PRIMARY KEY,
+            contract_name TEXT NOT NULL,
+            contract_version TEXT NOT NULL DEFAULT '1',
+            request_fingerprint TEXT NOT NULL,
+            provider_idempotency_key TEXT,
+            status TEXT NOT NULL,
+            result_json TEXT,
+            provider_operation_id TEXT,
+            error TEXT,
+            attempts INTEGER NOT NULL DEFAULT 0,
+            evidence_json TEXT NOT NULL DEFAULT '{}',
+            owner_token TEXT,
+            lease_until REAL,
+            created_at TEXT NOT NULL,
+            updated_at TEXT NOT NULL
+        );",
+    )?;
+    if !columns(conn, "effect_operations")?
+        .iter()
+        .any(|c| c == "contract_version")
+    {
+        conn.execute_batch(
+            "ALTER TABLE effect_operations
+             ADD COLUMN contract_version TEXT NOT NULL DEFAULT '1';",
+        )?;
+    }
+    conn.execute_batch(
+        "CREATE TABLE IF NOT EXISTS effect_events (
+            sequence INTEGER PRIMARY KEY AUTOINCREMENT,
+            operation_id TEXT NOT NULL REFERENCES effect_operations(operation_id),
+            event_type TEXT NOT NULL,
+            data_json TEXT NOT NULL,
+            timestamp TEXT NOT NULL
+        );
+        CREATE INDEX IF NOT EXISTS idx_effect_events_operation
+            ON effect_events(operation_id, sequence);",
+    )
+}
+
+/// Version 1 → 2: `list` orders by `updated_at DESC, rowid DESC`, optionally
+/// filtered by status. Both orders are index walks (every SQLite index ends
+/// with the rowid), so a page costs the same on 100k rows as on ten.
+fn index_list_queries(conn: &Connection) -> rusqlite::Result<()> {
+    conn.execute_batch(
+        "CREATE INDEX IF NOT EXISTS idx_effect_operations_status_updated
+            ON effect_operations(status, updated_at);
+        CREATE INDEX IF NOT EXISTS idx_effect_operations_updated
+            ON effect_operations(updated_at);",
+    )
+}

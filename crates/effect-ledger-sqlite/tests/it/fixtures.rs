@@ -1,0 +1,274 @@
+//! Ledgers written by the Python package open, migrate and read the same values
+//! (SPEC §8).
+
+use effect_core::{
+    EffectLedger, EffectStatus, LedgerErrorKind, ListQuery, NewOperation, RequestFingerprint,
+};
+use effect_ledger_sqlite::{SCHEMA_VERSION, SqliteLedger, SqliteOptions};
+use serde_json::{Value, json};
+
+use crate::support::{TestResult, copy_fixture, fixtures_dir, raw};
+
+/// Checks one operation against its entry in `python-ledger-v1.expected.json`.
+fn check(ledger: &SqliteLedger, operation_id: &str, expected: &Value) -> TestResult {
+    let record = ledger
+        .get(operation_id)?
+        .ok_or_else(|| format!("operation {operation_id:?} is missing"))?;
+    let text = |field: &str| expected[field].as_str().map(str::to_owned);
+    let context = format!("operation {operation_id:?}");
+    assert_eq!(
+        Some(record.status.as_str().to_owned()),
+        text("status"),
+        "{context}: status"
+    );
+    assert_eq!(
+        Some(u64::from(record.attempts)),
+        expected["attempts"].as_u64(),
+        "{context}: attempts"
+    );
+    assert_eq!(
+        record.output.is_some(),
+        expected["has_output"] == json!(true),
+        "{context}: has_output"
+    );
+    assert_eq!(
+        record.output.clone().unwrap_or(Value::Null),
+        expected["output"],
+        "{context}: output"
+    );
+    assert_eq!(record.error, text("error"), "{context}: error");
+    assert_eq!(
+        Some(record.request_fingerprint.clone()),
+        text("request_fingerprint"),
+        "{context}"
+    );
+    assert_eq!(
+        record.provider_idempotency_key,
+        text("provider_idempotency_key"),
+        "{context}"
+    );
+    assert_eq!(
+        record.provider_operation_id,
+        text("provider_operation_id"),
+        "{context}"
+    );
+    assert_eq!(
+        Some(record.contract_name.clone()),
+        text("contract_name"),
+        "{context}"
+    );
+    assert_eq!(
+        Some(record.contract_version.clone()),
+        text("contract_version"),
+        "{context}"
+    );
+    let event_types: Vec<String> = ledger
+        .events(operation_id)?
+        .into_iter()
+        .map(|e| e.event_type)
+        .collect();
+    let expected_types: Vec<String> = serde_json::from_value(expected["event_types"].clone())?;
+    assert_eq!(event_types, expected_types, "{context}: event types");
+    Ok(())
+}
+
+fn expected_v1() -> Result<serde_json::Map<String, Value>, Box<dyn std::error::Error>> {
+    let text = std::fs::read_to_string(fixtures_dir().join("python-ledger-v1.expected.json"))?;
+    match serde_json::from_str(&text)? {
+        Value::Object(map) => Ok(map),
+        _ => Err("expected.json is not an object".into()),
+    }
+}
+
+#[test]
+fn python_v1_ledger_reads_what_python_reads() -> TestResult {
+    let (_dir, path) = copy_fixture("python-ledger-v1.sqlite3")?;
+    let ledger = SqliteLedger::open(&path, SqliteOptions::default())?;
+    let expected = expected_v1()?;
+    assert_eq!(expected.len(), 7);
+    for (operation_id, entry) in &expected {
+        check(&ledger, operation_id, entry)?;
+    }
+    let listed = ledger.list(&ListQuery::new(100))?;
+    assert_eq!(listed.len(), expected.len());
+    let stats = ledger.stats()?;
+    let count = |status| {
+        stats
+            .counts
+            .iter()
+            .find(|(s, _)| *s == status)
+            .map(|(_, n)| *n)
+    };
+    assert_eq!(count(EffectStatus::Confirmed), Some(3));
+    assert_eq!(count(EffectStatus::Quarantined), Some(1));
+    assert_eq!(count(EffectStatus::OutcomeUnknown), Some(1));
+    assert_eq!(count(EffectStatus::Rejected), Some(1));
+    assert_eq!(count(EffectStatus::Prepared), Some(1));
+    assert_eq!(count(EffectStatus::Dispatched), Some(0));
+    // Event data keeps Python's JSON.
+    let events = ledger.events("invoice:INV-1:capture")?;
+    assert_eq!(events[1].data, json!({"attempt": 1}));
+    assert!(events.windows(2).all(|w| w[0].sequence < w[1].sequence));
+    Ok(())
+}
+
+#[test]
+fn python_v1_ledger_survives_reopening_and_keeps_its_layout() -> TestResult {
+    let (_dir, path) = copy_fixture("python-ledger-v1.sqlite3")?;
+    drop(SqliteLedger::open(&path, SqliteOptions::default())?);
+    let ledger = SqliteLedger::open(&path, SqliteOptions::default())?;
+    for (operation_id, entry) in &expected_v1()? {
+        check(&ledger, operation_id, entry)?;
+    }
+    drop(ledger);
+    let conn = raw(&path)?;
+    let version: i64 = conn.pragma_query_value(None, "user_version", |r| r.get(0))?;
+    assert_eq!(version, SCHEMA_VERSION);
+    let mode: String = conn.pragma_query_value(None, "journal_mode", |r| r.get(0))?;
+    assert_eq!(mode, "wal");
+    let indexes: Vec<String> = conn
+        .prepare("SELECT name FROM sqlite_master WHERE type = 'index' AND name LIKE 'idx_%' ORDER BY name")?
+        .query_map([], |r| r.get(0))?
+        .collect::<Result<_, _>>()?;
+    assert_eq!(
+        indexes,
+        [
+            "idx_effect_events_operation",
+            "idx_effect_operations_status_updated",
+            "idx_effect_operations_updated"
+        ]
+    );
+    Ok(())
+}
+
+#[test]
+fn python_sha256_fingerprint_is_not_a_conflict() -> TestResult {
+    let (_dir, path) = copy_fixture("python-ledger-v1.sqlite3")?;
+    let ledger = SqliteLedger::open(&path, SqliteOptions::default())?;
+    let same = NewOperation {
+        contract_name: "capture_payment".into(),
+        contract_version: "1".into(),
+        fingerprint: RequestFingerprint::of_value(&json!({"invoice_id": "INV-1"})),
+        provider_idempotency_key: Some("capture:INV-1".into()),
+    };
+    let record = ledger.prepare("invoice:INV-1:capture", &same)?;
+    assert_eq!(record.status, EffectStatus::Confirmed);
+    // The stored fingerprint keeps Python's format; no event is added.
+    assert_eq!(
+        record.request_fingerprint,
+        "afd3ae6377d737975ba2f111db265e0b714646564f9cfd1e9820cd92f36703b7"
+    );
+    assert_eq!(ledger.events("invoice:INV-1:capture")?.len(), 4);
+
+    let other_args = NewOperation {
+        fingerprint: RequestFingerprint::of_value(&json!({"invoice_id": "INV-9"})),
+        ..same
+    };
+    let error = ledger
+        .prepare("invoice:INV-1:capture", &other_args)
+        .expect_err("different arguments must conflict");
+    assert_eq!(error.kind(), LedgerErrorKind::Conflict);
+    Ok(())
+}
+
+#[test]
+fn python_v1_operations_continue_here() -> TestResult {
+    let (_dir, path) = copy_fixture("python-ledger-v1.sqlite3")?;
+    let ledger = SqliteLedger::open(&path, SqliteOptions::default())?;
+    // ticket:T-9 was authorized for a manual retry by Python: claim it here.
+    assert!(ledger.claim_dispatch("ticket:T-9:create", &crate::support::claim("rust-worker"))?);
+    let record = ledger.get("ticket:T-9:create")?.ok_or("missing")?;
+    assert_eq!(record.status, EffectStatus::Dispatched);
+    assert_eq!(record.attempts, 2);
+    let events = ledger.events("ticket:T-9:create")?;
+    assert_eq!(
+        events.last().map(|e| e.event_type.as_str()),
+        Some("dispatched")
+    );
+    // Sequences continue Python's AUTOINCREMENT.
+    let max_python = ledger.events_after(0, 1000)?.len() as u64;
+    assert_eq!(events.last().map(|e| e.sequence), Some(max_python));
+    Ok(())
+}
+
+#[test]
+fn legacy_ledger_is_migrated_once() -> TestResult {
+    let (_dir, path) = copy_fixture("python-ledger-legacy.sqlite3")?;
+    let ledger = SqliteLedger::open(&path, SqliteOptions::default())?;
+    let record = ledger
+        .get("legacy-operation")?
+        .ok_or("legacy-operation is missing")?;
+    assert_eq!(record.contract_version, "1");
+    assert_eq!(record.status, EffectStatus::Quarantined);
+    assert_eq!(record.contract_name, "legacy-contract");
+    assert_eq!(
+        record.error.as_deref(),
+        Some("no authoritative outcome probe")
+    );
+    assert!(ledger.events("legacy-operation")?.is_empty());
+    drop(ledger);
+
+    let schema = |path: &std::path::Path| -> Result<String, Box<dyn std::error::Error>> {
+        let conn = raw(path)?;
+        let sql: Vec<String> = conn
+            .prepare("SELECT sql FROM sqlite_master WHERE sql IS NOT NULL ORDER BY name")?
+            .query_map([], |r| r.get(0))?
+            .collect::<Result<_, _>>()?;
+        let version: i64 = conn.pragma_query_value(None, "user_version", |r| r.get(0))?;
+        Ok(format!("{version}\n{}", sql.join("\n")))
+    };
+    let migrated = schema(&path)?;
+    assert!(migrated.starts_with(&format!("{SCHEMA_VERSION}\n")));
+    assert!(migrated.contains("effect_events"));
+
+    // Reopening changes nothing, and the migrated ledger works.
+    let ledger = SqliteLedger::open(&path, SqliteOptions::default())?;
+    assert_eq!(schema(&path)?, migrated);
+    let record = ledger
+        .get("legacy-operation")?
+        .ok_or("legacy-operation is missing")?;
+    assert_eq!(record.contract_version, "1");
+    let resolved = ledger.resolve_manually(
+        "legacy-operation",
+        &effect_core::ManualResolution {
+            action: effect_core::ManualAction::Reject,
+            actor: "on-call".into(),
+            reason: "never reached the provider".into(),
+            evidence_reference: "INC-1".into(),
+        },
+    )?;
+    assert_eq!(resolved.status, EffectStatus::Rejected);
+    let types: Vec<String> = ledger
+        .events("legacy-operation")?
+        .into_iter()
+        .map(|e| e.event_type)
+        .collect();
+    assert_eq!(types, ["manually_rejected"]);
+    Ok(())
+}
+
+#[test]
+fn read_only_open_reads_a_python_ledger_without_migrating_it() -> TestResult {
+    let (_dir, path) = copy_fixture("python-ledger-v1.sqlite3")?;
+    let ledger = SqliteLedger::open(&path, SqliteOptions::default().read_only(true))?;
+    let expected = expected_v1()?;
+    for (operation_id, entry) in &expected {
+        check(&ledger, operation_id, entry)?;
+    }
+    drop(ledger);
+    let version: i64 = raw(&path)?.pragma_query_value(None, "user_version", |r| r.get(0))?;
+    assert_eq!(version, 0, "a read-only open must not migrate");
+
+    // The legacy layout cannot be read without its migration.
+    let (_legacy_dir, legacy) = copy_fixture("python-ledger-legacy.sqlite3")?;
+    let error = SqliteLedger::open(&legacy, SqliteOptions::default().read_only(true))
+        .expect_err("the legacy layout needs a migration");
+    assert!(
+        matches!(
+            error,
+            effect_ledger_sqlite::SqliteError::NeedsMigration { found: 0, .. }
+        ),
+        "{error:?}"
+    );
+    Ok(())
+}

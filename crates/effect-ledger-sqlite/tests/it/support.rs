@@ -1,0 +1,77 @@
+//! Shared builders for the tests.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use effect_core::{Claim, Confirmation, Evidence, NewOperation, RequestFingerprint};
+use serde_json::{Value, json};
+use tempfile::TempDir;
+
+pub type TestResult = Result<(), Box<dyn std::error::Error>>;
+
+/// The identity of an operation of contract `capture_payment` v1 on `args`.
+pub fn op(args: Value) -> NewOperation {
+    NewOperation {
+        contract_name: "capture_payment".into(),
+        contract_version: "1".into(),
+        fingerprint: RequestFingerprint::of_value(&args),
+        provider_idempotency_key: None,
+    }
+}
+
+/// A 60 s claim for `token`.
+pub fn claim(token: &str) -> Claim {
+    Claim {
+        owner_token: token.into(),
+        lease: Duration::from_secs(60),
+    }
+}
+
+/// A confirmation with `output` and no evidence.
+pub fn confirmation(output: Value) -> Confirmation {
+    Confirmation {
+        output,
+        provider_operation_id: Some("provider-1".into()),
+        evidence: evidence(json!({"source": "handler_return"})),
+    }
+}
+
+/// Evidence from a JSON object literal.
+pub fn evidence(value: Value) -> Evidence {
+    match value {
+        Value::Object(map) => map,
+        other => panic!("evidence must be an object, got {other}"),
+    }
+}
+
+/// The shared fixtures directory (SPEC §8): `EFFECT_FIXTURES_DIR`, or
+/// `shared/fixtures` beside the repository.
+pub fn fixtures_dir() -> PathBuf {
+    match std::env::var_os("EFFECT_FIXTURES_DIR") {
+        Some(dir) => PathBuf::from(dir),
+        None => Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/fixtures"),
+    }
+}
+
+/// Copies a fixture into a fresh temporary directory (opening migrates it, and
+/// the shared copy is read-only).
+pub fn copy_fixture(name: &str) -> Result<(TempDir, PathBuf), Box<dyn std::error::Error>> {
+    let source = fixtures_dir().join(name);
+    let dir = tempfile::tempdir()?;
+    let path = dir.path().join(name);
+    std::fs::copy(&source, &path)
+        .map_err(|e| format!("copying fixture {}: {e}", source.display()))?;
+    // The shared copy has no write bits; the copy must be writable.
+    let mut permissions = std::fs::metadata(&path)?.permissions();
+    #[allow(clippy::permissions_set_readonly_false)] // Unix: makes the copy writable by its owner.
+    permissions.set_readonly(false);
+    std::fs::set_permissions(&path, permissions)?;
+    Ok((dir, path))
+}
+
+/// A raw connection to a ledger file, for planting rows the API would never write.
+pub fn raw(path: &Path) -> rusqlite::Result<rusqlite::Connection> {
+    let conn = rusqlite::Connection::open(path)?;
+    conn.busy_timeout(Duration::from_secs(5))?;
+    Ok(conn)
+}
