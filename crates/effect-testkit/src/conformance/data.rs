@@ -37,14 +37,11 @@ pub fn large_output_round_trips(factory: LedgerFactory<'_>) {
         "nested": {"empty": {}, "list": [], "null": null, "bool": false, "unicode key ✓": "é"},
     });
     c.prepare("big");
-    c.ensure(c.claim("big", "w", LIVE), "claim");
+    c.must_claim("big", "w", LIVE);
     let confirmed = c
         .ledger
         .mark_confirmed("big", Some("w"), &confirmation(output.clone()));
-    c.ensure(
-        c.ok(confirmed, "mark_confirmed with a 10 MB output"),
-        "mark_confirmed applied",
-    );
+    c.applied(confirmed, "mark_confirmed of a 10 MB output by the owner");
     let stored = c.record("big").output;
     match &stored {
         Some(value) if *value == output => {}
@@ -88,10 +85,7 @@ pub fn unusual_operation_ids_round_trip(factory: LedgerFactory<'_>) {
     let c = Check::new("unusual_operation_ids_round_trip", factory);
     for id in UNUSUAL_OPERATION_IDS {
         c.prepare(id);
-        c.ensure(
-            c.claim(id, &format!("owner of {id}"), LIVE),
-            format_args!("claim({id:?})"),
-        );
+        c.must_claim(id, &format!("owner of {id}"), LIVE);
     }
     for id in UNUSUAL_OPERATION_IDS {
         let record = c.record(id);

@@ -37,14 +37,8 @@ pub fn claim_from_prepared(factory: LedgerFactory<'_>) {
     let c = Check::new("claim_from_prepared", factory);
     c.prepare("short");
     c.prepare("long");
-    c.ensure(
-        c.claim("short", "worker-0", EXPIRED),
-        "claim of a prepared operation",
-    );
-    c.ensure(
-        c.claim("long", "worker-1", LIVE),
-        "claim of a prepared operation",
-    );
+    c.must_claim("short", "worker-0", EXPIRED);
+    c.must_claim("long", "worker-1", LIVE);
     let record = c.record("long");
     c.same(
         record.status,
@@ -96,11 +90,8 @@ pub fn claim_counts_attempts(factory: LedgerFactory<'_>) {
     let reset = c
         .ledger
         .reset_for_retry("retried", &evidence(json!({"probe": "not_committed"})));
-    c.ensure(
-        c.ok(reset, "reset_for_retry"),
-        "reset_for_retry from outcome_unknown",
-    );
-    c.ensure(c.claim("retried", "worker-2", LIVE), "claim after a reset");
+    c.applied(reset, "reset_for_retry from outcome_unknown");
+    c.must_claim("retried", "worker-2", LIVE);
     let record = c.record("retried");
     c.same(record.attempts, 2, "attempts after the second claim");
     c.same(
@@ -123,15 +114,9 @@ pub fn claim_counts_attempts(factory: LedgerFactory<'_>) {
 pub fn renew_lease_only_for_owner(factory: LedgerFactory<'_>) {
     let c = Check::new("renew_lease_only_for_owner", factory);
     c.prepare("reference");
-    c.ensure(
-        c.claim("reference", "other", EXPIRED),
-        "claim of a prepared operation",
-    );
+    c.must_claim("reference", "other", EXPIRED);
     c.prepare("renewed");
-    c.ensure(
-        c.claim("renewed", "owner", EXPIRED),
-        "claim of a prepared operation",
-    );
+    c.must_claim("renewed", "owner", EXPIRED);
     let before = c.snapshot("renewed");
     let renewed = c.ledger.renew_lease("renewed", "not the owner", LIVE);
     c.ensure(
@@ -140,10 +125,7 @@ pub fn renew_lease_only_for_owner(factory: LedgerFactory<'_>) {
     );
     c.unchanged("renewed", &before, "renew_lease with a wrong token");
     let renewed = c.ledger.renew_lease("renewed", "owner", LIVE);
-    c.ensure(
-        c.ok(renewed, "renew_lease by the owner"),
-        "renew_lease by the owner must return true",
-    );
+    c.applied(renewed, "renew_lease by the owner");
     let gap = lease_gap(&c, "reference", "renewed");
     c.ensure(
         (59.0..=90.0).contains(&gap),
@@ -190,7 +172,7 @@ pub fn expire_lease_ignores_live_lease(factory: LedgerFactory<'_>) {
 pub fn expire_lease_marks_outcome_unknown(factory: LedgerFactory<'_>) {
     let c = Check::new("expire_lease_marks_outcome_unknown", factory);
     c.prepare("expired");
-    c.ensure(c.claim("expired", "crashed worker", EXPIRED), "claim");
+    c.must_claim("expired", "crashed worker", EXPIRED);
     tick();
     c.ensure(
         expire(&c, "expired"),
@@ -252,17 +234,14 @@ pub fn stale_owner_cannot_finalize(factory: LedgerFactory<'_>) {
     let c = Check::new("stale_owner_cannot_finalize", factory);
     let id = "taken over";
     c.prepare(id);
-    c.ensure(c.claim(id, "old", EXPIRED), "first claim");
+    c.must_claim(id, "old", EXPIRED);
     tick();
     c.ensure(expire(&c, id), "ExpireLease on an expired lease");
     let reset = c
         .ledger
         .reset_for_retry(id, &evidence(json!({"probe": "not_committed"})));
-    c.ensure(
-        c.ok(reset, "reset_for_retry"),
-        "reset_for_retry after expiry",
-    );
-    c.ensure(c.claim(id, "new", LIVE), "claim by the new owner");
+    c.applied(reset, "reset_for_retry after expiry");
+    c.must_claim(id, "new", LIVE);
     let before = c.snapshot(id);
     let stale: [(&str, StaleAttempt<'_>); 4] = [
         (
@@ -305,8 +284,5 @@ pub fn stale_owner_cannot_finalize(factory: LedgerFactory<'_>) {
             evidence: evidence(json!({"source": "handler_return"})),
         },
     );
-    c.ensure(
-        c.ok(confirmed, "mark_confirmed by the new owner"),
-        "the new owner confirms",
-    );
+    c.applied(confirmed, "mark_confirmed by the new owner");
 }

@@ -23,9 +23,9 @@ pub fn mark_unknown_by_owner(factory: LedgerFactory<'_>) {
         "read timed out",
         &evidence(json!({"dispatch_interruption": "handler_timeout"})),
     );
-    c.ensure(
-        c.ok(applied, "mark_outcome_unknown by owner"),
-        "the owner marks unknown",
+    c.applied(
+        applied,
+        "mark_outcome_unknown by the owner of a dispatched operation",
     );
     let record = c.record("op");
     c.same(record.status, S::OutcomeUnknown, "status");
@@ -86,9 +86,9 @@ pub fn mark_unknown_without_owner(factory: LedgerFactory<'_>) {
             "probe pending",
             &evidence(json!({"probe_status": "pending"})),
         );
-        c.ensure(
-            c.ok(applied, "mark_outcome_unknown without owner"),
-            "applied",
+        c.applied(
+            applied,
+            format_args!("mark_outcome_unknown without owner from {from}"),
         );
         c.same(c.status(&id), S::OutcomeUnknown, "status");
         c.same(c.events(&id).len(), events + 1, "events appended");
@@ -121,9 +121,9 @@ pub fn mark_confirmed_by_owner(factory: LedgerFactory<'_>) {
     let applied = c
         .ledger
         .mark_confirmed("op", Some(&token), &confirmation(output.clone()));
-    c.ensure(
-        c.ok(applied, "mark_confirmed by owner"),
-        "the owner confirms",
+    c.applied(
+        applied,
+        "mark_confirmed by the owner of a dispatched operation",
     );
     let record = c.record("op");
     c.same(record.status, S::Confirmed, "status");
@@ -189,9 +189,9 @@ pub fn mark_confirmed_without_owner(factory: LedgerFactory<'_>) {
         let applied =
             c.ledger
                 .mark_confirmed(&id, None, &confirmation(json!({"probe": from.as_str()})));
-        c.ensure(
-            c.ok(applied, "mark_confirmed without owner"),
-            format_args!("confirm from {from}"),
+        c.applied(
+            applied,
+            format_args!("mark_confirmed without owner from {from}"),
         );
         let record = c.record(&id);
         c.same(record.status, S::Confirmed, "status");
@@ -228,9 +228,9 @@ pub fn mark_confirmed_when_confirmed(factory: LedgerFactory<'_>) {
     let again = c
         .ledger
         .mark_confirmed("done", None, &confirmation(json!({"second": true})));
-    c.ensure(
-        c.ok(again, "mark_confirmed of a confirmed operation"),
-        "mark_confirmed without owner of a confirmed operation must return true",
+    c.applied(
+        again,
+        "mark_confirmed without owner of a confirmed operation",
     );
     c.unchanged("done", &before, "mark_confirmed of a confirmed operation");
 }
@@ -245,7 +245,10 @@ pub fn mark_rejected_by_owner(factory: LedgerFactory<'_>) {
     let c = Check::new("mark_rejected_by_owner", factory);
     let token = c.in_status("op", S::Dispatched);
     let applied = c.ledger.mark_rejected("op", &token, "card declined");
-    c.ensure(c.ok(applied, "mark_rejected by owner"), "the owner rejects");
+    c.applied(
+        applied,
+        "mark_rejected by the owner of a dispatched operation",
+    );
     let record = c.record("op");
     c.same(record.status, S::Rejected, "status");
     c.same(record.error.as_deref(), Some("card declined"), "error");
@@ -294,10 +297,7 @@ pub fn quarantine_only_from_uncertain(factory: LedgerFactory<'_>) {
             "needs an operator",
             &evidence(json!({"policy": "quarantine"})),
         );
-        c.ensure(
-            c.ok(applied, "quarantine"),
-            format_args!("quarantine from {from}"),
-        );
+        c.applied(applied, format_args!("quarantine from {from}"));
         let record = c.record(&id);
         c.same(record.status, S::Quarantined, "status");
         c.same(record.error.as_deref(), Some("needs an operator"), "error");
@@ -327,10 +327,7 @@ pub fn reset_for_retry_only_from_uncertain(factory: LedgerFactory<'_>) {
         let applied = c
             .ledger
             .reset_for_retry(&id, &evidence(json!({"retry_basis": "not_committed"})));
-        c.ensure(
-            c.ok(applied, "reset_for_retry"),
-            format_args!("reset_for_retry from {from}"),
-        );
+        c.applied(applied, format_args!("reset_for_retry from {from}"));
         let record = c.record(&id);
         c.same(record.status, S::Prepared, "status");
         c.same(record.error, None, "error");
@@ -374,9 +371,9 @@ pub fn evidence_is_merged(factory: LedgerFactory<'_>) {
             .reset_for_retry("op", &evidence(json!({"e": null}))),
     ];
     for (i, step) in steps.into_iter().enumerate() {
-        c.ensure(
-            c.ok(step, format_args!("step {i}")),
-            format_args!("step {i} applied"),
+        c.applied(
+            step,
+            format_args!("step {i} (unknown, quarantine, unknown, retry)"),
         );
     }
     let record = c.record("op");

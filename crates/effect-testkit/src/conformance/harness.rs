@@ -70,6 +70,15 @@ impl Check {
         }
     }
 
+    /// Fails unless `result` is `Ok(true)`.
+    pub(crate) fn applied(&self, result: Result<bool, LedgerError>, what: impl Display) {
+        if !self.ok(result, &what) {
+            self.fail(format_args!(
+                "{what} must return true (applied), returned false"
+            ));
+        }
+    }
+
     pub(crate) fn err<T: Debug>(
         &self,
         result: Result<T, LedgerError>,
@@ -79,11 +88,11 @@ impl Check {
         match result {
             Err(err) if err.kind() == kind => {}
             Err(err) => self.fail(format_args!(
-                "{what}: expected a {kind:?} error, got {:?}: {err}",
+                "{what}: expected an error of kind {kind:?}, got {:?}: {err}",
                 err.kind()
             )),
             Ok(value) => self.fail(format_args!(
-                "{what}: expected a {kind:?} error, got Ok({value:?})"
+                "{what}: expected an error of kind {kind:?}, got Ok({value:?})"
             )),
         }
     }
@@ -172,6 +181,17 @@ impl Check {
             self.ledger.claim_dispatch(id, &claim),
             format_args!("claim_dispatch({id:?}, {token:?})"),
         )
+    }
+
+    /// Claims a `prepared` operation; fails unless the claim is granted.
+    pub(crate) fn must_claim(&self, id: &str, token: &str, lease: Duration) {
+        if !self.claim(id, token, lease) {
+            self.fail(format_args!(
+                "claim_dispatch({id:?}, {token:?}) of a prepared operation must return true, \
+                 returned false (status {})",
+                self.status(id)
+            ));
+        }
     }
 
     /// Drives a fresh operation `id` into `status` through the public

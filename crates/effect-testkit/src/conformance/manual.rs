@@ -114,10 +114,7 @@ pub fn manual_authorize_retry(factory: LedgerFactory<'_>) {
         );
         let data = event_evidence(&c, &id, "manual_retry_authorized");
         c.evidence_has(&data, &expected, "manual_retry_authorized event");
-        c.ensure(
-            c.claim(&id, "retry worker", super::harness::LIVE),
-            "claim after authorization",
-        );
+        c.must_claim(&id, "retry worker", super::harness::LIVE);
         c.same(
             c.record(&id).attempts,
             2,

@@ -138,10 +138,7 @@ pub fn confirmation_beats_claim(factory: LedgerFactory<'_>) {
         None,
         &confirmation(json!({"probe": true})),
     );
-    c.ensure(
-        c.ok(confirmed, "mark_confirmed"),
-        "confirm a prepared operation",
-    );
+    c.applied(confirmed, "mark_confirmed without owner from prepared");
     let before = c.snapshot("confirmed first");
     c.ensure(
         !c.claim("confirmed first", "late worker", LIVE),

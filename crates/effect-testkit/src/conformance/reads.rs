@@ -131,18 +131,12 @@ pub fn events_are_ordered(factory: LedgerFactory<'_>) {
     let retried = c
         .ledger
         .reset_for_retry(id, &evidence(json!({"retry_basis": "not_committed"})));
-    c.ensure(
-        c.ok(retried, "reset_for_retry"),
-        "reset_for_retry from quarantined",
-    );
-    c.ensure(c.claim(id, "second", LIVE), "second claim");
+    c.applied(retried, "reset_for_retry from quarantined");
+    c.must_claim(id, "second", LIVE);
     let confirmed = c
         .ledger
         .mark_confirmed(id, Some("second"), &confirmation(json!({"ok": 1})));
-    c.ensure(
-        c.ok(confirmed, "mark_confirmed"),
-        "mark_confirmed by the second owner",
-    );
+    c.applied(confirmed, "mark_confirmed by the second owner");
     let events = c.events(id);
     let types: Vec<&str> = events.iter().map(|e| e.event_type.as_str()).collect();
     c.same(
@@ -259,7 +253,7 @@ pub fn list_newest_update_first(factory: LedgerFactory<'_>) {
         vec!["third".into(), "second".into(), "first".into()],
         "list order",
     );
-    c.ensure(c.claim("first", "w", LIVE), "claim");
+    c.must_claim("first", "w", LIVE);
     tick();
     c.same(
         listed(&c, ListQuery::new(10)),
@@ -320,9 +314,9 @@ pub fn events_after_pages(factory: LedgerFactory<'_>) {
     let unknown = c
         .ledger
         .mark_outcome_unknown("b", None, "still unknown", &evidence(json!({})));
-    c.ensure(
-        c.ok(unknown, "mark_outcome_unknown"),
-        "mark unknown from quarantined",
+    c.applied(
+        unknown,
+        "mark_outcome_unknown without owner from quarantined",
     );
     let all = c.all_events();
     let mut expected: Vec<_> = ["a", "b", "c"].iter().flat_map(|id| c.events(id)).collect();
@@ -333,6 +327,15 @@ pub fn events_after_pages(factory: LedgerFactory<'_>) {
         &expected,
         "events_after(0) vs the events of each operation",
     );
+    for pair in all.windows(2) {
+        c.ensure(
+            pair[0].sequence < pair[1].sequence,
+            format_args!(
+                "sequences must strictly increase across the ledger: {} then {}",
+                pair[0].sequence, pair[1].sequence
+            ),
+        );
+    }
     let order: Vec<&str> = all.iter().map(|e| e.operation_id.as_str()).collect();
     c.same(
         order,
@@ -364,6 +367,12 @@ pub fn events_after_pages(factory: LedgerFactory<'_>) {
         &all[3..5],
         "events_after the third event, limit 2",
     );
+    let last = all[all.len() - 1].sequence;
+    let none = c.ok(
+        c.ledger.events_after(last, 10),
+        "events_after the last event",
+    );
+    c.same(none.len(), 0, "events after the last event");
 }
 
 /// `stats` counts every status (zero included) and reports the least recently

@@ -1,58 +1,537 @@
-//! The suite can fail: deliberately wrong ledgers make it panic.
+//! The suite can fail: every check is shown to catch at least one
+//! deliberately broken ledger (a mutant of `MemoryLedger`).
 
 use std::panic::{self, AssertUnwindSafe};
 use std::sync::Arc;
+use std::thread;
+use std::time::Duration;
 
 use effect_core::{
-    EffectLedger, EffectRecord, LedgerError, LedgerEvent, LedgerStats, ListQuery, MemoryLedger,
-    Transition, TransitionOutcome,
+    EffectLedger, EffectRecord, EffectStatus, LedgerError, LedgerEvent, LedgerStats, ListQuery,
+    ManualAction, MemoryLedger, NewOperation, RequestFingerprint, Transition, TransitionOutcome,
 };
-use effect_testkit::conformance;
+use effect_testkit::conformance::{self, LedgerFactory};
+use serde_json::{Value, json};
 
-/// A ledger whose claims always report success, whatever the status.
-#[derive(Debug, Default)]
-struct ClaimAlwaysWins(MemoryLedger);
+/// One deliberate deviation from SPEC §4.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Bug {
+    /// No bug: the wrapper itself must pass, so a caught mutant is caught for its bug.
+    Nothing,
+    ClaimAlwaysWins,
+    StripEventField(&'static str, &'static str),
+    StripEvidenceKey(&'static str),
+    PrepareReturnsFresh,
+    SwallowConflict(&'static str),
+    BlankIdsAllowed,
+    PrepareAndClaimOnlyPrepares,
+    PrepareAndClaimAlwaysApplied,
+    PrepareAndClaimSkipsIdentity,
+    LeaseInMillis,
+    AttemptsCappedAtOne,
+    IgnoreOwnerToken,
+    ExpireLiveLeases,
+    AlwaysApplied(&'static str),
+    DropsErrorText,
+    RefuseUnknownWithoutOwner,
+    DropsProviderOperationId,
+    NoConfirmFromPrepared,
+    ReconfirmReturnsFalse,
+    EvidenceFromLastEventOnly,
+    ManualConfirmDropsOutput,
+    ManualFromAnywhere,
+    BlankAuditAllowed,
+    NonAtomicClaim,
+    NonAtomicPrepareAndClaim,
+    GetMissingFails,
+    UpsertsMissing,
+    EventsReversed,
+    UncheckedListLimit,
+    ListOldestFirst,
+    ListIgnoresStatus,
+    EventsAfterIgnoresLimit,
+    StatsMissingZeros,
+    TruncatesLargeOutput,
+    TrimsIds,
+}
 
-impl EffectLedger for ClaimAlwaysWins {
-    fn apply(&self, id: &str, transition: &Transition) -> Result<TransitionOutcome, LedgerError> {
-        let mut outcome = self.0.apply(id, transition)?;
-        if matches!(transition, Transition::Claim(_)) {
-            outcome.applied = true;
+/// For each check, a bug it must catch.
+const CAUGHT_BY: &[(&str, Bug)] = &[
+    (
+        "prepare_creates_operation",
+        Bug::StripEventField("prepared", "contract_version"),
+    ),
+    ("prepare_is_idempotent", Bug::PrepareReturnsFresh),
+    (
+        "prepare_conflicts_on_contract_name",
+        Bug::SwallowConflict("contract name"),
+    ),
+    (
+        "prepare_conflicts_on_contract_version",
+        Bug::SwallowConflict("contract version"),
+    ),
+    (
+        "prepare_conflicts_on_fingerprint",
+        Bug::SwallowConflict("fingerprint"),
+    ),
+    (
+        "prepare_conflicts_on_provider_key",
+        Bug::SwallowConflict("provider"),
+    ),
+    ("prepare_rejects_blank_operation_id", Bug::BlankIdsAllowed),
+    (
+        "prepare_and_claim_creates_and_claims",
+        Bug::PrepareAndClaimOnlyPrepares,
+    ),
+    (
+        "prepare_and_claim_claims_prepared",
+        Bug::PrepareAndClaimOnlyPrepares,
+    ),
+    (
+        "prepare_and_claim_leaves_others",
+        Bug::PrepareAndClaimAlwaysApplied,
+    ),
+    (
+        "prepare_and_claim_conflicts",
+        Bug::PrepareAndClaimSkipsIdentity,
+    ),
+    ("claim_from_prepared", Bug::LeaseInMillis),
+    ("claim_only_from_prepared", Bug::ClaimAlwaysWins),
+    ("claim_counts_attempts", Bug::AttemptsCappedAtOne),
+    ("renew_lease_only_for_owner", Bug::IgnoreOwnerToken),
+    ("expire_lease_ignores_live_lease", Bug::ExpireLiveLeases),
+    (
+        "expire_lease_marks_outcome_unknown",
+        Bug::StripEvidenceKey("dispatch_interruption"),
+    ),
+    (
+        "expire_lease_only_from_dispatched",
+        Bug::AlwaysApplied("expire lease"),
+    ),
+    ("stale_owner_cannot_finalize", Bug::IgnoreOwnerToken),
+    ("mark_unknown_by_owner", Bug::DropsErrorText),
+    ("mark_unknown_by_owner_guards", Bug::IgnoreOwnerToken),
+    ("mark_unknown_without_owner", Bug::RefuseUnknownWithoutOwner),
+    ("mark_confirmed_by_owner", Bug::DropsProviderOperationId),
+    ("mark_confirmed_by_owner_guards", Bug::IgnoreOwnerToken),
+    ("mark_confirmed_without_owner", Bug::NoConfirmFromPrepared),
+    ("mark_confirmed_when_confirmed", Bug::ReconfirmReturnsFalse),
+    ("mark_rejected_by_owner", Bug::DropsErrorText),
+    ("mark_rejected_guards", Bug::IgnoreOwnerToken),
+    (
+        "quarantine_only_from_uncertain",
+        Bug::AlwaysApplied("quarantine"),
+    ),
+    (
+        "reset_for_retry_only_from_uncertain",
+        Bug::AlwaysApplied("reset for retry"),
+    ),
+    ("evidence_is_merged", Bug::EvidenceFromLastEventOnly),
+    ("manual_confirm", Bug::ManualConfirmDropsOutput),
+    (
+        "manual_reject",
+        Bug::StripEventField("manually_rejected", "evidence"),
+    ),
+    (
+        "manual_authorize_retry",
+        Bug::StripEvidenceKey("handler_may_still_be_running"),
+    ),
+    ("manual_only_from_uncertain", Bug::ManualFromAnywhere),
+    ("manual_requires_audit_fields", Bug::BlankAuditAllowed),
+    ("confirmation_beats_claim", Bug::ClaimAlwaysWins),
+    ("concurrent_claims_have_one_winner", Bug::NonAtomicClaim),
+    (
+        "concurrent_prepare_and_claim_has_one_winner",
+        Bug::NonAtomicPrepareAndClaim,
+    ),
+    ("missing_operation_reads", Bug::GetMissingFails),
+    ("missing_operation_transitions", Bug::UpsertsMissing),
+    ("events_are_ordered", Bug::EventsReversed),
+    ("list_limits", Bug::UncheckedListLimit),
+    ("list_newest_update_first", Bug::ListOldestFirst),
+    ("list_filters_by_status", Bug::ListIgnoresStatus),
+    ("events_after_pages", Bug::EventsAfterIgnoresLimit),
+    ("stats_counts", Bug::StatsMissingZeros),
+    ("large_output_round_trips", Bug::TruncatesLargeOutput),
+    ("unusual_operation_ids_round_trip", Bug::TrimsIds),
+];
+
+#[test]
+fn every_check_catches_its_mutant() {
+    let mut missed = Vec::new();
+    for (name, check) in conformance::CHECKS {
+        let Some((_, bug)) = CAUGHT_BY.iter().find(|(n, _)| n == name) else {
+            missed.push(format!("{name}: no mutant listed in CAUGHT_BY"));
+            continue;
+        };
+        let bug = *bug;
+        let factory = move || -> Arc<dyn EffectLedger> { Arc::new(Mutant::new(bug)) };
+        match panic::catch_unwind(AssertUnwindSafe(|| check(&factory))) {
+            Ok(()) => missed.push(format!("{name}: passed on a ledger with {bug:?}")),
+            Err(payload) => {
+                let message = panic_message(payload.as_ref());
+                if !message.contains(&format!("`{name}`")) {
+                    missed.push(format!(
+                        "{name}: the failure does not name the check: {message}"
+                    ));
+                }
+            }
         }
-        Ok(outcome)
     }
-    fn get(&self, id: &str) -> Result<Option<EffectRecord>, LedgerError> {
-        self.0.get(id)
+    for (name, _) in CAUGHT_BY {
+        if !conformance::CHECKS.iter().any(|(n, _)| n == name) {
+            missed.push(format!("{name}: listed in CAUGHT_BY but not a check"));
+        }
     }
-    fn list(&self, query: &ListQuery) -> Result<Vec<EffectRecord>, LedgerError> {
-        self.0.list(query)
-    }
-    fn events(&self, id: &str) -> Result<Vec<LedgerEvent>, LedgerError> {
-        self.0.events(id)
-    }
-    fn events_after(&self, after: u64, limit: usize) -> Result<Vec<LedgerEvent>, LedgerError> {
-        self.0.events_after(after, limit)
-    }
-    fn stats(&self) -> Result<LedgerStats, LedgerError> {
-        self.0.stats()
-    }
+    assert!(missed.is_empty(), "{missed:#?}");
 }
 
 #[test]
-fn run_all_panics_for_a_ledger_whose_claim_always_wins() {
-    let factory = || -> Arc<dyn EffectLedger> { Arc::new(ClaimAlwaysWins::default()) };
-    let failures = conformance::run_checks(&factory, conformance::CHECKS);
+fn the_mutant_wrapper_without_a_bug_passes() {
+    conformance::run_all(&|| -> Arc<dyn EffectLedger> { Arc::new(Mutant::new(Bug::Nothing)) });
+}
+
+#[test]
+fn run_all_panics_naming_every_failed_check() {
+    let factory: LedgerFactory<'_> =
+        &|| -> Arc<dyn EffectLedger> { Arc::new(Mutant::new(Bug::ClaimAlwaysWins)) };
+    let payload = panic::catch_unwind(AssertUnwindSafe(|| conformance::run_all(factory)))
+        .expect_err("run_all must panic for a ledger whose claim always wins");
+    let message = panic_message(payload.as_ref());
     assert!(
-        failures
-            .iter()
-            .any(|f| f.contains("`claim_only_from_prepared`")),
-        "{failures:#?}"
+        message.contains("ledger conformance checks failed"),
+        "{message}"
     );
-    let result = panic::catch_unwind(AssertUnwindSafe(|| conformance::run_all(&factory)));
-    let payload = result.expect_err("run_all must panic");
-    let message = payload
+    for name in [
+        "claim_only_from_prepared",
+        "confirmation_beats_claim",
+        "concurrent_claims_have_one_winner",
+    ] {
+        assert!(
+            message.contains(&format!("`{name}`")),
+            "{name} missing from: {message}"
+        );
+    }
+}
+
+fn panic_message(payload: &(dyn std::any::Any + Send)) -> String {
+    payload
         .downcast_ref::<String>()
         .cloned()
-        .unwrap_or_default();
-    assert!(message.contains("claim_only_from_prepared"), "{message}");
+        .or_else(|| payload.downcast_ref::<&str>().map(|s| (*s).to_owned()))
+        .unwrap_or_default()
+}
+
+/// `MemoryLedger` with one bug.
+#[derive(Debug)]
+struct Mutant {
+    inner: MemoryLedger,
+    bug: Bug,
+}
+
+fn outcome(applied: bool, record: EffectRecord) -> TransitionOutcome {
+    TransitionOutcome { applied, record }
+}
+
+impl Mutant {
+    fn new(bug: Bug) -> Self {
+        Mutant {
+            inner: MemoryLedger::new(),
+            bug,
+        }
+    }
+
+    fn id<'a>(&self, id: &'a str) -> &'a str {
+        match self.bug {
+            Bug::TrimsIds => id.trim(),
+            Bug::BlankIdsAllowed if id.trim().is_empty() => "<blank>",
+            _ => id,
+        }
+    }
+
+    fn existing(&self, id: &str) -> Result<EffectRecord, LedgerError> {
+        self.inner.get(id)?.ok_or_else(|| LedgerError::NotFound {
+            operation_id: id.to_owned(),
+        })
+    }
+
+    fn mutate(
+        &self,
+        id: &str,
+        t: &Transition,
+        current: Option<EffectRecord>,
+    ) -> Result<TransitionOutcome, LedgerError> {
+        let inner = &self.inner;
+        let status = current.as_ref().map(|r| r.status);
+        let owner = current.as_ref().and_then(|r| r.owner_token.clone());
+        match (self.bug, t) {
+            (Bug::ClaimAlwaysWins, Transition::Claim(_)) => {
+                Ok(outcome(true, inner.apply(id, t)?.record))
+            }
+            (Bug::PrepareReturnsFresh, Transition::Prepare(_)) => {
+                let mut o = inner.apply(id, t)?;
+                o.record.status = EffectStatus::Prepared;
+                o.record.attempts = 0;
+                Ok(o)
+            }
+            (
+                Bug::SwallowConflict(field),
+                Transition::Prepare(_) | Transition::PrepareAndClaim(..),
+            ) => match inner.apply(id, t) {
+                Err(LedgerError::Conflict { field: f, .. }) if f.contains(field) => {
+                    Ok(outcome(false, self.existing(id)?))
+                }
+                other => other,
+            },
+            (Bug::PrepareAndClaimOnlyPrepares, Transition::PrepareAndClaim(op, _)) => {
+                inner.apply(id, &Transition::Prepare(op.clone()))
+            }
+            (Bug::PrepareAndClaimAlwaysApplied, Transition::PrepareAndClaim(..)) => {
+                Ok(outcome(true, inner.apply(id, t)?.record))
+            }
+            (Bug::PrepareAndClaimSkipsIdentity, Transition::PrepareAndClaim(_, claim))
+                if current.is_some() =>
+            {
+                inner.apply(id, &Transition::Claim(claim.clone()))
+            }
+            (Bug::IgnoreOwnerToken, _) if owner.is_some() => {
+                let owner = owner.unwrap_or_default();
+                let t = match t.clone() {
+                    Transition::MarkConfirmed {
+                        owner_token: Some(_),
+                        confirmation,
+                    } => Transition::MarkConfirmed {
+                        owner_token: Some(owner),
+                        confirmation,
+                    },
+                    Transition::MarkOutcomeUnknown {
+                        owner_token: Some(_),
+                        error,
+                        evidence,
+                    } => Transition::MarkOutcomeUnknown {
+                        owner_token: Some(owner),
+                        error,
+                        evidence,
+                    },
+                    Transition::MarkRejected { error, .. } => Transition::MarkRejected {
+                        owner_token: owner,
+                        error,
+                    },
+                    Transition::RenewLease { lease, .. } => Transition::RenewLease {
+                        owner_token: owner,
+                        lease,
+                    },
+                    other => other,
+                };
+                inner.apply(id, &t)
+            }
+            (Bug::ExpireLiveLeases, Transition::ExpireLease)
+                if status == Some(EffectStatus::Dispatched) =>
+            {
+                let evidence = json!({"handler_may_still_be_running": true, "dispatch_interruption": "lease_expired"});
+                let t = Transition::MarkOutcomeUnknown {
+                    owner_token: owner,
+                    error: "lease expired".into(),
+                    evidence: evidence.as_object().cloned().unwrap_or_default(),
+                };
+                inner.apply(id, &t)
+            }
+            (Bug::AlwaysApplied(name), t) if t.name() == name => {
+                Ok(outcome(true, inner.apply(id, t)?.record))
+            }
+            (
+                Bug::DropsErrorText,
+                Transition::MarkOutcomeUnknown {
+                    owner_token,
+                    evidence,
+                    ..
+                },
+            ) => {
+                let t = Transition::MarkOutcomeUnknown {
+                    owner_token: owner_token.clone(),
+                    error: "error".into(),
+                    evidence: evidence.clone(),
+                };
+                inner.apply(id, &t)
+            }
+            (Bug::DropsErrorText, Transition::MarkRejected { owner_token, .. }) => {
+                let t = Transition::MarkRejected {
+                    owner_token: owner_token.clone(),
+                    error: "error".into(),
+                };
+                inner.apply(id, &t)
+            }
+            (
+                Bug::RefuseUnknownWithoutOwner,
+                Transition::MarkOutcomeUnknown {
+                    owner_token: None, ..
+                },
+            ) => Ok(outcome(false, self.existing(id)?)),
+            (
+                Bug::DropsProviderOperationId,
+                Transition::MarkConfirmed {
+                    owner_token,
+                    confirmation,
+                },
+            ) => {
+                let mut confirmation = confirmation.clone();
+                confirmation.provider_operation_id = None;
+                let t = Transition::MarkConfirmed {
+                    owner_token: owner_token.clone(),
+                    confirmation,
+                };
+                inner.apply(id, &t)
+            }
+            (
+                Bug::NoConfirmFromPrepared,
+                Transition::MarkConfirmed {
+                    owner_token: None, ..
+                },
+            ) if status == Some(EffectStatus::Prepared) => Ok(outcome(false, self.existing(id)?)),
+            (
+                Bug::ReconfirmReturnsFalse,
+                Transition::MarkConfirmed {
+                    owner_token: None, ..
+                },
+            ) if status == Some(EffectStatus::Confirmed) => Ok(outcome(false, self.existing(id)?)),
+            (Bug::ManualConfirmDropsOutput, Transition::Resolve(r)) => {
+                let mut r = r.clone();
+                if let ManualAction::Confirm { output, .. } = &mut r.action {
+                    *output = Value::Null;
+                }
+                inner.apply(id, &Transition::Resolve(r))
+            }
+            (Bug::ManualFromAnywhere, Transition::Resolve(_))
+                if status.is_some_and(|s| !s.is_uncertain()) =>
+            {
+                Ok(outcome(true, self.existing(id)?))
+            }
+            (Bug::BlankAuditAllowed, Transition::Resolve(r)) => {
+                let mut r = r.clone();
+                for field in [&mut r.actor, &mut r.reason, &mut r.evidence_reference] {
+                    if field.trim().is_empty() {
+                        *field = "unknown".into();
+                    }
+                }
+                inner.apply(id, &Transition::Resolve(r))
+            }
+            (Bug::NonAtomicClaim, Transition::Claim(_))
+                if status == Some(EffectStatus::Prepared) =>
+            {
+                thread::sleep(Duration::from_millis(20));
+                Ok(outcome(true, inner.apply(id, t)?.record))
+            }
+            (Bug::NonAtomicPrepareAndClaim, Transition::PrepareAndClaim(..))
+                if status.is_none_or(|s| s == EffectStatus::Prepared) =>
+            {
+                thread::sleep(Duration::from_millis(20));
+                Ok(outcome(true, inner.apply(id, t)?.record))
+            }
+            (Bug::UpsertsMissing, _) if current.is_none() => {
+                let op = NewOperation {
+                    contract_name: "upserted".into(),
+                    contract_version: "1".into(),
+                    fingerprint: RequestFingerprint::of_value(&json!({})),
+                    provider_idempotency_key: None,
+                };
+                inner.prepare(id, &op)?;
+                inner.apply(id, t)
+            }
+            _ => inner.apply(id, t),
+        }
+    }
+}
+
+impl EffectLedger for Mutant {
+    fn apply(&self, id: &str, transition: &Transition) -> Result<TransitionOutcome, LedgerError> {
+        let id = self.id(id);
+        let current = self.inner.get(id)?;
+        self.mutate(id, transition, current)
+    }
+
+    fn get(&self, id: &str) -> Result<Option<EffectRecord>, LedgerError> {
+        let id = self.id(id);
+        let Some(mut record) = self.inner.get(id)? else {
+            return match self.bug {
+                Bug::GetMissingFails => Err(LedgerError::NotFound {
+                    operation_id: id.to_owned(),
+                }),
+                _ => Ok(None),
+            };
+        };
+        match self.bug {
+            Bug::LeaseInMillis => record.lease_until = record.lease_until.map(|s| s * 1000.0),
+            Bug::AttemptsCappedAtOne => record.attempts = record.attempts.min(1),
+            Bug::StripEvidenceKey(key) => {
+                record.evidence.remove(key);
+            }
+            Bug::EvidenceFromLastEventOnly => {
+                let last = self.inner.events(id)?.pop();
+                if let Some(Value::Object(evidence)) =
+                    last.and_then(|e| e.data.get("evidence").cloned())
+                {
+                    record.evidence = evidence;
+                }
+            }
+            Bug::TruncatesLargeOutput => {
+                if let Some(Value::Object(output)) = &mut record.output {
+                    for value in output.values_mut() {
+                        if let Value::String(text) = value {
+                            *text = text.chars().take(1_000_000).collect();
+                        }
+                    }
+                }
+            }
+            _ => {}
+        }
+        Ok(Some(record))
+    }
+
+    fn list(&self, query: &ListQuery) -> Result<Vec<EffectRecord>, LedgerError> {
+        let mut query = *query;
+        match self.bug {
+            Bug::UncheckedListLimit if query.limit == 0 => return Ok(Vec::new()),
+            Bug::UncheckedListLimit => query.limit = query.limit.min(1000),
+            Bug::ListIgnoresStatus => query.status = None,
+            _ => {}
+        }
+        let mut records = self.inner.list(&query)?;
+        if self.bug == Bug::ListOldestFirst {
+            records.reverse();
+        }
+        Ok(records)
+    }
+
+    fn events(&self, id: &str) -> Result<Vec<LedgerEvent>, LedgerError> {
+        let mut events = self.inner.events(self.id(id))?;
+        match self.bug {
+            Bug::StripEventField(event_type, field) => {
+                for event in events.iter_mut().filter(|e| e.event_type == event_type) {
+                    if let Value::Object(data) = &mut event.data {
+                        data.remove(field);
+                    }
+                }
+            }
+            Bug::EventsReversed => events.reverse(),
+            _ => {}
+        }
+        Ok(events)
+    }
+
+    fn events_after(&self, after: u64, limit: usize) -> Result<Vec<LedgerEvent>, LedgerError> {
+        let limit = if self.bug == Bug::EventsAfterIgnoresLimit {
+            usize::MAX
+        } else {
+            limit
+        };
+        self.inner.events_after(after, limit)
+    }
+
+    fn stats(&self) -> Result<LedgerStats, LedgerError> {
+        let mut stats = self.inner.stats()?;
+        if self.bug == Bug::StatsMissingZeros {
+            stats.counts.retain(|(_, n)| *n > 0);
+        }
+        Ok(stats)
+    }
 }
