@@ -1,0 +1,75 @@
+//! Make an AI agent's external side effects safe to execute, recover and test
+//! under failure.
+//!
+//! An agent sends a write (capture a payment, send an email); the provider
+//! commits it; the acknowledgement is lost. The agent sees a timeout, which is
+//! not proof of failure: retrying blindly can charge twice, giving up leaves
+//! work undone. This crate records each operation durably *before* dispatch,
+//! under a stable business identity, and reconciles an uncertain outcome through
+//! the provider's contract (an outcome probe, a documented idempotency key), or
+//! quarantines it for an audited operator decision.
+//!
+//! This facade re-exports the workspace crates so that one dependency gives the
+//! quick start; depend on the single crates to take less:
+//!
+//! | module | crate | what |
+//! |---|---|---|
+//! | [`core`] | `effect-core` | contracts, statuses, canonical JSON, the [`EffectLedger`] trait |
+//! | [`exec`] | `effect-exec` | the [`EffectExecutor`]: execute, reconcile, resolve |
+//! | [`sqlite`] | `effect-ledger-sqlite` | [`SqliteLedger`], the embedded durable store |
+//!
+//! ```
+//! use std::sync::Arc;
+//! use production_agent_systems::{
+//!     EffectContract, EffectExecutor, HandlerError, OutcomeProbeResult, SqliteLedger, SqliteOptions,
+//! };
+//! use serde_json::{json, Value};
+//!
+//! let dir = tempfile::tempdir()?;
+//! let ledger = SqliteLedger::open(dir.path().join("effects.sqlite3"), SqliteOptions::default())?;
+//! let executor = EffectExecutor::new(Arc::new(ledger));
+//!
+//! let contract = EffectContract::builder("capture_payment", |args| {
+//!     Ok(format!("invoice:{}:capture", args["invoice_id"].as_str().ok_or("missing invoice_id")?))
+//! })
+//! .provider_idempotency_key(|args| Ok(args["invoice_id"].as_str().map(|i| format!("capture:{i}"))))
+//! // Ask the provider what became of the capture when the answer was lost.
+//! .outcome_probe(|_args, key| {
+//!     let _key = key.ok_or("no key")?; // look the payment up by key at the provider
+//!     Ok(OutcomeProbeResult::committed(json!({"payment_id": "pay-1"})).provider_operation_id("pay-1"))
+//! })
+//! .build()?;
+//!
+//! let result = executor.execute(&contract, &json!({"invoice_id": "INV-1"}), |_args: Value, _key| {
+//!     // The provider captured the payment, but the response never arrived.
+//!     Err::<Value, _>(HandlerError::failed("timed out"))
+//! })?;
+//! assert!(result.is_confirmed());
+//! assert_eq!(result.provider_operation_id.as_deref(), Some("pay-1"));
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+//!
+//! # Feature flags
+//!
+//! - `sqlite` (default): the embedded SQLite ledger.
+//! - `tokio`: `EffectExecutor::execute_async`.
+
+pub use effect_core as core;
+pub use effect_exec as exec;
+#[cfg(feature = "sqlite")]
+pub use effect_ledger_sqlite as sqlite;
+
+pub use effect_core::{
+    EffectContract, EffectLedger, EffectRecord, EffectResult, EffectStatus, MemoryLedger,
+    OutcomeProbeResult, ProbeStatus, UnknownOutcomePolicy,
+};
+pub use effect_exec::{
+    Audit, CallOptions, EffectExecutor, ExecError, ExecutorOptions, HandlerError,
+};
+#[cfg(feature = "sqlite")]
+pub use effect_ledger_sqlite::{Durability, SqliteLedger, SqliteOptions, TempLedger};
+
+/// The README's examples, compiled and run as doctests.
+#[cfg(doctest)]
+#[doc = include_str!("../../../README.md")]
+pub struct ReadmeDoctests;

@@ -1,0 +1,7 @@
+//! End-to-end tests of the default stack: the executor over the SQLite ledger,
+//! across reopenings and process deaths.
+#![allow(clippy::unwrap_used)] // Tests unwrap: a panic is a failing test with its message.
+
+mod crash;
+mod provider;
+mod reopen;

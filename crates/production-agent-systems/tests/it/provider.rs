@@ -1,0 +1,75 @@
+//! A fake payment provider whose commits live in a file, so they survive the
+//! death of the process that made them.
+
+use std::fs::OpenOptions;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+use production_agent_systems::{EffectContract, HandlerError, OutcomeProbeResult};
+use serde_json::{Value, json};
+
+#[derive(Debug, Clone)]
+pub struct FileProvider {
+    path: PathBuf,
+}
+
+impl FileProvider {
+    pub fn new(path: &Path) -> Self {
+        FileProvider {
+            path: path.to_owned(),
+        }
+    }
+
+    /// Commits the capture durably: one line per committed effect.
+    pub fn capture(&self, key: &str) -> Value {
+        let mut file = OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&self.path)
+            .unwrap();
+        writeln!(file, "{key}").unwrap();
+        file.sync_all().unwrap();
+        json!({"payment_id": format!("pay-{key}"), "status": "captured"})
+    }
+
+    pub fn commits(&self) -> Vec<String> {
+        std::fs::read_to_string(&self.path)
+            .unwrap_or_default()
+            .lines()
+            .map(str::to_owned)
+            .collect()
+    }
+
+    pub fn lookup(&self, key: &str) -> OutcomeProbeResult {
+        if self.commits().iter().any(|k| k == key) {
+            OutcomeProbeResult::committed(
+                json!({"payment_id": format!("pay-{key}"), "status": "captured"}),
+            )
+            .provider_operation_id(format!("pay-{key}"))
+            .evidence("source", "provider_file")
+        } else {
+            OutcomeProbeResult::not_committed()
+        }
+    }
+}
+
+pub fn capture_contract(provider: &FileProvider) -> EffectContract {
+    let provider = provider.clone();
+    EffectContract::builder("capture_payment", |args| {
+        Ok(format!(
+            "invoice:{}:capture",
+            args["invoice_id"].as_str().ok_or("missing invoice_id")?
+        ))
+    })
+    .provider_idempotency_key(|args| {
+        Ok(args["invoice_id"].as_str().map(|i| format!("capture:{i}")))
+    })
+    .outcome_probe(move |_args, key| Ok(provider.lookup(key.ok_or("missing key")?)))
+    .build()
+    .unwrap()
+}
+
+/// A handler that must never run (the operation is past dispatch).
+pub fn forbidden_handler(_: Value, _: Option<String>) -> Result<Value, HandlerError> {
+    panic!("the handler ran again")
+}
