@@ -6,6 +6,7 @@
 //! `EFFECT_REQUIRE_POSTGRES=1` (set by CI), which makes a missing server a
 //! failure. Every test works in a fresh schema of its own and drops it after.
 
+mod conformance;
 mod leases;
 mod processes;
 mod schema;

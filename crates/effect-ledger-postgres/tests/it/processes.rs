@@ -1,20 +1,23 @@
 //! Four OS processes executing the same 500 operations against one database.
 //!
-//! Each child drives the ledger the way an executor does: `PrepareAndClaim`,
-//! then the provider call (a row in `provider_commits`, the fake provider's own
-//! record), then `MarkConfirmed` with its owner token; a child that does not
-//! get the claim skips the operation. The provider table has no unique key, so
-//! a double dispatch would show up as a second row rather than be hidden.
+//! Each child runs effect-exec's `EffectExecutor` over its own
+//! `PostgresLedger`; the handler is a fake provider whose record is a row in
+//! `provider_commits`. That table has no unique key, so a double dispatch
+//! would show up as a second row rather than be hidden. A child that finds an
+//! operation in progress elsewhere or already confirmed moves on.
 //!
 //! The parent prepares the even operations beforehand (as a crashed earlier run
 //! would have left them), so the children race both to create records and to
 //! claim existing `prepared` ones.
 
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
-use effect_core::{Claim, Confirmation, EffectLedger, EffectStatus, Evidence, Transition};
+use effect_core::{EffectContract, EffectLedger, EffectStatus};
+use effect_exec::{EffectExecutor, ExecutorOptions, HandlerError};
 use effect_ledger_postgres::{PostgresLedger, PostgresOptions};
-use serde_json::json;
+use serde_json::{Value, json};
 
 use crate::support::{
     TestResult, TestSchema, child_env, describe, new_operation, server_url, spawn_child, wait_child,
@@ -71,37 +74,54 @@ fn child_executes_operations() -> TestResult {
         std::thread::sleep(Duration::from_millis(5));
     }
 
-    let (mut committed, mut skipped) = (0, 0);
-    for n in order(index) {
-        let id = format!("invoice:INV-{n}:capture");
-        let token = format!("child-{index}-{n}");
-        let claim = Claim {
-            owner_token: token.clone(),
-            lease: Duration::from_secs(120),
-        };
-        if !ledger
-            .apply(&id, &Transition::PrepareAndClaim(new_operation(n), claim))?
-            .applied
-        {
-            skipped += 1;
-            continue;
+    // The contract of `new_operation`: the same identity the parent prepared.
+    let contract = EffectContract::builder("capture_payment", |args| {
+        let invoice = args["invoice_id"].as_str().ok_or("missing invoice_id")?;
+        Ok(format!("invoice:{invoice}:capture"))
+    })
+    .provider_idempotency_key(|args| {
+        Ok(args["invoice_id"].as_str().map(|i| format!("capture:{i}")))
+    })
+    .build()?;
+    let provider = Arc::new(Mutex::new(provider));
+    let dispatched = Arc::new(AtomicUsize::new(0));
+    let handler = {
+        let (provider, dispatched, q) = (Arc::clone(&provider), Arc::clone(&dispatched), q.clone());
+        move |args: Value, key: Option<String>| -> Result<Value, HandlerError> {
+            let key = key.ok_or_else(|| HandlerError::failed("no provider key"))?;
+            let mut provider = provider.lock().unwrap_or_else(PoisonError::into_inner);
+            provider
+                .execute(
+                    &format!(
+                        "INSERT INTO {q}.provider_commits (key, committed_by) VALUES ($1, $2)"
+                    ),
+                    &[&key, &(index as i32)],
+                )
+                .map_err(|err| HandlerError::failed(err.to_string()))?;
+            dispatched.fetch_add(1, Ordering::SeqCst);
+            Ok(json!({"captured": key, "invoice": args["invoice_id"]}))
         }
-        provider.execute(
-            &format!("INSERT INTO {q}.provider_commits (key, committed_by) VALUES ($1, $2)"),
-            &[&id, &(index as i32)],
+    };
+    let options = ExecutorOptions::default().dispatch_lease(Duration::from_secs(120));
+    let executor = EffectExecutor::with_options(Arc::new(ledger), options);
+    let (mut in_progress, mut replayed) = (0, 0);
+    for n in order(index) {
+        let result = executor.execute(
+            &contract,
+            &json!({"invoice_id": format!("INV-{n}")}),
+            handler.clone(),
         )?;
-        let confirmation = Confirmation {
-            output: json!({"captured": id}),
-            provider_operation_id: Some(format!("ch_{n}")),
-            evidence: Evidence::new(),
-        };
-        assert!(
-            ledger.mark_confirmed(&id, Some(&token), &confirmation)?,
-            "the owner confirms {id}"
-        );
-        committed += 1;
+        if result.in_progress {
+            in_progress += 1;
+        } else {
+            assert_eq!(result.status, EffectStatus::Confirmed, "{result:?}");
+            replayed += usize::from(result.duplicate_suppressed);
+        }
     }
-    println!("child {index}: committed {committed}, skipped {skipped}");
+    let committed = dispatched.load(Ordering::SeqCst);
+    println!(
+        "child {index}: committed {committed}, replayed {replayed}, in progress elsewhere {in_progress}"
+    );
     Ok(())
 }
 
@@ -142,11 +162,15 @@ fn four_processes_commit_each_effect_exactly_once() -> TestResult {
             "a child failed: {}",
             describe(output)
         );
-        assert!(
-            String::from_utf8_lossy(&output.stdout).contains("committed"),
-            "a child did not run its operations: {}",
-            describe(output)
-        );
+        let stdout = String::from_utf8_lossy(&output.stdout);
+        let summary = stdout
+            .lines()
+            .find_map(|l| l.find("child ").map(|at| &l[at..]))
+            .filter(|l| l.contains("committed"));
+        let Some(summary) = summary else {
+            panic!("a child did not run its operations: {}", describe(output));
+        };
+        println!("{summary}");
     }
 
     let row = admin.query_one(

@@ -34,13 +34,13 @@ pub fn server_url(test: &str) -> Option<String> {
         std::env::var(REQUIRE_VAR).as_deref() != Ok("1"),
         "{test}: {URL_VAR} is not set, but {REQUIRE_VAR}=1 requires the PostgreSQL tests to run"
     );
-    // Written to the real stderr, past the test harness's capture, so a plain
-    // `cargo test` shows why these tests did nothing.
-    let _ = writeln!(
-        std::io::stderr(),
-        "skipped: {test}: {URL_VAR} is not set (set it to a PostgreSQL server URL such as \
-         postgres://postgres@127.0.0.1:55439/postgres to run the PostgreSQL ledger tests)"
+    // Written to the real stderr in one piece, past the test harness's
+    // capture, so a plain `cargo test` shows why these tests did nothing.
+    let message = format!(
+        "\nskipped: {test}: {URL_VAR} is not set (set it to a PostgreSQL server URL such as \
+         postgres://postgres@127.0.0.1:55439/postgres to run the PostgreSQL ledger tests)\n"
     );
+    let _ = std::io::stderr().write_all(message.as_bytes());
     None
 }
 
