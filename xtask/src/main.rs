@@ -1,7 +1,10 @@
 //! `cargo xtask <task>`: the one entry point for what CI runs.
 //!
-//! - `ci`: fmt, lint, test, doc, deps (and deny when cargo-deny is installed).
-//! - `fmt`, `lint`, `test`, `doc`, `deps`, `deny`: one step each.
+//! - `ci`: fmt, lint, features, test, snapshots, doc, deps (and deny when
+//!   cargo-deny is installed).
+//! - `fmt`, `lint`, `features`, `test`, `snapshots`, `doc`, `deps`, `deny`: one step each.
+
+mod tidy;
 
 use std::process::{Command, ExitCode};
 
@@ -21,7 +24,16 @@ fn main() -> ExitCode {
 fn run(task: &str) -> Result<()> {
     match task {
         "ci" => {
-            for step in ["fmt", "lint", "test", "doc", "deps", "deny"] {
+            for step in [
+                "fmt",
+                "lint",
+                "features",
+                "test",
+                "snapshots",
+                "doc",
+                "deps",
+                "deny",
+            ] {
                 eprintln!("== xtask {step}");
                 run(step)?;
             }
@@ -37,7 +49,24 @@ fn run(task: &str) -> Result<()> {
             "-D",
             "warnings",
         ]),
+        "features" => cargo(&[
+            "check",
+            "--workspace",
+            "--all-targets",
+            "--no-default-features",
+        ]),
         "test" => cargo(&["test", "--workspace", "--all-features"]),
+        "snapshots" => {
+            let pending = tidy::pending_snapshots(std::path::Path::new("."))?;
+            if pending.is_empty() {
+                Ok(())
+            } else {
+                bail!(
+                    "pending insta snapshots (review with cargo insta review, never commit them): {}",
+                    pending.join(", ")
+                )
+            }
+        }
         "doc" => {
             let status = Command::new("cargo")
                 .args(["doc", "--workspace", "--no-deps", "--all-features"])
@@ -59,7 +88,9 @@ fn run(task: &str) -> Result<()> {
                 Ok(())
             }
         }
-        other => bail!("unknown task {other:?}; expected ci, fmt, lint, test, doc, deps or deny"),
+        other => bail!(
+            "unknown task {other:?}; expected ci, fmt, lint, features, test, snapshots, doc, deps or deny"
+        ),
     }
 }
 
