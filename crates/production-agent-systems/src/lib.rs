@@ -73,3 +73,8 @@ pub use effect_ledger_sqlite::{Durability, SqliteLedger, SqliteOptions, TempLedg
 #[cfg(doctest)]
 #[doc = include_str!("../../../README.md")]
 pub struct ReadmeDoctests;
+
+/// The examples of `docs/effect-contracts.md`, compiled and run as doctests.
+#[cfg(doctest)]
+#[doc = include_str!("../../../docs/effect-contracts.md")]
+pub struct EffectContractsDoctests;
