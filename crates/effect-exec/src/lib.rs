@@ -44,6 +44,8 @@
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 
+#![warn(missing_docs)]
+
 #[cfg(feature = "tokio")]
 mod asynchronous;
 mod dispatch;
