@@ -1,0 +1,32 @@
+//! The shared ledger conformance suite, each check on a fresh temporary file.
+
+use std::sync::Arc;
+
+use effect_core::EffectLedger;
+use effect_ledger_sqlite::TempLedger;
+
+#[test]
+fn passes_the_ledger_conformance_suite() {
+    // Each TempLedger removes its directory when the check drops it.
+    let factory = || -> Arc<dyn EffectLedger> {
+        Arc::new(TempLedger::new().expect("a ledger in a fresh temporary directory"))
+    };
+    effect_testkit::conformance::run_all(&factory);
+}
+
+#[test]
+fn passes_the_suite_with_one_connection_and_normal_durability() {
+    // One pooled connection: readers and writers of the 16-thread checks queue
+    // for it instead of failing.
+    let options = || {
+        effect_ledger_sqlite::SqliteOptions::default()
+            .pool_size(1)
+            .durability(effect_ledger_sqlite::Durability::Normal)
+    };
+    let factory = || -> Arc<dyn EffectLedger> {
+        Arc::new(
+            TempLedger::with_options(options()).expect("a ledger in a fresh temporary directory"),
+        )
+    };
+    effect_testkit::conformance::run_all(&factory);
+}
