@@ -10,7 +10,8 @@ use postgres::error::SqlState;
 #[derive(Debug)]
 pub(crate) enum Step {
     /// A serialization failure, deadlock or lost insert race: run the whole
-    /// transaction again. `None` when the race was detected without an error.
+    /// transaction again. `None` when the race was detected without an error
+    /// (an `INSERT ... ON CONFLICT DO NOTHING` that inserted nothing).
     Retry(Option<postgres::Error>),
     /// Give up with this error.
     Fail(LedgerError),
@@ -22,8 +23,7 @@ impl Step {
         match err.code() {
             Some(code)
                 if *code == SqlState::T_R_SERIALIZATION_FAILURE
-                    || *code == SqlState::T_R_DEADLOCK_DETECTED
-                    || *code == SqlState::UNIQUE_VIOLATION =>
+                    || *code == SqlState::T_R_DEADLOCK_DETECTED =>
             {
                 Step::Retry(Some(err))
             }

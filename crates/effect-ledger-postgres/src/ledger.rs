@@ -69,6 +69,14 @@ impl PostgresLedger {
         if config.get_application_name().is_none() {
             config.application_name("effect-ledger-postgres");
         }
+        // One direct connection first: it fails fast with the driver's own
+        // error (refused, authentication, unknown database) as the source,
+        // where the pool would retry until its timeout and keep only a string.
+        let mut client = config
+            .connect(NoTls)
+            .map_err(|err| from_pg("connecting", err))?;
+        schema::migrate(&mut client, &schema)?;
+        drop(client);
         let manager = PostgresConnectionManager::new(config, NoTls);
         let pool = r2d2::Pool::builder()
             .max_size(options.pool_size.max(1))
@@ -76,9 +84,6 @@ impl PostgresLedger {
             .connection_timeout(options.connect_timeout.max(Duration::from_millis(1)))
             .build(manager)
             .map_err(from_pool)?;
-        let mut conn = pool.get().map_err(from_pool)?;
-        schema::migrate(&mut conn, &schema)?;
-        drop(conn);
         Ok(PostgresLedger {
             pool,
             sql: std::sync::Arc::new(Statements::new(&schema)),

@@ -20,9 +20,16 @@
 //! [`PostgresOptions::schema`]), so several applications can share one
 //! database. The schema is created and migrated forward on
 //! [`PostgresLedger::connect`]; concurrent openers are serialized by an
-//! advisory lock. JSON columns are compact text (see the `schema` module's
-//! notes), `lease_until` is seconds since the epoch, timestamps are ISO-8601
-//! UTC text.
+//! advisory lock. JSON columns are compact `TEXT` rather than `jsonb`: the
+//! ledger never queries inside them, and text keeps exactly what was written,
+//! as the SQLite store does. `lease_until` is seconds since the epoch
+//! (`DOUBLE PRECISION`), timestamps are ISO-8601 UTC text.
+//!
+//! Event sequences come from an identity column; appends take a per-schema
+//! advisory lock held until commit, so events become visible in sequence
+//! order and an [`events_after`](effect_core::EffectLedger::events_after)
+//! cursor never skips an event that committed late. The price is that event
+//! appends in one schema commit one at a time.
 //!
 //! # What a lease proves, and what it does not
 //!
@@ -43,18 +50,44 @@
 //!
 //! # Example
 //!
-//! Using it needs a server, so the runnable example lives in the integration
-//! tests (`tests/it/`, driven by `EFFECT_TEST_POSTGRES_URL`). In outline:
+//! An executor over a shared ledger. The example needs a server, so it runs
+//! only when `EFFECT_TEST_POSTGRES_URL` names one (CI sets it; see
+//! `tests/it/` for the multi-process and lease tests):
 //!
-//! ```text
-//! let ledger = PostgresLedger::connect(
-//!     "postgres://app@db.internal:5432/agents",
-//!     PostgresOptions::default().schema("billing_effects"),
-//! )?;
-//! let executor_ledger: Arc<dyn EffectLedger> = Arc::new(ledger);
+//! ```
+//! use std::sync::Arc;
+//! use effect_core::{EffectContract, EffectLedger};
+//! use effect_exec::{EffectExecutor, HandlerError};
+//! use effect_ledger_postgres::{PostgresLedger, PostgresOptions};
+//! use serde_json::{Value, json};
+//!
+//! let Ok(url) = std::env::var("EFFECT_TEST_POSTGRES_URL") else {
+//!     return Ok(()); // No server to talk to.
+//! };
+//! // Each application (here: each run of this example) has a schema of its own.
+//! let schema = format!("doc_example_{}", std::process::id());
+//! let options = PostgresOptions::default().schema(schema.clone());
+//! let ledger = Arc::new(PostgresLedger::connect(&url, options)?);
+//! let executor = EffectExecutor::new(ledger.clone());
+//!
+//! let contract = EffectContract::builder("capture_payment", |args| {
+//!     Ok(format!("invoice:{}:capture", args["invoice_id"].as_str().ok_or("missing invoice_id")?))
+//! })
+//! .build()?;
+//! let capture = |args: Value, _key: Option<String>| -> Result<Value, HandlerError> {
+//!     Ok(json!({"charge": format!("ch_{}", args["invoice_id"].as_str().unwrap_or_default())}))
+//! };
+//! let first = executor.execute(&contract, &json!({"invoice_id": "INV-1"}), capture)?;
+//! let again = executor.execute(&contract, &json!({"invoice_id": "INV-1"}), capture)?;
+//! assert!(first.is_confirmed() && again.duplicate_suppressed);
+//! assert_eq!(ledger.events("invoice:INV-1:capture")?.len(), 3); // prepared, dispatched, confirmed
+//! # drop((executor, ledger));
+//! # postgres::Client::connect(&url, postgres::NoTls)?
+//! #     .batch_execute(&format!("DROP SCHEMA \"{schema}\" CASCADE"))?;
+//! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 //!
-//! The options themselves need no server:
+//! Options alone need no server:
 //!
 //! ```
 //! use effect_ledger_postgres::PostgresOptions;

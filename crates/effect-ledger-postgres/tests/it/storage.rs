@@ -1,8 +1,12 @@
 //! What rows look like, and what happens when they are not what we wrote.
 
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
-use effect_core::{Claim, Confirmation, EffectLedger, Evidence, LedgerErrorKind, ListQuery};
+use effect_core::{
+    Claim, Confirmation, EffectLedger, Evidence, LedgerErrorKind, ListQuery, Transition,
+};
+use effect_ledger_postgres::PostgresLedger;
 use serde_json::json;
 
 use crate::support::{TestResult, TestSchema, new_operation, server_url};
@@ -151,5 +155,91 @@ fn values_use_the_sqlite_formats() -> TestResult {
     assert_eq!(types, ["prepared", "dispatched", "confirmed"]);
     assert_eq!(events[1].2, r#"{"attempt":1}"#);
     assert!(events.windows(2).all(|w| w[0].0 < w[1].0));
+    Ok(())
+}
+
+#[test]
+fn events_after_cursor_misses_nothing_under_concurrent_writers() -> TestResult {
+    let Some(url) = server_url("events_after_cursor_misses_nothing_under_concurrent_writers")
+    else {
+        return Ok(());
+    };
+    let schema = TestSchema::new(&url, "events_cursor")?;
+    let ledger = PostgresLedger::connect(&url, schema.options().pool_size(8))?;
+    const WRITERS: usize = 4;
+    const PER_WRITER: usize = 60;
+    let done = AtomicBool::new(false);
+    let seen = std::thread::scope(
+        |scope| -> Result<Vec<u64>, Box<dyn std::error::Error + Send + Sync>> {
+            let reader = scope.spawn(|| -> Result<Vec<u64>, effect_core::LedgerError> {
+                // An exporter: page through events with a cursor, as a log shipper would.
+                let (mut cursor, mut seen) = (0, Vec::new());
+                loop {
+                    let finished = done.load(Ordering::SeqCst);
+                    let page = ledger.events_after(cursor, 25)?;
+                    if page.is_empty() && finished {
+                        return Ok(seen);
+                    }
+                    for event in page {
+                        cursor = event.sequence;
+                        seen.push(event.sequence);
+                    }
+                }
+            });
+            let writers: Vec<_> = (0..WRITERS)
+                .map(|w| {
+                    let ledger = &ledger;
+                    scope.spawn(move || -> Result<(), effect_core::LedgerError> {
+                        for i in 0..PER_WRITER {
+                            let n = w * PER_WRITER + i;
+                            let id = format!("op-{n}");
+                            let claim = Claim {
+                                owner_token: format!("owner-{n}"),
+                                lease: Duration::from_secs(60),
+                            };
+                            ledger.apply(
+                                &id,
+                                &Transition::PrepareAndClaim(new_operation(n), claim),
+                            )?;
+                            let confirmation = Confirmation {
+                                output: json!(n),
+                                provider_operation_id: None,
+                                evidence: Evidence::new(),
+                            };
+                            ledger.mark_confirmed(
+                                &id,
+                                Some(&format!("owner-{n}")),
+                                &confirmation,
+                            )?;
+                        }
+                        Ok(())
+                    })
+                })
+                .collect();
+            for writer in writers {
+                writer.join().map_err(|_| "a writer panicked")??;
+            }
+            done.store(true, Ordering::SeqCst);
+            Ok(reader.join().map_err(|_| "the reader panicked")??)
+        },
+    )
+    .map_err(|e| e.to_string())?;
+    let all: Vec<u64> = schema
+        .admin()?
+        .query(
+            &format!(
+                "SELECT sequence FROM {}.effect_events ORDER BY sequence",
+                schema.q()
+            ),
+            &[],
+        )?
+        .iter()
+        .map(|r| r.get::<_, i64>(0).try_into())
+        .collect::<Result<_, _>>()?;
+    assert_eq!(all.len(), WRITERS * PER_WRITER * 3);
+    assert_eq!(
+        seen, all,
+        "the cursor saw every event exactly once, in order"
+    );
     Ok(())
 }
