@@ -7,6 +7,8 @@
 //! - [`faults`]: [`FaultyLedger`](faults::FaultyLedger), a decorator that fails
 //!   scripted calls (before the inner ledger runs, or after it committed), for
 //!   testing how callers survive a ledger that is down or loses replies.
+//! - [`snapshots`]: the one insta settings helper (redactions and filters) that
+//!   every crate's snapshot tests bind around their assertions.
 //!
 //! It depends on effect-core (and serde_json) only. Scenario runners over the
 //! executor will add effect-exec. It never depends on a store: stores take this
@@ -27,3 +29,4 @@
 
 pub mod conformance;
 pub mod faults;
+pub mod snapshots;

@@ -4,3 +4,4 @@
 mod broken;
 mod faults;
 mod memory;
+mod snapshot_settings;
