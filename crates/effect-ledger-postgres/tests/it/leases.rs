@@ -13,7 +13,7 @@ use crate::support::{
 
 /// The lease the killed child takes: long enough to be surely live when the
 /// parent first looks, short enough to wait out.
-const CHILD_LEASE: Duration = Duration::from_secs(5);
+const CHILD_LEASE: Duration = Duration::from_secs(8);
 
 fn claim(token: &str, lease: Duration) -> Claim {
     Claim {
