@@ -31,7 +31,8 @@ pub(crate) struct Check {
 pub(crate) struct Snapshot {
     record: Option<EffectRecord>,
     events: Vec<LedgerEvent>,
-    ledger_events: usize,
+    /// `None` when the store does not offer `events_after`.
+    ledger_events: Option<usize>,
 }
 
 impl Check {
@@ -129,18 +130,33 @@ impl Check {
         }
     }
 
-    pub(crate) fn all_events(&self) -> Vec<LedgerEvent> {
-        self.ok(
+    /// Every event of the ledger, or `None` when the store does not offer
+    /// `events_after` (an optional capability).
+    pub(crate) fn all_events(&self) -> Option<Vec<LedgerEvent>> {
+        self.optional(
             self.ledger.events_after(0, ALL_EVENTS),
             "events_after(0, ..)",
         )
+    }
+
+    /// The value of an optional capability, or `None` when the store answers
+    /// [`LedgerErrorKind::Unsupported`]; any other error fails the check.
+    pub(crate) fn optional<T>(
+        &self,
+        result: Result<T, LedgerError>,
+        what: impl Display,
+    ) -> Option<T> {
+        match result {
+            Err(err) if err.kind() == LedgerErrorKind::Unsupported => None,
+            other => Some(self.ok(other, what)),
+        }
     }
 
     pub(crate) fn snapshot(&self, id: &str) -> Snapshot {
         Snapshot {
             record: self.get(id),
             events: self.events(id),
-            ledger_events: self.all_events().len(),
+            ledger_events: self.all_events().map(|all| all.len()),
         }
     }
 
@@ -156,7 +172,7 @@ impl Check {
         if after.events != before.events || after.ledger_events != before.ledger_events {
             self.fail(format_args!(
                 "{what} must append no event, but the events of {id:?} went from {:?} to {:?} \
-                 ({} -> {} events in the ledger)",
+                 ({:?} -> {:?} events in the ledger)",
                 types(&before.events),
                 types(&after.events),
                 before.ledger_events,

@@ -23,6 +23,11 @@
 //! - Errors are compared by [`LedgerErrorKind`](effect_core::LedgerErrorKind), never by message.
 //! - Concurrency checks call the ledger from 16 threads at once: a store must
 //!   serialize them itself (busy timeouts, retries), not fail them.
+//! - `events_after` and `stats` are optional capabilities: a store may answer
+//!   them with [`LedgerErrorKind::Unsupported`](effect_core::LedgerErrorKind::Unsupported),
+//!   and the suite accepts that explicitly (their checks then pass without
+//!   checking, and "nothing written" compares the operation's own events only).
+//!   Any other error fails the check.
 //!
 //! Each check is a `pub fn name(factory: LedgerFactory)`, listed in
 //! [`CHECKS`]; run one alone while debugging a store.

@@ -18,6 +18,8 @@ use serde_json::{Value, json};
 enum Bug {
     /// No bug: the wrapper itself must pass, so a caught mutant is caught for its bug.
     Nothing,
+    /// `events_after` and `stats` answer Unsupported, which the suite accepts.
+    NoOptionalCapabilities,
     ClaimAlwaysWins,
     StripEventField(&'static str, &'static str),
     StripEvidenceKey(&'static str),
@@ -189,6 +191,13 @@ fn every_check_catches_its_mutant() {
 #[test]
 fn the_mutant_wrapper_without_a_bug_passes() {
     conformance::run_all(&|| -> Arc<dyn EffectLedger> { Arc::new(Mutant::new(Bug::Nothing)) });
+}
+
+#[test]
+fn a_ledger_without_optional_capabilities_passes() {
+    conformance::run_all(&|| -> Arc<dyn EffectLedger> {
+        Arc::new(Mutant::new(Bug::NoOptionalCapabilities))
+    });
 }
 
 #[test]
@@ -519,6 +528,11 @@ impl EffectLedger for Mutant {
     }
 
     fn events_after(&self, after: u64, limit: usize) -> Result<Vec<LedgerEvent>, LedgerError> {
+        if self.bug == Bug::NoOptionalCapabilities {
+            return Err(LedgerError::Unsupported {
+                capability: "events_after",
+            });
+        }
         let limit = if self.bug == Bug::EventsAfterIgnoresLimit {
             usize::MAX
         } else {
@@ -528,6 +542,11 @@ impl EffectLedger for Mutant {
     }
 
     fn stats(&self) -> Result<LedgerStats, LedgerError> {
+        if self.bug == Bug::NoOptionalCapabilities {
+            return Err(LedgerError::Unsupported {
+                capability: "stats",
+            });
+        }
         let mut stats = self.inner.stats()?;
         if self.bug == Bug::StatsMissingZeros {
             stats.counts.retain(|(_, n)| *n > 0);
