@@ -110,6 +110,17 @@ pub enum SqliteError {
         /// The version this library migrates to.
         supported: i64,
     },
+    /// SQLite cannot open or create the file.
+    #[error(
+        "cannot open sqlite ledger file {path:?}; check that its directory exists and that this process may create and write files there"
+    )]
+    CannotOpen {
+        /// The database file.
+        path: PathBuf,
+        /// SQLite's error.
+        #[source]
+        source: rusqlite::Error,
+    },
     /// SQLite kept another journal mode when asked for WAL.
     #[error(
         "sqlite ledger {path:?} stayed in journal mode {mode:?} instead of WAL; put it on a local file system that supports shared memory"
@@ -158,6 +169,7 @@ impl SqliteError {
             }
             SqliteError::CreateDirectory { .. }
             | SqliteError::ReadOnly { .. }
+            | SqliteError::CannotOpen { .. }
             | SqliteError::WalUnavailable { .. }
             | SqliteError::Open { .. } => LedgerErrorKind::Backend,
         }
@@ -170,6 +182,7 @@ impl SqliteError {
                 SqliteError::NotADatabase { path, source }
             }
             Some(ErrorCode::ReadOnly) => SqliteError::ReadOnly { path, source },
+            Some(ErrorCode::CannotOpen) => SqliteError::CannotOpen { path, source },
             Some(ErrorCode::DatabaseBusy | ErrorCode::DatabaseLocked) => {
                 SqliteError::Busy { path, source }
             }

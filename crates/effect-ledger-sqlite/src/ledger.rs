@@ -17,7 +17,8 @@ use rusqlite::{Connection, OpenFlags, OptionalExtension, TransactionBehavior, pa
 use crate::error::{SqliteError, ledger_error, pool_error};
 use crate::options::SqliteOptions;
 use crate::row::{
-    EVENT_COLUMNS, RECORD_COLUMNS, decode_event, decode_record, insert_event, write_record,
+    LIST_ALL, LIST_BY_STATUS, SELECT_EVENTS, SELECT_EVENTS_AFTER, SELECT_RECORD, decode_event,
+    decode_record, insert_event, write_record,
 };
 use crate::schema;
 
@@ -64,7 +65,7 @@ impl SqliteLedger {
     /// or a directory (the ledger must outlive the process);
     /// [`SqliteError::InvalidOption`] for a pool size of 0;
     /// [`SqliteError::NotADatabase`] for a file that is not SQLite;
-    /// [`SqliteError::ReadOnly`], [`SqliteError::Busy`],
+    /// [`SqliteError::ReadOnly`], [`SqliteError::CannotOpen`], [`SqliteError::Busy`],
     /// [`SqliteError::NewerSchema`], [`SqliteError::IncompatibleSchema`], and
     /// [`SqliteError::CreateDirectory`] / [`SqliteError::Open`] /
     /// [`SqliteError::Pool`] for other failures.
@@ -182,39 +183,28 @@ impl EffectLedger for SqliteLedger {
         let doing = || "listing operations".to_owned();
         let conn = self.connection(doing)?;
         let limit = i64::try_from(query.limit).unwrap_or(i64::MAX);
-        let sql = list_sql(query.status.is_some());
-        let mut stmt = conn
-            .prepare_cached(&sql)
-            .map_err(|e| ledger_error(doing(), e))?;
-        let mut rows = match query.status {
-            Some(status) => stmt.query(params![status.as_str(), limit]),
-            None => stmt.query(params![limit]),
+        match query.status {
+            Some(status) => collect(
+                &conn,
+                LIST_BY_STATUS,
+                params![status.as_str(), limit],
+                decode_record,
+                &doing,
+            ),
+            None => collect(&conn, LIST_ALL, params![limit], decode_record, &doing),
         }
-        .map_err(|e| ledger_error(doing(), e))?;
-        let mut records = Vec::new();
-        while let Some(row) = rows.next().map_err(|e| ledger_error(doing(), e))? {
-            records.push(decode_record(row)?);
-        }
-        Ok(records)
     }
 
     fn events(&self, operation_id: &str) -> Result<Vec<LedgerEvent>, LedgerError> {
         let doing = || format!("reading the events of operation {operation_id:?}");
         let conn = self.connection(doing)?;
-        let sql = format!(
-            "SELECT {EVENT_COLUMNS} FROM effect_events WHERE operation_id = ?1 ORDER BY sequence"
-        );
-        let mut stmt = conn
-            .prepare_cached(&sql)
-            .map_err(|e| ledger_error(doing(), e))?;
-        let mut rows = stmt
-            .query(params![operation_id])
-            .map_err(|e| ledger_error(doing(), e))?;
-        let mut events = Vec::new();
-        while let Some(row) = rows.next().map_err(|e| ledger_error(doing(), e))? {
-            events.push(decode_event(row)?);
-        }
-        Ok(events)
+        collect(
+            &conn,
+            SELECT_EVENTS,
+            params![operation_id],
+            decode_event,
+            &doing,
+        )
     }
 
     fn events_after(&self, after: u64, limit: usize) -> Result<Vec<LedgerEvent>, LedgerError> {
@@ -228,20 +218,13 @@ impl EffectLedger for SqliteLedger {
         };
         let limit = i64::try_from(limit).unwrap_or(i64::MAX);
         let conn = self.connection(doing)?;
-        let sql = format!(
-            "SELECT {EVENT_COLUMNS} FROM effect_events WHERE sequence > ?1 ORDER BY sequence LIMIT ?2"
-        );
-        let mut stmt = conn
-            .prepare_cached(&sql)
-            .map_err(|e| ledger_error(doing(), e))?;
-        let mut rows = stmt
-            .query(params![after, limit])
-            .map_err(|e| ledger_error(doing(), e))?;
-        let mut events = Vec::new();
-        while let Some(row) = rows.next().map_err(|e| ledger_error(doing(), e))? {
-            events.push(decode_event(row)?);
-        }
-        Ok(events)
+        collect(
+            &conn,
+            SELECT_EVENTS_AFTER,
+            params![after, limit],
+            decode_event,
+            &doing,
+        )
     }
 
     fn stats(&self) -> Result<LedgerStats, LedgerError> {
@@ -305,27 +288,34 @@ pub(crate) fn apply_in(
 
 fn load(conn: &Connection, operation_id: &str) -> Result<Option<EffectRecord>, LedgerError> {
     let doing = || format!("reading operation {operation_id:?}");
-    let sql = format!("SELECT {RECORD_COLUMNS} FROM effect_operations WHERE operation_id = ?1");
-    let mut stmt = conn
-        .prepare_cached(&sql)
-        .map_err(|e| ledger_error(doing(), e))?;
-    let mut rows = stmt
-        .query(params![operation_id])
-        .map_err(|e| ledger_error(doing(), e))?;
-    match rows.next().map_err(|e| ledger_error(doing(), e))? {
-        Some(row) => decode_record(row).map(Some),
-        None => Ok(None),
-    }
+    // The primary key allows at most one row.
+    Ok(collect(
+        conn,
+        SELECT_RECORD,
+        params![operation_id],
+        decode_record,
+        &doing,
+    )?
+    .pop())
 }
 
-/// The `list` query, newest update first; both forms walk an index.
-fn list_sql(by_status: bool) -> String {
-    let filter = if by_status { "WHERE status = ?1 " } else { "" };
-    let limit = if by_status { "?2" } else { "?1" };
-    format!(
-        "SELECT {RECORD_COLUMNS} FROM effect_operations {filter}\
-         ORDER BY updated_at DESC, rowid DESC LIMIT {limit}"
-    )
+/// Runs a cached query and decodes every row.
+fn collect<T>(
+    conn: &Connection,
+    sql: &str,
+    params: impl rusqlite::Params,
+    decode: fn(&rusqlite::Row<'_>) -> Result<T, LedgerError>,
+    doing: &dyn Fn() -> String,
+) -> Result<Vec<T>, LedgerError> {
+    let mut stmt = conn
+        .prepare_cached(sql)
+        .map_err(|e| ledger_error(doing(), e))?;
+    let mut rows = stmt.query(params).map_err(|e| ledger_error(doing(), e))?;
+    let mut decoded = Vec::new();
+    while let Some(row) = rows.next().map_err(|e| ledger_error(doing(), e))? {
+        decoded.push(decode(row)?);
+    }
+    Ok(decoded)
 }
 
 /// A status no [`EffectStatus`] parses, named with one operation that has it.

@@ -14,14 +14,58 @@ use serde_json::Value;
 use crate::error::ledger_error;
 
 /// The operation columns, in [`decode_record`]'s order.
-pub(crate) const RECORD_COLUMNS: &str = "operation_id, contract_name, contract_version, \
-    request_fingerprint, provider_idempotency_key, status, result_json, provider_operation_id, \
-    error, attempts, evidence_json, owner_token, lease_until, created_at, updated_at";
+macro_rules! record_columns {
+    () => {
+        "operation_id, contract_name, contract_version, request_fingerprint, \
+         provider_idempotency_key, status, result_json, provider_operation_id, error, attempts, \
+         evidence_json, owner_token, lease_until, created_at, updated_at"
+    };
+}
 
 /// The event columns, in [`decode_event`]'s order.
-pub(crate) const EVENT_COLUMNS: &str = "sequence, operation_id, event_type, data_json, timestamp";
+macro_rules! event_columns {
+    () => {
+        "sequence, operation_id, event_type, data_json, timestamp"
+    };
+}
 
-/// Decodes a row selected with [`RECORD_COLUMNS`].
+/// One operation by id.
+pub(crate) const SELECT_RECORD: &str = concat!(
+    "SELECT ",
+    record_columns!(),
+    " FROM effect_operations WHERE operation_id = ?1"
+);
+
+/// A page of operations, newest update first (walks `idx_effect_operations_updated`).
+pub(crate) const LIST_ALL: &str = concat!(
+    "SELECT ",
+    record_columns!(),
+    " FROM effect_operations ORDER BY updated_at DESC, rowid DESC LIMIT ?1"
+);
+
+/// A page of operations in one status, newest update first (walks
+/// `idx_effect_operations_status_updated`).
+pub(crate) const LIST_BY_STATUS: &str = concat!(
+    "SELECT ",
+    record_columns!(),
+    " FROM effect_operations WHERE status = ?1 ORDER BY updated_at DESC, rowid DESC LIMIT ?2"
+);
+
+/// One operation's events in sequence order.
+pub(crate) const SELECT_EVENTS: &str = concat!(
+    "SELECT ",
+    event_columns!(),
+    " FROM effect_events WHERE operation_id = ?1 ORDER BY sequence"
+);
+
+/// A page of all events after a sequence.
+pub(crate) const SELECT_EVENTS_AFTER: &str = concat!(
+    "SELECT ",
+    event_columns!(),
+    " FROM effect_events WHERE sequence > ?1 ORDER BY sequence LIMIT ?2"
+);
+
+/// Decodes a row selected with the operation columns (see [`SELECT_RECORD`]).
 pub(crate) fn decode_record(row: &Row<'_>) -> Result<EffectRecord, LedgerError> {
     let operation_id: String = row.get(0).map_err(|e| {
         LedgerError::corrupt("an operation row has an unreadable operation_id", boxed(e))
@@ -71,7 +115,7 @@ pub(crate) fn decode_record(row: &Row<'_>) -> Result<EffectRecord, LedgerError> 
     })
 }
 
-/// Decodes a row selected with [`EVENT_COLUMNS`].
+/// Decodes a row selected with the event columns (see [`SELECT_EVENTS`]).
 pub(crate) fn decode_event(row: &Row<'_>) -> Result<LedgerEvent, LedgerError> {
     let sequence: i64 = row
         .get(0)

@@ -60,11 +60,16 @@ pub(crate) fn migrate(conn: &mut Connection, path: &Path) -> Result<(), SqliteEr
         .map_err(fail("starting the migration transaction"))?;
     let found = user_version(&tx).map_err(fail("reading the schema version"))?;
     check_not_newer(path, found)?;
+    // Refuse someone else's table before touching anything. The first
+    // migration adds contract_version, so only that column may be missing yet.
+    if table_exists(&tx, "effect_operations").map_err(fail("reading the schema"))? {
+        check_columns(&tx, path, &["contract_version"])?;
+    }
     let from = usize::try_from(found).unwrap_or(0);
     for migration in MIGRATIONS.iter().skip(from) {
         (migration.run)(&tx).map_err(fail(migration.name))?;
     }
-    check_columns(&tx, path)?;
+    check_columns(&tx, path, &[])?;
     if found != SCHEMA_VERSION {
         tx.pragma_update(None, "user_version", SCHEMA_VERSION)
             .map_err(fail("recording the schema version"))?;
@@ -92,7 +97,7 @@ pub(crate) fn check_readable(conn: &Connection, path: &Path) -> Result<(), Sqlit
     if !present.iter().any(|c| c == "contract_version") {
         return Err(needs_migration());
     }
-    check_columns(conn, path)
+    check_columns(conn, path, &[])
 }
 
 fn check_not_newer(path: &Path, found: i64) -> Result<(), SqliteError> {
@@ -106,12 +111,14 @@ fn check_not_newer(path: &Path, found: i64) -> Result<(), SqliteError> {
     Ok(())
 }
 
-/// Refuses a database whose `effect_operations` table belongs to something else.
-fn check_columns(conn: &Connection, path: &Path) -> Result<(), SqliteError> {
+/// Refuses a database whose `effect_operations` table belongs to something
+/// else: one that lacks a column other than those in `may_lack`.
+fn check_columns(conn: &Connection, path: &Path, may_lack: &[&str]) -> Result<(), SqliteError> {
     let present = columns(conn, "effect_operations")
         .map_err(|e| SqliteError::open(path.to_owned(), "reading the schema", e))?;
     match OPERATION_COLUMNS
         .into_iter()
+        .filter(|column| !may_lack.contains(column))
         .find(|column| !present.iter().any(|p| p == column))
     {
         Some(column) => Err(SqliteError::IncompatibleSchema {

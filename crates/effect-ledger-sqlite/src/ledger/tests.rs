@@ -2,6 +2,7 @@ use effect_core::EffectLedger;
 use serde_json::json;
 
 use super::*;
+use crate::row::{LIST_ALL, LIST_BY_STATUS};
 use crate::temp::TempLedger;
 
 /// The query plan of `sql`, one line per step.
@@ -17,14 +18,14 @@ fn plan_of(conn: &Connection, sql: &str, params: impl rusqlite::Params) -> Vec<S
 fn list_queries_walk_an_index_without_sorting() {
     let ledger = TempLedger::new().unwrap();
     let conn = ledger.pool.get().unwrap();
-    let by_status = plan_of(&conn, &list_sql(true), params!["quarantined", 10]);
+    let by_status = plan_of(&conn, LIST_BY_STATUS, params!["quarantined", 10]);
     assert!(
         by_status
             .iter()
             .any(|s| s.contains("idx_effect_operations_status_updated")),
         "{by_status:?}"
     );
-    let all = plan_of(&conn, &list_sql(false), params![10]);
+    let all = plan_of(&conn, LIST_ALL, params![10]);
     assert!(
         all.iter()
             .any(|s| s.contains("idx_effect_operations_updated")),

@@ -469,3 +469,74 @@ fn evidence_and_event_data_are_compact_json_objects() -> TestResult {
     assert_eq!(data, r#"{"attempt":1}"#);
     Ok(())
 }
+
+#[test]
+fn a_file_in_the_way_of_the_directory_is_a_typed_error() -> TestResult {
+    let dir = tempfile::tempdir()?;
+    let blocker = dir.path().join("not-a-dir");
+    std::fs::write(&blocker, b"x")?;
+    let error = open_error(blocker.join("ledger.sqlite3"));
+    assert!(
+        matches!(error, SqliteError::CreateDirectory { .. }),
+        "{error:?}"
+    );
+    assert_eq!(error.kind(), LedgerErrorKind::Backend);
+
+    // Read-only opens create nothing, so a missing file cannot be opened.
+    let missing = dir.path().join("missing.sqlite3");
+    let error = SqliteLedger::open(&missing, SqliteOptions::default().read_only(true))
+        .expect_err("nothing to read");
+    assert!(matches!(error, SqliteError::CannotOpen { .. }), "{error:?}");
+    assert!(!missing.exists());
+    Ok(())
+}
+
+#[test]
+fn a_newer_schema_is_refused_and_left_alone() -> TestResult {
+    let dir = tempfile::tempdir()?;
+    let path = dir.path().join("ledger.sqlite3");
+    SqliteLedger::open(&path, SqliteOptions::default())?.prepare("op", &op(json!({})))?;
+    raw(&path)?.pragma_update(None, "user_version", 999)?;
+    let error = open_error(&path);
+    assert!(
+        matches!(error, SqliteError::NewerSchema { found: 999, .. }),
+        "{error:?}"
+    );
+    assert_eq!(error.kind(), LedgerErrorKind::Unsupported);
+    let version: i64 = raw(&path)?.pragma_query_value(None, "user_version", |r| r.get(0))?;
+    assert_eq!(version, 999);
+    Ok(())
+}
+
+#[test]
+fn a_foreign_effect_operations_table_is_refused_without_changes() -> TestResult {
+    let dir = tempfile::tempdir()?;
+    let path = dir.path().join("other-app.sqlite3");
+    raw(&path)?.execute_batch(
+        "CREATE TABLE effect_operations (id INTEGER PRIMARY KEY, payload TEXT);
+         INSERT INTO effect_operations (payload) VALUES ('theirs');",
+    )?;
+    let error = open_error(&path);
+    assert!(
+        matches!(
+            error,
+            SqliteError::IncompatibleSchema {
+                column: "operation_id",
+                ..
+            }
+        ),
+        "{error:?}"
+    );
+    assert_eq!(error.kind(), LedgerErrorKind::Corrupt);
+    // The migration rolled back as a whole: no table, no index, no version.
+    let conn = raw(&path)?;
+    let objects: i64 = conn.query_row(
+        "SELECT COUNT(*) FROM sqlite_master WHERE name LIKE '%effect_events%' OR name LIKE 'idx_%'",
+        [],
+        |r| r.get(0),
+    )?;
+    assert_eq!(objects, 0);
+    let version: i64 = conn.pragma_query_value(None, "user_version", |r| r.get(0))?;
+    assert_eq!(version, 0);
+    Ok(())
+}

@@ -276,3 +276,25 @@ fn threads_sharing_a_ledger_have_one_claim_winner() -> TestResult {
     }
     Ok(())
 }
+
+#[test]
+fn threads_opening_a_new_file_at_once_migrate_it_once() -> TestResult {
+    let dir = tempfile::tempdir()?;
+    let path = dir.path().join("nested/new.sqlite3");
+    let ledgers: Vec<SqliteLedger> = std::thread::scope(|scope| {
+        let handles: Vec<_> = (0..6)
+            .map(|_| scope.spawn(|| SqliteLedger::open(&path, SqliteOptions::default())))
+            .collect();
+        handles
+            .into_iter()
+            .map(|h| h.join().expect("thread"))
+            .collect::<Result<_, _>>()
+    })?;
+    for (i, ledger) in ledgers.iter().enumerate() {
+        ledger.prepare(&format!("op-{i}"), &op(json!({"i": i})))?;
+    }
+    let first = &ledgers[0];
+    assert_eq!(first.list(&ListQuery::new(100))?.len(), ledgers.len());
+    assert_eq!(first.events_after(0, 100)?.len(), ledgers.len());
+    Ok(())
+}
