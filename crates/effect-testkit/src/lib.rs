@@ -10,10 +10,11 @@
 //! - [`snapshots`]: the one insta settings helper (redactions and filters) that
 //!   every crate's snapshot tests bind around their assertions.
 //!
-//! It depends on effect-core (and serde_json) only. Scenario runners over the
-//! executor will add effect-exec. It never depends on a store: stores take this
-//! crate as a path-only dev-dependency, so a dependency the other way would be a
-//! cycle.
+//! It depends on effect-core, effect-exec (for scenario runners over the
+//! executor) and insta (for the snapshot settings). The conformance suite and
+//! the fault injector use effect-core only. It never depends on a store: stores
+//! take this crate as a path-only dev-dependency, so a dependency the other way
+//! would be a cycle.
 //!
 //! This is test-support code: the checks panic on the first disagreement, with
 //! the check's name and what differed, as test assertions do.
