@@ -1,0 +1,165 @@
+//! The command line: every command, flag and help text, as clap types.
+
+use std::path::PathBuf;
+
+use clap::{Args, Parser, Subcommand, ValueEnum};
+use effect_core::EffectStatus;
+
+/// Exit codes, for `--help` and docs/operations.md (keep the two in step).
+const EXIT_CODES: &str = "\
+Exit codes:
+  0  success
+  1  the ledger failed (unreadable, locked past the busy timeout, corrupt) or output could not be written
+  2  usage error or invalid input: a bad flag, a missing --db file, invalid --output-json,
+     an empty --actor/--reason/--evidence-reference, a ledger that needs --migrate
+  3  the operation does not exist
+  4  the transition is not allowed from the operation's current status
+     (only outcome_unknown and quarantined operations can be resolved manually)
+
+Errors are one line on stderr, starting with \"error: \". Nothing is written to the
+ledger when a command fails.";
+
+const ABOUT: &str = "Inspect an effect ledger and resolve uncertain operations with an audit trail";
+
+const LONG_ABOUT: &str = "\
+Inspect an effect ledger and resolve uncertain operations with an audit trail.
+
+Read commands (list, show, events, stats, export) open the ledger read-only.
+confirm, reject and authorize-retry apply an audited manual resolution through the
+executor's rules: only from outcome_unknown or quarantined, with a non-empty actor,
+reason and evidence reference. The tool does not authenticate --actor; that is the
+deployment's job.
+
+--db must name an existing ledger file: the tool never creates one.
+
+Output is JSON (stable field names, see docs/operations.md); --format table is for
+people. list never prints outputs, arguments or evidence.";
+
+/// `agent-effect-ops --db PATH <command>`.
+#[derive(Debug, Clone, Parser)]
+#[command(
+    name = "agent-effect-ops",
+    version,
+    about = ABOUT,
+    long_about = LONG_ABOUT,
+    after_help = "Exit codes: 0 ok, 1 ledger failure, 2 usage or invalid input, 3 not found, 4 transition not allowed (see --help).",
+    after_long_help = EXIT_CODES,
+)]
+pub struct Cli {
+    /// Path of an existing ledger file (SQLite); it is never created.
+    #[arg(long, value_name = "PATH")]
+    pub db: PathBuf,
+
+    /// Output format: JSON for scripts, a table for people.
+    #[arg(long, value_enum, default_value_t = Format::Json, global = true)]
+    pub format: Format,
+
+    /// Migrate a ledger with an older schema (for example one written before
+    /// contract versions) in place before running the command, as any agent
+    /// process opening it would. Without it such a ledger is refused.
+    #[arg(long, global = true)]
+    pub migrate: bool,
+
+    /// What to do.
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// How results are printed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum Format {
+    /// Pretty JSON documents; JSON Lines for `export`.
+    Json,
+    /// Aligned columns for a terminal.
+    Table,
+}
+
+/// One command.
+#[derive(Debug, Clone, Subcommand)]
+pub enum Command {
+    /// List operations, most recently updated first: summaries only, never
+    /// outputs, arguments or evidence.
+    List {
+        /// Only operations in this status: prepared, dispatched, confirmed,
+        /// outcome_unknown, quarantined, rejected.
+        #[arg(long, value_name = "STATUS", value_parser = parse_status)]
+        status: Option<EffectStatus>,
+        /// At most this many operations (1..=1000).
+        #[arg(long, value_name = "N", default_value_t = 100,
+              value_parser = clap::value_parser!(u16).range(1..=1000))]
+        limit: u16,
+    },
+    /// One operation: summary, evidence and event history; its stored output
+    /// only with --include-output.
+    Show {
+        /// The operation id.
+        id: String,
+        /// Also print the stored output (it can hold customer data).
+        #[arg(long)]
+        include_output: bool,
+    },
+    /// An operation's event history, in sequence order.
+    Events {
+        /// The operation id.
+        id: String,
+    },
+    /// Operations per status and the age of the oldest unresolved
+    /// (outcome_unknown or quarantined) operation.
+    Stats,
+    /// Every event with a sequence greater than --since, in sequence order, as
+    /// JSON Lines for a log pipeline. Store the last sequence you read and pass
+    /// it as --since next time.
+    Export {
+        /// Export events whose sequence is greater than this (0: everything).
+        #[arg(long, value_name = "SEQ", default_value_t = 0)]
+        since: u64,
+    },
+    /// Record that the effect happened, with the output the provider shows.
+    /// The next execution replays this output instead of dispatching.
+    Confirm {
+        /// The operation id.
+        id: String,
+        /// The effect's output as JSON, stored and replayed to the agent.
+        #[arg(long, value_name = "JSON")]
+        output_json: String,
+        /// The provider's id for the effect (payment id, message id, ...).
+        #[arg(long, value_name = "ID")]
+        provider_operation_id: Option<String>,
+        #[command(flatten)]
+        audit: AuditArgs,
+    },
+    /// Record that the effect did not happen and must not be retried (terminal).
+    Reject {
+        /// The operation id.
+        id: String,
+        #[command(flatten)]
+        audit: AuditArgs,
+    },
+    /// Record that the effect did not happen and let the next execution
+    /// dispatch it again.
+    AuthorizeRetry {
+        /// The operation id.
+        id: String,
+        #[command(flatten)]
+        audit: AuditArgs,
+    },
+}
+
+/// The audit trail every manual resolution carries.
+#[derive(Debug, Clone, Args)]
+pub struct AuditArgs {
+    /// Who decides (recorded, not authenticated).
+    #[arg(long, value_name = "WHO")]
+    pub actor: String,
+    /// Why, in a sentence.
+    #[arg(long, value_name = "TEXT")]
+    pub reason: String,
+    /// Where the evidence is: a ticket, an incident, a provider dashboard
+    /// reference. Never a secret or customer data.
+    #[arg(long, value_name = "REF")]
+    pub evidence_reference: String,
+}
+
+fn parse_status(value: &str) -> Result<EffectStatus, effect_core::ParseStatusError> {
+    value.parse()
+}

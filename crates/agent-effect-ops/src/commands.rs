@@ -1,0 +1,318 @@
+//! The commands: each reads or resolves through the ledger and writes its
+//! report to an injected writer, so tests snapshot output without a process.
+
+use std::io::Write;
+use std::sync::Arc;
+
+use anyhow::Context as _;
+use effect_core::{
+    Clock, EffectLedger, EffectStatus, LedgerError, ListQuery, ManualAction, ManualResolution,
+    Transition,
+};
+use effect_exec::{EffectExecutor, ExecutorOptions};
+use effect_ledger_sqlite::SqliteLedger;
+use serde::Serialize;
+use serde_json::Value;
+
+use crate::cli::{AuditArgs, Cli, Command, Format};
+use crate::error::InputError;
+use crate::open::{open, open_writable};
+use crate::table;
+use crate::timestamp::age_seconds;
+use crate::view::{
+    EventList, EventView, OperationDetail, OperationList, OperationSummary, Resolution, Stats,
+    StatusCounts,
+};
+
+/// How many events `export` reads per ledger query.
+const EXPORT_PAGE: usize = 1000;
+
+/// Runs one command against the ledger named by `cli.db`, printing to `out`.
+///
+/// `clock` stamps manual resolutions and measures the age in `stats`; the
+/// binary passes [`SystemClock`](effect_core::SystemClock).
+///
+/// # Errors
+///
+/// Any failure, classified for the exit code by [`Exit::of`](crate::Exit::of).
+pub fn run(cli: &Cli, clock: Arc<dyn Clock>, out: &mut dyn Write) -> anyhow::Result<()> {
+    // Check input before the ledger is opened: a refused command touches nothing.
+    match &cli.command {
+        Command::Confirm {
+            id,
+            output_json,
+            audit,
+            provider_operation_id,
+        } => {
+            check_id(id)?;
+            check_audit(audit)?;
+            if provider_operation_id
+                .as_deref()
+                .is_some_and(|p| p.trim().is_empty())
+            {
+                return Err(InputError::Blank {
+                    flag: "--provider-operation-id",
+                }
+                .into());
+            }
+            parse_output(output_json)?;
+        }
+        Command::Reject { id, audit } | Command::AuthorizeRetry { id, audit } => {
+            check_id(id)?;
+            check_audit(audit)?;
+        }
+        Command::Show { id, .. } | Command::Events { id } => check_id(id)?,
+        Command::List { .. } | Command::Stats | Command::Export { .. } => {}
+    }
+    let ledger = open(&cli.db, cli.migrate, Arc::clone(&clock))?;
+    let mut printer = Printer {
+        out,
+        format: cli.format,
+    };
+    let (id, action, audit) = match &cli.command {
+        Command::List { status, limit } => {
+            return list(&ledger, *status, usize::from(*limit), &mut printer);
+        }
+        Command::Show { id, include_output } => {
+            return show(&ledger, id, *include_output, &mut printer);
+        }
+        Command::Events { id } => return events(&ledger, id, &mut printer),
+        Command::Stats => return stats(&ledger, clock.as_ref(), &mut printer),
+        Command::Export { since } => return export(&ledger, *since, &mut printer),
+        Command::Confirm {
+            id,
+            output_json,
+            provider_operation_id,
+            audit,
+        } => {
+            let action = ManualAction::Confirm {
+                output: parse_output(output_json)?,
+                provider_operation_id: provider_operation_id.clone(),
+            };
+            (id, action, audit)
+        }
+        Command::Reject { id, audit } => (id, ManualAction::Reject, audit),
+        Command::AuthorizeRetry { id, audit } => (id, ManualAction::AuthorizeRetry, audit),
+    };
+    let resolution = ManualResolution {
+        action,
+        actor: audit.actor.clone(),
+        reason: audit.reason.clone(),
+        evidence_reference: audit.evidence_reference.clone(),
+    };
+    resolve(&ledger, id, &resolution, clock, &mut printer)
+}
+
+/// Writes reports in the chosen format.
+struct Printer<'a> {
+    out: &'a mut dyn Write,
+    format: Format,
+}
+
+impl Printer<'_> {
+    /// One pretty JSON document, or the table `render` makes.
+    fn report<T: Serialize>(
+        &mut self,
+        value: &T,
+        render: impl Fn(&T) -> String,
+    ) -> anyhow::Result<()> {
+        let text = match self.format {
+            Format::Json => {
+                let mut json =
+                    serde_json::to_string_pretty(value).context("cannot encode the report")?;
+                json.push('\n');
+                json
+            }
+            Format::Table => render(value),
+        };
+        self.write(&text)
+    }
+
+    fn write(&mut self, text: &str) -> anyhow::Result<()> {
+        self.out
+            .write_all(text.as_bytes())
+            .context("cannot write the output")
+    }
+}
+
+fn list(
+    ledger: &SqliteLedger,
+    status: Option<EffectStatus>,
+    limit: usize,
+    printer: &mut Printer<'_>,
+) -> anyhow::Result<()> {
+    let query = ListQuery { status, limit };
+    let operations: Vec<OperationSummary> = ledger
+        .list(&query)?
+        .iter()
+        .map(OperationSummary::from)
+        .collect();
+    let list = OperationList {
+        status,
+        limit,
+        count: operations.len(),
+        operations,
+    };
+    printer.report(&list, table::list)
+}
+
+fn show(
+    ledger: &SqliteLedger,
+    id: &str,
+    include_output: bool,
+    printer: &mut Printer<'_>,
+) -> anyhow::Result<()> {
+    let record = ledger.get(id)?.ok_or_else(|| not_found(id))?;
+    let events = ledger.events(id)?.iter().map(EventView::from).collect();
+    let detail = OperationDetail {
+        summary: OperationSummary::from(&record),
+        provider_idempotency_key: record.provider_idempotency_key.clone(),
+        request_fingerprint: record.request_fingerprint.clone(),
+        owner_token: record.owner_token.clone(),
+        lease_until: record.lease_until,
+        evidence: record.evidence.clone(),
+        has_output: record.output.is_some(),
+        output: include_output.then(|| record.output.clone()),
+        events,
+    };
+    printer.report(&detail, table::detail)
+}
+
+fn events(ledger: &SqliteLedger, id: &str, printer: &mut Printer<'_>) -> anyhow::Result<()> {
+    // An operation may have no events (ledgers older than the events table),
+    // so existence is decided by the record, not by an empty history.
+    ledger.get(id)?.ok_or_else(|| not_found(id))?;
+    let list = EventList {
+        operation_id: id.to_owned(),
+        events: ledger.events(id)?.iter().map(EventView::from).collect(),
+    };
+    printer.report(&list, |list| table::events(&list.events, false))
+}
+
+fn stats(
+    ledger: &SqliteLedger,
+    clock: &dyn Clock,
+    printer: &mut Printer<'_>,
+) -> anyhow::Result<()> {
+    let raw = ledger.stats()?;
+    let counts = StatusCounts::of(&raw);
+    let age = raw
+        .oldest_unresolved_updated_at
+        .as_deref()
+        .and_then(|at| age_seconds(at, clock.now()));
+    let stats = Stats {
+        counts,
+        total: counts.entries().iter().map(|(_, n)| n).sum(),
+        unresolved: counts.outcome_unknown + counts.quarantined,
+        oldest_unresolved_updated_at: raw.oldest_unresolved_updated_at,
+        oldest_unresolved_age_seconds: age,
+    };
+    printer.report(&stats, table::stats)
+}
+
+fn export(ledger: &SqliteLedger, since: u64, printer: &mut Printer<'_>) -> anyhow::Result<()> {
+    let mut after = since;
+    let mut table_rows = Vec::new();
+    loop {
+        let page = ledger.events_after(after, EXPORT_PAGE)?;
+        let Some(last) = page.last() else { break };
+        after = last.sequence;
+        for event in &page {
+            let view = EventView::from(event);
+            match printer.format {
+                Format::Json => {
+                    let mut line =
+                        serde_json::to_string(&view).context("cannot encode an event")?;
+                    line.push('\n');
+                    printer.write(&line)?;
+                }
+                Format::Table => table_rows.push(view),
+            }
+        }
+        if page.len() < EXPORT_PAGE {
+            break;
+        }
+    }
+    if printer.format == Format::Table {
+        printer.write(&table::events(&table_rows, true))?;
+    }
+    Ok(())
+}
+
+/// Applies a manual resolution through the executor, so the same rules apply
+/// as in code, and reports the audited event it appended.
+fn resolve(
+    ledger: &SqliteLedger,
+    id: &str,
+    resolution: &ManualResolution,
+    clock: Arc<dyn Clock>,
+    printer: &mut Printer<'_>,
+) -> anyhow::Result<()> {
+    let transition = Transition::Resolve(resolution.clone());
+    // Check on the read-only ledger first, so a refused resolution does not even
+    // open the file for writing. The executor checks again, atomically.
+    let current = ledger.get(id)?.ok_or_else(|| not_found(id))?;
+    if !current.status.is_uncertain() {
+        return Err(LedgerError::InvalidTransition {
+            operation_id: id.to_owned(),
+            transition: transition.name(),
+            status: current.status,
+        }
+        .into());
+    }
+    let writable = open_writable(ledger, Arc::clone(&clock))?;
+    let executor =
+        EffectExecutor::with_clock(Arc::new(writable), ExecutorOptions::default(), clock);
+    let record = executor.resolve(id, resolution)?;
+    let (action, event_type) = match resolution.action {
+        ManualAction::Confirm { .. } => ("confirm", "manually_confirmed"),
+        ManualAction::Reject => ("reject", "manually_rejected"),
+        ManualAction::AuthorizeRetry => ("authorize_retry", "manual_retry_authorized"),
+    };
+    // The resolution is committed; the event is read back only to report it.
+    let event = executor
+        .ledger()
+        .events(id)?
+        .iter()
+        .rev()
+        .find(|event| event.event_type == event_type)
+        .map(EventView::from);
+    let report = Resolution {
+        action: action.to_owned(),
+        operation: OperationSummary::from(&record),
+        event,
+    };
+    printer.report(&report, table::resolution)
+}
+
+fn check_id(id: &str) -> Result<(), InputError> {
+    if id.trim().is_empty() {
+        return Err(InputError::Blank {
+            flag: "the operation id",
+        });
+    }
+    Ok(())
+}
+
+fn check_audit(audit: &AuditArgs) -> Result<(), InputError> {
+    for (flag, value) in [
+        ("--actor", &audit.actor),
+        ("--reason", &audit.reason),
+        ("--evidence-reference", &audit.evidence_reference),
+    ] {
+        if value.trim().is_empty() {
+            return Err(InputError::Blank { flag });
+        }
+    }
+    Ok(())
+}
+
+fn parse_output(text: &str) -> Result<Value, InputError> {
+    serde_json::from_str(text).map_err(|source| InputError::InvalidOutputJson { source })
+}
+
+fn not_found(id: &str) -> LedgerError {
+    LedgerError::NotFound {
+        operation_id: id.to_owned(),
+    }
+}

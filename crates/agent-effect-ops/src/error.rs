@@ -1,0 +1,115 @@
+//! Errors of the CLI itself, and the mapping of every error onto an exit code.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use effect_core::{LedgerError, LedgerErrorKind};
+use effect_exec::ExecError;
+use effect_ledger_sqlite::SqliteError;
+
+/// Invalid input caught by the CLI before anything is opened or written.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum InputError {
+    /// `--db` names no file.
+    #[error("ledger file {path:?} does not exist; pass the path of an existing ledger with --db")]
+    MissingLedger {
+        /// The path given.
+        path: PathBuf,
+    },
+    /// The ledger must be migrated before this version can read it.
+    #[error(
+        "ledger {path:?} has an older schema (version {found}) and must be migrated before use; re-run with --migrate to migrate it in place"
+    )]
+    NeedsMigration {
+        /// The ledger file.
+        path: PathBuf,
+        /// Its schema version.
+        found: i64,
+    },
+    /// `--output-json` is not JSON.
+    #[error("--output-json is not valid JSON")]
+    InvalidOutputJson {
+        /// The parser's error.
+        #[source]
+        source: serde_json::Error,
+    },
+    /// An audit field or an id is empty or only whitespace.
+    #[error("{flag} must not be empty")]
+    Blank {
+        /// The flag, e.g. `--actor`.
+        flag: &'static str,
+    },
+}
+
+/// A documented exit code (see `--help` and docs/operations.md).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum Exit {
+    /// 0: the command succeeded.
+    Success,
+    /// 1: the ledger or the output failed.
+    Failure,
+    /// 2: usage error or invalid input.
+    Usage,
+    /// 3: the operation does not exist.
+    NotFound,
+    /// 4: the transition is not allowed from the current status.
+    NotAllowed,
+}
+
+impl Exit {
+    /// The numeric code.
+    pub fn code(self) -> u8 {
+        match self {
+            Exit::Success => 0,
+            Exit::Failure => 1,
+            Exit::Usage => 2,
+            Exit::NotFound => 3,
+            Exit::NotAllowed => 4,
+        }
+    }
+
+    /// Classifies an error by the first cause in its chain that has a kind.
+    pub fn of(error: &anyhow::Error) -> Exit {
+        for cause in error.chain() {
+            if cause.downcast_ref::<InputError>().is_some() {
+                return Exit::Usage;
+            }
+            if let Some(kind) = cause
+                .downcast_ref::<ExecError>()
+                .and_then(ExecError::ledger_kind)
+                .or_else(|| cause.downcast_ref::<LedgerError>().map(LedgerError::kind))
+                .or_else(|| cause.downcast_ref::<SqliteError>().map(SqliteError::kind))
+            {
+                return Exit::of_kind(kind);
+            }
+        }
+        Exit::Failure
+    }
+
+    fn of_kind(kind: LedgerErrorKind) -> Exit {
+        match kind {
+            LedgerErrorKind::NotFound => Exit::NotFound,
+            LedgerErrorKind::InvalidTransition => Exit::NotAllowed,
+            LedgerErrorKind::InvalidInput => Exit::Usage,
+            _ => Exit::Failure,
+        }
+    }
+}
+
+impl From<Exit> for ExitCode {
+    fn from(exit: Exit) -> Self {
+        ExitCode::from(exit.code())
+    }
+}
+
+/// True when the error is a closed stdout (`agent-effect-ops ... | head`),
+/// which is not a failure of the command.
+pub fn is_broken_pipe(error: &anyhow::Error) -> bool {
+    error.chain().any(|cause| {
+        cause
+            .downcast_ref::<std::io::Error>()
+            .is_some_and(|io| io.kind() == std::io::ErrorKind::BrokenPipe)
+    })
+}

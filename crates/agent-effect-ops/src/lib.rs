@@ -1,0 +1,38 @@
+//! `agent-effect-ops`: the operator CLI of production-agent-systems (SPEC §9).
+//!
+//! An on-call operator uses it during an incident to find operations whose
+//! outcome is uncertain, inspect them, and resolve them with an audit trail:
+//!
+//! ```text
+//! agent-effect-ops --db effects.sqlite3 list --status quarantined
+//! agent-effect-ops --db effects.sqlite3 show invoice:INV-1042:capture
+//! agent-effect-ops --db effects.sqlite3 confirm invoice:INV-1042:capture \
+//!     --output-json '{"payment_id":"pay-123"}' --provider-operation-id pay-123 \
+//!     --actor alice --reason "capture visible in the provider dashboard" \
+//!     --evidence-reference INC-2042
+//! ```
+//!
+//! Manual resolutions go through [`effect_exec::EffectExecutor`]'s audited
+//! resolution, so the same rules apply as in code: only from `outcome_unknown`
+//! or `quarantined`, with a non-empty actor, reason and evidence reference. The
+//! store chosen here is `effect-ledger-sqlite`. The runbook and the JSON field
+//! names are in `docs/operations.md`; the exit codes are [`Exit`].
+//!
+//! The library target exists so the commands can be tested in-process
+//! ([`run`] writes to any [`std::io::Write`]); it is not a stable API.
+//!
+//! # Feature flags
+//!
+//! None.
+
+mod cli;
+mod commands;
+mod error;
+mod open;
+mod table;
+mod timestamp;
+pub mod view;
+
+pub use cli::{AuditArgs, Cli, Command, Format};
+pub use commands::run;
+pub use error::{Exit, InputError, is_broken_pipe};

@@ -1,0 +1,229 @@
+//! `--format table`: aligned columns for people at a terminal.
+//!
+//! Cells come from the ledger, which stores whatever agents and providers
+//! wrote; control characters are escaped so a stored value cannot move the
+//! cursor or rewrite the operator's terminal.
+
+use std::fmt::Write as _;
+
+use serde_json::Value;
+
+use crate::view::{EventView, OperationDetail, OperationList, Resolution, Stats};
+
+/// Left-aligned columns separated by two spaces; the last column is not padded.
+pub fn columns(headers: &[&str], rows: &[Vec<String>]) -> String {
+    let mut widths: Vec<usize> = headers.iter().map(|h| h.chars().count()).collect();
+    for row in rows {
+        for (width, cell) in widths.iter_mut().zip(row) {
+            *width = (*width).max(cell.chars().count());
+        }
+    }
+    let mut out = String::new();
+    let header: Vec<String> = headers.iter().map(|h| (*h).to_owned()).collect();
+    for row in std::iter::once(&header).chain(rows) {
+        let mut line = String::new();
+        for (i, (cell, width)) in row.iter().zip(&widths).enumerate() {
+            if i + 1 == row.len() {
+                line.push_str(cell);
+            } else {
+                let pad = width - cell.chars().count();
+                let _ = write!(line, "{cell}{}  ", " ".repeat(pad));
+            }
+        }
+        out.push_str(line.trim_end());
+        out.push('\n');
+    }
+    out
+}
+
+/// A cell: control characters escaped, `-` for nothing.
+pub fn cell(value: Option<&str>) -> String {
+    match value {
+        None | Some("") => "-".to_owned(),
+        Some(text) => text
+            .chars()
+            .flat_map(|c| {
+                let escaped: Vec<char> = if c.is_control() {
+                    c.escape_default().collect()
+                } else {
+                    vec![c]
+                };
+                escaped
+            })
+            .collect(),
+    }
+}
+
+/// Compact JSON; serde_json already escapes control characters in strings.
+fn compact(value: &Value) -> String {
+    value.to_string()
+}
+
+/// Pretty JSON indented under a heading.
+fn indented(value: &Value) -> String {
+    let pretty = serde_json::to_string_pretty(value).unwrap_or_else(|_| compact(value));
+    pretty.lines().map(|line| format!("  {line}\n")).collect()
+}
+
+/// `list`.
+pub fn list(list: &OperationList) -> String {
+    if list.operations.is_empty() {
+        return "no operations\n".to_owned();
+    }
+    let rows: Vec<Vec<String>> = list
+        .operations
+        .iter()
+        .map(|op| {
+            vec![
+                cell(Some(&op.operation_id)),
+                cell(Some(&op.contract_name)),
+                cell(Some(&op.contract_version)),
+                op.status.to_string(),
+                op.attempts.to_string(),
+                cell(op.provider_operation_id.as_deref()),
+                cell(Some(&op.updated_at)),
+                cell(op.error.as_deref()),
+            ]
+        })
+        .collect();
+    columns(
+        &[
+            "OPERATION_ID",
+            "CONTRACT",
+            "VERSION",
+            "STATUS",
+            "ATTEMPTS",
+            "PROVIDER_OPERATION_ID",
+            "UPDATED_AT",
+            "ERROR",
+        ],
+        &rows,
+    )
+}
+
+/// Events of one operation (`events`, `show`) or of many (`export`).
+pub fn events(events: &[EventView], with_operation: bool) -> String {
+    if events.is_empty() {
+        return "no events\n".to_owned();
+    }
+    let rows: Vec<Vec<String>> = events
+        .iter()
+        .map(|event| {
+            let mut row = vec![event.sequence.to_string(), cell(Some(&event.timestamp))];
+            if with_operation {
+                row.push(cell(Some(&event.operation_id)));
+            }
+            row.push(cell(Some(&event.event_type)));
+            row.push(compact(&event.data));
+            row
+        })
+        .collect();
+    let headers: &[&str] = if with_operation {
+        &[
+            "SEQUENCE",
+            "TIMESTAMP",
+            "OPERATION_ID",
+            "EVENT_TYPE",
+            "DATA",
+        ]
+    } else {
+        &["SEQUENCE", "TIMESTAMP", "EVENT_TYPE", "DATA"]
+    };
+    columns(headers, &rows)
+}
+
+/// `show`.
+pub fn detail(detail: &OperationDetail) -> String {
+    let op = &detail.summary;
+    let lease = detail.lease_until.map(|until| until.to_string());
+    let fields: Vec<Vec<String>> = [
+        ("operation_id", Some(op.operation_id.as_str())),
+        ("contract", Some(op.contract_name.as_str())),
+        ("version", Some(op.contract_version.as_str())),
+        ("status", Some(op.status.as_str())),
+        ("attempts", Some(&*op.attempts.to_string())),
+        ("provider_operation_id", op.provider_operation_id.as_deref()),
+        (
+            "provider_idempotency_key",
+            detail.provider_idempotency_key.as_deref(),
+        ),
+        ("request_fingerprint", Some(&detail.request_fingerprint)),
+        ("error", op.error.as_deref()),
+        ("owner_token", detail.owner_token.as_deref()),
+        ("lease_until", lease.as_deref()),
+        ("created_at", Some(&op.created_at)),
+        ("updated_at", Some(&op.updated_at)),
+    ]
+    .into_iter()
+    .map(|(name, value)| vec![format!("{name}:"), cell(value)])
+    .collect();
+    let mut out = columns(&["FIELD", "VALUE"], &fields)
+        .lines()
+        .skip(1)
+        .map(|line| format!("{line}\n"))
+        .collect::<String>();
+    out.push_str("evidence:\n");
+    out.push_str(&indented(&Value::Object(detail.evidence.clone())));
+    match (&detail.output, detail.has_output) {
+        (Some(output), _) => {
+            out.push_str("output:\n");
+            out.push_str(&indented(output.as_ref().unwrap_or(&Value::Null)));
+        }
+        (None, true) => out.push_str("output: stored, not shown (pass --include-output)\n"),
+        (None, false) => out.push_str("output: none stored\n"),
+    }
+    out.push_str("events:\n");
+    for line in events(&detail.events, false).lines() {
+        let _ = writeln!(out, "  {line}");
+    }
+    out
+}
+
+/// `stats`.
+pub fn stats(stats: &Stats) -> String {
+    let mut rows: Vec<Vec<String>> = stats
+        .counts
+        .entries()
+        .iter()
+        .map(|(status, count)| vec![status.to_string(), count.to_string()])
+        .collect();
+    rows.push(vec!["total".to_owned(), stats.total.to_string()]);
+    let mut out = columns(&["STATUS", "COUNT"], &rows);
+    match (
+        &stats.oldest_unresolved_updated_at,
+        stats.oldest_unresolved_age_seconds,
+    ) {
+        (Some(at), Some(age)) => {
+            let _ = writeln!(
+                out,
+                "oldest unresolved: updated {} ({age} s ago)",
+                cell(Some(at))
+            );
+        }
+        (Some(at), None) => {
+            let _ = writeln!(out, "oldest unresolved: updated {}", cell(Some(at)));
+        }
+        (None, _) => out.push_str("oldest unresolved: none\n"),
+    }
+    out
+}
+
+/// `confirm`, `reject`, `authorize-retry`.
+pub fn resolution(resolution: &Resolution) -> String {
+    let op = &resolution.operation;
+    let mut out = format!(
+        "operation {} is now {}",
+        cell(Some(&op.operation_id)),
+        op.status
+    );
+    if let Some(event) = &resolution.event {
+        let _ = write!(
+            out,
+            " (event {} {})",
+            event.sequence,
+            cell(Some(&event.event_type))
+        );
+    }
+    out.push('\n');
+    out
+}

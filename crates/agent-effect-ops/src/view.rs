@@ -1,0 +1,201 @@
+//! The JSON documents the commands print. Field names are a stable interface
+//! (documented in docs/operations.md): add fields, never rename or remove them.
+
+use effect_core::{EffectRecord, EffectStatus, Evidence, LedgerEvent, LedgerStats};
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+/// One operation as `list` prints it: no output, arguments or evidence.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct OperationSummary {
+    /// The operation id.
+    pub operation_id: String,
+    /// The contract's name.
+    pub contract_name: String,
+    /// The contract's version.
+    pub contract_version: String,
+    /// `prepared`, `dispatched`, `confirmed`, `outcome_unknown`, `quarantined` or `rejected`.
+    pub status: EffectStatus,
+    /// Dispatches claimed so far.
+    pub attempts: u32,
+    /// The provider's id for the effect, when known.
+    pub provider_operation_id: Option<String>,
+    /// The last error, for uncertain and rejected operations.
+    pub error: Option<String>,
+    /// ISO-8601 UTC creation time.
+    pub created_at: String,
+    /// ISO-8601 UTC time of the last transition.
+    pub updated_at: String,
+}
+
+impl From<&EffectRecord> for OperationSummary {
+    fn from(record: &EffectRecord) -> Self {
+        OperationSummary {
+            operation_id: record.operation_id.clone(),
+            contract_name: record.contract_name.clone(),
+            contract_version: record.contract_version.clone(),
+            status: record.status,
+            attempts: record.attempts,
+            provider_operation_id: record.provider_operation_id.clone(),
+            error: record.error.clone(),
+            created_at: record.created_at.clone(),
+            updated_at: record.updated_at.clone(),
+        }
+    }
+}
+
+/// `list`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct OperationList {
+    /// The `--status` filter, or null.
+    pub status: Option<EffectStatus>,
+    /// The `--limit`.
+    pub limit: usize,
+    /// How many operations follow.
+    pub count: usize,
+    /// Most recently updated first.
+    pub operations: Vec<OperationSummary>,
+}
+
+/// One ledger event (`events`, `show`, and each line of `export`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct EventView {
+    /// Ledger-wide, strictly increasing.
+    pub sequence: u64,
+    /// The operation it belongs to.
+    pub operation_id: String,
+    /// `prepared`, `dispatched`, `confirmed`, `manually_confirmed`, ... (SPEC §4).
+    pub event_type: String,
+    /// ISO-8601 UTC time.
+    pub timestamp: String,
+    /// The event's data: errors, evidence, actor and reason; never outputs or arguments.
+    pub data: Value,
+}
+
+impl From<&LedgerEvent> for EventView {
+    fn from(event: &LedgerEvent) -> Self {
+        EventView {
+            sequence: event.sequence,
+            operation_id: event.operation_id.clone(),
+            event_type: event.event_type.clone(),
+            timestamp: event.timestamp.clone(),
+            data: event.data.clone(),
+        }
+    }
+}
+
+/// `events ID`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct EventList {
+    /// The operation id.
+    pub operation_id: String,
+    /// In sequence order.
+    pub events: Vec<EventView>,
+}
+
+/// `show ID`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct OperationDetail {
+    /// The summary `list` prints.
+    #[serde(flatten)]
+    pub summary: OperationSummary,
+    /// The key forwarded to the provider on every attempt, if any.
+    pub provider_idempotency_key: Option<String>,
+    /// The fingerprint of the arguments (`blake3:<hex>`, or bare SHA-256 hex
+    /// from the Python package); the arguments themselves are not stored.
+    pub request_fingerprint: String,
+    /// The token of the caller holding the dispatch lease.
+    pub owner_token: Option<String>,
+    /// When the dispatch lease ends, in seconds since the Unix epoch.
+    pub lease_until: Option<f64>,
+    /// Why the operation is in its status.
+    pub evidence: Evidence,
+    /// Whether an output is stored.
+    pub has_output: bool,
+    /// The stored output: present only with `--include-output` (null when none is stored).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub output: Option<Option<Value>>,
+    /// The history, in sequence order.
+    pub events: Vec<EventView>,
+}
+
+/// Operations per status, every status present.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct StatusCounts {
+    /// `prepared`.
+    pub prepared: u64,
+    /// `dispatched`.
+    pub dispatched: u64,
+    /// `confirmed`.
+    pub confirmed: u64,
+    /// `outcome_unknown`.
+    pub outcome_unknown: u64,
+    /// `quarantined`.
+    pub quarantined: u64,
+    /// `rejected`.
+    pub rejected: u64,
+}
+
+impl StatusCounts {
+    /// The counts of `stats`.
+    pub fn of(stats: &LedgerStats) -> Self {
+        let mut counts = StatusCounts::default();
+        for &(status, count) in &stats.counts {
+            *counts.slot(status) += count;
+        }
+        counts
+    }
+
+    /// `(status, count)` in lifecycle order.
+    pub fn entries(&self) -> [(EffectStatus, u64); 6] {
+        let mut copy = *self;
+        EffectStatus::ALL.map(|status| (status, *copy.slot(status)))
+    }
+
+    fn slot(&mut self, status: EffectStatus) -> &mut u64 {
+        match status {
+            EffectStatus::Prepared => &mut self.prepared,
+            EffectStatus::Dispatched => &mut self.dispatched,
+            EffectStatus::Confirmed => &mut self.confirmed,
+            EffectStatus::OutcomeUnknown => &mut self.outcome_unknown,
+            EffectStatus::Quarantined => &mut self.quarantined,
+            EffectStatus::Rejected => &mut self.rejected,
+        }
+    }
+}
+
+/// `stats`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Stats {
+    /// Operations per status.
+    pub counts: StatusCounts,
+    /// All operations.
+    pub total: u64,
+    /// `outcome_unknown` + `quarantined`: operations waiting for reconciliation
+    /// or an operator.
+    pub unresolved: u64,
+    /// `updated_at` of the least recently updated unresolved operation, or null.
+    pub oldest_unresolved_updated_at: Option<String>,
+    /// Its age in whole seconds when the command ran, or null.
+    pub oldest_unresolved_age_seconds: Option<u64>,
+}
+
+/// `confirm`, `reject` and `authorize-retry`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Resolution {
+    /// `confirm`, `reject` or `authorize_retry`.
+    pub action: String,
+    /// The operation after the resolution.
+    pub operation: OperationSummary,
+    /// The audited event the resolution appended (`manually_confirmed`,
+    /// `manually_rejected` or `manual_retry_authorized`).
+    pub event: Option<EventView>,
+}
