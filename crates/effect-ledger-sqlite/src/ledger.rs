@@ -70,8 +70,10 @@ impl SqliteLedger {
     /// [`SqliteError::CreateDirectory`] / [`SqliteError::Open`] /
     /// [`SqliteError::Pool`] for other failures.
     pub fn open(path: impl AsRef<Path>, options: SqliteOptions) -> Result<Self, SqliteError> {
-        let path = path.as_ref();
-        check_path(path)?;
+        check_path(path.as_ref())?;
+        // Pooled connections may be (re)opened later: pin the file the caller
+        // meant now, whatever the working directory becomes.
+        let path = &std::path::absolute(path.as_ref()).unwrap_or_else(|_| path.as_ref().to_owned());
         if options.pool_size == 0 {
             return Err(SqliteError::InvalidOption {
                 option: "pool_size",
