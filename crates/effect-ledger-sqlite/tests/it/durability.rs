@@ -298,3 +298,42 @@ fn threads_opening_a_new_file_at_once_migrate_it_once() -> TestResult {
     assert_eq!(first.events_after(0, 100)?.len(), ledgers.len());
     Ok(())
 }
+
+#[test]
+fn a_lock_held_past_the_busy_timeout_is_unavailable_and_writes_nothing() -> TestResult {
+    let options = SqliteOptions::default().busy_timeout(Duration::from_millis(50));
+    let ledger = SqliteLedger::open_temporary_with(options)?;
+    ledger.prepare("op", &op(json!({})))?;
+
+    // Another process (here: a raw connection) holds the write lock.
+    let blocker = crate::support::raw(ledger.path())?;
+    blocker.execute_batch("BEGIN IMMEDIATE")?;
+    let error = ledger
+        .claim_dispatch("op", &claim("w"))
+        .expect_err("the file is locked");
+    assert_eq!(
+        error.kind(),
+        effect_core::LedgerErrorKind::Unavailable,
+        "{error:?}"
+    );
+    assert!(error.to_string().contains("busy timeout"), "{error}");
+    let source = std::error::Error::source(&error).ok_or("no source")?;
+    assert!(
+        source.downcast_ref::<rusqlite::Error>().is_some(),
+        "{source:?}"
+    );
+    // Reads go on while the writer waits (WAL).
+    assert_eq!(
+        ledger.get("op")?.map(|r| r.status),
+        Some(EffectStatus::Prepared)
+    );
+    blocker.execute_batch("ROLLBACK")?;
+
+    assert_eq!(
+        ledger.events("op")?.len(),
+        1,
+        "the failed claim wrote nothing"
+    );
+    assert!(ledger.claim_dispatch("op", &claim("w"))?);
+    Ok(())
+}
