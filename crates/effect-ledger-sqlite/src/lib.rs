@@ -58,6 +58,21 @@
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 //!
+//! # Errors
+//!
+//! Opening fails with a [`SqliteError`] that says what to do; it converts into
+//! a [`LedgerError`](effect_core::LedgerError) of kind [`SqliteError::kind`].
+//! Ledger methods return `LedgerError`s, with SQLite's error as the `source`:
+//!
+//! | SQLite condition | kind |
+//! | --- | --- |
+//! | locked past the busy timeout, no pooled connection free, file vanished, disk full | `Unavailable` |
+//! | not a database, damaged file, undecodable row (unknown status, invalid JSON, negative attempts) | `Corrupt` |
+//! | read-only file or [`SqliteOptions::read_only`] ledger asked to write | `Backend` |
+//! | anything else | `Backend` |
+//!
+//! A failed transition rolls back as a whole: nothing of it is written.
+//!
 //! # Feature flags
 //!
 //! None: the crate has no optional features.
