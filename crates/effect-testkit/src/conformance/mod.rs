@@ -71,8 +71,9 @@ pub use prepare::{
     prepare_is_idempotent, prepare_rejects_blank_operation_id,
 };
 pub use races::{
-    RACERS, concurrent_claims_have_one_winner, concurrent_prepare_and_claim_has_one_winner,
-    confirmation_beats_claim,
+    RACERS, concurrent_claims_have_one_winner, concurrent_expiry_has_one_winner,
+    concurrent_prepare_and_claim_has_one_winner, confirmation_beats_claim,
+    expiry_races_owner_confirmation,
 };
 pub use reads::{
     events_after_pages, events_are_ordered, list_filters_by_status, list_limits,
@@ -176,6 +177,14 @@ pub const CHECKS: &[NamedCheck] = &[
     (
         "concurrent_prepare_and_claim_has_one_winner",
         concurrent_prepare_and_claim_has_one_winner,
+    ),
+    (
+        "concurrent_expiry_has_one_winner",
+        concurrent_expiry_has_one_winner,
+    ),
+    (
+        "expiry_races_owner_confirmation",
+        expiry_races_owner_confirmation,
     ),
     ("missing_operation_reads", missing_operation_reads),
     (

@@ -7,7 +7,7 @@ use effect_core::{Claim, EffectStatus, LedgerError, Transition};
 use serde_json::json;
 
 use super::LedgerFactory;
-use super::harness::{Check, LIVE, confirmation, new_operation};
+use super::harness::{Check, EXPIRED, LIVE, confirmation, new_operation, tick};
 
 /// How many threads race.
 pub const RACERS: usize = 16;
@@ -175,6 +175,94 @@ pub fn confirmation_beats_claim(factory: LedgerFactory<'_>) {
             c.status(&id),
             expected,
             format_args!("round {round}: status"),
+        );
+    }
+}
+
+/// 16 threads expire one expired lease at once: exactly one turns it into
+/// `outcome_unknown`, with one `outcome_unknown` event.
+///
+/// # Panics
+///
+/// When the ledger behaves otherwise.
+pub fn concurrent_expiry_has_one_winner(factory: LedgerFactory<'_>) {
+    let c = Check::new("concurrent_expiry_has_one_winner", factory);
+    c.prepare("abandoned");
+    c.must_claim("abandoned", "crashed worker", EXPIRED);
+    tick();
+    let results = race(&c, RACERS, |_| {
+        c.ledger
+            .apply("abandoned", &Transition::ExpireLease)
+            .map(|outcome| outcome.applied)
+    });
+    let won = winners(&c, results, "ExpireLease");
+    c.same(
+        won.len(),
+        1,
+        format_args!("ExpireLease calls that applied (racers {won:?})"),
+    );
+    c.same(
+        c.status("abandoned"),
+        EffectStatus::OutcomeUnknown,
+        "status",
+    );
+    c.same(
+        c.event_types("abandoned"),
+        vec![
+            "prepared".to_owned(),
+            "dispatched".to_owned(),
+            "outcome_unknown".to_owned(),
+        ],
+        "event types",
+    );
+}
+
+/// The owner of an expired lease confirms while another caller expires it:
+/// exactly one of them applies, and the status shows which.
+///
+/// # Panics
+///
+/// When the ledger behaves otherwise.
+pub fn expiry_races_owner_confirmation(factory: LedgerFactory<'_>) {
+    let c = Check::new("expiry_races_owner_confirmation", factory);
+    for round in 0..8 {
+        let id = format!("race {round}");
+        c.prepare(&id);
+        c.must_claim(&id, "slow owner", EXPIRED);
+        tick();
+        let results = race(&c, 2, |i| {
+            if i == 0 {
+                c.ledger.mark_confirmed(
+                    &id,
+                    Some("slow owner"),
+                    &confirmation(json!({"round": round})),
+                )
+            } else {
+                c.ledger
+                    .apply(&id, &Transition::ExpireLease)
+                    .map(|outcome| outcome.applied)
+            }
+        });
+        let won = winners(&c, results, "owner confirm or ExpireLease");
+        c.same(
+            won.len(),
+            1,
+            format_args!("round {round}: applied transitions among [owner confirm, expire]"),
+        );
+        let expected = if won[0] == 0 {
+            EffectStatus::Confirmed
+        } else {
+            EffectStatus::OutcomeUnknown
+        };
+        c.same(
+            c.status(&id),
+            expected,
+            format_args!("round {round}: status"),
+        );
+        c.same(
+            c.events(&id).len(),
+            3,
+            format_args!("round {round}: events"),
         );
     }
 }

@@ -45,6 +45,7 @@ enum Bug {
     BlankAuditAllowed,
     NonAtomicClaim,
     NonAtomicPrepareAndClaim,
+    NonAtomicExpiry,
     GetMissingFails,
     UpsertsMissing,
     EventsReversed,
@@ -146,6 +147,8 @@ const CAUGHT_BY: &[(&str, Bug)] = &[
         "concurrent_prepare_and_claim_has_one_winner",
         Bug::NonAtomicPrepareAndClaim,
     ),
+    ("concurrent_expiry_has_one_winner", Bug::NonAtomicExpiry),
+    ("expiry_races_owner_confirmation", Bug::NonAtomicExpiry),
     ("missing_operation_reads", Bug::GetMissingFails),
     ("missing_operation_transitions", Bug::UpsertsMissing),
     ("events_are_ordered", Bug::EventsReversed),
@@ -432,6 +435,12 @@ impl Mutant {
             }
             (Bug::NonAtomicPrepareAndClaim, Transition::PrepareAndClaim(..))
                 if status.is_none_or(|s| s == EffectStatus::Prepared) =>
+            {
+                thread::sleep(Duration::from_millis(20));
+                Ok(outcome(true, inner.apply(id, t)?.record))
+            }
+            (Bug::NonAtomicExpiry, Transition::ExpireLease)
+                if status == Some(EffectStatus::Dispatched) =>
             {
                 thread::sleep(Duration::from_millis(20));
                 Ok(outcome(true, inner.apply(id, t)?.record))
