@@ -152,6 +152,12 @@ fn read_only_ledger_refuses_writes_with_a_typed_error() -> TestResult {
     assert_eq!(writer.get("op")?.map(|r| r.attempts), Some(0));
     assert!(writer.get("new")?.is_none());
     assert_eq!(writer.events_after(0, 100)?.len(), 1);
+
+    // A WAL file nobody else has open reads the same.
+    drop((writer, reader));
+    let reader = SqliteLedger::open(&path, SqliteOptions::default().read_only(true))?;
+    assert_eq!(reader.get("op")?.map(|r| r.attempts), Some(0));
+    assert_eq!(reader.list(&ListQuery::new(10))?.len(), 1);
     Ok(())
 }
 
