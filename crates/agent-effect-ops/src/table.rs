@@ -196,7 +196,7 @@ pub fn stats(stats: &Stats) -> String {
         (Some(at), Some(age)) => {
             let _ = writeln!(
                 out,
-                "oldest unresolved: updated {} ({age} s ago)",
+                "oldest unresolved: updated {} ({age} seconds ago)",
                 cell(Some(at))
             );
         }

@@ -118,7 +118,11 @@ pub struct OperationDetail {
     /// Whether an output is stored.
     pub has_output: bool,
     /// The stored output: present only with `--include-output` (null when none is stored).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "present"
+    )]
     pub output: Option<Option<Value>>,
     /// The history, in sequence order.
     pub events: Vec<EventView>,
@@ -198,4 +202,13 @@ pub struct Resolution {
     /// The audited event the resolution appended (`manually_confirmed`,
     /// `manually_rejected` or `manual_retry_authorized`).
     pub event: Option<EventView>,
+}
+
+/// Reads a field that is present (possibly null) as `Some`; an absent one
+/// falls back to the `default` of `None`.
+fn present<'de, D>(deserializer: D) -> Result<Option<Option<Value>>, D::Error>
+where
+    D: serde::Deserializer<'de>,
+{
+    Option::<Value>::deserialize(deserializer).map(Some)
 }

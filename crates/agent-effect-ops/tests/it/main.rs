@@ -2,3 +2,9 @@
 #![allow(clippy::unwrap_used)] // Tests unwrap: a panic is a failing test with its message.
 
 mod cli;
+mod errors;
+mod export;
+mod fixtures;
+mod incident;
+mod resolve;
+mod support;

@@ -1,0 +1,83 @@
+//! Manual resolutions in-process: what they print, what they record, and that
+//! they follow the executor's rules.
+
+use agent_effect_ops::Exit;
+use agent_effect_ops::view::{OperationDetail, Resolution};
+use effect_core::EffectStatus;
+use effect_testkit::snapshots::settings;
+use insta::{assert_json_snapshot, assert_snapshot};
+
+use crate::support::{ops, python_ledger};
+
+const AUDIT: [&str; 6] = [
+    "--actor",
+    "bob",
+    "--reason",
+    "provider support confirms the ticket was never created",
+    "--evidence-reference",
+    "INC-77",
+];
+
+fn with_audit<'a>(args: &[&'a str]) -> Vec<&'a str> {
+    args.iter().copied().chain(AUDIT).collect()
+}
+
+#[test]
+fn reject_is_terminal_and_audited() {
+    let (_dir, db) = python_ledger();
+    let id = "ticket:T-7:create";
+    let rejected: Resolution = ops(&db, &with_audit(&["reject", id])).json();
+    assert_eq!(rejected.action, "reject");
+    assert_eq!(rejected.operation.status, EffectStatus::Rejected);
+    let event = rejected.event.as_ref().unwrap();
+    assert_eq!(event.event_type, "manually_rejected");
+    assert_eq!(event.data["evidence"]["actor"], "bob");
+    settings().bind(|| assert_json_snapshot!("reject", rejected));
+    let again = ops(&db, &with_audit(&["reject", id]));
+    assert_eq!(again.exit, Exit::NotAllowed);
+}
+
+#[test]
+fn authorize_retry_prepares_the_operation_for_another_dispatch() {
+    let (_dir, db) = python_ledger();
+    // outcome_unknown can be resolved as well as quarantined.
+    let id = "email:ada@example.com:welcome";
+    let authorized = ops(
+        &db,
+        &with_audit(&["authorize-retry", id, "--format", "table"]),
+    );
+    assert_eq!(authorized.exit, Exit::Success, "{:?}", authorized.error);
+    settings().bind(|| assert_snapshot!("authorize_retry_table", authorized.stdout));
+    let detail: OperationDetail = ops(&db, &["show", id]).json();
+    assert_eq!(detail.summary.status, EffectStatus::Prepared);
+    assert_eq!(detail.evidence["handler_may_still_be_running"], false);
+    assert_eq!(detail.evidence["resolution"], "manual_retry_authorization");
+    assert_eq!(
+        detail.events.last().unwrap().event_type,
+        "manual_retry_authorized"
+    );
+}
+
+#[test]
+fn confirm_stores_the_given_output_for_replay() {
+    let (_dir, db) = python_ledger();
+    let id = "ticket:T-7:create";
+    let mut args = vec![
+        "confirm",
+        id,
+        "--output-json",
+        r#"{"ticket_id": "JIRA-7", "labels": ["ü"]}"#,
+    ];
+    args.extend(AUDIT);
+    let confirmed: Resolution = ops(&db, &args).json();
+    assert_eq!(confirmed.operation.provider_operation_id, None);
+    let detail: OperationDetail = ops(&db, &["show", id, "--include-output"]).json();
+    assert_eq!(
+        detail.output,
+        Some(Some(
+            serde_json::json!({"ticket_id": "JIRA-7", "labels": ["ü"]})
+        ))
+    );
+    assert_eq!(detail.summary.status, EffectStatus::Confirmed);
+    assert_eq!(detail.summary.error, None);
+}
