@@ -9,6 +9,16 @@
 //!   testing how callers survive a ledger that is down or loses replies.
 //! - [`snapshots`]: the one insta settings helper (redactions and filters) that
 //!   every crate's snapshot tests bind around their assertions.
+//! - [`provider`]: [`FakePaymentProvider`](provider::FakePaymentProvider), a
+//!   deterministic, thread-safe fake payment API, optionally file-backed so its
+//!   commits survive the death of the process that made them.
+//! - [`scenario`]: fault points, fault schedules, contract variants and the
+//!   [`Scenario`](scenario::Scenario) builder that runs a provider (the payment
+//!   fake or your own [`ScenarioProvider`](scenario::ScenarioProvider)) through
+//!   the executor and reports a [`ScenarioReport`](scenario::ScenarioReport)
+//!   with a naive retry-on-error baseline beside it.
+//! - [`matrix`]: every fault point against every contract variant, with the
+//!   naive baseline; see `docs/testkit.md`.
 //!
 //! It depends on effect-core, effect-exec (for scenario runners over the
 //! executor) and insta (for the snapshot settings). The conformance suite and
@@ -30,4 +40,7 @@
 
 pub mod conformance;
 pub mod faults;
+pub mod matrix;
+pub mod provider;
+pub mod scenario;
 pub mod snapshots;

@@ -1,0 +1,778 @@
+//! Scenarios: a provider, a fault schedule and a contract variant, run through
+//! the recovery executor, counted at the provider.
+//!
+//! A [`Scenario`] runs one operation through an
+//! [`EffectExecutor`](effect_exec::EffectExecutor) on a fresh ledger, with the
+//! provider's calls going through a [`FaultSchedule`]. Then it does what a
+//! real deployment does after trouble:
+//!
+//! 1. it waits until every request still in flight has landed (a late commit);
+//! 2. if the worker "died" ([`PerformFault::Crash`]), it starts a new executor
+//!    on the same ledger and moves the ledger's clock past the dispatch lease;
+//! 3. it *resumes* the operation (executes it again, as an agent runtime does
+//!    when it re-runs a waiting step) up to [`Scenario::resumes`] times while
+//!    the operation is not confirmed or rejected. A resume goes through
+//!    reconciliation; it is never a blind dispatch.
+//!
+//! The [`ScenarioReport`] counts what the provider committed, checks the
+//! library's guarantee, and puts a naive baseline beside it: the same provider
+//! and faults driven by plain retry-on-error without the ledger.
+//!
+//! To test your own integration, implement [`ScenarioProvider`] for a fake of
+//! your provider (perform, look up, count):
+//!
+//! ```
+//! use std::sync::Mutex;
+//! use effect_core::BoxError;
+//! use effect_testkit::scenario::{
+//!     ContractVariant, FaultSchedule, Lookup, PerformFault, Scenario, ScenarioProvider,
+//! };
+//! use serde_json::{json, Value};
+//!
+//! /// A fake email API: sends are recorded under the caller's key.
+//! #[derive(Debug, Default)]
+//! struct FakeMailer {
+//!     sent: Mutex<Vec<(Option<String>, Value)>>,
+//! }
+//!
+//! impl ScenarioProvider for FakeMailer {
+//!     fn perform(&self, args: &Value, key: Option<&str>) -> Result<Value, BoxError> {
+//!         let mut sent = self.sent.lock().map_err(|_| "poisoned")?;
+//!         if let Some(earlier) = sent.iter().position(|(k, _)| k.is_some() && k.as_deref() == key) {
+//!             return Ok(json!({"message_id": format!("msg-{}", earlier + 1)}));
+//!         }
+//!         sent.push((key.map(str::to_owned), args.clone()));
+//!         Ok(json!({"message_id": format!("msg-{}", sent.len())}))
+//!     }
+//!
+//!     fn look_up(&self, _args: &Value, key: Option<&str>) -> Result<Lookup, BoxError> {
+//!         let sent = self.sent.lock().map_err(|_| "poisoned")?;
+//!         Ok(match sent.iter().position(|(k, _)| k.is_some() && k.as_deref() == key) {
+//!             Some(i) => Lookup::Committed {
+//!                 output: json!({"message_id": format!("msg-{}", i + 1)}),
+//!                 provider_operation_id: Some(format!("msg-{}", i + 1)),
+//!             },
+//!             None => Lookup::NotCommitted,
+//!         })
+//!     }
+//!
+//!     fn committed_effects(&self) -> Result<usize, BoxError> {
+//!         Ok(self.sent.lock().map_err(|_| "poisoned")?.len())
+//!     }
+//! }
+//!
+//! let report = Scenario::new("welcome-email-ack-lost", FakeMailer::default)
+//!     .arguments(json!({"to": "ada@example.com", "template": "welcome"}))
+//!     .operation_id(|args| Ok(format!("email:{}:welcome", args["to"].as_str().ok_or("missing to")?)))
+//!     .provider_key(|args| Ok(args["to"].as_str().map(|to| format!("welcome:{to}"))))
+//!     .contract(ContractVariant::ProbeOnly)
+//!     .faults(FaultSchedule::new().on_perform(1, PerformFault::LoseAck))
+//!     .expect_committed(1)
+//!     .run()?;
+//! assert!(report.passed);
+//! assert_eq!(report.committed_effect_count, 1);
+//! // Without the ledger, retrying on the lost acknowledgement sends it twice.
+//! assert_eq!(report.naive_baseline.map(|n| n.committed_effect_count), Some(2));
+//! # Ok::<(), effect_testkit::scenario::ScenarioError>(())
+//! ```
+
+mod harness;
+mod naive;
+mod report;
+mod schedule;
+
+use std::fmt;
+use std::str::FromStr;
+use std::sync::Arc;
+use std::thread;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use effect_core::{
+    BoxError, CallbackError, Clock, ContractError, EffectContract, EffectLedger, EffectResult,
+    EffectStatus, LedgerError, ManualClock, MemoryLedger, OutcomeProbeResult,
+};
+use effect_exec::{CallOptions, EffectExecutor, ExecError, ExecutorOptions, HandlerError};
+use serde::{Deserialize, Serialize};
+use serde_json::{Value, json};
+
+use harness::{Faulted, ProcessLedger};
+pub use report::{GuaranteeCheck, NaiveReport, ScenarioReport, has_blind_retry};
+pub use schedule::{
+    CONCURRENT_CALLERS, FaultPoint, FaultSchedule, LATE_COMMIT_DEADLINE, LATE_COMMIT_DELAY,
+    LookupFault, PROBE_FAILURES, PerformFault, UnknownFaultPoint,
+};
+
+/// A fake of an external system, as a scenario drives it.
+///
+/// Implementations must be deterministic and thread-safe: the harness calls
+/// them from several threads (concurrent callers, late commits).
+pub trait ScenarioProvider: Send + Sync + fmt::Debug {
+    /// Performs the effect (commits it at the provider) and returns its output.
+    /// A provider that honours idempotency keys returns the earlier output for
+    /// a key it has seen, without committing again.
+    ///
+    /// # Errors
+    ///
+    /// The provider refused or failed; the harness reports it to the executor
+    /// as a failure with an unknown outcome.
+    fn perform(&self, arguments: &Value, idempotency_key: Option<&str>) -> Result<Value, BoxError>;
+
+    /// Looks up what became of the operation (the outcome probe's source).
+    /// Answer [`Lookup::NotCommitted`] only when the provider is sure.
+    ///
+    /// # Errors
+    ///
+    /// The lookup itself failed.
+    fn look_up(&self, arguments: &Value, idempotency_key: Option<&str>)
+    -> Result<Lookup, BoxError>;
+
+    /// How many effects the provider committed, duplicates included.
+    ///
+    /// # Errors
+    ///
+    /// The provider's state could not be read.
+    fn committed_effects(&self) -> Result<usize, BoxError>;
+}
+
+/// What a provider lookup found.
+#[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
+pub enum Lookup {
+    /// The effect happened.
+    Committed {
+        /// Its output, stored as the operation's result.
+        output: Value,
+        /// The provider's id for it.
+        provider_operation_id: Option<String>,
+    },
+    /// Authoritatively not committed: the request can never commit later.
+    NotCommitted,
+    /// The provider is still processing it.
+    Pending,
+    /// The provider cannot tell (for example an eventually-consistent read).
+    Unknown,
+}
+
+/// The contract variants of the fault matrix: what makes a retry safe.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum ContractVariant {
+    /// A provider key the contract claims is guaranteed idempotent; no probe.
+    GuaranteedKey,
+    /// An outcome probe, and a provider key without a guarantee.
+    ProbeOnly,
+    /// A guaranteed provider key and an outcome probe.
+    Both,
+    /// Neither a probe nor a key.
+    Neither,
+}
+
+impl ContractVariant {
+    /// Every variant, in matrix order.
+    pub const ALL: [ContractVariant; 4] = [
+        ContractVariant::GuaranteedKey,
+        ContractVariant::ProbeOnly,
+        ContractVariant::Both,
+        ContractVariant::Neither,
+    ];
+
+    /// The kebab-case name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ContractVariant::GuaranteedKey => "guaranteed-key",
+            ContractVariant::ProbeOnly => "probe-only",
+            ContractVariant::Both => "both",
+            ContractVariant::Neither => "neither",
+        }
+    }
+
+    /// Whether the contract derives a provider key.
+    pub fn has_key(self) -> bool {
+        self != ContractVariant::Neither
+    }
+
+    /// Whether the contract claims the key is guaranteed idempotent.
+    pub fn guaranteed(self) -> bool {
+        matches!(self, ContractVariant::GuaranteedKey | ContractVariant::Both)
+    }
+
+    /// Whether the contract has an outcome probe.
+    pub fn has_probe(self) -> bool {
+        matches!(self, ContractVariant::ProbeOnly | ContractVariant::Both)
+    }
+}
+
+impl fmt::Display for ContractVariant {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl FromStr for ContractVariant {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        ContractVariant::ALL
+            .into_iter()
+            .find(|v| v.as_str() == s)
+            .ok_or_else(|| {
+                format!("unknown contract variant {s:?}; valid: guaranteed-key, probe-only, both, neither")
+            })
+    }
+}
+
+/// Why a scenario could not run (not: why it failed; that is a report with
+/// `passed: false`).
+#[derive(Debug)]
+#[non_exhaustive]
+pub enum ScenarioError {
+    /// The contract could not be built.
+    Contract {
+        /// The scenario.
+        scenario: String,
+        /// The contract error.
+        source: ContractError,
+    },
+    /// The executor could not do its job (not an uncertain outcome).
+    Execution {
+        /// The scenario.
+        scenario: String,
+        /// The executor's error.
+        source: ExecError,
+    },
+    /// The ledger could not be created or read.
+    Ledger {
+        /// The scenario.
+        scenario: String,
+        /// The ledger's error.
+        source: LedgerError,
+    },
+    /// The provider's state could not be read, or a thread never finished.
+    Harness {
+        /// The scenario.
+        scenario: String,
+        /// What went wrong.
+        message: String,
+    },
+}
+
+impl fmt::Display for ScenarioError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ScenarioError::Contract { scenario, .. } => {
+                write!(f, "scenario {scenario:?}: invalid contract")
+            }
+            ScenarioError::Execution { scenario, .. } => {
+                write!(f, "scenario {scenario:?}: execution failed")
+            }
+            ScenarioError::Ledger { scenario, .. } => {
+                write!(f, "scenario {scenario:?}: ledger failed")
+            }
+            ScenarioError::Harness { scenario, message } => {
+                write!(f, "scenario {scenario:?}: {message}")
+            }
+        }
+    }
+}
+
+impl std::error::Error for ScenarioError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            ScenarioError::Contract { source, .. } => Some(source),
+            ScenarioError::Execution { source, .. } => Some(source),
+            ScenarioError::Ledger { source, .. } => Some(source),
+            ScenarioError::Harness { .. } => None,
+        }
+    }
+}
+
+/// Builds a fresh provider for each run (the ledger run and the naive baseline).
+pub type ProviderFactory = Arc<dyn Fn() -> Arc<dyn ScenarioProvider> + Send + Sync>;
+/// Builds a fresh, empty ledger on the scenario's clock.
+pub type LedgerFactory =
+    Arc<dyn Fn(Arc<dyn Clock>) -> Result<Arc<dyn EffectLedger>, LedgerError> + Send + Sync>;
+type IdFn = Arc<dyn Fn(&Value) -> Result<String, CallbackError> + Send + Sync>;
+type KeyFn = Arc<dyn Fn(&Value) -> Result<Option<String>, CallbackError> + Send + Sync>;
+
+/// Where the scenario clock starts: 2026-01-01T00:00:00Z. The clock moves only
+/// when a crashed worker's lease has to expire.
+pub const SCENARIO_START: Duration = Duration::from_secs(1_767_225_600);
+
+/// A scenario: see the [module docs](self). Built with chained setters, run with [`run`](Self::run).
+#[derive(Clone)]
+pub struct Scenario {
+    name: String,
+    contract_name: String,
+    provider: ProviderFactory,
+    arguments: Value,
+    operation_id: IdFn,
+    provider_key: KeyFn,
+    variant: ContractVariant,
+    schedule: FaultSchedule,
+    expected_committed: Option<usize>,
+    expected_status: Option<EffectStatus>,
+    resumes: usize,
+    naive_attempts: Option<usize>,
+    ledger: LedgerFactory,
+    options: ExecutorOptions,
+}
+
+impl fmt::Debug for Scenario {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Scenario")
+            .field("name", &self.name)
+            .field("contract_name", &self.contract_name)
+            .field("arguments", &self.arguments)
+            .field("variant", &self.variant)
+            .field("schedule", &self.schedule)
+            .field("expected_committed", &self.expected_committed)
+            .field("expected_status", &self.expected_status)
+            .field("resumes", &self.resumes)
+            .field("naive_attempts", &self.naive_attempts)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Scenario {
+    /// A scenario named `name` over providers made by `provider`, with the
+    /// defaults: arguments `{}`, operation id `<name>:operation`, provider key
+    /// `<name>:key`, contract [`ContractVariant::Both`], no faults, expecting a
+    /// confirmed operation with exactly one effect, 2 resumes, a naive baseline
+    /// of 3 attempts, a [`MemoryLedger`].
+    pub fn new<P, F>(name: impl Into<String>, provider: F) -> Self
+    where
+        P: ScenarioProvider + 'static,
+        F: Fn() -> P + Send + Sync + 'static,
+    {
+        let name = name.into();
+        let id = format!("{name}:operation");
+        let key = format!("{name}:key");
+        Scenario {
+            contract_name: name.clone(),
+            name,
+            provider: Arc::new(move || Arc::new(provider()) as Arc<dyn ScenarioProvider>),
+            arguments: json!({}),
+            operation_id: Arc::new(move |_| Ok(id.clone())),
+            provider_key: Arc::new(move |_| Ok(Some(key.clone()))),
+            variant: ContractVariant::Both,
+            schedule: FaultSchedule::new(),
+            expected_committed: Some(1),
+            expected_status: Some(EffectStatus::Confirmed),
+            resumes: 2,
+            naive_attempts: Some(3),
+            ledger: Arc::new(|clock| {
+                Ok(Arc::new(MemoryLedger::with_clock(clock)) as Arc<dyn EffectLedger>)
+            }),
+            options: ExecutorOptions::default(),
+        }
+    }
+
+    /// The built-in payment scenario of a fault point: a
+    /// [`FakePaymentProvider`](crate::provider::FakePaymentProvider) capturing
+    /// invoice `INV-1042` under contract `capture_payment` (operation id
+    /// `invoice:INV-1042:capture`, key `capture:INV-1042`), with the fault
+    /// point's schedule.
+    pub fn payment(fault: FaultPoint, variant: ContractVariant) -> Self {
+        Scenario::new(fault.as_str(), crate::provider::FakePaymentProvider::new)
+            .contract_name("capture_payment")
+            .arguments(json!({"invoice_id": "INV-1042", "amount_cents": 1250}))
+            .operation_id(|args| {
+                let invoice = args["invoice_id"].as_str().ok_or("missing invoice_id")?;
+                Ok(format!("invoice:{invoice}:capture"))
+            })
+            .provider_key(|args| Ok(args["invoice_id"].as_str().map(|i| format!("capture:{i}"))))
+            .contract(variant)
+            .faults(fault.schedule())
+    }
+
+    /// The scenario's name.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// The contract name (default: the scenario name).
+    #[must_use]
+    pub fn contract_name(mut self, name: impl Into<String>) -> Self {
+        self.contract_name = name.into();
+        self
+    }
+
+    /// The operation's arguments.
+    #[must_use]
+    pub fn arguments(mut self, arguments: Value) -> Self {
+        self.arguments = arguments;
+        self
+    }
+
+    /// Derives the operation id from the arguments.
+    #[must_use]
+    pub fn operation_id<F>(mut self, id: F) -> Self
+    where
+        F: Fn(&Value) -> Result<String, CallbackError> + Send + Sync + 'static,
+    {
+        self.operation_id = Arc::new(id);
+        self
+    }
+
+    /// Derives the provider idempotency key from the arguments (used by every
+    /// variant but [`ContractVariant::Neither`]).
+    #[must_use]
+    pub fn provider_key<F>(mut self, key: F) -> Self
+    where
+        F: Fn(&Value) -> Result<Option<String>, CallbackError> + Send + Sync + 'static,
+    {
+        self.provider_key = Arc::new(key);
+        self
+    }
+
+    /// The contract variant.
+    #[must_use]
+    pub fn contract(mut self, variant: ContractVariant) -> Self {
+        self.variant = variant;
+        self
+    }
+
+    /// The fault schedule.
+    #[must_use]
+    pub fn faults(mut self, schedule: FaultSchedule) -> Self {
+        self.schedule = schedule;
+        self
+    }
+
+    /// Expects exactly `count` committed effects.
+    #[must_use]
+    pub fn expect_committed(mut self, count: usize) -> Self {
+        self.expected_committed = Some(count);
+        self
+    }
+
+    /// Expects the operation to end in `status`.
+    #[must_use]
+    pub fn expect_status(mut self, status: EffectStatus) -> Self {
+        self.expected_status = Some(status);
+        self
+    }
+
+    /// Expects nothing beyond the library's guarantee: `passed` then means
+    /// "at most one effect and no blind retry" (where the guarantee is claimed).
+    #[must_use]
+    pub fn expect_only_the_guarantee(mut self) -> Self {
+        self.expected_committed = None;
+        self.expected_status = None;
+        self
+    }
+
+    /// How many times an unsettled operation is resumed (default 2).
+    #[must_use]
+    pub fn resumes(mut self, resumes: usize) -> Self {
+        self.resumes = resumes;
+        self
+    }
+
+    /// The naive baseline's attempts per caller (default 3); `None` skips it.
+    #[must_use]
+    pub fn naive_baseline(mut self, attempts: Option<usize>) -> Self {
+        self.naive_attempts = attempts.map(|a| a.max(1));
+        self
+    }
+
+    /// The ledger to run on; it must honour the clock it is given (leases expire by it).
+    #[must_use]
+    pub fn ledger<F>(mut self, ledger: F) -> Self
+    where
+        F: Fn(Arc<dyn Clock>) -> Result<Arc<dyn EffectLedger>, LedgerError> + Send + Sync + 'static,
+    {
+        self.ledger = Arc::new(ledger);
+        self
+    }
+
+    /// The executor options (lease length, ...).
+    #[must_use]
+    pub fn executor_options(mut self, options: ExecutorOptions) -> Self {
+        self.options = options;
+        self
+    }
+
+    /// Runs the scenario through the executor, and the naive baseline unless
+    /// disabled.
+    ///
+    /// # Errors
+    ///
+    /// [`ScenarioError`] when the scenario could not run: an invalid contract,
+    /// a failing ledger, a provider whose effects cannot be counted.
+    pub fn run(&self) -> Result<ScenarioReport, ScenarioError> {
+        let mut report = self.run_with_ledger()?;
+        if self.naive_attempts.is_some() {
+            report.naive_baseline = Some(self.run_naive()?);
+        }
+        Ok(report)
+    }
+
+    /// Runs only the naive baseline: the same provider and faults, plain
+    /// retry-on-error, no ledger, no idempotency key.
+    ///
+    /// # Errors
+    ///
+    /// The provider's effects could not be counted.
+    pub fn run_naive(&self) -> Result<NaiveReport, ScenarioError> {
+        naive::run(
+            (self.provider)(),
+            self.schedule.clone(),
+            &self.arguments,
+            self.naive_attempts.unwrap_or(3),
+        )
+        .map_err(|message| self.harness_error(message))
+    }
+
+    fn run_with_ledger(&self) -> Result<ScenarioReport, ScenarioError> {
+        let clock = Arc::new(ManualClock::new(UNIX_EPOCH + SCENARIO_START));
+        let store =
+            (self.ledger)(clock.clone() as Arc<dyn Clock>).map_err(|e| self.ledger_error(e))?;
+        let faulted = Arc::new(Faulted::new((self.provider)(), self.schedule.clone()));
+        if self.schedule.callers() == 1 {
+            // A held perform has nobody to wait for.
+            faulted.gate.open();
+        }
+        let contract = self.build_contract(&faulted)?;
+        let operation_id = contract.operation_id(&self.arguments).map_err(|source| {
+            self.exec_error(ExecError::Contract {
+                contract: self.contract_name.clone(),
+                source,
+            })
+        })?;
+        let options = self
+            .schedule
+            .handler_deadline()
+            .map_or_else(CallOptions::default, CallOptions::deadline);
+        let worker_ledger: Arc<dyn EffectLedger> = Arc::new(ProcessLedger {
+            inner: Arc::clone(&store),
+            crashed: Arc::clone(&faulted.crashed),
+        });
+        let worker = EffectExecutor::with_clock(worker_ledger, self.options.clone(), clock.clone());
+        let results = self.run_callers(&worker, &contract, &faulted, options)?;
+        let crashed = faulted.crashed.load(std::sync::atomic::Ordering::SeqCst);
+        let mut executions = results.len();
+        let in_progress_callers = results
+            .iter()
+            .filter(|r| matches!(r, Ok(result) if result.in_progress))
+            .count();
+        let mut last: Option<EffectResult> = None;
+        for (index, result) in results.into_iter().enumerate() {
+            match result {
+                Ok(result) if index == 0 => last = Some(result),
+                Ok(_) => {}
+                // The dead worker's last write never reached the ledger.
+                Err(_) if crashed => {}
+                Err(source) => return Err(self.exec_error(source)),
+            }
+        }
+        if !faulted.wait_idle() {
+            return Err(self.harness_error("a provider request never finished".into()));
+        }
+        let executor = if crashed {
+            // A new process, after the dead one's lease has run out.
+            clock.advance(self.options.dispatch_lease + Duration::from_secs(1));
+            EffectExecutor::with_clock(Arc::clone(&store), self.options.clone(), clock.clone())
+        } else {
+            worker
+        };
+        for _ in 0..self.resumes {
+            let status = self.status(&store, &operation_id)?;
+            if status.is_terminal() || last.as_ref().is_some_and(|r| r.in_progress) {
+                break;
+            }
+            let result = executor
+                .execute_with(&contract, &self.arguments, options, handler(&faulted))
+                .map_err(|source| self.exec_error(source))?;
+            executions += 1;
+            if !faulted.wait_idle() {
+                return Err(self.harness_error("a provider request never finished".into()));
+            }
+            last = Some(result);
+        }
+        let record = store
+            .get(&operation_id)
+            .map_err(|e| self.ledger_error(e))?
+            .ok_or_else(|| {
+                self.harness_error(format!("operation {operation_id:?} was never recorded"))
+            })?;
+        let events = store
+            .events(&operation_id)
+            .map_err(|e| self.ledger_error(e))?;
+        let committed = faulted.inner().committed_effects().map_err(|err| {
+            self.harness_error(format!("could not count committed effects: {err}"))
+        })?;
+        let claimed = !(self.variant.guaranteed() && self.schedule.ignores_idempotency_keys());
+        let guarantee = GuaranteeCheck::check(claimed, committed, &events);
+        let in_progress = last.as_ref().is_some_and(|r| r.in_progress);
+        let passed = guarantee.kept()
+            && !in_progress
+            && self.expected_committed.is_none_or(|n| n == committed)
+            && self.expected_status.is_none_or(|s| s == record.status);
+        Ok(ScenarioReport {
+            scenario: self.name.clone(),
+            contract: self.variant,
+            operation_id,
+            status: record.status,
+            confirmed: record.status == EffectStatus::Confirmed,
+            in_progress,
+            attempts: record.attempts,
+            executions,
+            in_progress_callers,
+            handler_calls: faulted.perform_calls(),
+            probe_calls: faulted.look_up_calls(),
+            committed_effect_count: committed,
+            expected_committed_effects: self.expected_committed,
+            expected_status: self.expected_status,
+            duplicate_detected: committed > 1,
+            provider_result: record.output,
+            event_types: events.into_iter().map(|e| e.event_type).collect(),
+            guarantee,
+            naive_baseline: None,
+            passed,
+        })
+    }
+
+    /// Runs every caller; with several, the first one's perform is held until
+    /// the others have returned.
+    fn run_callers(
+        &self,
+        executor: &EffectExecutor,
+        contract: &EffectContract,
+        faulted: &Arc<Faulted>,
+        options: CallOptions,
+    ) -> Result<Vec<Result<EffectResult, ExecError>>, ScenarioError> {
+        let call = || executor.execute_with(contract, &self.arguments, options, handler(faulted));
+        let callers = self.schedule.callers();
+        if callers == 1 {
+            return Ok(vec![call()]);
+        }
+        thread::scope(|scope| {
+            let first = scope.spawn(call);
+            faulted.gate.wait_entered();
+            let others: Vec<_> = (1..callers).map(|_| scope.spawn(call)).collect();
+            let mut results = Vec::with_capacity(callers);
+            let mut panicked = false;
+            let mut rest = Vec::new();
+            for other in others {
+                match other.join() {
+                    Ok(result) => rest.push(result),
+                    Err(_) => panicked = true,
+                }
+            }
+            faulted.gate.open();
+            match first.join() {
+                Ok(result) => results.push(result),
+                Err(_) => panicked = true,
+            }
+            results.extend(rest);
+            if panicked {
+                Err(self.harness_error("a caller thread panicked".into()))
+            } else {
+                Ok(results)
+            }
+        })
+    }
+
+    fn build_contract(&self, faulted: &Arc<Faulted>) -> Result<EffectContract, ScenarioError> {
+        let id = Arc::clone(&self.operation_id);
+        let mut builder = EffectContract::builder(self.contract_name.clone(), move |args| id(args));
+        if self.variant.has_key() {
+            let key = Arc::clone(&self.provider_key);
+            builder = builder
+                .provider_idempotency_key(move |args| key(args))
+                .provider_idempotency_guaranteed(self.variant.guaranteed());
+        }
+        if self.variant.has_probe() {
+            let faulted = Arc::clone(faulted);
+            builder = builder.outcome_probe(move |args, key| probe(&faulted, args, key));
+        }
+        builder.build().map_err(|source| ScenarioError::Contract {
+            scenario: self.name.clone(),
+            source,
+        })
+    }
+
+    fn status(
+        &self,
+        store: &Arc<dyn EffectLedger>,
+        operation_id: &str,
+    ) -> Result<EffectStatus, ScenarioError> {
+        store
+            .get(operation_id)
+            .map_err(|e| self.ledger_error(e))?
+            .map(|record| record.status)
+            .ok_or_else(|| {
+                self.harness_error(format!("operation {operation_id:?} was never recorded"))
+            })
+    }
+
+    fn exec_error(&self, source: ExecError) -> ScenarioError {
+        ScenarioError::Execution {
+            scenario: self.name.clone(),
+            source,
+        }
+    }
+
+    fn ledger_error(&self, source: LedgerError) -> ScenarioError {
+        ScenarioError::Ledger {
+            scenario: self.name.clone(),
+            source,
+        }
+    }
+
+    fn harness_error(&self, message: String) -> ScenarioError {
+        ScenarioError::Harness {
+            scenario: self.name.clone(),
+            message,
+        }
+    }
+}
+
+/// The handler: one provider request through the fault schedule.
+fn handler(
+    faulted: &Arc<Faulted>,
+) -> impl Fn(Value, Option<String>) -> Result<Value, HandlerError> + Send + Sync + 'static {
+    let faulted = Arc::clone(faulted);
+    move |args, key| {
+        faulted
+            .perform(&args, key.as_deref())
+            .map_err(HandlerError::failed)
+    }
+}
+
+/// The outcome probe: one provider lookup through the fault schedule.
+fn probe(
+    faulted: &Faulted,
+    arguments: &Value,
+    key: Option<&str>,
+) -> Result<OutcomeProbeResult, CallbackError> {
+    Ok(
+        match faulted
+            .look_up(arguments, key)
+            .map_err(CallbackError::new)?
+        {
+            Lookup::Committed {
+                output,
+                provider_operation_id,
+            } => {
+                let result =
+                    OutcomeProbeResult::committed(output).evidence("source", "provider_lookup");
+                match provider_operation_id {
+                    Some(id) => result.provider_operation_id(id),
+                    None => result,
+                }
+            }
+            Lookup::NotCommitted => {
+                OutcomeProbeResult::not_committed().evidence("source", "provider_lookup")
+            }
+            Lookup::Pending => OutcomeProbeResult::pending(),
+            Lookup::Unknown => OutcomeProbeResult::unknown(),
+        },
+    )
+}
+
+/// The scenario clock's start as a time.
+pub fn scenario_start() -> SystemTime {
+    UNIX_EPOCH + SCENARIO_START
+}

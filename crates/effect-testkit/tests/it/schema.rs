@@ -1,0 +1,99 @@
+//! Report schemas: every field is known, so a new field is a reviewed change.
+
+use effect_testkit::matrix::Matrix;
+use effect_testkit::scenario::{ContractVariant, FaultPoint, Scenario};
+use serde::Deserialize;
+use serde_json::Value;
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+#[allow(dead_code)] // Decoding is the test; the fields document the schema.
+struct ScenarioReport {
+    scenario: String,
+    contract: String,
+    operation_id: String,
+    status: String,
+    confirmed: bool,
+    in_progress: bool,
+    attempts: u32,
+    executions: usize,
+    in_progress_callers: usize,
+    handler_calls: usize,
+    probe_calls: usize,
+    committed_effect_count: usize,
+    expected_committed_effects: Option<usize>,
+    expected_status: Option<String>,
+    duplicate_detected: bool,
+    provider_result: Option<Value>,
+    event_types: Vec<String>,
+    guarantee: Guarantee,
+    naive_baseline: Option<Naive>,
+    passed: bool,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+#[allow(dead_code)]
+struct Guarantee {
+    claimed: bool,
+    blind_retry: bool,
+    held: bool,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+#[allow(dead_code)]
+struct Naive {
+    strategy: String,
+    callers: usize,
+    attempts: usize,
+    succeeded: bool,
+    committed_effect_count: usize,
+    duplicate_detected: bool,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+#[allow(dead_code)]
+struct MatrixReport {
+    cells: Vec<ScenarioReport>,
+    baselines: Vec<Baseline>,
+    guarantee_kept: bool,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+#[allow(dead_code)]
+struct Baseline {
+    fault: String,
+    ledger_max_committed: usize,
+    naive: Naive,
+}
+
+#[test]
+fn scenario_reports_decode_into_the_documented_schema() {
+    let report = Scenario::payment(FaultPoint::AfterCommitBeforeAck, ContractVariant::Both)
+        .run()
+        .unwrap();
+    let json = serde_json::to_string(&report).unwrap();
+    let decoded: ScenarioReport = serde_json::from_str(&json).unwrap();
+    assert_eq!(decoded.status, "confirmed");
+    assert_eq!(decoded.contract, "both");
+    assert_eq!(decoded.naive_baseline.unwrap().committed_effect_count, 2);
+    // And the library's own type reads its output back.
+    let back: effect_testkit::scenario::ScenarioReport = serde_json::from_str(&json).unwrap();
+    assert_eq!(back, report);
+}
+
+#[test]
+fn matrix_reports_decode_into_the_documented_schema() {
+    let report = Matrix::new()
+        .faults(&[FaultPoint::ConcurrentCallers])
+        .run()
+        .unwrap();
+    let decoded: MatrixReport =
+        serde_json::from_value(serde_json::to_value(&report).unwrap()).unwrap();
+    assert_eq!(decoded.cells.len(), 4);
+    assert_eq!(decoded.baselines[0].fault, "concurrent-callers");
+    assert_eq!(decoded.baselines[0].naive.committed_effect_count, 3);
+}
