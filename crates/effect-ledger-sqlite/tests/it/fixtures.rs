@@ -272,3 +272,35 @@ fn read_only_open_reads_a_python_ledger_without_migrating_it() -> TestResult {
     );
     Ok(())
 }
+
+/// A column's `(name, type, notnull, default, pk)`.
+type Column = (String, String, i64, Option<String>, i64);
+
+/// Every column of `table`.
+fn table_info(
+    path: &std::path::Path,
+    table: &str,
+) -> Result<Vec<Column>, Box<dyn std::error::Error>> {
+    // Read-only: this also reads the shared fixture itself, which must not change.
+    let conn =
+        rusqlite::Connection::open_with_flags(path, rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY)?;
+    let mut stmt = conn.prepare(
+        "SELECT name, type, \"notnull\", dflt_value, pk FROM pragma_table_info(?1) ORDER BY cid",
+    )?;
+    let rows = stmt.query_map([table], |r| {
+        Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?))
+    })?;
+    Ok(rows.collect::<Result<_, _>>()?)
+}
+
+#[test]
+fn new_ledgers_have_the_python_table_layout() -> TestResult {
+    let ours = effect_ledger_sqlite::TempLedger::new()?;
+    let python = fixtures_dir().join("python-ledger-v1.sqlite3");
+    for table in ["effect_operations", "effect_events"] {
+        let expected = table_info(&python, table)?;
+        assert!(!expected.is_empty());
+        assert_eq!(table_info(ours.path(), table)?, expected, "{table}");
+    }
+    Ok(())
+}
