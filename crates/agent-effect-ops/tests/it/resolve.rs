@@ -13,7 +13,7 @@ const AUDIT: [&str; 6] = [
     "--actor",
     "bob",
     "--reason",
-    "provider support confirms the ticket was never created",
+    "provider support confirms the request never arrived",
     "--evidence-reference",
     "INC-77",
 ];
