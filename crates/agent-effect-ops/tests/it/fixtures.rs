@@ -215,3 +215,20 @@ fn a_legacy_ledger_needs_migrate_and_then_reads() {
         assert_json_snapshot!("legacy_stats", stats);
     });
 }
+
+#[test]
+fn reports_decode_into_strict_schemas() {
+    let (_dir, db) = python_ledger();
+    let shown = ops(&db, &["show", "invoice:INV-1:capture", "--include-output"]);
+    let mut value: Value = serde_json::from_str(&shown.stdout).unwrap();
+    // Every field is known to the schema ...
+    let detail: OperationDetail = serde_json::from_value(value.clone()).unwrap();
+    assert_eq!(serde_json::to_value(&detail).unwrap(), value);
+    // ... and an unknown one is refused, so the schema test can fail.
+    value["surprise"] = Value::Bool(true);
+    assert!(serde_json::from_value::<OperationDetail>(value).is_err());
+    let stats = ops(&db, &["stats"]);
+    let mut value: Value = serde_json::from_str(&stats.stdout).unwrap();
+    value["counts"]["lost"] = 0.into();
+    assert!(serde_json::from_value::<Stats>(value).is_err());
+}

@@ -68,7 +68,9 @@ fn an_operator_confirms_a_quarantined_payment_and_the_agent_replays_it() {
     let args = json!({"invoice_id": "INV-1042", "amount_cents": 1999});
 
     // The agent's attempt: committed at the provider, acknowledgement lost.
-    let result = executor(&db)
+    // The agent keeps running (its ledger open) while the operator works.
+    let agent = executor(&db);
+    let result = agent
         .execute(&capture_contract(), &args, capture_then_time_out(&provider))
         .unwrap();
     assert_eq!(result.status, EffectStatus::Quarantined);
@@ -161,11 +163,18 @@ fn an_operator_confirms_a_quarantined_payment_and_the_agent_replays_it() {
     assert_eq!(audit["provider_operation_id"], "pay-000001");
     settings().bind(|| assert_json_snapshot!("incident_events", events));
 
-    // 5. The agent retries after a restart: the confirmed result is replayed,
-    // the handler is not called, the customer is charged once.
+    // 5. The running agent retries: the confirmed result is replayed, the
+    // handler is not called, the customer is charged once. So does an agent
+    // started afresh on the same file.
+    let live = agent
+        .execute(&capture_contract(), &args, capture_then_time_out(&provider))
+        .unwrap();
+    assert!(live.duplicate_suppressed);
+    drop(agent);
     let replay = executor(&db)
         .execute(&capture_contract(), &args, capture_then_time_out(&provider))
         .unwrap();
+    assert_eq!(replay, live);
     assert!(replay.duplicate_suppressed);
     assert_eq!(replay.status, EffectStatus::Confirmed);
     assert_eq!(
