@@ -106,13 +106,14 @@ pub enum Command {
     /// Operations per status and the age of the oldest unresolved
     /// (outcome_unknown or quarantined) operation.
     Stats,
-    /// Every event with a sequence greater than --since, in sequence order, as
-    /// JSON Lines for a log pipeline. Store the last sequence you read and pass
-    /// it as --since next time.
+    /// Every event after --since, in sequence order, as JSON Lines for a log
+    /// pipeline. Store the last sequence you read and pass it as --since next time.
     Export {
-        /// Export events whose sequence is greater than this (0: everything).
-        #[arg(long, value_name = "SEQ", default_value_t = 0)]
-        since: u64,
+        /// A sequence number: export events whose sequence is greater than it
+        /// (0, the default: everything). Or an ISO-8601 timestamp with offset
+        /// (2026-01-01T00:00:00+00:00): export events stamped at or after it.
+        #[arg(long, value_name = "SEQ|TIMESTAMP", default_value = "0", value_parser = parse_since)]
+        since: Since,
     },
     /// Record that the effect happened, with the output the provider shows.
     /// The next execution replays this output instead of dispatching.
@@ -158,6 +159,26 @@ pub struct AuditArgs {
     /// reference. Never a secret or customer data.
     #[arg(long, value_name = "REF")]
     pub evidence_reference: String,
+}
+
+/// Where `export` starts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Since {
+    /// Events with a greater sequence.
+    Sequence(u64),
+    /// Events stamped at or after this many microseconds since the Unix epoch.
+    Time(i128),
+}
+
+fn parse_since(value: &str) -> Result<Since, String> {
+    if let Ok(sequence) = value.parse::<u64>() {
+        return Ok(Since::Sequence(sequence));
+    }
+    crate::timestamp::parse_unix_micros(value)
+        .map(Since::Time)
+        .ok_or_else(|| {
+            "expected a sequence number or an ISO-8601 timestamp with offset, such as 2026-01-01T00:00:00+00:00".to_owned()
+        })
 }
 
 fn parse_status(value: &str) -> Result<EffectStatus, effect_core::ParseStatusError> {

@@ -14,11 +14,11 @@ use effect_ledger_sqlite::SqliteLedger;
 use serde::Serialize;
 use serde_json::Value;
 
-use crate::cli::{AuditArgs, Cli, Command, Format};
+use crate::cli::{AuditArgs, Cli, Command, Format, Since};
 use crate::error::InputError;
 use crate::open::{open, open_writable};
 use crate::table;
-use crate::timestamp::age_seconds;
+use crate::timestamp::{age_seconds, parse_unix_micros};
 use crate::view::{
     EventList, EventView, OperationDetail, OperationList, OperationSummary, Resolution, Stats,
     StatusCounts,
@@ -210,14 +210,25 @@ fn stats(
     printer.report(&stats, table::stats)
 }
 
-fn export(ledger: &SqliteLedger, since: u64, printer: &mut Printer<'_>) -> anyhow::Result<()> {
-    let mut after = since;
+fn export(ledger: &SqliteLedger, since: Since, printer: &mut Printer<'_>) -> anyhow::Result<()> {
+    // Sequences give commit order; timestamps come from each writer's clock and
+    // need not be monotonic, so a time filter reads every event.
+    let (mut after, from_time) = match since {
+        Since::Sequence(sequence) => (sequence, None),
+        Since::Time(micros) => (0, Some(micros)),
+    };
     let mut table_rows = Vec::new();
     loop {
         let page = ledger.events_after(after, EXPORT_PAGE)?;
         let Some(last) = page.last() else { break };
         after = last.sequence;
         for event in &page {
+            if let Some(from) = from_time {
+                // An unreadable timestamp is exported rather than silently dropped.
+                if parse_unix_micros(&event.timestamp).is_some_and(|at| at < from) {
+                    continue;
+                }
+            }
             let view = EventView::from(event);
             match printer.format {
                 Format::Json => {

@@ -66,3 +66,41 @@ fn export_pages_through_large_ledgers() {
             .all(|w| w[0].sequence + 1 == w[1].sequence)
     );
 }
+
+#[test]
+fn since_a_timestamp_means_stamped_at_or_after_it() {
+    let (_dir, db) = python_ledger();
+    // Event 26 of the fixture is stamped 2026-11-30T02:24:01.916222+00:00.
+    let from = ops(
+        &db,
+        &["export", "--since", "2026-11-30T02:24:01.916222+00:00"],
+    );
+    let sequences: Vec<u64> = lines(&from.stdout).iter().map(|e| e.sequence).collect();
+    assert_eq!(sequences, [26, 27, 28]);
+    // The same instant in another offset.
+    let shifted = ops(
+        &db,
+        &["export", "--since", "2026-11-30T03:24:01.916222+01:00"],
+    );
+    assert_eq!(shifted.stdout, from.stdout);
+    let everything = ops(&db, &["export", "--since", "2026-01-01T00:00:00Z"]);
+    assert_eq!(lines(&everything.stdout).len(), 28);
+}
+
+#[test]
+fn since_refuses_what_is_neither_a_sequence_nor_a_timestamp() {
+    use agent_effect_ops::Cli;
+    use clap::Parser as _;
+    for bad in ["-1.5", "yesterday", "2026-11-30", "2026-11-30T02:24:01"] {
+        let err = Cli::try_parse_from([
+            "agent-effect-ops",
+            "--db",
+            "x",
+            "export",
+            &format!("--since={bad}"),
+        ])
+        .unwrap_err();
+        assert_eq!(err.exit_code(), 2, "{bad}");
+        assert!(err.to_string().contains("ISO-8601"), "{bad}: {err}");
+    }
+}
