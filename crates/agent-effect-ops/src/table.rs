@@ -227,3 +227,6 @@ pub fn resolution(resolution: &Resolution) -> String {
     out.push('\n');
     out
 }
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,25 @@
+use super::*;
+
+#[test]
+fn cells_escape_control_characters() {
+    // A stored error could try to recolour or rewrite the operator's terminal.
+    assert_eq!(
+        cell(Some("timeout\u{1b}[2J\r\nfake line")),
+        "timeout\\u{1b}[2J\\r\\nfake line"
+    );
+    assert_eq!(cell(Some("zürich")), "zürich");
+    assert_eq!(cell(None), "-");
+    assert_eq!(cell(Some("")), "-");
+}
+
+#[test]
+fn columns_align_by_characters_not_bytes() {
+    let rows = vec![
+        vec!["zürich".to_owned(), "1".to_owned()],
+        vec!["b".to_owned(), "22".to_owned()],
+    ];
+    assert_eq!(
+        columns(&["ID", "N"], &rows),
+        "ID      N\nzürich  1\nb       22\n"
+    );
+}
