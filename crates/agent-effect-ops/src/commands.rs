@@ -37,54 +37,53 @@ const EXPORT_PAGE: usize = 1000;
 /// Any failure, classified for the exit code by [`Exit::of`](crate::Exit::of).
 pub fn run(cli: &Cli, clock: Arc<dyn Clock>, out: &mut dyn Write) -> anyhow::Result<()> {
     // Check input before the ledger is opened: a refused command touches nothing.
-    match &cli.command {
-        Command::Confirm {
-            id,
-            output_json,
-            audit,
-            provider_operation_id,
-        } => {
-            check_id(id)?;
-            check_audit(audit)?;
-            if provider_operation_id
-                .as_deref()
-                .is_some_and(|p| p.trim().is_empty())
-            {
-                return Err(InputError::Blank {
-                    flag: "--provider-operation-id",
-                }
-                .into());
-            }
-            parse_output(output_json)?;
-        }
-        Command::Reject { id, audit } | Command::AuthorizeRetry { id, audit } => {
-            check_id(id)?;
-            check_audit(audit)?;
-        }
-        Command::Show { id, .. } | Command::Events { id } => check_id(id)?,
-        Command::List { .. } | Command::Stats | Command::Export { .. } => {}
+    let resolution = manual_resolution(&cli.command)?;
+    if let Command::Show { id, .. } | Command::Events { id } = &cli.command {
+        check_id(id)?;
     }
     let ledger = open(&cli.db, cli.migrate, Arc::clone(&clock))?;
     let mut printer = Printer {
         out,
         format: cli.format,
     };
-    let (id, action, audit) = match &cli.command {
+    match &cli.command {
         Command::List { status, limit } => {
-            return list(&ledger, *status, usize::from(*limit), &mut printer);
+            list(&ledger, *status, usize::from(*limit), &mut printer)
         }
-        Command::Show { id, include_output } => {
-            return show(&ledger, id, *include_output, &mut printer);
+        Command::Show { id, include_output } => show(&ledger, id, *include_output, &mut printer),
+        Command::Events { id } => events(&ledger, id, &mut printer),
+        Command::Stats => stats(&ledger, clock.as_ref(), &mut printer),
+        Command::Export { since } => export(&ledger, *since, &mut printer),
+        Command::Confirm { id, .. }
+        | Command::Reject { id, .. }
+        | Command::AuthorizeRetry { id, .. } => {
+            match &resolution {
+                Some(resolution) => resolve(&ledger, id, resolution, clock, &mut printer),
+                // `manual_resolution` returns one for every resolving command.
+                None => Err(anyhow::anyhow!("internal error: no resolution for {id:?}")),
+            }
         }
-        Command::Events { id } => return events(&ledger, id, &mut printer),
-        Command::Stats => return stats(&ledger, clock.as_ref(), &mut printer),
-        Command::Export { since } => return export(&ledger, *since, &mut printer),
+    }
+}
+
+/// The validated resolution a `confirm`, `reject` or `authorize-retry`
+/// command asks for; `None` for read commands.
+fn manual_resolution(command: &Command) -> Result<Option<ManualResolution>, InputError> {
+    let (id, action, audit) = match command {
         Command::Confirm {
             id,
             output_json,
             provider_operation_id,
             audit,
         } => {
+            if provider_operation_id
+                .as_deref()
+                .is_some_and(|p| p.trim().is_empty())
+            {
+                return Err(InputError::Blank {
+                    flag: "--provider-operation-id",
+                });
+            }
             let action = ManualAction::Confirm {
                 output: parse_output(output_json)?,
                 provider_operation_id: provider_operation_id.clone(),
@@ -93,14 +92,20 @@ pub fn run(cli: &Cli, clock: Arc<dyn Clock>, out: &mut dyn Write) -> anyhow::Res
         }
         Command::Reject { id, audit } => (id, ManualAction::Reject, audit),
         Command::AuthorizeRetry { id, audit } => (id, ManualAction::AuthorizeRetry, audit),
+        Command::List { .. }
+        | Command::Show { .. }
+        | Command::Events { .. }
+        | Command::Stats
+        | Command::Export { .. } => return Ok(None),
     };
-    let resolution = ManualResolution {
+    check_id(id)?;
+    check_audit(audit)?;
+    Ok(Some(ManualResolution {
         action,
         actor: audit.actor.clone(),
         reason: audit.reason.clone(),
         evidence_reference: audit.evidence_reference.clone(),
-    };
-    resolve(&ledger, id, &resolution, clock, &mut printer)
+    }))
 }
 
 /// Writes reports in the chosen format.
