@@ -10,7 +10,7 @@ const EXIT_CODES: &str = "\
 Exit codes:
   0  success
   1  the ledger failed (unreadable, locked past the busy timeout, corrupt) or output could not be written
-  2  usage error or invalid input: a bad flag, a missing --db file, invalid --output-json,
+  2  usage error or invalid input: a bad flag, a missing or empty --db file, invalid --output-json,
      an empty --actor/--reason/--evidence-reference, a ledger that needs --migrate
   3  the operation does not exist
   4  the transition is not allowed from the operation's current status

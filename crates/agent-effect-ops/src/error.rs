@@ -17,6 +17,14 @@ pub enum InputError {
         /// The path given.
         path: PathBuf,
     },
+    /// `--db` names an empty file: SQLite would make a new database of it.
+    #[error(
+        "ledger file {path:?} is empty, not a ledger; pass the path of an existing ledger with --db"
+    )]
+    EmptyLedger {
+        /// The path given.
+        path: PathBuf,
+    },
     /// The ledger must be migrated before this version can read it.
     #[error(
         "ledger {path:?} has an older schema (version {found}) and must be migrated before use; re-run with --migrate to migrate it in place"

@@ -11,8 +11,8 @@ use crate::error::InputError;
 
 /// Opens the ledger at `path` for reading.
 ///
-/// The file must exist: a ledger that is created on the spot would make every
-/// operation look unknown. Without `migrate` the file is opened read-only, which
+/// The file must exist and not be empty: a ledger that is created on the spot
+/// would make every operation look unknown. Without `migrate` the file is opened read-only, which
 /// proves it is a ledger this version can read, without writing to it. With
 /// `migrate` it is opened read-write, which migrates an older schema in place as
 /// an agent process would.
@@ -26,6 +26,13 @@ pub fn open(path: &Path, migrate: bool, clock: Arc<dyn Clock>) -> anyhow::Result
         }
         Err(err) => {
             return Err(err).with_context(|| format!("cannot read ledger file {path:?}"));
+        }
+        // SQLite would turn an empty file into a new database, even with --migrate.
+        Ok(metadata) if metadata.is_file() && metadata.len() == 0 => {
+            return Err(InputError::EmptyLedger {
+                path: path.to_owned(),
+            }
+            .into());
         }
         Ok(_) => {}
     }

@@ -2,6 +2,7 @@
 #![allow(clippy::unwrap_used)] // Tests unwrap: a panic is a failing test with its message.
 
 mod cli;
+mod empty;
 mod errors;
 mod export;
 mod fixtures;

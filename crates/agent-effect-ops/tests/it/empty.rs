@@ -1,0 +1,49 @@
+//! A ledger with no operations yet, and paths that are not ledgers.
+
+use agent_effect_ops::Exit;
+use agent_effect_ops::view::{OperationList, Stats};
+use effect_ledger_sqlite::{SqliteLedger, SqliteOptions};
+
+use crate::support::{bin_on, failure, ops};
+
+#[test]
+fn an_empty_ledger_reports_nothing_unresolved() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("effects.sqlite3");
+    drop(SqliteLedger::open(&db, SqliteOptions::default()).unwrap());
+    let stats: Stats = ops(&db, &["stats"]).json();
+    assert_eq!((stats.total, stats.unresolved), (0, 0));
+    assert_eq!(stats.oldest_unresolved_updated_at, None);
+    assert_eq!(stats.oldest_unresolved_age_seconds, None);
+    let list: OperationList = ops(&db, &["list"]).json();
+    assert_eq!((list.count, list.limit, list.status), (0, 100, None));
+    let table = ops(&db, &["list", "--format", "table"]);
+    assert_eq!(table.stdout, "no operations\n");
+    let stats_table = ops(&db, &["stats", "--format", "table"]);
+    assert!(stats_table.stdout.ends_with("oldest unresolved: none\n"));
+    let export = ops(&db, &["export"]);
+    assert_eq!((export.exit, export.stdout.as_str()), (Exit::Success, ""));
+}
+
+#[test]
+fn a_directory_is_not_a_ledger() {
+    let dir = tempfile::tempdir().unwrap();
+    let (exit, stderr) = failure(&bin_on(dir.path(), &["list"]));
+    assert_eq!(exit, i32::from(Exit::Usage.code()));
+    assert!(stderr.contains("it is a directory"), "{stderr}");
+}
+
+#[test]
+fn an_empty_file_is_not_turned_into_a_ledger() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("effects.sqlite3");
+    std::fs::write(&db, b"").unwrap();
+    // SQLite reads an empty file as a new database; refused even with --migrate.
+    for args in [&["list"][..], &["--migrate", "list"]] {
+        let (exit, stderr) = failure(&bin_on(&db, args));
+        assert_eq!(exit, i32::from(Exit::Usage.code()), "{stderr}");
+        assert!(stderr.contains("is empty, not a ledger"), "{stderr}");
+    }
+    assert_eq!(std::fs::read(&db).unwrap(), b"");
+    assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 1);
+}
