@@ -7,8 +7,10 @@
 //! agent-effect-ops --db effects.sqlite3 list --status quarantined
 //! agent-effect-ops --db effects.sqlite3 show invoice:INV-1042:capture
 //! agent-effect-ops --db effects.sqlite3 confirm invoice:INV-1042:capture \
-//!     --output-json '{"payment_id":"pay-123"}' --provider-operation-id pay-123 \
-//!     --actor alice --reason "capture visible in the provider dashboard" \
+//!     --output-json '{"payment_id":"pay-000001","status":"captured"}' \
+//!     --provider-operation-id pay-000001 \
+//!     --actor alice@example.com \
+//!     --reason "capture pay-000001 visible in the provider dashboard" \
 //!     --evidence-reference INC-2042
 //! ```
 //!
