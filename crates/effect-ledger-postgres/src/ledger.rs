@@ -8,16 +8,16 @@ use effect_core::{
     EffectLedger, EffectRecord, EffectStatus, LedgerError, LedgerEvent, LedgerStats, ListQuery,
     Transition, TransitionOutcome,
 };
-use postgres::{Client, NoTls};
-use r2d2_postgres::PostgresConnectionManager;
+use postgres::NoTls;
 
 use crate::error::{Step, boxed, corrupt, from_pg, from_pool};
 use crate::options::PostgresOptions;
+use crate::pool::{Connection, Manager};
 use crate::row::{self, RecordParams};
 use crate::schema::{self, Schema, Statements};
 
-type Pool = r2d2::Pool<PostgresConnectionManager<NoTls>>;
-type Connection = r2d2::PooledConnection<PostgresConnectionManager<NoTls>>;
+type Pool = r2d2::Pool<Manager>;
+type Pooled = r2d2::PooledConnection<Manager>;
 
 /// An [`EffectLedger`] stored in a PostgreSQL schema, for several processes or
 /// hosts sharing one ledger.
@@ -33,7 +33,6 @@ type Connection = r2d2::PooledConnection<PostgresConnectionManager<NoTls>>;
 pub struct PostgresLedger {
     pool: Pool,
     schema: Schema,
-    sql: std::sync::Arc<Statements>,
     retries: u32,
 }
 
@@ -77,7 +76,7 @@ impl PostgresLedger {
             .map_err(|err| from_pg("connecting", err))?;
         schema::migrate(&mut client, &schema)?;
         drop(client);
-        let manager = PostgresConnectionManager::new(config, NoTls);
+        let manager = Manager::new(config, std::sync::Arc::new(Statements::new(&schema)));
         let pool = r2d2::Pool::builder()
             .max_size(options.pool_size.max(1))
             .min_idle(Some(1))
@@ -86,7 +85,6 @@ impl PostgresLedger {
             .map_err(from_pool)?;
         Ok(PostgresLedger {
             pool,
-            sql: std::sync::Arc::new(Statements::new(&schema)),
             schema,
             retries: options.transaction_retries,
         })
@@ -97,30 +95,30 @@ impl PostgresLedger {
         &self.schema.name
     }
 
-    fn connection(&self) -> Result<Connection, LedgerError> {
+    fn connection(&self) -> Result<Pooled, LedgerError> {
         self.pool.get().map_err(from_pool)
     }
 
     /// One attempt at a transition, in one transaction.
     fn try_apply(
-        &self,
-        client: &mut Client,
+        conn: &mut Connection,
         operation_id: &str,
         transition: &Transition,
     ) -> Result<TransitionOutcome, Step> {
         let pg = |doing: &'static str| move |err| Step::from_pg(doing, err);
+        let Connection { client, sql } = conn;
         let mut tx = client
             .transaction()
             .map_err(pg("beginning a transaction"))?;
         let current = tx
-            .query_opt(&self.sql.lock_record, &[&operation_id])
+            .query_opt(&sql.lock_record, &[&operation_id])
             .map_err(pg("locking an operation"))?
             .map(|r| row::record(&r))
             .transpose()?;
         // Read after the row lock is held, so a transition that waited for the
         // lock sees the time at which it actually runs.
         let now: SystemTime = tx
-            .query_one("SELECT clock_timestamp()", &[])
+            .query_one(&sql.clock, &[])
             .map_err(pg("reading the database clock"))?
             .try_get(0)
             .map_err(|err| corrupt("the database clock cannot be decoded".to_owned(), err))?;
@@ -130,7 +128,7 @@ impl PostgresLedger {
             let bound = params.bind(&outcome.record);
             if write.insert {
                 let inserted = tx
-                    .execute(&self.sql.insert_record, &bound)
+                    .execute(&sql.insert_record, &bound)
                     .map_err(pg("inserting an operation"))?;
                 if inserted == 0 {
                     // Another transaction created it since our read: start
@@ -139,7 +137,7 @@ impl PostgresLedger {
                 }
             } else {
                 let updated = tx
-                    .execute(&self.sql.update_record, &bound)
+                    .execute(&sql.update_record, &bound)
                     .map_err(pg("updating an operation"))?;
                 if updated != 1 {
                     return Err(Step::Fail(LedgerError::backend(
@@ -152,15 +150,12 @@ impl PostgresLedger {
                 // Appends are ordered by a per-schema lock held until commit, so
                 // sequences become visible in order and an `events_after`
                 // cursor never skips an event committed late.
-                tx.query_one(
-                    "SELECT pg_advisory_xact_lock(hashtextextended($1, 0))::text",
-                    &[&self.schema.events_lock_name()],
-                )
-                .map_err(pg("ordering event appends"))?;
+                tx.query_one(&sql.lock_events, &[])
+                    .map_err(pg("ordering event appends"))?;
             }
             for event in &write.events {
                 tx.execute(
-                    &self.sql.insert_event,
+                    &sql.insert_event,
                     &[
                         &operation_id,
                         &event.event_type,
@@ -178,10 +173,14 @@ impl PostgresLedger {
     fn read<T>(
         &self,
         doing: &'static str,
-        f: impl FnOnce(&mut Client) -> Result<T, postgres::Error>,
+        f: impl FnOnce(
+            &mut postgres::Client,
+            &Statements<postgres::Statement>,
+        ) -> Result<T, postgres::Error>,
     ) -> Result<T, LedgerError> {
         let mut conn = self.connection()?;
-        f(&mut conn).map_err(|err| from_pg(doing, err))
+        let Connection { client, sql } = &mut *conn;
+        f(client, sql).map_err(|err| from_pg(doing, err))
     }
 }
 
@@ -194,7 +193,7 @@ impl EffectLedger for PostgresLedger {
         let mut conn = self.connection()?;
         let mut attempt: u32 = 0;
         loop {
-            match self.try_apply(&mut conn, operation_id, transition) {
+            match Self::try_apply(&mut conn, operation_id, transition) {
                 Ok(outcome) => return Ok(outcome),
                 Err(Step::Fail(err)) => return Err(err),
                 Err(Step::Retry(err)) => {
@@ -217,8 +216,8 @@ impl EffectLedger for PostgresLedger {
     }
 
     fn get(&self, operation_id: &str) -> Result<Option<EffectRecord>, LedgerError> {
-        self.read("reading an operation", |c| {
-            c.query_opt(&self.sql.get, &[&operation_id])
+        self.read("reading an operation", |c, sql| {
+            c.query_opt(&sql.get, &[&operation_id])
         })?
         .map(|r| row::record(&r))
         .transpose()
@@ -227,16 +226,16 @@ impl EffectLedger for PostgresLedger {
     fn list(&self, query: &ListQuery) -> Result<Vec<EffectRecord>, LedgerError> {
         query.validate()?;
         let limit = i64::try_from(query.limit).unwrap_or(i64::MAX);
-        let rows = self.read("listing operations", |c| match query.status {
-            Some(status) => c.query(&self.sql.list_status, &[&status.as_str(), &limit]),
-            None => c.query(&self.sql.list, &[&limit]),
+        let rows = self.read("listing operations", |c, sql| match query.status {
+            Some(status) => c.query(&sql.list_status, &[&status.as_str(), &limit]),
+            None => c.query(&sql.list, &[&limit]),
         })?;
         rows.iter().map(row::record).collect()
     }
 
     fn events(&self, operation_id: &str) -> Result<Vec<LedgerEvent>, LedgerError> {
-        let rows = self.read("reading events", |c| {
-            c.query(&self.sql.events, &[&operation_id])
+        let rows = self.read("reading events", |c, sql| {
+            c.query(&sql.events, &[&operation_id])
         })?;
         rows.iter().map(row::event).collect()
     }
@@ -247,14 +246,14 @@ impl EffectLedger for PostgresLedger {
             return Ok(Vec::new());
         };
         let limit = i64::try_from(limit).unwrap_or(i64::MAX);
-        let rows = self.read("reading events", |c| {
-            c.query(&self.sql.events_after, &[&after, &limit])
+        let rows = self.read("reading events", |c, sql| {
+            c.query(&sql.events_after, &[&after, &limit])
         })?;
         rows.iter().map(row::event).collect()
     }
 
     fn stats(&self) -> Result<LedgerStats, LedgerError> {
-        let rows = self.read("counting operations", |c| c.query(&self.sql.stats, &[]))?;
+        let rows = self.read("counting operations", |c, sql| c.query(&sql.stats, &[]))?;
         let mut counts: Vec<(EffectStatus, u64)> =
             EffectStatus::ALL.into_iter().map(|s| (s, 0)).collect();
         let mut oldest: Option<String> = None;

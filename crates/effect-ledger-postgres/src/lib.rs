@@ -10,7 +10,7 @@
 //! SQLite file on a network drive to share it between hosts.
 //!
 //! It depends on effect-core and the synchronous `postgres` driver with an
-//! `r2d2` pool, and deliberately on nothing else: no async runtime, no executor,
+//! `r2d2` pool (whose connections keep the ledger's statements prepared), and deliberately on nothing else: no async runtime, no executor,
 //! no other store.
 //!
 //! # What it stores
@@ -108,6 +108,7 @@
 mod error;
 mod ledger;
 mod options;
+mod pool;
 mod row;
 mod schema;
 

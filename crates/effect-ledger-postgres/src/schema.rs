@@ -11,7 +11,7 @@
 //! between the two stores without a conversion step.
 
 use effect_core::LedgerError;
-use postgres::Client;
+use postgres::{Client, Statement};
 
 use crate::error::{corrupt, from_pg};
 
@@ -175,28 +175,32 @@ const COLUMNS: &str = "operation_id, contract_name, contract_version, request_fi
 
 const EVENT_COLUMNS: &str = "sequence, operation_id, event_type, data_json, timestamp";
 
-/// Every statement the ledger runs, with the schema name filled in.
-#[derive(Debug)]
-pub(crate) struct Statements {
-    pub(crate) lock_record: String,
-    pub(crate) insert_record: String,
-    pub(crate) update_record: String,
-    pub(crate) insert_event: String,
-    pub(crate) get: String,
-    pub(crate) list: String,
-    pub(crate) list_status: String,
-    pub(crate) events: String,
-    pub(crate) events_after: String,
-    pub(crate) stats: String,
+/// Every statement the ledger runs: as SQL text with the schema name filled in
+/// (`Statements<String>`), or prepared on one connection (`Statements<Statement>`).
+#[derive(Debug, Clone)]
+pub(crate) struct Statements<S> {
+    pub(crate) lock_record: S,
+    pub(crate) clock: S,
+    pub(crate) insert_record: S,
+    pub(crate) update_record: S,
+    pub(crate) lock_events: S,
+    pub(crate) insert_event: S,
+    pub(crate) get: S,
+    pub(crate) list: S,
+    pub(crate) list_status: S,
+    pub(crate) events: S,
+    pub(crate) events_after: S,
+    pub(crate) stats: S,
 }
 
-impl Statements {
-    pub(crate) fn new(schema: &Schema) -> Statements {
+impl Statements<String> {
+    pub(crate) fn new(schema: &Schema) -> Statements<String> {
         let q = &schema.quoted;
         let ops = format!("{q}.effect_operations");
         let events = format!("{q}.effect_events");
         Statements {
             lock_record: format!("SELECT {COLUMNS} FROM {ops} WHERE operation_id = $1 FOR UPDATE"),
+            clock: "SELECT clock_timestamp()".to_owned(),
             insert_record: format!(
                 "INSERT INTO {ops} ({COLUMNS}) VALUES \
                  ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15) \
@@ -208,6 +212,11 @@ impl Statements {
                  result_json = $7, provider_operation_id = $8, error = $9, attempts = $10, \
                  evidence_json = $11, owner_token = $12, lease_until = $13, created_at = $14, \
                  updated_at = $15 WHERE operation_id = $1"
+            ),
+            // The key names the schema, so separate ledgers never wait on each other.
+            lock_events: format!(
+                "SELECT pg_advisory_xact_lock(hashtextextended('{}', 0))::text",
+                schema.events_lock_name()
             ),
             insert_event: format!(
                 "INSERT INTO {events} (operation_id, event_type, data_json, timestamp) \
@@ -229,5 +238,27 @@ impl Statements {
             ),
             stats: format!("SELECT status, count(*), min(updated_at) FROM {ops} GROUP BY status"),
         }
+    }
+
+    /// Prepares every statement on `client`, once per pooled connection, so a
+    /// transition costs one round trip per statement instead of two.
+    pub(crate) fn prepare(
+        &self,
+        client: &mut Client,
+    ) -> Result<Statements<Statement>, postgres::Error> {
+        Ok(Statements {
+            lock_record: client.prepare(&self.lock_record)?,
+            clock: client.prepare(&self.clock)?,
+            insert_record: client.prepare(&self.insert_record)?,
+            update_record: client.prepare(&self.update_record)?,
+            lock_events: client.prepare(&self.lock_events)?,
+            insert_event: client.prepare(&self.insert_event)?,
+            get: client.prepare(&self.get)?,
+            list: client.prepare(&self.list)?,
+            list_status: client.prepare(&self.list_status)?,
+            events: client.prepare(&self.events)?,
+            events_after: client.prepare(&self.events_after)?,
+            stats: client.prepare(&self.stats)?,
+        })
     }
 }
