@@ -1,0 +1,528 @@
+//! [`ToolExecutor`]: runs one tool invocation, after validation, through the
+//! right path: retry policy and circuit breaker for plain tools, the effect
+//! executor for tools with an effect contract.
+
+use std::panic::{AssertUnwindSafe, catch_unwind};
+use std::sync::Arc;
+use std::time::Duration;
+
+use effect_core::{Clock, EffectStatus, SystemClock};
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use crate::error::{ToolError, ToolErrorKind};
+use crate::resilience::{
+    CircuitBreakerPolicy, CircuitBreakers, CircuitState, RetryPolicy, Sleeper, ThreadSleeper,
+};
+use crate::tool::{RegisteredTool, ToolInput, ToolRegistry};
+
+/// Why an invocation failed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+#[non_exhaustive]
+pub enum FailureKind {
+    /// No tool has this name.
+    UnknownTool,
+    /// The arguments do not match the tool's schema; the handler never ran.
+    InvalidArguments,
+    /// The dependency's circuit is open; the handler never ran.
+    CircuitOpen,
+    /// The handler timed out on every attempt.
+    Timeout,
+    /// The handler failed.
+    Failed,
+    /// The handler (or the effect's provider) refused definitively.
+    Rejected,
+    /// The effect executor could not do its job (a ledger failure, a
+    /// conflicting operation identity, a contract callback error).
+    EffectExecutor,
+    /// The tool has an effect contract but no effect executor is available.
+    EffectsUnavailable,
+}
+
+impl FailureKind {
+    /// The snake_case name used in traces.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            FailureKind::UnknownTool => "unknown_tool",
+            FailureKind::InvalidArguments => "invalid_arguments",
+            FailureKind::CircuitOpen => "circuit_open",
+            FailureKind::Timeout => "timeout",
+            FailureKind::Failed => "failed",
+            FailureKind::Rejected => "rejected",
+            FailureKind::EffectExecutor => "effect_executor",
+            FailureKind::EffectsUnavailable => "effects_unavailable",
+        }
+    }
+
+    fn of(kind: ToolErrorKind) -> Self {
+        match kind {
+            ToolErrorKind::Timeout => FailureKind::Timeout,
+            ToolErrorKind::Rejected => FailureKind::Rejected,
+            ToolErrorKind::Failed => FailureKind::Failed,
+        }
+    }
+}
+
+/// A failed invocation.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct InvocationFailure {
+    /// Why.
+    pub kind: FailureKind,
+    /// What happened.
+    pub message: String,
+}
+
+impl InvocationFailure {
+    fn new(kind: FailureKind, message: impl Into<String>) -> Self {
+        InvocationFailure {
+            kind,
+            message: message.into(),
+        }
+    }
+}
+
+/// What an invocation ended with.
+#[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
+pub enum InvocationOutcome {
+    /// The tool returned this output (or the effect is confirmed with it).
+    Succeeded {
+        /// The output.
+        output: Value,
+    },
+    /// The invocation failed and left nothing uncertain behind.
+    Failed(InvocationFailure),
+    /// The effect's outcome is uncertain (`outcome_unknown`, `quarantined`,
+    /// a dispatch in progress elsewhere, or a retry authorized but not yet made).
+    Uncertain {
+        /// The effect's status in the ledger.
+        status: EffectStatus,
+        /// The ledger's last error.
+        error: Option<String>,
+    },
+}
+
+/// One retry of a plain tool.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct RetryNote {
+    /// The attempt that failed (1-based).
+    pub attempt: u32,
+    /// The delay before the next attempt.
+    pub delay: Duration,
+    /// The error.
+    pub error: String,
+}
+
+/// What [`ToolExecutor::invoke`] reports.
+#[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
+pub struct InvocationReport {
+    /// The outcome.
+    pub outcome: InvocationOutcome,
+    /// Handler attempts made (for effect-backed tools: the effect's attempts).
+    pub attempts: u32,
+    /// Retries of a plain tool, in order.
+    pub retries: Vec<RetryNote>,
+    /// The effect operation id, for effect-backed tools.
+    pub operation_id: Option<String>,
+}
+
+impl InvocationReport {
+    fn failed(kind: FailureKind, message: impl Into<String>) -> Self {
+        InvocationReport {
+            outcome: InvocationOutcome::Failed(InvocationFailure::new(kind, message)),
+            attempts: 0,
+            retries: Vec::new(),
+            operation_id: None,
+        }
+    }
+}
+
+/// Runs tool invocations.
+///
+/// Every invocation is validated against the tool's schema first; invalid
+/// arguments never reach a handler and never count against a circuit.
+/// Plain tools are retried on `timeout` errors with bounded exponential
+/// backoff and guarded by a per-dependency circuit breaker. Tools with an
+/// effect contract go to the effect executor instead and bypass both.
+///
+/// ```
+/// use agent_runtime::{EffectKind, InvocationOutcome, ToolDefinition, ToolExecutor, ToolRegistry};
+/// use serde_json::json;
+///
+/// let mut registry = ToolRegistry::new();
+/// registry.register(ToolDefinition::new(
+///     "echo",
+///     "Echoes its text",
+///     json!({"type": "object", "properties": {"text": {"type": "string"}}}),
+///     EffectKind::Read,
+///     |input| Ok(input.arguments["text"].clone()),
+/// ))?;
+/// let tools = ToolExecutor::new(registry);
+/// let report = tools.invoke("echo", &json!({"text": "hi"}));
+/// assert_eq!(report.outcome, InvocationOutcome::Succeeded { output: json!("hi") });
+/// let invalid = tools.invoke("echo", &json!({"text": 1}));
+/// assert!(matches!(invalid.outcome, InvocationOutcome::Failed(_)));
+/// # Ok::<(), agent_runtime::RegistryError>(())
+/// ```
+#[derive(Debug, Clone)]
+pub struct ToolExecutor {
+    registry: Arc<ToolRegistry>,
+    retry: RetryPolicy,
+    breaker_policy: CircuitBreakerPolicy,
+    breakers: CircuitBreakers,
+    sleeper: Arc<dyn Sleeper>,
+    #[cfg(feature = "effects")]
+    effects: Option<effect_exec::EffectExecutor>,
+}
+
+impl ToolExecutor {
+    /// An executor with default retry and circuit-breaker policies, sleeping
+    /// on the current thread, and no effect executor.
+    pub fn new(registry: ToolRegistry) -> Self {
+        let breaker_policy = CircuitBreakerPolicy::default();
+        ToolExecutor {
+            registry: Arc::new(registry),
+            retry: RetryPolicy::default(),
+            breaker_policy,
+            breakers: CircuitBreakers::new(breaker_policy, Arc::new(SystemClock)),
+            sleeper: Arc::new(ThreadSleeper),
+            #[cfg(feature = "effects")]
+            effects: None,
+        }
+    }
+
+    /// Sets the retry policy of plain tools.
+    #[must_use]
+    pub fn retry_policy(mut self, policy: RetryPolicy) -> Self {
+        self.retry = policy;
+        self
+    }
+
+    /// Sets the circuit-breaker policy and the clock it reads (resets all circuits).
+    #[must_use]
+    pub fn circuit_breaker(mut self, policy: CircuitBreakerPolicy, clock: Arc<dyn Clock>) -> Self {
+        self.breaker_policy = policy;
+        self.breakers = CircuitBreakers::new(policy, clock);
+        self
+    }
+
+    /// Sets what waits between retries.
+    #[must_use]
+    pub fn sleeper(mut self, sleeper: Arc<dyn Sleeper>) -> Self {
+        self.sleeper = sleeper;
+        self
+    }
+
+    /// Runs tools with an effect contract through `executor`.
+    #[cfg(feature = "effects")]
+    #[must_use]
+    pub fn effect_executor(mut self, executor: effect_exec::EffectExecutor) -> Self {
+        self.effects = Some(executor);
+        self
+    }
+
+    /// The registry.
+    pub fn registry(&self) -> &ToolRegistry {
+        &self.registry
+    }
+
+    /// The state of a dependency's circuit.
+    pub fn circuit_state(&self, dependency: &str) -> CircuitState {
+        self.breakers.state(dependency)
+    }
+
+    /// True when effect-backed tools can run.
+    pub fn has_effect_executor(&self) -> bool {
+        #[cfg(feature = "effects")]
+        {
+            self.effects.is_some()
+        }
+        #[cfg(not(feature = "effects"))]
+        {
+            false
+        }
+    }
+
+    /// Looks the tool up and validates the arguments, without running anything.
+    ///
+    /// # Errors
+    ///
+    /// [`FailureKind::UnknownTool`] or [`FailureKind::InvalidArguments`].
+    pub fn check(
+        &self,
+        tool: &str,
+        arguments: &Value,
+    ) -> Result<&RegisteredTool, InvocationFailure> {
+        let registered = self.registry.get(tool).ok_or_else(|| {
+            InvocationFailure::new(FailureKind::UnknownTool, format!("no tool named {tool:?}"))
+        })?;
+        registered.schema().validate(arguments).map_err(|errors| {
+            InvocationFailure::new(
+                FailureKind::InvalidArguments,
+                format!(
+                    "arguments of {tool:?} do not match its input schema: {}",
+                    errors.join("; ")
+                ),
+            )
+        })?;
+        Ok(registered)
+    }
+
+    /// The effect operation id the tool's contract derives from the arguments,
+    /// or `None` for a plain tool.
+    ///
+    /// # Errors
+    ///
+    /// The contract callback's error, as a message.
+    pub fn operation_id(&self, tool: &str, arguments: &Value) -> Result<Option<String>, String> {
+        let Some(contract) = self
+            .registry
+            .get(tool)
+            .and_then(|t| t.definition().contract())
+        else {
+            return Ok(None);
+        };
+        catch_unwind(AssertUnwindSafe(|| contract.operation_id(arguments)))
+            .map_err(|_| "the operation id callback panicked".to_owned())?
+            .map(Some)
+            .map_err(|err| err.to_string())
+    }
+
+    /// Validates and runs one invocation.
+    pub fn invoke(&self, tool: &str, arguments: &Value) -> InvocationReport {
+        self.run(tool, arguments, false)
+    }
+
+    /// Settles an effect-backed invocation that may already have been
+    /// dispatched (after a crash, or an uncertain outcome): an uncertain
+    /// operation is reconciled through its contract; the tool is dispatched
+    /// only where the ledger and the contract make that safe. A plain tool is
+    /// simply invoked.
+    pub fn recover(&self, tool: &str, arguments: &Value) -> InvocationReport {
+        self.run(tool, arguments, true)
+    }
+
+    fn run(&self, tool: &str, arguments: &Value, recovering: bool) -> InvocationReport {
+        let registered = match self.check(tool, arguments) {
+            Ok(registered) => registered,
+            Err(failure) => return InvocationReport::failed(failure.kind, failure.message),
+        };
+        if registered.definition().contract().is_some() {
+            self.invoke_effect(registered, arguments, recovering)
+        } else {
+            self.invoke_plain(registered, arguments)
+        }
+    }
+
+    fn invoke_plain(&self, tool: &RegisteredTool, arguments: &Value) -> InvocationReport {
+        let definition = tool.definition();
+        let dependency = definition.dependency_name();
+        if !self.breakers.allows(dependency) {
+            return InvocationReport::failed(
+                FailureKind::CircuitOpen,
+                format!("the circuit of dependency {dependency:?} is open"),
+            );
+        }
+        let mut retries = Vec::new();
+        let mut attempt = 0;
+        loop {
+            attempt += 1;
+            let handler = definition.handler();
+            let input = ToolInput {
+                arguments: arguments.clone(),
+                provider_key: None,
+            };
+            let result = catch_unwind(AssertUnwindSafe(|| handler(input)))
+                .unwrap_or_else(|_| Err(ToolError::failed("the handler panicked")));
+            let error = match result {
+                Ok(output) => {
+                    self.breakers.record_success(dependency);
+                    return InvocationReport {
+                        outcome: InvocationOutcome::Succeeded { output },
+                        attempts: attempt,
+                        retries,
+                        operation_id: None,
+                    };
+                }
+                Err(error) => error,
+            };
+            if error.is_retryable() && attempt < self.retry.max_attempts {
+                let delay = self.retry.delay_after(attempt);
+                retries.push(RetryNote {
+                    attempt,
+                    delay,
+                    error: error.message.clone(),
+                });
+                self.sleeper.sleep(delay);
+                continue;
+            }
+            // A definitive refusal says the dependency is up and answering.
+            if error.kind != ToolErrorKind::Rejected {
+                self.breakers.record_failure(dependency);
+            }
+            return InvocationReport {
+                outcome: InvocationOutcome::Failed(InvocationFailure::new(
+                    FailureKind::of(error.kind),
+                    error.message,
+                )),
+                attempts: attempt,
+                retries,
+                operation_id: None,
+            };
+        }
+    }
+
+    #[cfg(not(feature = "effects"))]
+    fn invoke_effect(&self, tool: &RegisteredTool, _: &Value, _: bool) -> InvocationReport {
+        InvocationReport::failed(
+            FailureKind::EffectsUnavailable,
+            format!(
+                "tool {:?} has an effect contract but the `effects` feature is off",
+                tool.definition().name()
+            ),
+        )
+    }
+
+    #[cfg(feature = "effects")]
+    fn invoke_effect(
+        &self,
+        tool: &RegisteredTool,
+        arguments: &Value,
+        recovering: bool,
+    ) -> InvocationReport {
+        let definition = tool.definition();
+        let (Some(effects), Some(contract)) = (&self.effects, definition.contract()) else {
+            return InvocationReport::failed(
+                FailureKind::EffectsUnavailable,
+                format!(
+                    "tool {:?} has an effect contract but no effect executor is set",
+                    definition.name()
+                ),
+            );
+        };
+        let operation_id = match self.operation_id(definition.name(), arguments) {
+            Ok(id) => id,
+            Err(message) => return InvocationReport::failed(FailureKind::EffectExecutor, message),
+        };
+        let executed = if recovering {
+            effect_path::recover(effects, contract, definition, arguments)
+        } else {
+            effect_path::execute(effects, contract, definition, arguments)
+        };
+        let mut report = match executed {
+            Ok(result) => effect_path::report(result),
+            Err(err) => InvocationReport::failed(FailureKind::EffectExecutor, error_chain(&err)),
+        };
+        report.operation_id = operation_id;
+        report
+    }
+}
+
+#[cfg(feature = "effects")]
+mod effect_path {
+    use effect_core::{EffectContract, EffectResult, EffectStatus};
+    use effect_exec::{CallOptions, EffectExecutor, ExecError, HandlerError};
+    use serde_json::Value;
+
+    use super::{FailureKind, InvocationFailure, InvocationOutcome, InvocationReport};
+    use crate::error::ToolErrorKind;
+    use crate::tool::{ToolDefinition, ToolInput};
+
+    /// Dispatches through the executor's deadline path.
+    pub(super) fn execute(
+        effects: &EffectExecutor,
+        contract: &EffectContract,
+        definition: &ToolDefinition,
+        arguments: &Value,
+    ) -> Result<EffectResult, ExecError> {
+        let handler = definition.handler().clone();
+        let options = definition
+            .handler_deadline()
+            .map(CallOptions::deadline)
+            .unwrap_or_default();
+        effects.execute_with(contract, arguments, options, move |arguments, key| {
+            handler(ToolInput {
+                arguments,
+                provider_key: key,
+            })
+            .map_err(|err| match err.kind {
+                ToolErrorKind::Rejected => HandlerError::rejected(err.message),
+                _ => HandlerError::failed(err.to_string()),
+            })
+        })
+    }
+
+    /// Reconciles an uncertain operation first; dispatches only when the
+    /// reconciliation authorized a retry or nothing was ever recorded.
+    pub(super) fn recover(
+        effects: &EffectExecutor,
+        contract: &EffectContract,
+        definition: &ToolDefinition,
+        arguments: &Value,
+    ) -> Result<EffectResult, ExecError> {
+        let id = contract
+            .operation_id(arguments)
+            .map_err(|source| ExecError::Contract {
+                contract: contract.name().to_owned(),
+                source,
+            })?;
+        let record = effects
+            .ledger()
+            .get(&id)
+            .map_err(|source| ExecError::Ledger {
+                operation_id: id.clone(),
+                source,
+            })?;
+        if record.is_some_and(|r| r.status.is_uncertain()) {
+            let reconciled = effects.reconcile(contract, arguments)?;
+            if reconciled.status != EffectStatus::Prepared {
+                return Ok(reconciled);
+            }
+        }
+        // Absent (never recorded), prepared (retry authorized), confirmed or
+        // rejected (replayed), dispatched (in progress or an expired lease):
+        // the executor's own rules decide, and never dispatch twice unsafely.
+        execute(effects, contract, definition, arguments)
+    }
+
+    pub(super) fn report(result: EffectResult) -> InvocationReport {
+        let outcome = match result.status {
+            EffectStatus::Confirmed if !result.in_progress => InvocationOutcome::Succeeded {
+                output: result.output.unwrap_or(Value::Null),
+            },
+            EffectStatus::Rejected => InvocationOutcome::Failed(InvocationFailure {
+                kind: FailureKind::Rejected,
+                message: result
+                    .error
+                    .unwrap_or_else(|| "the provider rejected the effect".to_owned()),
+            }),
+            status => InvocationOutcome::Uncertain {
+                status,
+                error: result.error,
+            },
+        };
+        InvocationReport {
+            outcome,
+            attempts: result.attempts,
+            retries: Vec::new(),
+            operation_id: Some(result.operation_id),
+        }
+    }
+}
+
+/// An error and its sources, `: `-separated, for traces.
+#[cfg_attr(not(feature = "effects"), allow(dead_code))]
+fn error_chain(error: &dyn std::error::Error) -> String {
+    let mut message = error.to_string();
+    let mut source = error.source();
+    while let Some(cause) = source {
+        message.push_str(": ");
+        message.push_str(&cause.to_string());
+        source = cause.source();
+    }
+    message
+}

@@ -1,0 +1,126 @@
+//! The agent runtime of production-agent-systems (SPEC §11).
+//!
+//! An [`AgentRuntime`] runs a [`Planner`]'s actions (call a tool, finish)
+//! against a [`ToolRegistry`]:
+//!
+//! - every call is vetted by a [`PermissionPolicy`] before any handler runs: a
+//!   tool that is not allowed fails the run (audited); a mutation without a
+//!   confirmation of its exact invocation from the trusted outer layer
+//!   ([`RunOptions::confirmed_mutations`], never the task or the planner)
+//!   makes the run wait (audited);
+//! - arguments are validated fail-closed against the tool's JSON Schema
+//!   ([`InputSchema`]); invalid input never reaches a handler and never counts
+//!   as a dependency failure;
+//! - tools with an [`EffectContract`](effect_core::EffectContract) run through
+//!   `effect-exec`'s recovery executor: recorded before dispatch under a
+//!   stable operation id, and an uncertain or quarantined outcome moves the run
+//!   to `waiting`, so a resume reconciles the same operation instead of
+//!   dispatching it again;
+//! - plain tools get a [`RetryPolicy`] (only `timeout` errors, bounded
+//!   exponential backoff) and a per-dependency circuit breaker;
+//! - each run follows the [`RunStatus`] machine, writes ordered
+//!   [`TraceEvent`]s and, separately, [`AuditRecord`]s, checkpoints after
+//!   every step, and resumes from its [`Checkpoint`];
+//! - [`ReplaySummary`] reads a run back from its trace.
+//!
+//! It depends on `effect-core` and (feature `effects`) `effect-exec`, and on
+//! no effect ledger store: the caller hands the executor a ledger. Its only
+//! storage of its own is the optional SQLite *checkpoint* store.
+//!
+//! ```
+//! # #[cfg(feature = "effects")] {
+//! use std::sync::Arc;
+//! use agent_runtime::{
+//!     Action, AgentRuntime, DeterministicPlanner, EffectKind, PermissionPolicy, RunOptions,
+//!     RunStatus, Task, ToolDefinition, ToolRegistry,
+//! };
+//! use effect_core::{EffectContract, MemoryLedger};
+//! use effect_exec::EffectExecutor;
+//! use serde_json::json;
+//!
+//! let capture = EffectContract::builder("capture_payment", |args| {
+//!     Ok(format!("invoice:{}:capture", args["invoice_id"].as_str().ok_or("missing invoice_id")?))
+//! })
+//! .build()?;
+//! let mut tools = ToolRegistry::new();
+//! tools.register(
+//!     ToolDefinition::new(
+//!         "capture_payment",
+//!         "Captures an invoice's payment",
+//!         json!({"type": "object", "properties": {"invoice_id": {"type": "string"}}, "required": ["invoice_id"]}),
+//!         EffectKind::Mutation,
+//!         |input| Ok(json!({"payment_id": format!("pay-{}", input.arguments["invoice_id"].as_str().unwrap_or(""))})),
+//!     )
+//!     .effect_contract(capture),
+//! )?;
+//! let planner = DeterministicPlanner::new([
+//!     Action::call("capture_payment", json!({"invoice_id": "INV-1"})),
+//!     Action::finish(json!("captured")),
+//! ]);
+//! let runtime = AgentRuntime::builder(tools, planner)
+//!     .policy(PermissionPolicy::allow(["capture_payment"]))
+//!     .effect_executor(EffectExecutor::new(Arc::new(MemoryLedger::new())))
+//!     .build()?;
+//!
+//! let task = Task::new("run-1", json!("capture INV-1"));
+//! // The mutation needs a confirmation from the trusted outer layer: the run waits.
+//! let first = runtime.run(task.clone(), RunOptions::start())?;
+//! assert_eq!(first.status, RunStatus::Waiting);
+//! let invocation = first.awaiting_confirmation().expect("waits for a confirmation").to_owned();
+//! // The outer layer confirms that exact invocation and resumes.
+//! let done = runtime.run(task, RunOptions::resume().confirm(invocation))?;
+//! assert_eq!(done.status, RunStatus::Completed);
+//! assert_eq!(done.output, Some(json!("captured")));
+//! # }
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+//!
+//! # Feature flags
+//!
+//! - `effects` (default): tools with an effect contract run through
+//!   `effect-exec` ([`AgentRuntimeBuilder::effect_executor`]). Without it, a
+//!   registry holding such a tool is refused by [`AgentRuntimeBuilder::build`].
+//! - `sqlite-checkpoints` (default): [`SqliteCheckpointStore`], durable run
+//!   checkpoints in a SQLite file (bundled SQLite via rusqlite).
+
+#![warn(missing_docs)]
+
+mod checkpoint;
+mod error;
+mod executor;
+mod planner;
+mod policy;
+mod replay;
+mod resilience;
+mod runtime;
+mod schema;
+#[cfg(feature = "sqlite-checkpoints")]
+mod sqlite;
+mod status;
+mod store;
+mod tool;
+mod trace;
+
+pub use checkpoint::{Checkpoint, PendingStage, PendingStep, invocation_id};
+pub use error::{
+    PlannerError, RegistryError, RunError, SchemaError, StoreError, ToolError, ToolErrorKind,
+    TransitionError,
+};
+pub use executor::{
+    FailureKind, InvocationFailure, InvocationOutcome, InvocationReport, RetryNote, ToolExecutor,
+};
+pub use planner::{Action, DeterministicPlanner, Observation, PlanContext, Planner, Task};
+pub use policy::{PermissionPolicy, PolicyDecision};
+pub use replay::{ReplaySummary, ToolCallSummary};
+pub use resilience::{CircuitBreakerPolicy, CircuitState, RetryPolicy, Sleeper, ThreadSleeper};
+pub use runtime::{AgentRuntime, AgentRuntimeBuilder, RunOptions, RunReport};
+pub use schema::InputSchema;
+#[cfg(feature = "sqlite-checkpoints")]
+pub use sqlite::SqliteCheckpointStore;
+pub use status::RunStatus;
+pub use store::{
+    AuditStore, CheckpointStore, EventStore, MemoryAuditStore, MemoryCheckpointStore,
+    MemoryEventStore,
+};
+pub use tool::{EffectKind, RegisteredTool, ToolDefinition, ToolHandler, ToolInput, ToolRegistry};
+pub use trace::{AuditKind, AuditRecord, ToolResultStatus, TraceEvent, TraceEventKind};

@@ -1,0 +1,269 @@
+//! Tools: [`ToolDefinition`] and the [`ToolRegistry`] that holds them.
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::sync::Arc;
+use std::time::Duration;
+
+use effect_core::EffectContract;
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use crate::error::{RegistryError, ToolError};
+use crate::schema::InputSchema;
+
+/// Whether a tool only reads or changes something outside the agent.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum EffectKind {
+    /// No external side effect.
+    Read,
+    /// Changes the outside world; needs a confirmation from a trusted outer layer.
+    Mutation,
+}
+
+/// What a handler receives.
+#[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
+pub struct ToolInput {
+    /// The validated arguments, the handler's own copy.
+    pub arguments: Value,
+    /// The provider idempotency key of an effect-backed tool, derived by its
+    /// contract and identical on every attempt. `None` for plain tools.
+    pub provider_key: Option<String>,
+}
+
+/// A tool's handler.
+pub type ToolHandler = Arc<dyn Fn(ToolInput) -> Result<Value, ToolError> + Send + Sync>;
+
+/// One tool the planner may call.
+///
+/// ```
+/// use agent_runtime::{EffectKind, ToolDefinition};
+/// use serde_json::json;
+///
+/// let lookup = ToolDefinition::new(
+///     "lookup_invoice",
+///     "Reads an invoice",
+///     json!({"type": "object", "properties": {"invoice_id": {"type": "string"}}, "required": ["invoice_id"]}),
+///     EffectKind::Read,
+///     |input| Ok(json!({"invoice_id": input.arguments["invoice_id"], "amount_cents": 1200})),
+/// );
+/// assert_eq!(lookup.name(), "lookup_invoice");
+/// ```
+#[derive(Clone)]
+pub struct ToolDefinition {
+    name: String,
+    description: String,
+    input_schema: Value,
+    effect_kind: EffectKind,
+    version: String,
+    handler: ToolHandler,
+    contract: Option<EffectContract>,
+    dependency: Option<String>,
+    deadline: Option<Duration>,
+}
+
+impl fmt::Debug for ToolDefinition {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ToolDefinition")
+            .field("name", &self.name)
+            .field("version", &self.version)
+            .field("effect_kind", &self.effect_kind)
+            .field("contract", &self.contract)
+            .field("dependency", &self.dependency_name())
+            .field("deadline", &self.deadline)
+            .finish_non_exhaustive()
+    }
+}
+
+impl ToolDefinition {
+    /// A plain tool, version `"1"`.
+    pub fn new<H>(
+        name: impl Into<String>,
+        description: impl Into<String>,
+        input_schema: Value,
+        effect_kind: EffectKind,
+        handler: H,
+    ) -> Self
+    where
+        H: Fn(ToolInput) -> Result<Value, ToolError> + Send + Sync + 'static,
+    {
+        ToolDefinition {
+            name: name.into(),
+            description: description.into(),
+            input_schema,
+            effect_kind,
+            version: "1".to_owned(),
+            handler: Arc::new(handler),
+            contract: None,
+            dependency: None,
+            deadline: None,
+        }
+    }
+
+    /// Sets the version.
+    #[must_use]
+    pub fn version(mut self, version: impl Into<String>) -> Self {
+        self.version = version.into();
+        self
+    }
+
+    /// Runs the tool through the effect executor under `contract`: recorded
+    /// before dispatch, never dispatched twice unless the contract makes that
+    /// safe, and an uncertain outcome makes the run wait. Such a tool bypasses
+    /// the retry policy and the circuit breaker.
+    #[must_use]
+    pub fn effect_contract(mut self, contract: EffectContract) -> Self {
+        self.contract = Some(contract);
+        self
+    }
+
+    /// Names the dependency whose circuit breaker guards this tool (default:
+    /// the tool name). Tools sharing a dependency share a breaker.
+    #[must_use]
+    pub fn dependency(mut self, dependency: impl Into<String>) -> Self {
+        self.dependency = Some(dependency.into());
+        self
+    }
+
+    /// The handler deadline of an effect-backed tool, passed to the effect
+    /// executor. A deadline is not cancellation: the outcome becomes uncertain.
+    #[must_use]
+    pub fn deadline(mut self, deadline: Duration) -> Self {
+        self.deadline = Some(deadline);
+        self
+    }
+
+    /// The name.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// The description shown to the planner.
+    pub fn description(&self) -> &str {
+        &self.description
+    }
+
+    /// The declared input schema.
+    pub fn input_schema(&self) -> &Value {
+        &self.input_schema
+    }
+
+    /// Read or mutation.
+    pub fn effect_kind(&self) -> EffectKind {
+        self.effect_kind
+    }
+
+    /// The version.
+    pub fn tool_version(&self) -> &str {
+        &self.version
+    }
+
+    /// The handler.
+    pub fn handler(&self) -> &ToolHandler {
+        &self.handler
+    }
+
+    /// The effect contract, for effect-backed tools.
+    pub fn contract(&self) -> Option<&EffectContract> {
+        self.contract.as_ref()
+    }
+
+    /// The dependency guarded by a circuit breaker.
+    pub fn dependency_name(&self) -> &str {
+        self.dependency.as_deref().unwrap_or(&self.name)
+    }
+
+    /// The handler deadline of an effect-backed tool.
+    pub fn handler_deadline(&self) -> Option<Duration> {
+        self.deadline
+    }
+}
+
+/// A registered tool with its compiled schema.
+#[derive(Debug, Clone)]
+pub struct RegisteredTool {
+    definition: ToolDefinition,
+    schema: InputSchema,
+}
+
+impl RegisteredTool {
+    /// The definition.
+    pub fn definition(&self) -> &ToolDefinition {
+        &self.definition
+    }
+
+    /// The compiled, fail-closed input schema.
+    pub fn schema(&self) -> &InputSchema {
+        &self.schema
+    }
+}
+
+/// The tools a runtime can call, by unique name. Schemas are compiled here,
+/// so a tool with an unusable schema never gets registered.
+#[derive(Debug, Clone, Default)]
+pub struct ToolRegistry {
+    tools: BTreeMap<String, RegisteredTool>,
+}
+
+impl ToolRegistry {
+    /// An empty registry.
+    pub fn new() -> Self {
+        ToolRegistry::default()
+    }
+
+    /// Registers a tool.
+    ///
+    /// # Errors
+    ///
+    /// [`RegistryError::BlankName`], [`RegistryError::DuplicateTool`], or
+    /// [`RegistryError::InvalidSchema`] when the input schema is unusable.
+    pub fn register(&mut self, tool: ToolDefinition) -> Result<&mut Self, RegistryError> {
+        if tool.name.trim().is_empty() {
+            return Err(RegistryError::BlankName);
+        }
+        if self.tools.contains_key(&tool.name) {
+            return Err(RegistryError::DuplicateTool { name: tool.name });
+        }
+        let schema = InputSchema::new(tool.input_schema.clone()).map_err(|source| {
+            RegistryError::InvalidSchema {
+                name: tool.name.clone(),
+                source,
+            }
+        })?;
+        self.tools.insert(
+            tool.name.clone(),
+            RegisteredTool {
+                definition: tool,
+                schema,
+            },
+        );
+        Ok(self)
+    }
+
+    /// The tool named `name`.
+    pub fn get(&self, name: &str) -> Option<&RegisteredTool> {
+        self.tools.get(name)
+    }
+
+    /// Registered tool names, sorted.
+    pub fn names(&self) -> impl Iterator<Item = &str> {
+        self.tools.keys().map(String::as_str)
+    }
+
+    /// All registered tools, sorted by name.
+    pub fn tools(&self) -> impl Iterator<Item = &RegisteredTool> {
+        self.tools.values()
+    }
+
+    /// The number of tools.
+    pub fn len(&self) -> usize {
+        self.tools.len()
+    }
+
+    /// True when no tool is registered.
+    pub fn is_empty(&self) -> bool {
+        self.tools.is_empty()
+    }
+}

@@ -1,0 +1,285 @@
+//! Effect-backed tools: recorded before dispatch by the effect executor; an
+//! uncertain outcome makes the run wait, and a resume reconciles the same
+//! operation instead of paying twice.
+
+use std::collections::VecDeque;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+
+use agent_runtime::{
+    Action, AgentRuntime, AuditKind, DeterministicPlanner, EffectKind, PendingStage,
+    PermissionPolicy, ReplaySummary, RunOptions, RunStatus, ToolDefinition, ToolError,
+    ToolRegistry, ToolResultStatus, TraceEventKind,
+};
+use effect_core::{EffectContract, EffectLedger, EffectStatus, MemoryLedger, OutcomeProbeResult};
+use effect_exec::{Audit, EffectExecutor};
+use serde_json::{Value, json};
+
+use crate::{Calls, RecordingSleeper, check, invoice_schema, lookup, plain_tools};
+
+/// What a capture call does.
+#[derive(Debug, Clone, Copy)]
+enum Fault {
+    None,
+    /// Commits, then the acknowledgement is lost.
+    AckLost,
+}
+
+/// A payment provider that counts what it commits. Its lookup index lags: the
+/// first `lagging_probes` probes cannot see a commit yet (`pending`).
+#[derive(Debug, Default)]
+struct FakeProvider {
+    commits: Mutex<Vec<String>>,
+    faults: Mutex<VecDeque<Fault>>,
+    handler_calls: AtomicUsize,
+    lagging_probes: AtomicUsize,
+}
+
+impl FakeProvider {
+    fn new(faults: &[Fault], lagging_probes: usize) -> Arc<Self> {
+        Arc::new(FakeProvider {
+            faults: Mutex::new(faults.iter().copied().collect()),
+            lagging_probes: AtomicUsize::new(lagging_probes),
+            ..FakeProvider::default()
+        })
+    }
+
+    fn committed(&self) -> usize {
+        self.commits.lock().unwrap().len()
+    }
+
+    fn capture(&self, key: Option<String>) -> Result<Value, ToolError> {
+        self.handler_calls.fetch_add(1, Ordering::SeqCst);
+        let key = key.unwrap();
+        let fault = self
+            .faults
+            .lock()
+            .unwrap()
+            .pop_front()
+            .unwrap_or(Fault::None);
+        let mut commits = self.commits.lock().unwrap();
+        commits.push(key.clone());
+        let payment = json!({"payment_id": format!("pay-{}", commits.len()), "key": key});
+        match fault {
+            Fault::None => Ok(payment),
+            Fault::AckLost => Err(ToolError::timeout(
+                "timed out waiting for the acknowledgement",
+            )),
+        }
+    }
+
+    fn probe(&self, key: Option<&str>) -> OutcomeProbeResult {
+        let lagging = self.lagging_probes.load(Ordering::SeqCst);
+        if lagging > 0 {
+            self.lagging_probes.store(lagging - 1, Ordering::SeqCst);
+            return OutcomeProbeResult::pending();
+        }
+        let commits = self.commits.lock().unwrap();
+        match commits.iter().position(|k| Some(k.as_str()) == key) {
+            Some(i) => OutcomeProbeResult::committed(
+                json!({"payment_id": format!("pay-{}", i + 1), "key": key}),
+            )
+            .provider_operation_id(format!("pay-{}", i + 1)),
+            None => OutcomeProbeResult::not_committed(),
+        }
+    }
+}
+
+fn capture_tool(provider: &Arc<FakeProvider>, with_probe: bool) -> ToolDefinition {
+    let mut contract = EffectContract::builder("capture_payment", |args| {
+        Ok(format!(
+            "invoice:{}:capture",
+            args["invoice_id"].as_str().ok_or("missing invoice_id")?
+        ))
+    })
+    .provider_idempotency_key(|args| {
+        Ok(args["invoice_id"].as_str().map(|i| format!("capture:{i}")))
+    });
+    if with_probe {
+        let p = Arc::clone(provider);
+        contract = contract.outcome_probe(move |_args, key| Ok(p.probe(key)));
+    }
+    let p = Arc::clone(provider);
+    ToolDefinition::new(
+        "capture_payment",
+        "Captures an invoice's payment",
+        invoice_schema(),
+        EffectKind::Mutation,
+        move |input| p.capture(input.provider_key),
+    )
+    .effect_contract(contract.build().unwrap())
+}
+
+fn payment_runtime(
+    provider: &Arc<FakeProvider>,
+    ledger: &Arc<dyn EffectLedger>,
+    with_probe: bool,
+    sleeper: &RecordingSleeper,
+) -> AgentRuntime {
+    let calls = Calls::default();
+    let mut registry: ToolRegistry = plain_tools(&calls);
+    registry
+        .register(capture_tool(provider, with_probe))
+        .unwrap();
+    AgentRuntime::builder(
+        registry,
+        DeterministicPlanner::new([
+            lookup("INV-9"),
+            Action::call("capture_payment", json!({"invoice_id": "INV-9"})),
+            Action::finish(json!("paid")),
+        ]),
+    )
+    .policy(PermissionPolicy::allow([
+        "lookup_invoice",
+        "capture_payment",
+    ]))
+    .sleeper(Arc::new(sleeper.clone()))
+    .effect_executor(EffectExecutor::new(Arc::clone(ledger)))
+    .build()
+    .unwrap()
+}
+
+fn ledger_events(ledger: &Arc<dyn EffectLedger>) -> Vec<String> {
+    ledger
+        .events("invoice:INV-9:capture")
+        .unwrap()
+        .into_iter()
+        .map(|e| e.event_type)
+        .collect()
+}
+
+#[test]
+fn lost_acknowledgement_waits_then_resume_completes_with_one_payment() {
+    let provider = FakeProvider::new(&[Fault::AckLost], 1);
+    let ledger: Arc<dyn EffectLedger> = Arc::new(MemoryLedger::new());
+    let sleeper = RecordingSleeper::default();
+    let rt = payment_runtime(&provider, &ledger, true, &sleeper);
+
+    let confirm = check(&rt, "run-pay", RunOptions::start(), RunStatus::Waiting);
+    let invocation = confirm.awaiting_confirmation().unwrap().to_owned();
+    assert_eq!(provider.committed(), 0);
+
+    // Confirmed: the provider commits, the acknowledgement is lost and its
+    // index does not show the payment yet. The run waits; it does not fail.
+    let waiting = check(
+        &rt,
+        "run-pay",
+        RunOptions::resume().confirm(invocation),
+        RunStatus::Waiting,
+    );
+    let pending = waiting.pending.unwrap();
+    assert!(matches!(
+        pending.stage,
+        PendingStage::EffectUncertain { ref operation_id, status: EffectStatus::OutcomeUnknown, .. }
+            if operation_id == "invoice:INV-9:capture"
+    ));
+    assert_eq!(provider.committed(), 1);
+
+    // The resume reconciles the same operation: the probe now finds the commit.
+    let done = check(&rt, "run-pay", RunOptions::resume(), RunStatus::Completed);
+    assert_eq!(done.output, Some(json!("paid")));
+    assert_eq!(provider.committed(), 1, "exactly one payment");
+    assert_eq!(provider.handler_calls.load(Ordering::SeqCst), 1);
+    // Effect-backed tools bypass the runtime's retry policy.
+    assert!(sleeper.delays().is_empty());
+    // One dispatch under one operation id, settled by the probe.
+    let history = ledger_events(&ledger);
+    assert_eq!(
+        history.iter().filter(|e| *e == "dispatched").count(),
+        1,
+        "{history:?}"
+    );
+    assert_eq!(history.last().map(String::as_str), Some("confirmed"));
+    let checkpoint = rt.checkpoints().load("run-pay").unwrap().unwrap();
+    assert_eq!(checkpoint.observations[1].output["payment_id"], "pay-1");
+
+    let events = rt.events().events("run-pay").unwrap();
+    let summary = ReplaySummary::of(&events);
+    assert!(summary.sequence_consistent);
+    let results: Vec<_> = summary
+        .tool_calls
+        .iter()
+        .map(|c| (c.tool.as_str(), c.result))
+        .collect();
+    assert_eq!(
+        results,
+        [
+            ("lookup_invoice", ToolResultStatus::Succeeded),
+            ("capture_payment", ToolResultStatus::Uncertain),
+            ("capture_payment", ToolResultStatus::Succeeded),
+        ]
+    );
+    assert!(events.iter().any(|e| matches!(
+        &e.kind,
+        TraceEventKind::Recovery { operation_id: Some(id), effect_status: Some(EffectStatus::Confirmed), .. }
+            if id == "invoice:INV-9:capture"
+    )));
+    let audit: Vec<AuditKind> = rt
+        .audit()
+        .records("run-pay")
+        .unwrap()
+        .iter()
+        .map(|r| r.kind)
+        .collect();
+    assert_eq!(
+        audit,
+        [
+            AuditKind::ConfirmationRequired,
+            AuditKind::MutationAuthorized,
+            AuditKind::EffectUncertain,
+            AuditKind::MutationFinished
+        ]
+    );
+}
+
+#[test]
+fn quarantined_effect_waits_until_an_operator_resolves_it() {
+    let provider = FakeProvider::new(&[Fault::AckLost], 0);
+    let ledger: Arc<dyn EffectLedger> = Arc::new(MemoryLedger::new());
+    let sleeper = RecordingSleeper::default();
+    // No probe and no guarantee: nothing can settle the outcome automatically.
+    let rt = payment_runtime(&provider, &ledger, false, &sleeper);
+    let confirm = check(&rt, "run-q", RunOptions::start(), RunStatus::Waiting);
+    let invocation = confirm.awaiting_confirmation().unwrap().to_owned();
+    let waiting = check(
+        &rt,
+        "run-q",
+        RunOptions::resume().confirm(invocation),
+        RunStatus::Waiting,
+    );
+    assert!(matches!(
+        waiting.pending.unwrap().stage,
+        PendingStage::EffectUncertain {
+            status: EffectStatus::Quarantined,
+            ..
+        }
+    ));
+    // Resuming again does not dispatch: it still waits.
+    check(&rt, "run-q", RunOptions::resume(), RunStatus::Waiting);
+    assert_eq!(provider.handler_calls.load(Ordering::SeqCst), 1);
+
+    // An operator checks the provider dashboard and confirms the payment.
+    EffectExecutor::new(Arc::clone(&ledger))
+        .confirm_manually(
+            "invoice:INV-9:capture",
+            json!({"payment_id": "pay-1"}),
+            Some("pay-1".into()),
+            Audit::new("ops@example.com", "seen on the dashboard", "TICKET-7"),
+        )
+        .unwrap();
+    let done = check(&rt, "run-q", RunOptions::resume(), RunStatus::Completed);
+    assert_eq!(done.steps, 2);
+    assert_eq!(provider.committed(), 1);
+    assert_eq!(provider.handler_calls.load(Ordering::SeqCst), 1);
+}
+
+#[test]
+fn effect_tools_need_an_effect_executor() {
+    let provider = FakeProvider::new(&[], 0);
+    let mut registry = ToolRegistry::new();
+    registry.register(capture_tool(&provider, true)).unwrap();
+    let err = AgentRuntime::builder(registry, DeterministicPlanner::default())
+        .build()
+        .unwrap_err();
+    assert!(err.to_string().contains("capture_payment"), "{err}");
+}
