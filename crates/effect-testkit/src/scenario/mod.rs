@@ -76,31 +76,34 @@
 //! # Ok::<(), effect_testkit::scenario::ScenarioError>(())
 //! ```
 
+pub mod crash;
+mod error;
 mod harness;
 mod naive;
 mod report;
 mod schedule;
+mod variant;
 
 use std::fmt;
-use std::str::FromStr;
 use std::sync::Arc;
 use std::thread;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use effect_core::{
-    BoxError, CallbackError, Clock, ContractError, EffectContract, EffectLedger, EffectResult,
-    EffectStatus, LedgerError, ManualClock, MemoryLedger, OutcomeProbeResult,
+    BoxError, CallbackError, Clock, EffectContract, EffectLedger, EffectRecord, EffectResult,
+    EffectStatus, LedgerError, LedgerEvent, ManualClock, MemoryLedger, OutcomeProbeResult,
 };
 use effect_exec::{CallOptions, EffectExecutor, ExecError, ExecutorOptions, HandlerError};
-use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
+pub use error::ScenarioError;
 use harness::{Faulted, ProcessLedger};
 pub use report::{GuaranteeCheck, NaiveReport, ScenarioReport, has_blind_retry};
 pub use schedule::{
     CONCURRENT_CALLERS, FaultPoint, FaultSchedule, LATE_COMMIT_DEADLINE, LATE_COMMIT_DELAY,
     LookupFault, PROBE_FAILURES, PerformFault, UnknownFaultPoint,
 };
+pub use variant::ContractVariant;
 
 /// A fake of an external system, as a scenario drives it.
 ///
@@ -151,139 +154,6 @@ pub enum Lookup {
     Pending,
     /// The provider cannot tell (for example an eventually-consistent read).
     Unknown,
-}
-
-/// The contract variants of the fault matrix: what makes a retry safe.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum ContractVariant {
-    /// A provider key the contract claims is guaranteed idempotent; no probe.
-    GuaranteedKey,
-    /// An outcome probe, and a provider key without a guarantee.
-    ProbeOnly,
-    /// A guaranteed provider key and an outcome probe.
-    Both,
-    /// Neither a probe nor a key.
-    Neither,
-}
-
-impl ContractVariant {
-    /// Every variant, in matrix order.
-    pub const ALL: [ContractVariant; 4] = [
-        ContractVariant::GuaranteedKey,
-        ContractVariant::ProbeOnly,
-        ContractVariant::Both,
-        ContractVariant::Neither,
-    ];
-
-    /// The kebab-case name.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            ContractVariant::GuaranteedKey => "guaranteed-key",
-            ContractVariant::ProbeOnly => "probe-only",
-            ContractVariant::Both => "both",
-            ContractVariant::Neither => "neither",
-        }
-    }
-
-    /// Whether the contract derives a provider key.
-    pub fn has_key(self) -> bool {
-        self != ContractVariant::Neither
-    }
-
-    /// Whether the contract claims the key is guaranteed idempotent.
-    pub fn guaranteed(self) -> bool {
-        matches!(self, ContractVariant::GuaranteedKey | ContractVariant::Both)
-    }
-
-    /// Whether the contract has an outcome probe.
-    pub fn has_probe(self) -> bool {
-        matches!(self, ContractVariant::ProbeOnly | ContractVariant::Both)
-    }
-}
-
-impl fmt::Display for ContractVariant {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
-
-impl FromStr for ContractVariant {
-    type Err = String;
-
-    fn from_str(s: &str) -> Result<Self, Self::Err> {
-        ContractVariant::ALL
-            .into_iter()
-            .find(|v| v.as_str() == s)
-            .ok_or_else(|| {
-                format!("unknown contract variant {s:?}; valid: guaranteed-key, probe-only, both, neither")
-            })
-    }
-}
-
-/// Why a scenario could not run (not: why it failed; that is a report with
-/// `passed: false`).
-#[derive(Debug)]
-#[non_exhaustive]
-pub enum ScenarioError {
-    /// The contract could not be built.
-    Contract {
-        /// The scenario.
-        scenario: String,
-        /// The contract error.
-        source: ContractError,
-    },
-    /// The executor could not do its job (not an uncertain outcome).
-    Execution {
-        /// The scenario.
-        scenario: String,
-        /// The executor's error.
-        source: ExecError,
-    },
-    /// The ledger could not be created or read.
-    Ledger {
-        /// The scenario.
-        scenario: String,
-        /// The ledger's error.
-        source: LedgerError,
-    },
-    /// The provider's state could not be read, or a thread never finished.
-    Harness {
-        /// The scenario.
-        scenario: String,
-        /// What went wrong.
-        message: String,
-    },
-}
-
-impl fmt::Display for ScenarioError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            ScenarioError::Contract { scenario, .. } => {
-                write!(f, "scenario {scenario:?}: invalid contract")
-            }
-            ScenarioError::Execution { scenario, .. } => {
-                write!(f, "scenario {scenario:?}: execution failed")
-            }
-            ScenarioError::Ledger { scenario, .. } => {
-                write!(f, "scenario {scenario:?}: ledger failed")
-            }
-            ScenarioError::Harness { scenario, message } => {
-                write!(f, "scenario {scenario:?}: {message}")
-            }
-        }
-    }
-}
-
-impl std::error::Error for ScenarioError {
-    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
-        match self {
-            ScenarioError::Contract { source, .. } => Some(source),
-            ScenarioError::Execution { source, .. } => Some(source),
-            ScenarioError::Ledger { source, .. } => Some(source),
-            ScenarioError::Harness { .. } => None,
-        }
-    }
 }
 
 /// Builds a fresh provider for each run (the ledger run and the naive baseline).
@@ -388,6 +258,16 @@ impl Scenario {
     /// The scenario's name.
     pub fn name(&self) -> &str {
         &self.name
+    }
+
+    /// The operation's arguments.
+    pub(crate) fn args(&self) -> &Value {
+        &self.arguments
+    }
+
+    /// How many resumes an unsettled operation gets.
+    pub(crate) fn resume_count(&self) -> usize {
+        self.resumes
     }
 
     /// The contract name (default: the scenario name).
@@ -602,25 +482,50 @@ impl Scenario {
         let committed = faulted.inner().committed_effects().map_err(|err| {
             self.harness_error(format!("could not count committed effects: {err}"))
         })?;
-        let claimed = !(self.variant.guaranteed() && self.schedule.ignores_idempotency_keys());
+        Ok(self.report(Observed {
+            record,
+            events,
+            last,
+            executions,
+            in_progress_callers,
+            handler_calls: faulted.perform_calls(),
+            probe_calls: faulted.look_up_calls(),
+            committed,
+            claimed: !(self.variant.guaranteed() && self.schedule.ignores_idempotency_keys()),
+        }))
+    }
+
+    /// The report of what was observed, against this scenario's expectations.
+    pub(crate) fn report(&self, observed: Observed) -> ScenarioReport {
+        let Observed {
+            record,
+            events,
+            last,
+            executions,
+            in_progress_callers,
+            handler_calls,
+            probe_calls,
+            committed,
+            claimed,
+        } = observed;
         let guarantee = GuaranteeCheck::check(claimed, committed, &events);
         let in_progress = last.as_ref().is_some_and(|r| r.in_progress);
         let passed = guarantee.kept()
             && !in_progress
             && self.expected_committed.is_none_or(|n| n == committed)
             && self.expected_status.is_none_or(|s| s == record.status);
-        Ok(ScenarioReport {
+        ScenarioReport {
             scenario: self.name.clone(),
             contract: self.variant,
-            operation_id,
+            operation_id: record.operation_id.clone(),
             status: record.status,
             confirmed: record.status == EffectStatus::Confirmed,
             in_progress,
             attempts: record.attempts,
             executions,
             in_progress_callers,
-            handler_calls: faulted.perform_calls(),
-            probe_calls: faulted.look_up_calls(),
+            handler_calls,
+            probe_calls,
             committed_effect_count: committed,
             expected_committed_effects: self.expected_committed,
             expected_status: self.expected_status,
@@ -630,7 +535,7 @@ impl Scenario {
             guarantee,
             naive_baseline: None,
             passed,
-        })
+        }
     }
 
     /// Runs every caller; with several, the first one's perform is held until
@@ -674,7 +579,10 @@ impl Scenario {
         })
     }
 
-    fn build_contract(&self, faulted: &Arc<Faulted>) -> Result<EffectContract, ScenarioError> {
+    pub(crate) fn build_contract(
+        &self,
+        faulted: &Arc<Faulted>,
+    ) -> Result<EffectContract, ScenarioError> {
         let id = Arc::clone(&self.operation_id);
         let mut builder = EffectContract::builder(self.contract_name.clone(), move |args| id(args));
         if self.variant.has_key() {
@@ -729,6 +637,21 @@ impl Scenario {
     }
 }
 
+/// What a run left behind, to be judged by [`Scenario::report`].
+pub(crate) struct Observed {
+    pub(crate) record: EffectRecord,
+    pub(crate) events: Vec<LedgerEvent>,
+    /// The first caller's last result.
+    pub(crate) last: Option<EffectResult>,
+    pub(crate) executions: usize,
+    pub(crate) in_progress_callers: usize,
+    pub(crate) handler_calls: usize,
+    pub(crate) probe_calls: usize,
+    pub(crate) committed: usize,
+    /// Whether the library claims its guarantee (see [`GuaranteeCheck::claimed`]).
+    pub(crate) claimed: bool,
+}
+
 /// The handler: one provider request through the fault schedule.
 fn handler(
     faulted: &Arc<Faulted>,
@@ -747,29 +670,32 @@ fn probe(
     arguments: &Value,
     key: Option<&str>,
 ) -> Result<OutcomeProbeResult, CallbackError> {
-    Ok(
-        match faulted
-            .look_up(arguments, key)
-            .map_err(CallbackError::new)?
-        {
-            Lookup::Committed {
-                output,
-                provider_operation_id,
-            } => {
-                let result =
-                    OutcomeProbeResult::committed(output).evidence("source", "provider_lookup");
-                match provider_operation_id {
-                    Some(id) => result.provider_operation_id(id),
-                    None => result,
-                }
+    let lookup = faulted
+        .look_up(arguments, key)
+        .map_err(CallbackError::new)?;
+    Ok(probe_result(lookup))
+}
+
+/// A lookup's answer as the outcome probe's result.
+pub(crate) fn probe_result(lookup: Lookup) -> OutcomeProbeResult {
+    match lookup {
+        Lookup::Committed {
+            output,
+            provider_operation_id,
+        } => {
+            let result =
+                OutcomeProbeResult::committed(output).evidence("source", "provider_lookup");
+            match provider_operation_id {
+                Some(id) => result.provider_operation_id(id),
+                None => result,
             }
-            Lookup::NotCommitted => {
-                OutcomeProbeResult::not_committed().evidence("source", "provider_lookup")
-            }
-            Lookup::Pending => OutcomeProbeResult::pending(),
-            Lookup::Unknown => OutcomeProbeResult::unknown(),
-        },
-    )
+        }
+        Lookup::NotCommitted => {
+            OutcomeProbeResult::not_committed().evidence("source", "provider_lookup")
+        }
+        Lookup::Pending => OutcomeProbeResult::pending(),
+        Lookup::Unknown => OutcomeProbeResult::unknown(),
+    }
 }
 
 /// The scenario clock's start as a time.
