@@ -1,0 +1,97 @@
+//! The command line.
+
+use std::path::PathBuf;
+
+use clap::{ArgGroup, Parser, ValueEnum};
+use effect_testkit::scenario::ContractVariant;
+
+/// Run fault scenarios against the recovery executor and count what the
+/// provider committed.
+#[derive(Debug, Clone, Parser)]
+#[command(name = "agent-effect", version)]
+#[command(group(
+    ArgGroup::new("mode")
+        .required(true)
+        .args(["scenario", "matrix", "list", "worker"]),
+))]
+pub struct Cli {
+    /// Run one scenario and print its JSON report; exit 0 iff it passed.
+    #[arg(long, value_name = "NAME")]
+    pub scenario: Option<String>,
+
+    /// Run every fault point against every contract variant, with the naive
+    /// retry-on-error baseline beside it.
+    #[arg(long)]
+    pub matrix: bool,
+
+    /// Name the scenarios, one line each.
+    #[arg(long)]
+    pub list: bool,
+
+    /// Output format of --matrix (--scenario always prints JSON).
+    #[arg(long, value_enum, default_value_t = Format::Table)]
+    pub format: Format,
+
+    /// Also write the report to FILE; missing directories are created.
+    #[arg(long, value_name = "FILE")]
+    pub output: Option<PathBuf>,
+
+    /// The contract of --scenario: what makes a retry safe.
+    #[arg(long, value_enum, default_value_t = ContractArg::Both)]
+    pub contract: ContractArg,
+
+    /// The ledger: a SQLite file in the run's directory, or memory.
+    #[arg(long, value_enum, default_value_t = LedgerArg::Sqlite)]
+    pub ledger: LedgerArg,
+
+    /// Keep the ledger and provider files in DIR (created if missing; it must
+    /// not hold a ledger yet) instead of a fresh temporary directory.
+    #[arg(long, value_name = "DIR")]
+    pub dir: Option<PathBuf>,
+
+    /// Internal: run as the crash-after-commit worker process.
+    #[arg(long, hide = true, value_name = "NAME", requires = "dir")]
+    pub worker: Option<String>,
+}
+
+/// Output format of the matrix.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum Format {
+    /// A table for a terminal.
+    Table,
+    /// The JSON matrix report.
+    Json,
+}
+
+/// The contract variants (see `effect_testkit::scenario::ContractVariant`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum ContractArg {
+    /// A guaranteed idempotent provider key, no probe.
+    GuaranteedKey,
+    /// An outcome probe, a key without a guarantee.
+    ProbeOnly,
+    /// A guaranteed key and an outcome probe.
+    Both,
+    /// Neither probe nor key.
+    Neither,
+}
+
+impl From<ContractArg> for ContractVariant {
+    fn from(arg: ContractArg) -> Self {
+        match arg {
+            ContractArg::GuaranteedKey => ContractVariant::GuaranteedKey,
+            ContractArg::ProbeOnly => ContractVariant::ProbeOnly,
+            ContractArg::Both => ContractVariant::Both,
+            ContractArg::Neither => ContractVariant::Neither,
+        }
+    }
+}
+
+/// Where the ledger lives.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum LedgerArg {
+    /// A SQLite file (the embedded default).
+    Sqlite,
+    /// In memory (faster; nothing survives the process).
+    Memory,
+}

@@ -1,0 +1,192 @@
+//! What each mode does; output goes to an injected writer.
+
+use std::io::Write;
+use std::path::Path;
+use std::process::{Command, ExitCode};
+
+use anyhow::{Context, anyhow};
+use effect_testkit::matrix::Matrix;
+use effect_testkit::scenario::crash::{self, CrashFiles};
+use effect_testkit::scenario::{ContractVariant, FaultPoint, Scenario, ScenarioReport};
+
+use crate::cli::{Cli, Format, LedgerArg};
+use crate::store::{RunDir, ledger_factory, open_sqlite};
+
+/// How a successful run ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Outcome {
+    /// The scenario passed, the matrix kept its guarantee, or a listing.
+    Passed,
+    /// The scenario did not pass, or the matrix found a broken guarantee.
+    Failed,
+}
+
+impl Outcome {
+    /// Exit code 0 or 1.
+    pub fn exit_code(self) -> ExitCode {
+        match self {
+            Outcome::Passed => ExitCode::SUCCESS,
+            Outcome::Failed => ExitCode::FAILURE,
+        }
+    }
+}
+
+/// A run that could not complete, with its exit code (2 usage, 3 failure).
+#[derive(Debug)]
+pub struct CliError {
+    /// The process exit code.
+    pub exit_code: u8,
+    /// What went wrong; print with `{:#}`.
+    pub error: anyhow::Error,
+}
+
+impl CliError {
+    fn usage(error: anyhow::Error) -> Self {
+        CliError {
+            exit_code: 2,
+            error,
+        }
+    }
+
+    fn failed(error: anyhow::Error) -> Self {
+        CliError {
+            exit_code: 3,
+            error,
+        }
+    }
+}
+
+/// Runs the mode `cli` selects, writing its output to `out`.
+///
+/// # Errors
+///
+/// [`CliError`] with exit code 2 for an unknown scenario name, 3 when the run
+/// or writing its output failed.
+pub fn run(cli: &Cli, out: &mut dyn Write) -> Result<Outcome, CliError> {
+    if let Some(worker) = &cli.worker {
+        return run_worker(cli, worker).map_err(CliError::failed);
+    }
+    if cli.list {
+        return list(out).map_err(CliError::failed);
+    }
+    if cli.matrix {
+        return matrix(cli, out).map_err(CliError::failed);
+    }
+    let name = cli.scenario.as_deref().unwrap_or_default();
+    let fault = name
+        .parse::<FaultPoint>()
+        .map_err(|e| CliError::usage(anyhow!(e)))?;
+    scenario(cli, fault, out).map_err(CliError::failed)
+}
+
+fn list(out: &mut dyn Write) -> anyhow::Result<Outcome> {
+    for fault in FaultPoint::ALL {
+        writeln!(out, "{:<24} {}", fault.as_str(), fault.description())
+            .context("could not write the list")?;
+    }
+    Ok(Outcome::Passed)
+}
+
+fn scenario(cli: &Cli, fault: FaultPoint, out: &mut dyn Write) -> anyhow::Result<Outcome> {
+    let dir = RunDir::new(cli.dir.as_deref())?;
+    let variant = ContractVariant::from(cli.contract);
+    let report = if fault == FaultPoint::CrashAfterCommit && cli.ledger == LedgerArg::Sqlite {
+        crash_in_a_child_process(dir.path(), variant)?
+    } else {
+        Scenario::payment(fault, variant)
+            .ledger(ledger_factory(cli.ledger, dir.path()))
+            .run()
+            .with_context(|| format!("could not run scenario {}", fault.as_str()))?
+    };
+    let mut json = serde_json::to_string_pretty(&report).context("could not encode the report")?;
+    json.push('\n');
+    emit(cli, &json, out)?;
+    Ok(if report.passed {
+        Outcome::Passed
+    } else {
+        Outcome::Failed
+    })
+}
+
+/// The parent side of crash-after-commit: this binary, re-executed as the
+/// hidden worker, aborts right after the provider committed.
+fn crash_in_a_child_process(
+    dir: &Path,
+    variant: ContractVariant,
+) -> anyhow::Result<ScenarioReport> {
+    let files = CrashFiles::in_dir(dir);
+    let exe = std::env::current_exe().context("could not locate this executable")?;
+    let mut worker = Command::new(exe);
+    worker
+        .arg("--worker")
+        .arg(FaultPoint::CrashAfterCommit.as_str())
+        .arg("--contract")
+        .arg(contract_name(variant))
+        .arg("--dir")
+        .arg(dir);
+    let ledger_path = files.ledger.clone();
+    let run = crash::run_parent(&mut worker, &|| open_sqlite(&ledger_path), &files, variant)
+        .context("could not run scenario crash-after-commit")?;
+    eprintln!(
+        "agent-effect: worker process died after the provider commit ({}); reconciled after its lease expired",
+        run.worker_status
+    );
+    Ok(run.report)
+}
+
+/// The worker side: only returns when it failed to reach the crash point.
+fn run_worker(cli: &Cli, name: &str) -> anyhow::Result<Outcome> {
+    let fault: FaultPoint = name.parse()?;
+    anyhow::ensure!(
+        fault == FaultPoint::CrashAfterCommit,
+        "no worker mode for scenario {name}"
+    );
+    let dir = cli.dir.as_deref().context("the worker needs --dir")?;
+    let files = CrashFiles::in_dir(dir);
+    let ledger = open_sqlite(&files.ledger)
+        .with_context(|| format!("could not open ledger {}", files.ledger.display()))?;
+    crash::run_worker(ledger, &files, cli.contract.into()).context("crash worker failed")?;
+    Err(anyhow!("crash worker returned without crashing"))
+}
+
+fn matrix(cli: &Cli, out: &mut dyn Write) -> anyhow::Result<Outcome> {
+    let dir = RunDir::new(cli.dir.as_deref())?;
+    let report = Matrix::new()
+        .ledger(ledger_factory(cli.ledger, dir.path()))
+        .run()
+        .context("could not run the fault matrix")?;
+    let text = match cli.format {
+        Format::Table => report.to_table(),
+        Format::Json => {
+            let mut json =
+                serde_json::to_string_pretty(&report).context("could not encode the report")?;
+            json.push('\n');
+            json
+        }
+    };
+    emit(cli, &text, out)?;
+    Ok(if report.guarantee_kept {
+        Outcome::Passed
+    } else {
+        Outcome::Failed
+    })
+}
+
+/// Prints `text` and, with `--output`, writes it to the file (creating its directory).
+fn emit(cli: &Cli, text: &str, out: &mut dyn Write) -> anyhow::Result<()> {
+    if let Some(path) = &cli.output {
+        if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
+            std::fs::create_dir_all(parent)
+                .with_context(|| format!("could not create directory {}", parent.display()))?;
+        }
+        std::fs::write(path, text)
+            .with_context(|| format!("could not write the report to {}", path.display()))?;
+    }
+    out.write_all(text.as_bytes())
+        .and_then(|()| out.flush())
+        .context("could not write to stdout")
+}
+
+fn contract_name(variant: ContractVariant) -> &'static str {
+    variant.as_str()
+}

@@ -1,0 +1,44 @@
+//! The scenario CLI of production-agent-systems (SPEC §10).
+//!
+//! `agent-effect --scenario NAME` runs a deterministic fake payment provider
+//! through the recovery executor, with a stable-key contract and an outcome
+//! probe, on a SQLite ledger in a fresh temporary directory, and prints a JSON
+//! report. `agent-effect --matrix` runs every fault point against every
+//! contract variant with the naive retry-on-error baseline beside it.
+//! `agent-effect --list` names the scenarios.
+//!
+//! The scenarios, the provider and the matrix live in `effect-testkit`; this
+//! crate parses the command line, chooses the store (SQLite, or memory with
+//! `--ledger memory`) and runs the crash-after-commit scenario across a real
+//! process boundary: it re-executes itself as a hidden worker that aborts
+//! right after the provider committed.
+//!
+//! # Exit codes
+//!
+//! | code | meaning |
+//! | --- | --- |
+//! | 0 | the scenario passed (confirmed, exactly one committed effect, not in progress); the matrix kept the guarantee everywhere it is claimed; `--list` |
+//! | 1 | the scenario ran and did not pass; the matrix found a broken guarantee |
+//! | 2 | usage: an unknown scenario name, invalid arguments |
+//! | 3 | the run or the output failed: an unwritable `--output`, a ledger error |
+//!
+//! Commands write to an injected writer, so tests snapshot their output
+//! without spawning a process:
+//!
+//! ```
+//! use clap::Parser;
+//!
+//! let cli = agent_effect::Cli::try_parse_from(["agent-effect", "--list"])?;
+//! let mut out = Vec::new();
+//! let outcome = agent_effect::run(&cli, &mut out).map_err(|e| e.error)?;
+//! assert_eq!(outcome, agent_effect::Outcome::Passed);
+//! assert!(String::from_utf8(out)?.contains("after-commit-before-ack"));
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+
+mod cli;
+mod commands;
+mod store;
+
+pub use cli::{Cli, ContractArg, Format, LedgerArg};
+pub use commands::{CliError, Outcome, run};
