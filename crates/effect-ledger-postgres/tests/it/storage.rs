@@ -243,3 +243,89 @@ fn events_after_cursor_misses_nothing_under_concurrent_writers() -> TestResult {
     );
     Ok(())
 }
+
+/// A ledger on a server whose sessions default to SERIALIZABLE, where row
+/// locks can fail with serialization errors instead of waiting.
+fn serializable(
+    schema: &TestSchema,
+    retries: u32,
+) -> Result<PostgresLedger, effect_core::LedgerError> {
+    let separator = if schema.url.contains('?') { '&' } else { '?' };
+    let url = format!(
+        "{}{separator}options=-c%20default_transaction_isolation%3Dserializable",
+        schema.url
+    );
+    PostgresLedger::connect(
+        &url,
+        schema.options().pool_size(16).transaction_retries(retries),
+    )
+}
+
+/// Races `RACERS` threads to create and claim one operation per round.
+/// Returns how many claims were applied and the kinds of the errors.
+fn race_claims(
+    ledger: &PostgresLedger,
+    rounds: std::ops::Range<usize>,
+) -> (usize, Vec<LedgerErrorKind>) {
+    const RACERS: usize = 16;
+    let (mut applied, mut errors) = (0, Vec::new());
+    for round in rounds {
+        let id = format!("op-{round}");
+        let barrier = std::sync::Barrier::new(RACERS);
+        std::thread::scope(|scope| {
+            let racers: Vec<_> = (0..RACERS)
+                .map(|r| {
+                    let (id, barrier) = (&id, &barrier);
+                    scope.spawn(move || {
+                        let claim = Claim {
+                            owner_token: format!("racer-{r}"),
+                            lease: Duration::from_secs(60),
+                        };
+                        barrier.wait();
+                        ledger.apply(
+                            id,
+                            &Transition::PrepareAndClaim(new_operation(round), claim),
+                        )
+                    })
+                })
+                .collect();
+            for racer in racers {
+                match racer.join() {
+                    Ok(Ok(outcome)) => applied += usize::from(outcome.applied),
+                    Ok(Err(err)) => errors.push(err.kind()),
+                    Err(_) => errors.push(LedgerErrorKind::Backend),
+                }
+            }
+        });
+    }
+    (applied, errors)
+}
+
+#[test]
+fn serialization_failures_are_retried() -> TestResult {
+    let Some(url) = server_url("serialization_failures_are_retried") else {
+        return Ok(());
+    };
+    let schema = TestSchema::new(&url, "serializable_retry")?;
+    let ledger = serializable(&schema, 64)?;
+    let (applied, errors) = race_claims(&ledger, 0..5);
+    assert_eq!(errors, vec![], "retries absorb serialization failures");
+    assert_eq!(applied, 5, "one winner per operation");
+
+    // Without retries the same race surfaces them as `unavailable` (retrying
+    // later may succeed), never as a second winner.
+    let schema = TestSchema::new(&url, "serializable_no_retry")?;
+    let ledger = serializable(&schema, 0)?;
+    for round in 0..50 {
+        let (applied, errors) = race_claims(&ledger, round..round + 1);
+        assert!(applied <= 1, "at most one winner per operation");
+        assert!(
+            errors.iter().all(|k| *k == LedgerErrorKind::Unavailable),
+            "{errors:?}"
+        );
+        if !errors.is_empty() {
+            return Ok(());
+        }
+    }
+    Err("50 races produced no serialization failure to observe".into())
+}
