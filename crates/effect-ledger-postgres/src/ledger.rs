@@ -57,8 +57,10 @@ impl PostgresLedger {
     ///
     /// [`LedgerError::InvalidInput`] for an unparsable URL or an invalid schema
     /// name; [`LedgerError::Unavailable`] when the server cannot be reached
-    /// within the connect timeout; [`LedgerError::Backend`] when the schema was
-    /// written by a newer version of this crate or a migration fails.
+    /// within the connect timeout or refuses connections for now;
+    /// [`LedgerError::Backend`] when it rejects them (authentication, unknown
+    /// database), when the schema was written by a newer version of this crate,
+    /// or when a migration fails. The driver's error is the source.
     pub fn connect(url: &str, options: PostgresOptions) -> Result<PostgresLedger, LedgerError> {
         let schema = Schema::new(&options.schema)?;
         let mut config: postgres::Config = url.parse().map_err(|err| {

@@ -10,8 +10,8 @@
 //! SQLite file on a network drive to share it between hosts.
 //!
 //! It depends on effect-core and the synchronous `postgres` driver with an
-//! `r2d2` pool (whose connections keep the ledger's statements prepared), and deliberately on nothing else: no async runtime, no executor,
-//! no other store.
+//! `r2d2` pool (whose connections keep the ledger's statements prepared), and
+//! deliberately on nothing else: no async runtime, no executor, no other store.
 //!
 //! # What it stores
 //!
@@ -40,13 +40,18 @@
 //!
 //! A live lease proves that no other caller can claim the operation or
 //! finalize it: only the token holder can mark it confirmed, rejected or
-//! unknown. An expired lease proves nothing about the handler: the process may
-//! still be running, or its request may have committed at the provider. So
-//! expiry ([`Transition::ExpireLease`](effect_core::Transition::ExpireLease))
-//! never retries anything: it moves the operation to `outcome_unknown` with
-//! evidence `handler_may_still_be_running=true`, and reconciliation (a probe,
-//! or an operator) decides what happened. A stale owner whose lease was taken
-//! over can never finalize, since its token no longer matches.
+//! unknown. It does not prove that the holder is alive (it may have crashed a
+//! moment ago), and it fences only the ledger, not the provider: a holder that
+//! stalls past its lease can still send its request; only the provider
+//! idempotency key protects against that.
+//!
+//! An expired lease proves nothing about the handler: the process may still be
+//! running, or its request may have committed at the provider. So expiry
+//! ([`Transition::ExpireLease`](effect_core::Transition::ExpireLease)) never
+//! retries anything: it moves the operation to `outcome_unknown` with evidence
+//! `handler_may_still_be_running=true`, and reconciliation (a probe, or an
+//! operator) decides what happened. A stale owner whose lease was taken over
+//! can never finalize, since its token no longer matches.
 //!
 //! # Example
 //!

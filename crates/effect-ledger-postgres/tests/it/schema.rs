@@ -209,3 +209,22 @@ fn legacy_table_without_contract_version_is_migrated() -> TestResult {
     assert_eq!(record.evidence["reason"], "timeout");
     Ok(())
 }
+
+#[test]
+fn refused_login_is_a_backend_error_with_a_source() -> TestResult {
+    let Some(url) = server_url("refused_login_is_a_backend_error_with_a_source") else {
+        return Ok(());
+    };
+    // The server answers, but will not let us in: retrying will not help.
+    let separator = if url.contains('?') { '&' } else { '?' };
+    let url = format!("{url}{separator}dbname=effect_no_such_database");
+    let err = PostgresLedger::connect(&url, PostgresOptions::default())
+        .expect_err("the database does not exist");
+    assert_eq!(err.kind(), LedgerErrorKind::Backend, "{err:#?}");
+    let source = std::error::Error::source(&err).ok_or("the driver's error is kept")?;
+    assert!(
+        format!("{source:?}").contains("effect_no_such_database"),
+        "{source:?}"
+    );
+    Ok(())
+}
