@@ -4,6 +4,7 @@
 
 mod cli;
 mod crash;
+mod docs;
 mod matrix;
 
 use std::path::Path;

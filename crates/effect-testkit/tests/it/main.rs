@@ -4,6 +4,7 @@
 
 mod broken;
 mod faults;
+mod guide;
 mod matrix;
 mod memory;
 mod provider;

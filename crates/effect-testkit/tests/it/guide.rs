@@ -1,0 +1,128 @@
+//! The code of `docs/testkit.md`, run as tests. `guide_shows_only_tested_code`
+//! keeps the guide's Rust blocks identical to code in this file.
+
+use std::sync::Mutex;
+
+use effect_core::{BoxError, EffectStatus};
+use effect_testkit::matrix::Matrix;
+use effect_testkit::scenario::{
+    ContractVariant, FaultSchedule, Lookup, LookupFault, PerformFault, Scenario, ScenarioProvider,
+};
+use effect_testkit::snapshots;
+use serde_json::{Value, json};
+
+/// A fake of the email API: a send is deduplicated by the caller's key.
+#[derive(Debug, Default)]
+struct FakeMailer {
+    sent: Mutex<Vec<(Option<String>, Value)>>,
+}
+
+impl FakeMailer {
+    fn sent_with(&self, key: Option<&str>) -> Option<usize> {
+        let sent = self.sent.lock().unwrap();
+        sent.iter()
+            .position(|(k, _)| k.is_some() && k.as_deref() == key)
+    }
+}
+
+impl ScenarioProvider for FakeMailer {
+    fn perform(&self, args: &Value, key: Option<&str>) -> Result<Value, BoxError> {
+        if let Some(i) = self.sent_with(key) {
+            return Ok(json!({"message_id": format!("msg-{}", i + 1)}));
+        }
+        let mut sent = self.sent.lock().unwrap();
+        sent.push((key.map(str::to_owned), args.clone()));
+        Ok(json!({"message_id": format!("msg-{}", sent.len())}))
+    }
+
+    fn look_up(&self, _args: &Value, key: Option<&str>) -> Result<Lookup, BoxError> {
+        Ok(match self.sent_with(key) {
+            Some(i) => Lookup::Committed {
+                output: json!({"message_id": format!("msg-{}", i + 1)}),
+                provider_operation_id: Some(format!("msg-{}", i + 1)),
+            },
+            None => Lookup::NotCommitted,
+        })
+    }
+
+    fn committed_effects(&self) -> Result<usize, BoxError> {
+        Ok(self.sent.lock().unwrap().len())
+    }
+}
+
+fn welcome_email(name: &str) -> Scenario {
+    Scenario::new(name, FakeMailer::default)
+        .contract_name("send_welcome_email")
+        .arguments(json!({"to": "ada@example.com", "template": "welcome"}))
+        .operation_id(|args| {
+            let to = args["to"].as_str().ok_or("missing to")?;
+            Ok(format!("email:{to}:welcome"))
+        })
+        .provider_key(|args| Ok(args["to"].as_str().map(|to| format!("welcome:{to}"))))
+        .contract(ContractVariant::ProbeOnly)
+}
+
+#[test]
+fn a_lost_acknowledgement_sends_one_email() {
+    let report = welcome_email("welcome-email-ack-lost")
+        .faults(FaultSchedule::new().on_perform(1, PerformFault::LoseAck))
+        .expect_committed(1)
+        .run()
+        .unwrap();
+    assert!(report.passed, "{report:#?}");
+    assert_eq!(report.handler_calls, 1);
+    // Plain retry-on-error sends it twice.
+    let naive = report.naive_baseline.as_ref().unwrap();
+    assert_eq!(naive.committed_effect_count, 2);
+    snapshots::settings().bind(|| {
+        insta::assert_json_snapshot!("welcome_email_ack_lost", report);
+    });
+}
+
+#[test]
+fn a_pending_read_side_is_never_a_reason_to_send_again() {
+    let faults = FaultSchedule::new()
+        .on_perform(1, PerformFault::LoseAck)
+        .on_look_up(1, LookupFault::Pending)
+        .on_look_up(2, LookupFault::Pending)
+        .on_look_up(3, LookupFault::Pending);
+    let report = welcome_email("welcome-email-pending")
+        .faults(faults)
+        .expect_status(EffectStatus::OutcomeUnknown)
+        .expect_committed(1)
+        .run()
+        .unwrap();
+    assert!(report.passed, "{report:#?}");
+    assert_eq!((report.handler_calls, report.probe_calls), (1, 3));
+}
+
+#[test]
+fn the_fault_matrix_keeps_the_guarantee() {
+    let report = Matrix::new().run().unwrap();
+    assert!(report.guarantee_kept, "{}", report.to_table());
+    for baseline in &report.baselines {
+        assert!(baseline.ledger_max_committed <= 1);
+        println!(
+            "{}: with the ledger {}, naive retry {}",
+            baseline.fault, baseline.ledger_max_committed, baseline.naive.committed_effect_count
+        );
+    }
+}
+
+#[test]
+fn guide_shows_only_tested_code() {
+    let guide = include_str!("../../../../docs/testkit.md");
+    let source = include_str!("guide.rs");
+    let blocks: Vec<&str> = guide
+        .split("```rust\n")
+        .skip(1)
+        .map(|rest| rest.split("```").next().unwrap())
+        .collect();
+    assert!(blocks.len() >= 3, "the guide lost its examples");
+    for block in blocks {
+        assert!(
+            source.contains(block),
+            "docs/testkit.md shows code that tests/it/guide.rs does not run:\n{block}"
+        );
+    }
+}
