@@ -45,11 +45,11 @@ pub fn evidence(value: Value) -> Evidence {
 }
 
 /// The shared fixtures directory (SPEC §8): `EFFECT_FIXTURES_DIR`, or
-/// `shared/fixtures` beside the repository.
+/// the copy vendored in the repository (`fixtures/python`).
 pub fn fixtures_dir() -> PathBuf {
     match std::env::var_os("EFFECT_FIXTURES_DIR") {
         Some(dir) => PathBuf::from(dir),
-        None => Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/fixtures"),
+        None => Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fixtures/python"),
     }
 }
 
