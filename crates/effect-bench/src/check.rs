@@ -1,0 +1,77 @@
+//! `--check`: one JSON line comparing the figures of a run with the targets
+//! of issue 7. A target whose workloads did not run (or failed) is not met.
+
+use serde_json::{Value, json};
+
+use crate::Workload;
+use crate::report::Line;
+use crate::store::Store;
+
+/// The summary line.
+pub(crate) fn summary(lines: &[Line], store: &Store, runs: u32) -> Value {
+    let find = |w: Workload| lines.iter().find(|l| l.workload == w && l.ok);
+    let rate = |w: Workload| find(w).and_then(|l| l.per_second);
+    let extra = |w: Workload, key: &str| find(w).and_then(|l| l.extra(key)).and_then(Value::as_f64);
+
+    let mut targets = Vec::new();
+    let mut ratio = |target: &str, numerator: Workload, denominator: Workload, at_least: f64| {
+        let value = rate(numerator).zip(rate(denominator)).map(|(a, b)| a / b);
+        targets.push(entry(target, value, |r| r >= at_least));
+    };
+    ratio("W1 >= 0.45 x W0", Workload::W1, Workload::W0, 0.45);
+    ratio("W2 >= 0.4 x W0n", Workload::W2, Workload::W0n, 0.4);
+    ratio("W3 >= 0.5 x W0r", Workload::W3, Workload::W0r, 0.5);
+    ratio("W4 >= 2 x W0", Workload::W4, Workload::W0, 2.0);
+    ratio("W7 >= 0.3 x W0", Workload::W7, Workload::W0, 0.3);
+    let calls = |w: Workload| find(w).and_then(|l| l.handler_calls.map(|c| (c, l.n)));
+    for (target, w) in [
+        ("W5 handler calls == n", Workload::W5),
+        ("W7 handler calls == n", Workload::W7),
+    ] {
+        let value = calls(w).map(|(c, n)| c as f64 / n as f64);
+        targets.push(entry(target, value, |r| r == 1.0));
+    }
+    for (target, key, bound) in [
+        ("W6 list < 2 ms", "list_ms", 2.0),
+        ("W6 events < 2 ms", "events_ms", 2.0),
+        ("W6 list <= 2 x small ledger", "list_ratio", 2.0),
+        ("W6 events <= 2 x small ledger", "events_ratio", 2.0),
+    ] {
+        let value = extra(Workload::W6, key);
+        targets.push(entry(target, value, |v| {
+            v < bound || (key.ends_with("ratio") && v <= bound)
+        }));
+    }
+    let rss = extra(Workload::W4, "peak_rss_mb");
+    targets.push(entry("W4 peak RSS < 64 MB", rss, |mb| mb < 64.0));
+
+    let all_met = targets.iter().all(|t| t["met"] == json!(true));
+    json!({
+        "workload": "check",
+        "store": store.name(),
+        "runs": runs,
+        "ok": lines.iter().all(|l| l.ok),
+        "all_met": all_met,
+        "machine": machine(),
+        "targets": targets,
+    })
+}
+
+fn entry(target: &str, value: Option<f64>, met: impl Fn(f64) -> bool) -> Value {
+    match value {
+        Some(value) => json!({
+            "target": target,
+            "value": (value * 1000.0).round() / 1000.0,
+            "met": met(value),
+        }),
+        None => json!({"target": target, "value": null, "met": false, "note": "not measured"}),
+    }
+}
+
+fn machine() -> Value {
+    let cpus = std::thread::available_parallelism().map_or(0, usize::from);
+    let kernel = std::fs::read_to_string("/proc/sys/kernel/osrelease")
+        .map(|s| s.trim().to_owned())
+        .ok();
+    json!({"cpus": cpus, "kernel": kernel})
+}

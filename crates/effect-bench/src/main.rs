@@ -1,0 +1,321 @@
+//! `effect-bench`: the benchmark workloads of `shared/bench/WORKLOADS.md`.
+//!
+//! It prints one JSON object per workload on stdout (JSON Lines): W0, W0n and
+//! W0r measure bare SQLite (the same library the ledger links, with nothing
+//! of the ledger around it), W1 to W7 measure the executor and the ledger.
+//! A workload whose correctness condition fails prints `"ok":false` and no
+//! figure. `--check` adds one line comparing the figures with the targets of
+//! issue 7.
+//!
+//! ```text
+//! cargo run --release -p effect-bench -- [--quick] [--workload W4] [--store sqlite|postgres://…] [--runs N] [--check]
+//! ```
+//!
+//! W4 runs in a child process of its own (so its peak RSS is its own), and W7
+//! in four; both re-execute this binary with the hidden `worker` subcommand.
+//!
+//! It depends on every crate it measures (effect-core, effect-exec, both
+//! stores) and on rusqlite for the bare limits; nothing depends on it.
+//!
+//! # Feature flags
+//!
+//! - `postgres` (default): `--store postgres://…`.
+
+mod check;
+mod effects;
+mod limits;
+mod report;
+mod rng;
+mod scan;
+mod store;
+mod worker;
+
+use std::io::Write;
+use std::process::ExitCode;
+use std::str::FromStr;
+
+use anyhow::{Context, bail};
+use clap::{Parser, Subcommand};
+
+use crate::report::Line;
+use crate::store::Store;
+
+/// Runs the benchmark workloads and prints one JSON line per workload.
+#[derive(Debug, Parser)]
+#[command(name = "effect-bench", version, about)]
+struct Cli {
+    /// Small sizes, for a correctness run in seconds (figures are meaningless).
+    #[arg(long)]
+    quick: bool,
+    /// Only these workloads (repeat or separate with commas): W0, W0n, W0r, W1 … W7.
+    #[arg(long = "workload", value_delimiter = ',')]
+    workloads: Vec<Workload>,
+    /// The ledger store: `sqlite` (a fresh file per workload) or a
+    /// `postgres://…` URL (a fresh schema per workload, dropped afterwards).
+    #[arg(long, default_value = "sqlite")]
+    store: String,
+    /// Runs every workload this many times and reports the medians.
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..))]
+    runs: u32,
+    /// Adds a line comparing the figures with the targets.
+    #[arg(long)]
+    check: bool,
+    #[command(subcommand)]
+    command: Option<Command>,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// One process of W4 or W7 (started by the benchmark itself).
+    #[command(hide = true)]
+    Worker(worker::WorkerArgs),
+}
+
+/// A workload of WORKLOADS.md.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub(crate) enum Workload {
+    W0,
+    W0n,
+    W0r,
+    W1,
+    W2,
+    W3,
+    W4,
+    W5,
+    W6,
+    W7,
+}
+
+impl Workload {
+    const ALL: [Workload; 10] = [
+        Workload::W0,
+        Workload::W0n,
+        Workload::W0r,
+        Workload::W1,
+        Workload::W2,
+        Workload::W3,
+        Workload::W4,
+        Workload::W5,
+        Workload::W6,
+        Workload::W7,
+    ];
+
+    pub(crate) fn id(self) -> &'static str {
+        match self {
+            Workload::W0 => "W0",
+            Workload::W0n => "W0n",
+            Workload::W0r => "W0r",
+            Workload::W1 => "W1",
+            Workload::W2 => "W2",
+            Workload::W3 => "W3",
+            Workload::W4 => "W4",
+            Workload::W5 => "W5",
+            Workload::W6 => "W6",
+            Workload::W7 => "W7",
+        }
+    }
+
+    pub(crate) fn name(self) -> &'static str {
+        match self {
+            Workload::W0 => "fsync-limit",
+            Workload::W0n => "commit-limit-normal",
+            Workload::W0r => "read-limit",
+            Workload::W1 => "fresh-full",
+            Workload::W2 => "fresh-normal",
+            Workload::W3 => "replay",
+            Workload::W4 => "concurrent-full",
+            Workload::W5 => "contention",
+            Workload::W6 => "scan",
+            Workload::W7 => "multi-process",
+        }
+    }
+
+    /// Whether the workload runs against a PostgreSQL store. W2 is SQLite's
+    /// `synchronous=NORMAL` and W6 fills the SQLite file directly; the bare
+    /// limits always run, as the reference of the ratios.
+    fn runs_on_postgres(self) -> bool {
+        !matches!(self, Workload::W2 | Workload::W6)
+    }
+}
+
+impl FromStr for Workload {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        Workload::ALL
+            .into_iter()
+            .find(|w| w.id().eq_ignore_ascii_case(s.trim()))
+            .ok_or_else(|| format!("unknown workload {s:?}; expected one of W0, W0n, W0r, W1 … W7"))
+    }
+}
+
+/// The sizes of one run.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Sizes {
+    pub(crate) w0: u64,
+    pub(crate) w0n: u64,
+    pub(crate) w0r: u64,
+    pub(crate) fresh: u64,
+    pub(crate) concurrent: u64,
+    pub(crate) threads: usize,
+    pub(crate) contention_ids: u64,
+    pub(crate) scan_large: u64,
+    pub(crate) scan_small: u64,
+    pub(crate) processes: usize,
+    pub(crate) multi_ids: u64,
+}
+
+impl Sizes {
+    const FULL: Sizes = Sizes {
+        w0: 2000,
+        w0n: 20_000,
+        w0r: 20_000,
+        fresh: 2000,
+        concurrent: 4000,
+        threads: 16,
+        contention_ids: 200,
+        scan_large: 100_000,
+        scan_small: 1000,
+        processes: 4,
+        multi_ids: 500,
+    };
+
+    const QUICK: Sizes = Sizes {
+        w0: 40,
+        w0n: 200,
+        w0r: 200,
+        fresh: 20,
+        concurrent: 64,
+        threads: 16,
+        contention_ids: 20,
+        scan_large: 2000,
+        scan_small: 200,
+        processes: 4,
+        multi_ids: 20,
+    };
+}
+
+fn main() -> ExitCode {
+    match run(Cli::parse()) {
+        Ok(code) => code,
+        Err(err) => {
+            eprintln!("effect-bench: {err:#}");
+            ExitCode::from(2)
+        }
+    }
+}
+
+fn run(cli: Cli) -> anyhow::Result<ExitCode> {
+    if let Some(Command::Worker(args)) = cli.command {
+        worker::run(&args)?;
+        return Ok(ExitCode::SUCCESS);
+    }
+    let store = Store::parse(&cli.store)?;
+    let sizes = if cli.quick { Sizes::QUICK } else { Sizes::FULL };
+    let mut selected = if cli.workloads.is_empty() {
+        Workload::ALL.to_vec()
+    } else {
+        cli.workloads.clone()
+    };
+    selected.sort();
+    selected.dedup();
+    if store.is_postgres() {
+        let skipped: Vec<&str> = selected
+            .iter()
+            .filter(|w| !w.runs_on_postgres())
+            .map(|w| w.id())
+            .collect();
+        if !skipped.is_empty() {
+            eprintln!(
+                "effect-bench: {} run on sqlite only; skipped for a postgres store",
+                skipped.join(", ")
+            );
+        }
+        selected.retain(|w| w.runs_on_postgres());
+    }
+    if selected.is_empty() {
+        bail!("no workload to run");
+    }
+
+    let mut runs: Vec<Vec<Line>> = Vec::new();
+    for run in 0..cli.runs {
+        let lines = run_once(&store, &sizes, &selected);
+        if cli.runs > 1 {
+            for line in &lines {
+                eprintln!("run {}: {}", run + 1, line.to_json());
+            }
+        }
+        runs.push(lines);
+    }
+    let lines = report::medians(&runs);
+    let mut out = std::io::stdout().lock();
+    for line in &lines {
+        writeln!(out, "{}", line.to_json()).context("writing to stdout")?;
+    }
+    if cli.check {
+        writeln!(out, "{}", check::summary(&lines, &store, cli.runs))
+            .context("writing to stdout")?;
+    }
+    out.flush().context("writing to stdout")?;
+    Ok(if lines.iter().all(|l| l.ok) {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(1)
+    })
+}
+
+/// Runs the selected workloads once, in order.
+fn run_once(store: &Store, sizes: &Sizes, selected: &[Workload]) -> Vec<Line> {
+    let wants = |w: Workload| selected.contains(&w);
+    let mut lines = Vec::new();
+    for &workload in selected {
+        match workload {
+            Workload::W0 => lines.push(limits::commits(workload, sizes.w0, limits::Sync::Full)),
+            Workload::W0n => {
+                lines.push(limits::commits(workload, sizes.w0n, limits::Sync::Normal));
+            }
+            Workload::W0r => lines.push(limits::reads(sizes.w0r)),
+            // W3 replays W1's operations on W1's ledger, so they run together.
+            Workload::W1 => lines.extend(effects::fresh_and_replay(
+                store,
+                sizes.fresh,
+                effects::Durability::Full,
+                wants(Workload::W1),
+                wants(Workload::W3),
+            )),
+            Workload::W3 if !wants(Workload::W1) => lines.extend(effects::fresh_and_replay(
+                store,
+                sizes.fresh,
+                effects::Durability::Full,
+                false,
+                true,
+            )),
+            Workload::W3 => {}
+            Workload::W2 => lines.extend(effects::fresh_and_replay(
+                store,
+                sizes.fresh,
+                effects::Durability::Normal,
+                true,
+                false,
+            )),
+            Workload::W4 => lines.push(worker::concurrent_in_child(
+                store,
+                sizes.concurrent,
+                sizes.threads,
+            )),
+            Workload::W5 => lines.push(effects::contention(
+                store,
+                sizes.contention_ids,
+                sizes.threads,
+            )),
+            Workload::W6 => lines.push(scan::scan(sizes.scan_large, sizes.scan_small)),
+            Workload::W7 => lines.push(worker::multi_process(
+                store,
+                sizes.multi_ids,
+                sizes.processes,
+            )),
+        }
+    }
+    lines.sort_by_key(|line| line.workload);
+    lines
+}

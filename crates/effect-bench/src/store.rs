@@ -1,0 +1,182 @@
+//! Where a workload's ledger lives: a fresh SQLite file in a temporary
+//! directory, or a fresh schema in a PostgreSQL database.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use anyhow::{Context, bail};
+use effect_core::EffectLedger;
+use effect_ledger_sqlite::{Durability, SqliteLedger, SqliteOptions};
+use tempfile::TempDir;
+
+/// The store named by `--store`.
+#[derive(Debug, Clone)]
+pub(crate) enum Store {
+    Sqlite,
+    #[cfg(feature = "postgres")]
+    Postgres {
+        url: String,
+    },
+}
+
+impl Store {
+    pub(crate) fn parse(text: &str) -> anyhow::Result<Store> {
+        if text == "sqlite" {
+            return Ok(Store::Sqlite);
+        }
+        if text.starts_with("postgres://") || text.starts_with("postgresql://") {
+            #[cfg(feature = "postgres")]
+            return Ok(Store::Postgres {
+                url: text.to_owned(),
+            });
+            #[cfg(not(feature = "postgres"))]
+            bail!("this build has no postgres support: rebuild with --features postgres");
+        }
+        bail!("unknown store {text:?}: expected sqlite or a postgres:// url")
+    }
+
+    pub(crate) fn name(&self) -> &'static str {
+        match self {
+            Store::Sqlite => "sqlite",
+            #[cfg(feature = "postgres")]
+            Store::Postgres { .. } => "postgres",
+        }
+    }
+
+    pub(crate) fn is_postgres(&self) -> bool {
+        !matches!(self, Store::Sqlite)
+    }
+
+    /// A new, empty ledger. `durability` applies to SQLite only (a PostgreSQL
+    /// commit is as durable as the server is configured to make it).
+    pub(crate) fn fresh(&self, durability: Durability) -> anyhow::Result<Fresh> {
+        match self {
+            Store::Sqlite => {
+                let dir = tempfile::Builder::new()
+                    .prefix("effect-bench-")
+                    .tempdir()
+                    .context("creating a temporary directory")?;
+                let location = Location::Sqlite {
+                    path: dir.path().join("ledger.sqlite3"),
+                    durability,
+                };
+                Ok(Fresh {
+                    ledger: location.open()?,
+                    location,
+                    _cleanup: Cleanup::Dir(dir),
+                })
+            }
+            #[cfg(feature = "postgres")]
+            Store::Postgres { url } => {
+                use std::sync::atomic::{AtomicU64, Ordering};
+                static SCHEMAS: AtomicU64 = AtomicU64::new(0);
+                let schema = format!(
+                    "effect_bench_{}_{}",
+                    std::process::id(),
+                    SCHEMAS.fetch_add(1, Ordering::Relaxed)
+                );
+                let location = Location::Postgres {
+                    url: url.clone(),
+                    schema: schema.clone(),
+                };
+                let cleanup = Cleanup::Schema {
+                    url: url.clone(),
+                    schema,
+                };
+                Ok(Fresh {
+                    ledger: location.open()?,
+                    location,
+                    _cleanup: cleanup,
+                })
+            }
+        }
+    }
+}
+
+/// A workload's ledger; its file or schema is removed when dropped.
+#[derive(Debug)]
+pub(crate) struct Fresh {
+    // Declared first: the ledger's connections close before the cleanup runs.
+    pub(crate) ledger: Arc<dyn EffectLedger>,
+    pub(crate) location: Location,
+    _cleanup: Cleanup,
+}
+
+/// How another process opens the same ledger.
+#[derive(Debug, Clone)]
+pub(crate) enum Location {
+    Sqlite {
+        path: PathBuf,
+        durability: Durability,
+    },
+    #[cfg(feature = "postgres")]
+    Postgres { url: String, schema: String },
+}
+
+impl Location {
+    pub(crate) fn open(&self) -> anyhow::Result<Arc<dyn EffectLedger>> {
+        match self {
+            Location::Sqlite { path, durability } => {
+                let ledger =
+                    SqliteLedger::open(path, SqliteOptions::default().durability(*durability))
+                        .with_context(|| format!("opening the ledger {}", path.display()))?;
+                Ok(Arc::new(ledger))
+            }
+            #[cfg(feature = "postgres")]
+            Location::Postgres { url, schema } => {
+                use effect_ledger_postgres::{PostgresLedger, PostgresOptions};
+                // One connection per thread of W4 and W5, so none waits for the pool.
+                let options = PostgresOptions::default().schema(schema).pool_size(16);
+                let ledger = PostgresLedger::connect(url, options)
+                    .with_context(|| format!("connecting to postgres schema {schema}"))?;
+                Ok(Arc::new(ledger))
+            }
+        }
+    }
+
+    /// The worker arguments that name this ledger.
+    pub(crate) fn to_args(&self) -> Vec<String> {
+        match self {
+            Location::Sqlite { path, durability } => vec![
+                "--sqlite".into(),
+                path.display().to_string(),
+                "--durability".into(),
+                match durability {
+                    Durability::Normal => "normal".into(),
+                    _ => "full".into(),
+                },
+            ],
+            #[cfg(feature = "postgres")]
+            Location::Postgres { url, schema } => vec![
+                "--postgres".into(),
+                url.clone(),
+                "--schema".into(),
+                schema.clone(),
+            ],
+        }
+    }
+}
+
+#[derive(Debug)]
+enum Cleanup {
+    Dir(#[allow(dead_code, reason = "held for its Drop")] TempDir),
+    #[cfg(feature = "postgres")]
+    Schema {
+        url: String,
+        schema: String,
+    },
+}
+
+#[cfg(feature = "postgres")]
+impl Drop for Cleanup {
+    fn drop(&mut self) {
+        if let Cleanup::Schema { url, schema } = self {
+            let dropped = postgres::Client::connect(url, postgres::NoTls).and_then(|mut client| {
+                client.batch_execute(&format!("DROP SCHEMA IF EXISTS \"{schema}\" CASCADE"))
+            });
+            if let Err(err) = dropped {
+                eprintln!("effect-bench: could not drop the schema {schema}: {err}");
+            }
+        }
+    }
+}

@@ -1,0 +1,108 @@
+//! Runs the benchmark binary in `--quick` mode: every workload must meet its
+//! correctness condition (`ok`) and print a line of the documented shape.
+//! Speed is not checked here; the targets are read from `--check` output.
+
+use std::process::Command;
+
+use serde_json::Value;
+
+const WORKLOADS: [&str; 10] = ["W0", "W0n", "W0r", "W1", "W2", "W3", "W4", "W5", "W6", "W7"];
+
+#[test]
+fn every_workload_is_ok_in_quick_mode() -> Result<(), Box<dyn std::error::Error>> {
+    let output = Command::new(env!("CARGO_BIN_EXE_effect-bench"))
+        .args(["--quick", "--check"])
+        .output()?;
+    let stdout = String::from_utf8(output.stdout)?;
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        output.status.success(),
+        "exit {}\n{stdout}\n{stderr}",
+        output.status
+    );
+
+    let lines: Vec<Value> = stdout
+        .lines()
+        .map(serde_json::from_str)
+        .collect::<Result<_, _>>()?;
+    let (check, workloads) = lines.split_last().ok_or("no output")?;
+    let ids: Vec<&str> = workloads
+        .iter()
+        .map(|l| l["workload"].as_str().unwrap_or_default())
+        .collect();
+    assert_eq!(ids, WORKLOADS);
+    for (line, text) in workloads.iter().zip(stdout.lines()) {
+        check_line(line);
+        check_key_order(text);
+    }
+    assert_eq!(check["workload"], "check");
+    assert_eq!(check["ok"], true);
+    assert!(check["targets"].as_array().is_some_and(|t| !t.is_empty()));
+    Ok(())
+}
+
+#[test]
+fn one_workload_can_be_selected() -> Result<(), Box<dyn std::error::Error>> {
+    let output = Command::new(env!("CARGO_BIN_EXE_effect-bench"))
+        .args(["--quick", "--workload", "w3", "--runs", "2"])
+        .output()?;
+    assert!(output.status.success());
+    let stdout = String::from_utf8(output.stdout)?;
+    let lines: Vec<Value> = stdout
+        .lines()
+        .map(serde_json::from_str)
+        .collect::<Result<_, _>>()?;
+    assert_eq!(lines.len(), 1);
+    check_line(&lines[0]);
+    assert_eq!(lines[0]["workload"], "W3");
+    assert_eq!(lines[0]["handler_calls"], 0);
+    assert_eq!(lines[0]["runs"], 2);
+    Ok(())
+}
+
+/// The keys of WORKLOADS.md's line, in its order; extras follow them.
+const KEYS: [&str; 8] = [
+    "workload",
+    "name",
+    "n",
+    "threads",
+    "seconds",
+    "per_second",
+    "handler_calls",
+    "ok",
+];
+
+/// The documented keys come first and in order (serde_json's map sorts them,
+/// so this reads the text).
+fn check_key_order(text: &str) {
+    let mut rest = text.strip_prefix('{').expect("an object");
+    for key in KEYS {
+        let quoted = format!("\"{key}\":");
+        rest = rest
+            .trim_start_matches(',')
+            .strip_prefix(quoted.as_str())
+            .unwrap_or_else(|| panic!("{key} is not next in {text}"));
+        let end = rest.find(',').unwrap_or(rest.len());
+        rest = &rest[end..];
+    }
+}
+
+/// The shape of WORKLOADS.md, `ok`, and the handler calls each row requires.
+fn check_line(line: &Value) {
+    let object = line.as_object().expect("a JSON object");
+    for key in KEYS {
+        assert!(object.contains_key(key), "{key} missing in {line}");
+    }
+    assert_eq!(line["ok"], true, "{line}");
+    assert!(line["seconds"].as_f64().is_some_and(|s| s >= 0.0), "{line}");
+    assert!(
+        line["per_second"].as_f64().is_some_and(|r| r > 0.0),
+        "{line}"
+    );
+    let n = line["n"].as_u64().expect("n");
+    match line["workload"].as_str().expect("workload") {
+        "W1" | "W2" | "W4" | "W5" | "W7" => assert_eq!(line["handler_calls"], n, "{line}"),
+        "W3" => assert_eq!(line["handler_calls"], 0, "{line}"),
+        _ => {}
+    }
+}
