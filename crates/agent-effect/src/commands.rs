@@ -117,7 +117,10 @@ fn crash_in_a_child_process(
     let files = CrashFiles::in_dir(dir);
     let exe = std::env::current_exe().context("could not locate this executable")?;
     let mut worker = Command::new(exe);
+    // The worker runs in the run's directory, so whatever its abort leaves
+    // behind (a core file, where the system writes them) stays there too.
     worker
+        .current_dir(dir)
         .arg("--worker")
         .arg(FaultPoint::CrashAfterCommit.as_str())
         .arg("--contract")

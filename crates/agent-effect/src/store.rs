@@ -41,7 +41,10 @@ impl RunDir {
                         dir.display()
                     );
                 }
-                Ok(RunDir::Kept(dir.to_path_buf()))
+                // Absolute, so a worker process started elsewhere finds it.
+                let dir = std::path::absolute(dir)
+                    .with_context(|| format!("could not resolve directory {}", dir.display()))?;
+                Ok(RunDir::Kept(dir))
             }
         }
     }

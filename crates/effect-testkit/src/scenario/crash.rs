@@ -230,6 +230,7 @@ fn open_provider(scenario: &Scenario, files: &CrashFiles) -> Result<Arc<Faulted>
         })?;
     let faulted = Arc::new(Faulted::new(Arc::new(provider), FaultSchedule::new()));
     faulted.gate.open();
+    faulted.late.open();
     Ok(faulted)
 }
 

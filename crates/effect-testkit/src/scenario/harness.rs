@@ -30,6 +30,8 @@ pub(crate) struct Faulted {
     in_flight: Mutex<usize>,
     idle: Condvar,
     pub(crate) gate: Gate,
+    /// Releases late commits once every caller has returned.
+    pub(crate) late: Gate,
     /// Set when a [`PerformFault::Crash`] fired.
     pub(crate) crashed: Arc<AtomicBool>,
 }
@@ -44,7 +46,20 @@ impl Faulted {
             in_flight: Mutex::new(0),
             idle: Condvar::new(),
             gate: Gate::default(),
+            late: Gate::default(),
             crashed: Arc::new(AtomicBool::new(false)),
+        }
+    }
+
+    /// Opens the gates no one would open in this run: the concurrency gate
+    /// with a single caller, the late-commit gate without a deadline (the
+    /// caller waits for its handler, so holding it would deadlock).
+    pub(crate) fn open_gates_nobody_will_open(&self) {
+        if self.schedule.callers() == 1 {
+            self.gate.open();
+        }
+        if self.schedule.handler_deadline().is_none() {
+            self.late.open();
         }
     }
 
@@ -83,8 +98,8 @@ impl Faulted {
                 send()?;
                 Err("timed out waiting for the provider's acknowledgement".to_owned())
             }
-            PerformFault::LateCommit { delay } => {
-                std::thread::sleep(delay);
+            PerformFault::LateCommit => {
+                self.late.hold();
                 send()
             }
             PerformFault::Crash => {
@@ -142,7 +157,7 @@ impl Drop for InFlight<'_> {
     }
 }
 
-/// Holds one perform until the other callers have run.
+/// Holds performs until the harness opens it.
 #[derive(Debug, Default)]
 pub(crate) struct Gate {
     state: Mutex<GateState>,
@@ -157,7 +172,7 @@ struct GateState {
 
 impl Gate {
     /// Signals that a held perform arrived and waits until the gate opens.
-    fn hold(&self) {
+    pub(crate) fn hold(&self) {
         let mut state = lock(&self.state);
         state.entered = true;
         self.changed.notify_all();

@@ -100,8 +100,8 @@ pub use error::ScenarioError;
 use harness::{Faulted, ProcessLedger};
 pub use report::{GuaranteeCheck, NaiveReport, ScenarioReport, has_blind_retry};
 pub use schedule::{
-    CONCURRENT_CALLERS, FaultPoint, FaultSchedule, LATE_COMMIT_DEADLINE, LATE_COMMIT_DELAY,
-    LookupFault, PROBE_FAILURES, PerformFault, UnknownFaultPoint,
+    CONCURRENT_CALLERS, FaultPoint, FaultSchedule, LATE_COMMIT_DEADLINE, LookupFault,
+    PROBE_FAILURES, PerformFault, UnknownFaultPoint,
 };
 pub use variant::ContractVariant;
 
@@ -409,10 +409,7 @@ impl Scenario {
         let store =
             (self.ledger)(clock.clone() as Arc<dyn Clock>).map_err(|e| self.ledger_error(e))?;
         let faulted = Arc::new(Faulted::new((self.provider)(), self.schedule.clone()));
-        if self.schedule.callers() == 1 {
-            // A held perform has nobody to wait for.
-            faulted.gate.open();
-        }
+        faulted.open_gates_nobody_will_open();
         let contract = self.build_contract(&faulted)?;
         let operation_id = contract.operation_id(&self.arguments).map_err(|source| {
             self.exec_error(ExecError::Contract {
@@ -430,6 +427,8 @@ impl Scenario {
         });
         let worker = EffectExecutor::with_clock(worker_ledger, self.options.clone(), clock.clone());
         let results = self.run_callers(&worker, &contract, &faulted, options)?;
+        // Every caller has returned: late requests may land now.
+        faulted.late.open();
         let crashed = faulted.crashed.load(std::sync::atomic::Ordering::SeqCst);
         let mut executions = results.len();
         let in_progress_callers = results

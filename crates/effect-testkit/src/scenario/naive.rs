@@ -22,6 +22,7 @@ pub(crate) fn run(
     let callers = schedule.callers();
     let deadline = schedule.handler_deadline();
     let faulted = Arc::new(Faulted::new(provider, schedule));
+    faulted.open_gates_nobody_will_open();
     let caller = {
         let faulted = Arc::clone(&faulted);
         let arguments = arguments.clone();
@@ -44,6 +45,7 @@ pub(crate) fn run(
     } else {
         outcomes.push(caller());
     }
+    faulted.late.open();
     if !faulted.wait_idle() {
         return Err("a request of the naive baseline never finished".to_owned());
     }

@@ -38,8 +38,6 @@ pub const PROBE_FAILURES: usize = 2;
 pub const CONCURRENT_CALLERS: usize = 3;
 /// The handler deadline of [`FaultPoint::TimeoutLateCommit`].
 pub const LATE_COMMIT_DEADLINE: Duration = Duration::from_millis(20);
-/// How late the provider commits in [`FaultPoint::TimeoutLateCommit`].
-pub const LATE_COMMIT_DELAY: Duration = Duration::from_millis(150);
 
 impl FaultPoint {
     /// Every fault point, in matrix order.
@@ -79,7 +77,7 @@ impl FaultPoint {
                 "the provider commits the first capture and its acknowledgement is lost"
             }
             FaultPoint::TimeoutLateCommit => {
-                "the handler misses its 20 ms deadline; the provider commits 150 ms in"
+                "the handler misses its 20 ms deadline; the provider commits after the caller gave up"
             }
             FaultPoint::ProbeUnavailable => {
                 "the acknowledgement is lost and the lookup API fails the first 2 times"
@@ -107,12 +105,7 @@ impl FaultPoint {
             FaultPoint::BeforeCommit => schedule.on_perform(1, PerformFault::FailBeforeCommit),
             FaultPoint::AfterCommitBeforeAck => schedule.on_perform(1, PerformFault::LoseAck),
             FaultPoint::TimeoutLateCommit => schedule
-                .on_perform(
-                    1,
-                    PerformFault::LateCommit {
-                        delay: LATE_COMMIT_DELAY,
-                    },
-                )
+                .on_perform(1, PerformFault::LateCommit)
                 .deadline(LATE_COMMIT_DEADLINE),
             FaultPoint::ProbeUnavailable => (1..=PROBE_FAILURES).fold(
                 schedule.on_perform(1, PerformFault::LoseAck),
@@ -181,12 +174,11 @@ pub enum PerformFault {
     FailBeforeCommit,
     /// Perform (the provider commits), then fail as if the reply was lost.
     LoseAck,
-    /// Wait `delay`, then perform and return. With a shorter handler deadline
-    /// the caller has given up by then: the commit is late.
-    LateCommit {
-        /// How long the request takes to reach the provider.
-        delay: Duration,
-    },
+    /// Hold the request until every caller has returned (with a handler
+    /// deadline they gave up waiting), then perform: the commit is late. The
+    /// order comes from synchronization, not from a sleep. Without a deadline
+    /// in the schedule it behaves as [`Commit`](Self::Commit).
+    LateCommit,
     /// Perform, then the worker process dies: from this point on, nothing that
     /// process does reaches the ledger.
     Crash,
