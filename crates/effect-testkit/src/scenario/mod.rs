@@ -2,7 +2,7 @@
 //! the recovery executor, counted at the provider.
 //!
 //! A [`Scenario`] runs one operation through an
-//! [`EffectExecutor`](effect_exec::EffectExecutor) on a fresh ledger, with the
+//! [`effect_exec::EffectExecutor`] on a fresh ledger, with the
 //! provider's calls going through a [`FaultSchedule`]. Then it does what a
 //! real deployment does after trouble:
 //!
