@@ -311,3 +311,6 @@ impl EffectLedger for ProcessLedger {
         self.alive()?.resolve_manually(id, resolution)
     }
 }
+
+#[cfg(test)]
+mod tests;
