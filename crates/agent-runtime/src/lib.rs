@@ -92,6 +92,7 @@ mod planner;
 mod policy;
 mod replay;
 mod resilience;
+mod run;
 mod runtime;
 mod schema;
 #[cfg(feature = "sqlite-checkpoints")]

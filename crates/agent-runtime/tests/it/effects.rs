@@ -7,9 +7,9 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
 use agent_runtime::{
-    Action, AgentRuntime, AuditKind, DeterministicPlanner, EffectKind, PendingStage,
-    PermissionPolicy, ReplaySummary, RunOptions, RunStatus, ToolDefinition, ToolError,
-    ToolRegistry, ToolResultStatus, TraceEventKind,
+    Action, AgentRuntime, AuditKind, Checkpoint, CheckpointStore, DeterministicPlanner, EffectKind,
+    MemoryCheckpointStore, PendingStage, PermissionPolicy, ReplaySummary, RunOptions, RunStatus,
+    StoreError, ToolDefinition, ToolError, ToolRegistry, ToolResultStatus, TraceEventKind,
 };
 use effect_core::{EffectContract, EffectLedger, EffectStatus, MemoryLedger, OutcomeProbeResult};
 use effect_exec::{Audit, EffectExecutor};
@@ -282,4 +282,90 @@ fn effect_tools_need_an_effect_executor() {
         .build()
         .unwrap_err();
     assert!(err.to_string().contains("capture_payment"), "{err}");
+}
+
+/// A checkpoint store that stops saving after `saves_left` saves, like a
+/// process that dies right after the provider answered.
+#[derive(Debug)]
+struct DyingStore {
+    inner: Arc<MemoryCheckpointStore>,
+    saves_left: AtomicUsize,
+}
+
+impl CheckpointStore for DyingStore {
+    fn save(&self, checkpoint: &Checkpoint) -> Result<(), StoreError> {
+        if self.saves_left.load(Ordering::SeqCst) == 0 {
+            return Err(StoreError::backend("save a checkpoint", "the process died"));
+        }
+        self.saves_left.fetch_sub(1, Ordering::SeqCst);
+        self.inner.save(checkpoint)
+    }
+
+    fn load(&self, run_id: &str) -> Result<Option<Checkpoint>, StoreError> {
+        self.inner.load(run_id)
+    }
+}
+
+#[test]
+fn crash_after_dispatch_resumes_by_reconciling_not_by_paying_again() {
+    let provider = FakeProvider::new(&[Fault::None], 0);
+    let ledger: Arc<dyn EffectLedger> = Arc::new(MemoryLedger::new());
+    let checkpoints = Arc::new(MemoryCheckpointStore::new());
+    let build = |store: Arc<dyn CheckpointStore>| {
+        let mut registry = ToolRegistry::new();
+        registry.register(capture_tool(&provider, true)).unwrap();
+        AgentRuntime::builder(
+            registry,
+            DeterministicPlanner::new([
+                Action::call("capture_payment", json!({"invoice_id": "INV-9"})),
+                Action::finish(json!("paid")),
+            ]),
+        )
+        .policy(PermissionPolicy::allow(["capture_payment"]).without_mutation_confirmation())
+        .checkpoint_store(store)
+        .effect_executor(EffectExecutor::new(Arc::clone(&ledger)))
+        .build()
+        .unwrap()
+    };
+    // The checkpoint taken before dispatch is saved; the one after is not.
+    let dying = build(Arc::new(DyingStore {
+        inner: Arc::clone(&checkpoints),
+        saves_left: AtomicUsize::new(1),
+    }));
+    let task = agent_runtime::Task::new("run-crash", json!("pay"));
+    let err = dying.run(task.clone(), RunOptions::start()).unwrap_err();
+    assert!(
+        matches!(err, agent_runtime::RunError::Store { .. }),
+        "{err}"
+    );
+    assert_eq!(provider.committed(), 1);
+    let saved = checkpoints.load("run-crash").unwrap().unwrap();
+    assert!(matches!(
+        saved.pending.unwrap().stage,
+        PendingStage::EffectDispatching { .. }
+    ));
+
+    // A new process resumes from the last checkpoint: the ledger already has
+    // the confirmed capture, so its stored result is replayed.
+    let restarted = build(checkpoints);
+    let done = restarted.run(task, RunOptions::resume()).unwrap();
+    assert_eq!(done.status, RunStatus::Completed);
+    assert_eq!(provider.committed(), 1);
+    assert_eq!(provider.handler_calls.load(Ordering::SeqCst), 1);
+    let events = restarted.events().events("run-crash").unwrap();
+    // The interrupted step is recorded as a failure that was resumed.
+    assert_eq!(
+        ReplaySummary::of(&events).transitions[..2],
+        [
+            (RunStatus::Running, RunStatus::Failed),
+            (RunStatus::Failed, RunStatus::Running)
+        ]
+    );
+    assert!(events.iter().any(|e| matches!(
+        &e.kind,
+        TraceEventKind::Recovery {
+            effect_status: Some(EffectStatus::Confirmed),
+            ..
+        }
+    )));
 }

@@ -340,3 +340,27 @@ fn invalid_run_status_transitions_are_rejected() {
         Err(RunError::NoCheckpoint { .. })
     ));
 }
+
+#[test]
+fn replay_summary_detects_gaps_and_foreign_events() {
+    let calls = Calls::default();
+    let rt = runtime(&calls, vec![lookup("INV-8"), Action::finish(json!("ok"))])
+        .build()
+        .unwrap();
+    check(&rt, "run-replay", RunOptions::start(), RunStatus::Completed);
+    let events = rt.events().events("run-replay").unwrap();
+    assert!(ReplaySummary::of(&events).sequence_consistent);
+
+    let mut gap = events.clone();
+    gap.remove(3);
+    assert!(!ReplaySummary::of(&gap).sequence_consistent);
+
+    let mut foreign = events.clone();
+    foreign[2].run_id = "another-run".into();
+    assert!(!ReplaySummary::of(&foreign).sequence_consistent);
+
+    let mut swapped = events;
+    let last = swapped.len() - 1;
+    swapped.swap(1, last);
+    assert!(!ReplaySummary::of(&swapped).sequence_consistent);
+}
