@@ -17,7 +17,9 @@
 //!   to `waiting`, so a resume reconciles the same operation instead of
 //!   dispatching it again;
 //! - plain tools get a [`RetryPolicy`] (only `timeout` errors, bounded
-//!   exponential backoff) and a per-dependency circuit breaker;
+//!   exponential backoff) and a per-dependency circuit breaker. They have no
+//!   ledger, so a plain step interrupted by a crash runs again on resume: give
+//!   a tool an effect contract when its side effect must not repeat;
 //! - each run follows the [`RunStatus`] machine, writes ordered
 //!   [`TraceEvent`]s and, separately, [`AuditRecord`]s, checkpoints after
 //!   every step, and resumes from its [`Checkpoint`];

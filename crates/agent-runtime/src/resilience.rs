@@ -223,3 +223,6 @@ impl CircuitBreakers {
         f(&mut states)
     }
 }
+
+#[cfg(test)]
+mod tests;

@@ -91,3 +91,6 @@ impl fmt::Display for RunStatus {
         f.write_str(self.as_str())
     }
 }
+
+#[cfg(test)]
+mod tests;

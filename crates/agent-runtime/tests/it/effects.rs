@@ -369,3 +369,63 @@ fn crash_after_dispatch_resumes_by_reconciling_not_by_paying_again() {
         }
     )));
 }
+
+#[test]
+fn missed_deadline_waits_and_a_late_commit_is_found_on_resume() {
+    use std::sync::mpsc;
+    use std::time::Duration;
+
+    let provider = FakeProvider::new(&[Fault::None], 0);
+    let ledger: Arc<dyn EffectLedger> = Arc::new(MemoryLedger::new());
+    let (release, released) = mpsc::channel::<()>();
+    let (committed, commit_seen) = mpsc::channel::<()>();
+    let released = Mutex::new(released);
+    // The handler is stuck until the test releases it, then commits late.
+    let p = Arc::clone(&provider);
+    let slow = ToolDefinition::new(
+        "capture_payment",
+        "Captures an invoice's payment",
+        invoice_schema(),
+        EffectKind::Mutation,
+        move |input| {
+            released.lock().unwrap().recv().unwrap();
+            let out = p.capture(input.provider_key);
+            committed.send(()).unwrap();
+            out
+        },
+    )
+    .deadline(Duration::from_millis(10));
+    let contract = capture_tool(&provider, true).contract().unwrap().clone();
+    let mut registry = ToolRegistry::new();
+    registry.register(slow.effect_contract(contract)).unwrap();
+    let rt = AgentRuntime::builder(
+        registry,
+        DeterministicPlanner::new([
+            Action::call("capture_payment", json!({"invoice_id": "INV-9"})),
+            Action::finish(json!("paid")),
+        ]),
+    )
+    .policy(PermissionPolicy::allow(["capture_payment"]).without_mutation_confirmation())
+    .effect_executor(EffectExecutor::new(Arc::clone(&ledger)))
+    .build()
+    .unwrap();
+
+    // The deadline passes; the probe sees nothing yet, but the handler may
+    // still send its request, so nothing is retried: the run waits.
+    let waiting = check(&rt, "run-late", RunOptions::start(), RunStatus::Waiting);
+    assert!(matches!(
+        waiting.pending.unwrap().stage,
+        PendingStage::EffectUncertain {
+            status: EffectStatus::Quarantined,
+            ..
+        }
+    ));
+    assert_eq!(provider.committed(), 0);
+
+    release.send(()).unwrap();
+    commit_seen.recv().unwrap();
+    let done = check(&rt, "run-late", RunOptions::resume(), RunStatus::Completed);
+    assert_eq!(done.steps, 1);
+    assert_eq!(provider.committed(), 1);
+    assert_eq!(provider.handler_calls.load(Ordering::SeqCst), 1);
+}
