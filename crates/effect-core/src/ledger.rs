@@ -97,7 +97,8 @@ pub trait EffectLedger: Send + Sync + fmt::Debug {
     /// Store failures, or [`LedgerError::Corrupt`] for undecodable rows.
     fn get(&self, operation_id: &str) -> Result<Option<EffectRecord>, LedgerError>;
 
-    /// Operations, newest update first.
+    /// Operations, newest update first: ordered by `updated_at` (the time of
+    /// the last transition; a lease renewal does not change it), descending.
     ///
     /// # Errors
     ///
@@ -113,6 +114,10 @@ pub trait EffectLedger: Send + Sync + fmt::Debug {
 
     /// Events of all operations with a sequence greater than `after`, in
     /// sequence order, at most `limit` of them (for exporting to a log pipeline).
+    ///
+    /// A store must make sequences visible in order: once an event with
+    /// sequence `n` can be read, no event with a smaller sequence may commit
+    /// later, or a cursor following `after` would skip it.
     ///
     /// # Errors
     ///
@@ -272,5 +277,109 @@ pub trait EffectLedger: Send + Sync + fmt::Debug {
         Ok(self
             .apply(operation_id, &Transition::Resolve(resolution.clone()))?
             .record)
+    }
+}
+
+/// A shared ledger is a ledger, so decorators (fault injectors, metrics) can
+/// wrap an `Arc<dyn EffectLedger>`. Every method forwards, including the
+/// provided ones, so an inner store's own overrides are kept.
+#[deny(clippy::missing_trait_methods)]
+impl<L: EffectLedger + ?Sized> EffectLedger for std::sync::Arc<L> {
+    fn apply(
+        &self,
+        operation_id: &str,
+        transition: &Transition,
+    ) -> Result<TransitionOutcome, LedgerError> {
+        (**self).apply(operation_id, transition)
+    }
+
+    fn get(&self, operation_id: &str) -> Result<Option<EffectRecord>, LedgerError> {
+        (**self).get(operation_id)
+    }
+
+    fn list(&self, query: &ListQuery) -> Result<Vec<EffectRecord>, LedgerError> {
+        (**self).list(query)
+    }
+
+    fn events(&self, operation_id: &str) -> Result<Vec<LedgerEvent>, LedgerError> {
+        (**self).events(operation_id)
+    }
+
+    fn events_after(&self, after: u64, limit: usize) -> Result<Vec<LedgerEvent>, LedgerError> {
+        (**self).events_after(after, limit)
+    }
+
+    fn stats(&self) -> Result<LedgerStats, LedgerError> {
+        (**self).stats()
+    }
+
+    fn prepare(&self, operation_id: &str, op: &NewOperation) -> Result<EffectRecord, LedgerError> {
+        (**self).prepare(operation_id, op)
+    }
+
+    fn claim_dispatch(&self, operation_id: &str, claim: &Claim) -> Result<bool, LedgerError> {
+        (**self).claim_dispatch(operation_id, claim)
+    }
+
+    fn mark_outcome_unknown(
+        &self,
+        operation_id: &str,
+        owner_token: Option<&str>,
+        error: &str,
+        evidence: &Evidence,
+    ) -> Result<bool, LedgerError> {
+        (**self).mark_outcome_unknown(operation_id, owner_token, error, evidence)
+    }
+
+    fn mark_confirmed(
+        &self,
+        operation_id: &str,
+        owner_token: Option<&str>,
+        confirmation: &Confirmation,
+    ) -> Result<bool, LedgerError> {
+        (**self).mark_confirmed(operation_id, owner_token, confirmation)
+    }
+
+    fn mark_rejected(
+        &self,
+        operation_id: &str,
+        owner_token: &str,
+        error: &str,
+    ) -> Result<bool, LedgerError> {
+        (**self).mark_rejected(operation_id, owner_token, error)
+    }
+
+    fn quarantine(
+        &self,
+        operation_id: &str,
+        error: &str,
+        evidence: &Evidence,
+    ) -> Result<bool, LedgerError> {
+        (**self).quarantine(operation_id, error, evidence)
+    }
+
+    fn reset_for_retry(
+        &self,
+        operation_id: &str,
+        evidence: &Evidence,
+    ) -> Result<bool, LedgerError> {
+        (**self).reset_for_retry(operation_id, evidence)
+    }
+
+    fn renew_lease(
+        &self,
+        operation_id: &str,
+        owner_token: &str,
+        lease: Duration,
+    ) -> Result<bool, LedgerError> {
+        (**self).renew_lease(operation_id, owner_token, lease)
+    }
+
+    fn resolve_manually(
+        &self,
+        operation_id: &str,
+        resolution: &ManualResolution,
+    ) -> Result<EffectRecord, LedgerError> {
+        (**self).resolve_manually(operation_id, resolution)
     }
 }

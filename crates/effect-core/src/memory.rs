@@ -88,8 +88,15 @@ impl EffectLedger for MemoryLedger {
         let current = state.records.get(operation_id).map(|e| e.record.clone());
         let plan = plan(operation_id, current, transition, self.clock.now())?;
         if let Some(write) = plan.write {
-            state.writes += 1;
-            let last_write = state.writes;
+            // Lists order by the last transition; a lease renewal (no event)
+            // does not change `updated_at`, so it keeps the record's place.
+            let last_write = match state.records.get(operation_id) {
+                Some(entry) if write.events.is_empty() => entry.last_write,
+                _ => {
+                    state.writes += 1;
+                    state.writes
+                }
+            };
             state.records.insert(
                 operation_id.to_owned(),
                 Entry {
