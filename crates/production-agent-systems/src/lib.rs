@@ -17,6 +17,9 @@
 //! | [`core`] | `effect-core` | contracts, statuses, canonical JSON, the [`EffectLedger`] trait |
 //! | [`exec`] | `effect-exec` | the [`EffectExecutor`]: execute, reconcile, resolve |
 //! | [`sqlite`] | `effect-ledger-sqlite` | [`SqliteLedger`], the embedded durable store |
+//! | `postgres` | `effect-ledger-postgres` | `PostgresLedger`, one ledger for several hosts |
+//! | `runtime` | `agent-runtime` | tools, permission policy, runs that wait on uncertain effects |
+//! | `testkit` | `effect-testkit` | fakes, fault scenarios, the ledger conformance suite |
 //!
 //! ```
 //! use std::sync::Arc;
@@ -52,12 +55,21 @@
 //! # Feature flags
 //!
 //! - `sqlite` (default): the embedded SQLite ledger.
+//! - `postgres`: the PostgreSQL ledger, as `postgres`.
+//! - `runtime`: the agent runtime, as `runtime`.
+//! - `testkit`: the test kit, as `testkit`.
 //! - `tokio`: `EffectExecutor::execute_async`.
 
 pub use effect_core as core;
 pub use effect_exec as exec;
 #[cfg(feature = "sqlite")]
 pub use effect_ledger_sqlite as sqlite;
+#[cfg(feature = "postgres")]
+pub use effect_ledger_postgres as postgres;
+#[cfg(feature = "runtime")]
+pub use agent_runtime as runtime;
+#[cfg(feature = "testkit")]
+pub use effect_testkit as testkit;
 
 pub use effect_core::{
     EffectContract, EffectLedger, EffectRecord, EffectResult, EffectStatus, MemoryLedger,
