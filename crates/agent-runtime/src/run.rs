@@ -343,10 +343,11 @@ impl<'a> Run<'a> {
                     *error = Some(failure.message.clone());
                 }
                 self.emit(result)?;
-                // An effect the executor could not settle stays pending, so a
-                // resume of the failed run reconciles it rather than re-planning.
-                let keep_pending =
-                    failure.kind == FailureKind::EffectExecutor && operation_id.is_some();
+                // An effect that may have been dispatched stays pending unless
+                // it was definitively rejected, so a resume of the failed run
+                // reconciles it rather than re-planning.
+                let keep_pending = pending.stage != PendingStage::AwaitingConfirmation
+                    && failure.kind != FailureKind::Rejected;
                 if kind == EffectKind::Mutation {
                     let detail = format!("failed ({}): {}", failure.kind.as_str(), failure.message);
                     self.audit(&pending, AuditKind::MutationFinished, operation_id, detail)?;

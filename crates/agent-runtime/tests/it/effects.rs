@@ -429,3 +429,100 @@ fn missed_deadline_waits_and_a_late_commit_is_found_on_resume() {
     assert_eq!(provider.committed(), 1);
     assert_eq!(provider.handler_calls.load(Ordering::SeqCst), 1);
 }
+
+/// A ledger that is unavailable while `down` is set.
+#[derive(Debug, Default)]
+struct FlakyLedger {
+    inner: MemoryLedger,
+    down: std::sync::atomic::AtomicBool,
+}
+
+impl FlakyLedger {
+    fn check(&self) -> Result<(), effect_core::LedgerError> {
+        if self.down.load(Ordering::SeqCst) {
+            return Err(effect_core::LedgerError::Unavailable {
+                message: "the ledger is down".into(),
+                source: None,
+            });
+        }
+        Ok(())
+    }
+}
+
+impl EffectLedger for FlakyLedger {
+    fn apply(
+        &self,
+        operation_id: &str,
+        transition: &effect_core::Transition,
+    ) -> Result<effect_core::TransitionOutcome, effect_core::LedgerError> {
+        self.check()?;
+        self.inner.apply(operation_id, transition)
+    }
+
+    fn get(&self, id: &str) -> Result<Option<effect_core::EffectRecord>, effect_core::LedgerError> {
+        self.check()?;
+        self.inner.get(id)
+    }
+
+    fn list(
+        &self,
+        query: &effect_core::ListQuery,
+    ) -> Result<Vec<effect_core::EffectRecord>, effect_core::LedgerError> {
+        self.check()?;
+        self.inner.list(query)
+    }
+
+    fn events(&self, id: &str) -> Result<Vec<effect_core::LedgerEvent>, effect_core::LedgerError> {
+        self.check()?;
+        self.inner.events(id)
+    }
+
+    fn events_after(
+        &self,
+        after: u64,
+        limit: usize,
+    ) -> Result<Vec<effect_core::LedgerEvent>, effect_core::LedgerError> {
+        self.check()?;
+        self.inner.events_after(after, limit)
+    }
+
+    fn stats(&self) -> Result<effect_core::LedgerStats, effect_core::LedgerError> {
+        self.check()?;
+        self.inner.stats()
+    }
+}
+
+#[test]
+fn unavailable_ledger_fails_the_run_and_a_resume_settles_the_effect() {
+    let provider = FakeProvider::new(&[Fault::None], 0);
+    let flaky = Arc::new(FlakyLedger::default());
+    let ledger: Arc<dyn EffectLedger> = flaky.clone();
+    let mut registry = ToolRegistry::new();
+    registry.register(capture_tool(&provider, true)).unwrap();
+    let rt = AgentRuntime::builder(
+        registry,
+        DeterministicPlanner::new([
+            Action::call("capture_payment", json!({"invoice_id": "INV-9"})),
+            Action::finish(json!("paid")),
+        ]),
+    )
+    .policy(PermissionPolicy::allow(["capture_payment"]).without_mutation_confirmation())
+    .effect_executor(EffectExecutor::new(ledger))
+    .build()
+    .unwrap();
+
+    flaky.down.store(true, Ordering::SeqCst);
+    let failed = check(&rt, "run-flaky", RunOptions::start(), RunStatus::Failed);
+    // Nothing could be recorded, so nothing was dispatched; the step stays
+    // pending so the resume settles this operation rather than re-planning.
+    assert_eq!(provider.handler_calls.load(Ordering::SeqCst), 0);
+    assert!(matches!(
+        failed.pending.unwrap().stage,
+        PendingStage::EffectDispatching { .. }
+    ));
+
+    flaky.down.store(false, Ordering::SeqCst);
+    check(&rt, "run-flaky", RunOptions::resume(), RunStatus::Completed);
+    assert_eq!(provider.committed(), 1);
+    assert_eq!(provider.handler_calls.load(Ordering::SeqCst), 1);
+}
