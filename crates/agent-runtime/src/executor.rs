@@ -357,6 +357,13 @@ impl ToolExecutor {
                     delay,
                     error: error.message.clone(),
                 });
+                tracing::warn!(
+                    tool = definition.name(),
+                    attempt,
+                    delay_ms = delay.as_millis(),
+                    error = %error.message,
+                    "retrying a timed-out tool"
+                );
                 self.sleeper.sleep(delay);
                 continue;
             }

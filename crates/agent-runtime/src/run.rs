@@ -423,6 +423,7 @@ impl<'a> Run<'a> {
                 run_id: self.state.run_id.clone(),
                 source,
             })?;
+        tracing::info!(run_id = %self.state.run_id, %from, %to, reason, "run status changed");
         self.emit(TraceEventKind::StateTransition {
             from,
             to,
