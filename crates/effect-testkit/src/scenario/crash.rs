@@ -167,7 +167,6 @@ pub fn run_parent(
             .map_err(HandlerError::failed)
     };
     let mut executions = 1;
-    let mut last = None;
     for _ in 0..=scenario.resume_count() {
         let status = ledger
             .get(&operation_id)
@@ -176,14 +175,13 @@ pub fn run_parent(
         if status.is_some_and(EffectStatus::is_terminal) {
             break;
         }
-        let result = executor
+        executor
             .execute(&contract, scenario.args(), handler.clone())
             .map_err(|source| ScenarioError::Execution {
                 scenario: name.clone(),
                 source,
             })?;
         executions += 1;
-        last = Some(result);
     }
     let record = ledger
         .get(&operation_id)
@@ -201,7 +199,6 @@ pub fn run_parent(
     let mut report = scenario.report(Observed {
         record,
         events,
-        last,
         executions,
         in_progress_callers: 0,
         handler_calls,

@@ -52,10 +52,10 @@ impl Faulted {
     }
 
     /// Opens the gates no one would open in this run: the concurrency gate
-    /// with a single caller, the late-commit gate without a deadline (the
+    /// with a single caller or no held first perform, the late-commit gate without a deadline (the
     /// caller waits for its handler, so holding it would deadlock).
     pub(crate) fn open_gates_nobody_will_open(&self) {
-        if self.schedule.callers() == 1 {
+        if self.schedule.callers() == 1 || self.schedule.perform_fault(1) != PerformFault::Hold {
             self.gate.open();
         }
         if self.schedule.handler_deadline().is_none() {
@@ -182,14 +182,15 @@ impl Gate {
             .unwrap_or_else(|poisoned| poisoned.into_inner());
     }
 
-    /// Waits until a held perform arrived; false after the coordination timeout.
+    /// Waits until a held perform arrived (or the gate is open anyway); false
+    /// after the coordination timeout.
     pub(crate) fn wait_entered(&self) -> bool {
         let state = lock(&self.state);
         let (state, _) = self
             .changed
-            .wait_timeout_while(state, COORDINATION_TIMEOUT, |s| !s.entered)
+            .wait_timeout_while(state, COORDINATION_TIMEOUT, |s| !s.entered && !s.open)
             .unwrap_or_else(|poisoned| poisoned.into_inner());
-        state.entered
+        state.entered || state.open
     }
 
     /// Lets the held perform continue.

@@ -435,10 +435,8 @@ impl Scenario {
             .iter()
             .filter(|r| matches!(r, Ok(result) if result.in_progress))
             .count();
-        let mut last: Option<EffectResult> = None;
-        for (index, result) in results.into_iter().enumerate() {
+        for result in results {
             match result {
-                Ok(result) if index == 0 => last = Some(result),
                 Ok(_) => {}
                 // The dead worker's last write never reached the ledger.
                 Err(_) if crashed => {}
@@ -457,17 +455,16 @@ impl Scenario {
         };
         for _ in 0..self.resumes {
             let status = self.status(&store, &operation_id)?;
-            if status.is_terminal() || last.as_ref().is_some_and(|r| r.in_progress) {
+            if status.is_terminal() {
                 break;
             }
-            let result = executor
+            executor
                 .execute_with(&contract, &self.arguments, options, handler(&faulted))
                 .map_err(|source| self.exec_error(source))?;
             executions += 1;
             if !faulted.wait_idle() {
                 return Err(self.harness_error("a provider request never finished".into()));
             }
-            last = Some(result);
         }
         let record = store
             .get(&operation_id)
@@ -484,7 +481,6 @@ impl Scenario {
         Ok(self.report(Observed {
             record,
             events,
-            last,
             executions,
             in_progress_callers,
             handler_calls: faulted.perform_calls(),
@@ -499,7 +495,6 @@ impl Scenario {
         let Observed {
             record,
             events,
-            last,
             executions,
             in_progress_callers,
             handler_calls,
@@ -508,7 +503,9 @@ impl Scenario {
             claimed,
         } = observed;
         let guarantee = GuaranteeCheck::check(claimed, committed, &events);
-        let in_progress = last.as_ref().is_some_and(|r| r.in_progress);
+        // Every caller has returned: a record still `dispatched` is a dispatch
+        // nobody finalized.
+        let in_progress = record.status == EffectStatus::Dispatched;
         let passed = guarantee.kept()
             && !in_progress
             && self.expected_committed.is_none_or(|n| n == committed)
@@ -640,8 +637,6 @@ impl Scenario {
 pub(crate) struct Observed {
     pub(crate) record: EffectRecord,
     pub(crate) events: Vec<LedgerEvent>,
-    /// The first caller's last result.
-    pub(crate) last: Option<EffectResult>,
     pub(crate) executions: usize,
     pub(crate) in_progress_callers: usize,
     pub(crate) handler_calls: usize,

@@ -25,7 +25,8 @@ pub struct ScenarioReport {
     pub status: EffectStatus,
     /// Whether the final status is `confirmed`.
     pub confirmed: bool,
-    /// Whether the last execution found another caller's live dispatch.
+    /// Whether, after every caller returned, the operation is still
+    /// `dispatched`: a dispatch nobody finalized.
     pub in_progress: bool,
     /// Dispatches claimed (the ledger's attempt count).
     pub attempts: u32,

@@ -167,3 +167,26 @@ fn builtin_payment_scenario_reports_match_their_snapshots() {
         });
     }
 }
+
+#[test]
+fn concurrent_callers_without_a_held_perform_run_one_after_another() {
+    // No `Hold`: the callers are not lined up behind a live dispatch, yet the
+    // ledger still lets only one of them reach the provider.
+    let report = tickets("ticket-concurrent")
+        .faults(FaultSchedule::new().concurrent_callers(4))
+        .naive_baseline(Some(1))
+        .run()
+        .unwrap();
+    assert!(report.passed, "{report:#?}");
+    assert_eq!(
+        (
+            report.executions,
+            report.handler_calls,
+            report.committed_effect_count
+        ),
+        (4, 1, 1)
+    );
+    let naive = report.naive_baseline.unwrap();
+    // Naive callers send no key, so each of them opens a ticket.
+    assert_eq!((naive.callers, naive.committed_effect_count), (4, 4));
+}
