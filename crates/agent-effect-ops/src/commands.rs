@@ -10,13 +10,12 @@ use effect_core::{
     Transition,
 };
 use effect_exec::{EffectExecutor, ExecutorOptions};
-use effect_ledger_sqlite::SqliteLedger;
 use serde::Serialize;
 use serde_json::Value;
 
 use crate::cli::{AuditArgs, Cli, Command, Format, Since};
 use crate::error::InputError;
-use crate::open::{open, open_writable};
+use crate::open::{Opened, open};
 use crate::table;
 use crate::timestamp::{age_seconds, parse_unix_micros};
 use crate::view::{
@@ -41,24 +40,23 @@ pub fn run(cli: &Cli, clock: Arc<dyn Clock>, out: &mut dyn Write) -> anyhow::Res
     if let Command::Show { id, .. } | Command::Events { id } = &cli.command {
         check_id(id)?;
     }
-    let ledger = open(&cli.db, cli.migrate, Arc::clone(&clock))?;
+    let opened = open(&cli.db, cli.migrate, Arc::clone(&clock))?;
+    let ledger = opened.ledger();
     let mut printer = Printer {
         out,
         format: cli.format,
     };
     match &cli.command {
-        Command::List { status, limit } => {
-            list(&ledger, *status, usize::from(*limit), &mut printer)
-        }
-        Command::Show { id, include_output } => show(&ledger, id, *include_output, &mut printer),
-        Command::Events { id } => events(&ledger, id, &mut printer),
-        Command::Stats => stats(&ledger, clock.as_ref(), &mut printer),
-        Command::Export { since } => export(&ledger, *since, &mut printer),
+        Command::List { status, limit } => list(ledger, *status, usize::from(*limit), &mut printer),
+        Command::Show { id, include_output } => show(ledger, id, *include_output, &mut printer),
+        Command::Events { id } => events(ledger, id, &mut printer),
+        Command::Stats => stats(ledger, clock.as_ref(), &mut printer),
+        Command::Export { since } => export(ledger, *since, &mut printer),
         Command::Confirm { id, .. }
         | Command::Reject { id, .. }
         | Command::AuthorizeRetry { id, .. } => {
             match &resolution {
-                Some(resolution) => resolve(&ledger, id, resolution, clock, &mut printer),
+                Some(resolution) => resolve(&opened, id, resolution, clock, &mut printer),
                 // `manual_resolution` returns one for every resolving command.
                 None => Err(anyhow::anyhow!("internal error: no resolution for {id:?}")),
             }
@@ -141,7 +139,7 @@ impl Printer<'_> {
 }
 
 fn list(
-    ledger: &SqliteLedger,
+    ledger: &dyn EffectLedger,
     status: Option<EffectStatus>,
     limit: usize,
     printer: &mut Printer<'_>,
@@ -162,7 +160,7 @@ fn list(
 }
 
 fn show(
-    ledger: &SqliteLedger,
+    ledger: &dyn EffectLedger,
     id: &str,
     include_output: bool,
     printer: &mut Printer<'_>,
@@ -183,7 +181,7 @@ fn show(
     printer.report(&detail, table::detail)
 }
 
-fn events(ledger: &SqliteLedger, id: &str, printer: &mut Printer<'_>) -> anyhow::Result<()> {
+fn events(ledger: &dyn EffectLedger, id: &str, printer: &mut Printer<'_>) -> anyhow::Result<()> {
     // An operation may have no events (ledgers older than the events table),
     // so existence is decided by the record, not by an empty history.
     ledger.get(id)?.ok_or_else(|| not_found(id))?;
@@ -195,7 +193,7 @@ fn events(ledger: &SqliteLedger, id: &str, printer: &mut Printer<'_>) -> anyhow:
 }
 
 fn stats(
-    ledger: &SqliteLedger,
+    ledger: &dyn EffectLedger,
     clock: &dyn Clock,
     printer: &mut Printer<'_>,
 ) -> anyhow::Result<()> {
@@ -215,7 +213,11 @@ fn stats(
     printer.report(&stats, table::stats)
 }
 
-fn export(ledger: &SqliteLedger, since: Since, printer: &mut Printer<'_>) -> anyhow::Result<()> {
+fn export(
+    ledger: &dyn EffectLedger,
+    since: Since,
+    printer: &mut Printer<'_>,
+) -> anyhow::Result<()> {
     // Sequences give commit order; timestamps come from each writer's clock and
     // need not be monotonic, so a time filter reads every event.
     let (mut after, from_time) = match since {
@@ -258,7 +260,7 @@ fn export(ledger: &SqliteLedger, since: Since, printer: &mut Printer<'_>) -> any
 /// Applies a manual resolution through the executor, so the same rules apply
 /// as in code, and reports the audited event it appended.
 fn resolve(
-    ledger: &SqliteLedger,
+    opened: &Opened,
     id: &str,
     resolution: &ManualResolution,
     clock: Arc<dyn Clock>,
@@ -267,7 +269,7 @@ fn resolve(
     let transition = Transition::Resolve(resolution.clone());
     // Check on the read-only ledger first, so a refused resolution does not even
     // open the file for writing. The executor checks again, atomically.
-    let current = ledger.get(id)?.ok_or_else(|| not_found(id))?;
+    let current = opened.ledger().get(id)?.ok_or_else(|| not_found(id))?;
     if !current.status.is_uncertain() {
         return Err(LedgerError::InvalidTransition {
             operation_id: id.to_owned(),
@@ -276,9 +278,8 @@ fn resolve(
         }
         .into());
     }
-    let writable = open_writable(ledger, Arc::clone(&clock))?;
-    let executor =
-        EffectExecutor::with_clock(Arc::new(writable), ExecutorOptions::default(), clock);
+    let writable = opened.writable(Arc::clone(&clock))?;
+    let executor = EffectExecutor::with_clock(writable, ExecutorOptions::default(), clock);
     let record = executor.resolve(id, resolution)?;
     let (action, event_type) = match resolution.action {
         ManualAction::Confirm { .. } => ("confirm", "manually_confirmed"),

@@ -35,6 +35,11 @@ pub enum InputError {
         /// Its schema version.
         found: i64,
     },
+    /// `--db` is a PostgreSQL URL, but this build has no PostgreSQL support.
+    #[error(
+        "--db names a PostgreSQL ledger, but agent-effect-ops was built without the postgres feature; rebuild with --features postgres"
+    )]
+    PostgresNotBuilt,
     /// `--output-json` is not JSON.
     #[error("--output-json is not valid JSON")]
     InvalidOutputJson {

@@ -1,13 +1,72 @@
-//! Opening the ledger file without ever creating or silently migrating one.
+//! Opening the ledger without ever creating or silently migrating one.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use anyhow::Context as _;
-use effect_core::Clock;
+use effect_core::{Clock, EffectLedger};
 use effect_ledger_sqlite::{SqliteError, SqliteLedger, SqliteOptions};
 
 use crate::error::InputError;
+
+/// An opened ledger: read-only where the store allows it.
+pub struct Opened {
+    ledger: Arc<dyn EffectLedger>,
+    /// The SQLite file, reopened read-write for a resolution.
+    sqlite_path: Option<PathBuf>,
+}
+
+impl Opened {
+    /// The ledger, for reading.
+    pub fn ledger(&self) -> &dyn EffectLedger {
+        self.ledger.as_ref()
+    }
+
+    /// The ledger, for writing. A SQLite file opened read-only is reopened
+    /// read-write (applying pending forward-only migrations, as any agent
+    /// process would); a PostgreSQL ledger is already writable.
+    pub fn writable(&self, clock: Arc<dyn Clock>) -> anyhow::Result<Arc<dyn EffectLedger>> {
+        match &self.sqlite_path {
+            Some(path) => Ok(Arc::new(SqliteLedger::open(
+                path,
+                SqliteOptions::default().clock(clock),
+            )?)),
+            None => Ok(Arc::clone(&self.ledger)),
+        }
+    }
+}
+
+/// Opens the ledger `--db` names: a `postgres://` URL (with the `postgres`
+/// feature) or a SQLite file (see [`open_sqlite`]).
+pub fn open(db: &Path, migrate: bool, clock: Arc<dyn Clock>) -> anyhow::Result<Opened> {
+    let text = db.to_string_lossy();
+    if text.starts_with("postgres://") || text.starts_with("postgresql://") {
+        return open_postgres(&text);
+    }
+    let ledger = open_sqlite(db, migrate, clock)?;
+    Ok(Opened {
+        sqlite_path: Some(ledger.path().to_owned()),
+        ledger: Arc::new(ledger),
+    })
+}
+
+#[cfg(feature = "postgres")]
+fn open_postgres(url: &str) -> anyhow::Result<Opened> {
+    use effect_ledger_postgres::{PostgresLedger, PostgresOptions};
+    let schema = std::env::var("EFFECT_LEDGER_SCHEMA")
+        .unwrap_or_else(|_| effect_ledger_postgres::DEFAULT_SCHEMA.to_owned());
+    let ledger = PostgresLedger::connect(url, PostgresOptions::default().schema(schema))
+        .context("cannot open the PostgreSQL ledger")?;
+    Ok(Opened {
+        ledger: Arc::new(ledger),
+        sqlite_path: None,
+    })
+}
+
+#[cfg(not(feature = "postgres"))]
+fn open_postgres(_url: &str) -> anyhow::Result<Opened> {
+    Err(InputError::PostgresNotBuilt.into())
+}
 
 /// Opens the ledger at `path` for reading.
 ///
@@ -16,7 +75,11 @@ use crate::error::InputError;
 /// proves it is a ledger this version can read, without writing to it. With
 /// `migrate` it is opened read-write, which migrates an older schema in place as
 /// an agent process would.
-pub fn open(path: &Path, migrate: bool, clock: Arc<dyn Clock>) -> anyhow::Result<SqliteLedger> {
+pub fn open_sqlite(
+    path: &Path,
+    migrate: bool,
+    clock: Arc<dyn Clock>,
+) -> anyhow::Result<SqliteLedger> {
     match std::fs::metadata(path) {
         Err(err) if err.kind() == std::io::ErrorKind::NotFound => {
             return Err(InputError::MissingLedger {
@@ -46,14 +109,4 @@ pub fn open(path: &Path, migrate: bool, clock: Arc<dyn Clock>) -> anyhow::Result
         }
         other => anyhow::Error::from(other),
     })
-}
-
-/// Reopens a ledger that [`open`] has already checked, for writing. Like any
-/// agent process, this applies the store's pending forward-only migrations
-/// (indexes) and switches the file to WAL mode.
-pub fn open_writable(ledger: &SqliteLedger, clock: Arc<dyn Clock>) -> anyhow::Result<SqliteLedger> {
-    Ok(SqliteLedger::open(
-        ledger.path(),
-        SqliteOptions::default().clock(clock),
-    )?)
 }

@@ -7,5 +7,6 @@ mod errors;
 mod export;
 mod fixtures;
 mod incident;
+mod postgres;
 mod resolve;
 mod support;

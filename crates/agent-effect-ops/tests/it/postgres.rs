@@ -1,0 +1,110 @@
+//! `--db postgres://…`: the same incident on a PostgreSQL ledger. Needs a
+//! server in `EFFECT_TEST_POSTGRES_URL`; without one the test says it skipped
+//! (and fails when `EFFECT_REQUIRE_POSTGRES=1`, as in CI).
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use agent_effect_ops::view::{OperationDetail, Resolution};
+use effect_core::{EffectContract, EffectStatus};
+use effect_exec::{EffectExecutor, HandlerError};
+use effect_ledger_postgres::{PostgresLedger, PostgresOptions};
+use serde_json::{Value, json};
+
+use crate::support::success;
+
+fn server() -> Option<String> {
+    match std::env::var("EFFECT_TEST_POSTGRES_URL") {
+        Ok(url) if !url.is_empty() => Some(url),
+        _ => {
+            assert!(
+                std::env::var("EFFECT_REQUIRE_POSTGRES").as_deref() != Ok("1"),
+                "EFFECT_REQUIRE_POSTGRES=1 but EFFECT_TEST_POSTGRES_URL is not set"
+            );
+            eprintln!(
+                "skipped: EFFECT_TEST_POSTGRES_URL is not set (no PostgreSQL server to test against)"
+            );
+            None
+        }
+    }
+}
+
+fn ops(url: &str, schema: &str, args: &[&str]) -> std::process::Output {
+    std::process::Command::new(env!("CARGO_BIN_EXE_agent-effect-ops"))
+        .args(["--db", url])
+        .args(args)
+        .env("EFFECT_LEDGER_SCHEMA", schema)
+        .output()
+        .unwrap()
+}
+
+#[test]
+fn operator_resolves_a_quarantined_payment_in_postgres() {
+    let Some(url) = server() else { return };
+    let schema = format!("ops_cli_{}", std::process::id());
+    let ledger =
+        PostgresLedger::connect(&url, PostgresOptions::default().schema(schema.clone())).unwrap();
+    let executor = EffectExecutor::new(Arc::new(ledger));
+    let contract = EffectContract::builder("capture_payment", |args| {
+        Ok(format!(
+            "invoice:{}:capture",
+            args["invoice_id"].as_str().ok_or("missing")?
+        ))
+    })
+    .build()
+    .unwrap();
+    let committed = Arc::new(AtomicUsize::new(0));
+    let provider = Arc::clone(&committed);
+    let result = executor
+        .execute(
+            &contract,
+            &json!({"invoice_id": "INV-PG"}),
+            move |_: Value, _| {
+                provider.fetch_add(1, Ordering::SeqCst);
+                Err::<Value, _>(HandlerError::failed("timeout"))
+            },
+        )
+        .unwrap();
+    assert_eq!(result.status, EffectStatus::Quarantined);
+
+    let id = "invoice:INV-PG:capture";
+    let shown: OperationDetail =
+        serde_json::from_str(&success(&ops(&url, &schema, &["show", id]))).unwrap();
+    assert_eq!(shown.summary.status, EffectStatus::Quarantined);
+    let confirmed = ops(
+        &url,
+        &schema,
+        &[
+            "confirm",
+            id,
+            "--output-json",
+            r#"{"payment_id":"pay-9"}"#,
+            "--actor",
+            "on-call",
+            "--reason",
+            "seen in the provider dashboard",
+            "--evidence-reference",
+            "INC-9",
+        ],
+    );
+    let resolution: Resolution = serde_json::from_str(&success(&confirmed)).unwrap();
+    assert_eq!(resolution.operation.status, EffectStatus::Confirmed);
+
+    let replay = executor
+        .execute(
+            &contract,
+            &json!({"invoice_id": "INV-PG"}),
+            |_: Value, _| -> Result<Value, HandlerError> {
+                panic!("the handler must not run again")
+            },
+        )
+        .unwrap();
+    assert!(replay.duplicate_suppressed);
+    assert_eq!(replay.output, Some(json!({"payment_id": "pay-9"})));
+    assert_eq!(committed.load(Ordering::SeqCst), 1);
+
+    let mut client = postgres::Client::connect(&url, postgres::NoTls).unwrap();
+    client
+        .batch_execute(&format!("DROP SCHEMA IF EXISTS {schema} CASCADE"))
+        .unwrap();
+}
