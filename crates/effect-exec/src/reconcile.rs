@@ -26,7 +26,9 @@ impl EffectExecutor {
     /// Reconciles an operation whose outcome is uncertain, without dispatching
     /// (SPEC §6): asks the contract's probe, confirms a committed effect, or
     /// authorizes a retry only when the probe or a guaranteed provider key makes
-    /// it safe; otherwise applies the unknown-outcome policy. Operations in any
+    /// it safe; otherwise applies the unknown-outcome policy. A `dispatched`
+    /// operation whose lease has expired is first recorded as uncertain (its
+    /// handler may still be running); a live dispatch and operations in any
     /// other status are returned as they are.
     ///
     /// # Errors
@@ -49,7 +51,11 @@ impl EffectExecutor {
             deadline: None,
             invoke: &invoke,
         };
-        let record = self.get(call.id())?;
+        let mut record = self.get(call.id())?;
+        if record.status == effect_core::EffectStatus::Dispatched {
+            // A dispatch whose lease ended (a crashed worker) is uncertain too.
+            record = self.apply(call.id(), Transition::ExpireLease)?.record;
+        }
         if !record.status.is_uncertain() {
             return Ok(EffectResult::from_record(&record));
         }

@@ -4,7 +4,7 @@ use std::sync::{Arc, Barrier};
 use std::thread;
 use std::time::Duration;
 
-use effect_core::EffectStatus;
+use effect_core::{EffectLedger, EffectStatus};
 use effect_exec::ExecutorOptions;
 use serde_json::Value;
 
@@ -172,5 +172,53 @@ fn sixteen_callers_of_one_operation_dispatch_once() {
     assert!(results.iter().all(|r| r.is_confirmed()));
     let outputs: Vec<&Option<Value>> = results.iter().map(|r| &r.output).collect();
     assert!(outputs.windows(2).all(|w| w[0] == w[1]));
+    assert_eq!((provider.handler_calls(), provider.committed()), (1, 1));
+}
+
+#[test]
+fn reconcile_settles_an_expired_dispatch_without_running_the_handler() {
+    let options = ExecutorOptions::default()
+        .dispatch_lease(Duration::from_millis(40))
+        .lease_heartbeat(Duration::from_secs(60));
+    let provider =
+        FakeProvider::new(false).script(&[Fault::SlowCommit(Duration::from_millis(150))]);
+    let ledger = ledger();
+    let exec = executor_with(&ledger, options);
+    let c = contract(&provider, PROBE_ONLY);
+    let worker = {
+        let (exec, c, h) = (exec.clone(), c.clone(), handler(&provider));
+        thread::spawn(move || exec.execute(&c, &invoice("INV-25"), h).unwrap())
+    };
+    thread::sleep(Duration::from_millis(20));
+    // Live lease: reconcile leaves the dispatch alone.
+    let live = exec.reconcile(&c, &invoice("INV-25")).unwrap();
+    assert_eq!(live.status, EffectStatus::Dispatched);
+    // Nobody took the expired lease over, so the live worker still finalizes.
+    assert!(worker.join().unwrap().is_confirmed());
+    // A dispatch claimed by a worker that died: its lease has already ended.
+    let provider2 = FakeProvider::new(false);
+    let c2 = contract(&provider2, PROBE_ONLY);
+    ledger
+        .apply(
+            "invoice:INV-26:capture",
+            &effect_core::Transition::PrepareAndClaim(
+                effect_core::NewOperation {
+                    contract_name: "capture_payment".into(),
+                    contract_version: "1".into(),
+                    fingerprint: effect_core::RequestFingerprint::of_value(&invoice("INV-26")),
+                    provider_idempotency_key: Some("capture:INV-26".into()),
+                },
+                effect_core::Claim {
+                    owner_token: "dead-worker".into(),
+                    lease: Duration::ZERO,
+                },
+            ),
+        )
+        .unwrap();
+    let settled = exec.reconcile(&c2, &invoice("INV-26")).unwrap();
+    // The probe finds nothing, but the dead worker's handler may still send.
+    assert_eq!(settled.status, EffectStatus::Quarantined);
+    assert_eq!(settled.evidence["dispatch_interruption"], "lease_expired");
+    assert_eq!((provider2.handler_calls(), provider2.committed()), (0, 0));
     assert_eq!((provider.handler_calls(), provider.committed()), (1, 1));
 }
