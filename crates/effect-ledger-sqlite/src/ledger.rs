@@ -17,8 +17,8 @@ use rusqlite::{Connection, OpenFlags, OptionalExtension, TransactionBehavior, pa
 use crate::error::{SqliteError, ledger_error, pool_error};
 use crate::options::SqliteOptions;
 use crate::row::{
-    LIST_ALL, LIST_BY_STATUS, SELECT_EVENTS, SELECT_EVENTS_AFTER, SELECT_RECORD, decode_event,
-    decode_record, insert_event, write_record,
+    LIST_ALL, LIST_BY_STATUS, RecordWrite, SELECT_EVENTS, SELECT_EVENTS_AFTER, SELECT_RECORD,
+    decode_event, decode_record, insert_event, write_record,
 };
 use crate::schema;
 
@@ -280,7 +280,14 @@ pub(crate) fn apply_in(
     let current = load(conn, operation_id)?;
     let plan = transition::plan(operation_id, current, transition, now)?;
     if let Some(write) = &plan.write {
-        write_record(conn, &plan.outcome.record, write.insert)?;
+        let how = if write.insert {
+            RecordWrite::Insert
+        } else if write.events.is_empty() {
+            RecordWrite::InPlace
+        } else {
+            RecordWrite::Transition
+        };
+        write_record(conn, &plan.outcome.record, how)?;
         for event in &write.events {
             insert_event(conn, operation_id, event)?;
         }

@@ -142,15 +142,26 @@ pub(crate) fn decode_event(row: &Row<'_>) -> Result<LedgerEvent, LedgerError> {
     })
 }
 
-/// Writes the full record: an insert for a new operation, otherwise an update.
-///
-/// An update also moves the row to the end of the rowid order, so `list`'s
-/// tie-break (`rowid DESC` among equal `updated_at`) is "most recently written
-/// first", as it is for the reference ledger, even when the clock did not move.
+/// How [`write_record`] writes a record.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum RecordWrite {
+    /// A new operation.
+    Insert,
+    /// A transition (it appended events): the row also moves to the end of the
+    /// rowid order, so `list`'s tie-break (`rowid DESC` among equal
+    /// `updated_at`) is "last transition first", as for the reference ledger,
+    /// even when the clock did not move.
+    Transition,
+    /// A change without events (a lease renewal): the row keeps its place,
+    /// as its `updated_at` does.
+    InPlace,
+}
+
+/// Writes the full record.
 pub(crate) fn write_record(
     conn: &Connection,
     record: &EffectRecord,
-    insert: bool,
+    how: RecordWrite,
 ) -> Result<(), LedgerError> {
     let doing = || format!("writing operation {:?}", record.operation_id);
     let output = record
@@ -170,20 +181,31 @@ pub(crate) fn write_record(
             boxed(e),
         )
     })?;
-    let sql = if insert {
-        "INSERT INTO effect_operations (operation_id, contract_name, contract_version, \
-            request_fingerprint, provider_idempotency_key, status, result_json, \
-            provider_operation_id, error, attempts, evidence_json, owner_token, lease_until, \
-            created_at, updated_at) \
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15)"
-    } else {
-        "UPDATE effect_operations SET \
-            rowid = (SELECT MAX(rowid) FROM effect_operations) + 1, \
-            contract_name = ?2, contract_version = ?3, request_fingerprint = ?4, \
-            provider_idempotency_key = ?5, status = ?6, result_json = ?7, \
-            provider_operation_id = ?8, error = ?9, attempts = ?10, evidence_json = ?11, \
-            owner_token = ?12, lease_until = ?13, created_at = ?14, updated_at = ?15 \
-         WHERE operation_id = ?1"
+    let sql = match how {
+        RecordWrite::Insert => {
+            "INSERT INTO effect_operations (operation_id, contract_name, contract_version, \
+                request_fingerprint, provider_idempotency_key, status, result_json, \
+                provider_operation_id, error, attempts, evidence_json, owner_token, lease_until, \
+                created_at, updated_at) \
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15)"
+        }
+        RecordWrite::Transition => {
+            "UPDATE effect_operations SET \
+                rowid = (SELECT MAX(rowid) FROM effect_operations) + 1, \
+                contract_name = ?2, contract_version = ?3, request_fingerprint = ?4, \
+                provider_idempotency_key = ?5, status = ?6, result_json = ?7, \
+                provider_operation_id = ?8, error = ?9, attempts = ?10, evidence_json = ?11, \
+                owner_token = ?12, lease_until = ?13, created_at = ?14, updated_at = ?15 \
+             WHERE operation_id = ?1"
+        }
+        RecordWrite::InPlace => {
+            "UPDATE effect_operations SET \
+                contract_name = ?2, contract_version = ?3, request_fingerprint = ?4, \
+                provider_idempotency_key = ?5, status = ?6, result_json = ?7, \
+                provider_operation_id = ?8, error = ?9, attempts = ?10, evidence_json = ?11, \
+                owner_token = ?12, lease_until = ?13, created_at = ?14, updated_at = ?15 \
+             WHERE operation_id = ?1"
+        }
     };
     let mut stmt = conn
         .prepare_cached(sql)

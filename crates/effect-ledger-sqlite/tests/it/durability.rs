@@ -204,6 +204,10 @@ fn list_is_newest_update_first_even_when_the_clock_stands_still() -> TestResult 
     // A no-op transition is not an update.
     assert!(!ledger.claim_dispatch("a", &claim("x"))?);
     assert_eq!(ids(ListQuery::new(10))?, ["b", "a", "c"]);
+    // Nor is a lease renewal: updated_at stays, and so does the place.
+    assert!(ledger.renew_lease("a", "w", Duration::from_secs(600))?);
+    assert_eq!(ids(ListQuery::new(10))?, ["b", "a", "c"]);
+    assert_eq!(ledger.events("a")?.len(), 2, "a renewal appends no event");
     Ok(())
 }
 
