@@ -60,14 +60,14 @@
 //! - `testkit`: the test kit, as `testkit`.
 //! - `tokio`: `EffectExecutor::execute_async`.
 
-pub use effect_core as core;
-pub use effect_exec as exec;
-#[cfg(feature = "sqlite")]
-pub use effect_ledger_sqlite as sqlite;
-#[cfg(feature = "postgres")]
-pub use effect_ledger_postgres as postgres;
 #[cfg(feature = "runtime")]
 pub use agent_runtime as runtime;
+pub use effect_core as core;
+pub use effect_exec as exec;
+#[cfg(feature = "postgres")]
+pub use effect_ledger_postgres as postgres;
+#[cfg(feature = "sqlite")]
+pub use effect_ledger_sqlite as sqlite;
 #[cfg(feature = "testkit")]
 pub use effect_testkit as testkit;
 
