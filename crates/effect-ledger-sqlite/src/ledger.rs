@@ -5,16 +5,18 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime};
 
-use effect_core::transition::{self, Transition, TransitionOutcome};
+use effect_core::transition::{self, Plan, Transition, TransitionOutcome};
 use effect_core::{
     Clock, EffectLedger, EffectRecord, EffectStatus, LedgerError, LedgerEvent, LedgerStats,
     ListQuery,
 };
 use r2d2::{Pool, PooledConnection};
 use r2d2_sqlite::SqliteConnectionManager;
-use rusqlite::{Connection, OpenFlags, OptionalExtension, TransactionBehavior, params};
+use rusqlite::{Connection, OpenFlags, OptionalExtension, params};
 
+use crate::batch::write_batch;
 use crate::error::{SqliteError, ledger_error, pool_error};
+use crate::group::GroupCommit;
 use crate::options::SqliteOptions;
 use crate::row::{
     LIST_ALL, LIST_BY_STATUS, RecordWrite, SELECT_EVENTS, SELECT_EVENTS_AFTER, SELECT_RECORD,
@@ -25,22 +27,29 @@ use crate::schema;
 /// An [`EffectLedger`] in a SQLite file, in the table layout of the Python
 /// package (SPEC §8).
 ///
-/// Every transition is one `BEGIN IMMEDIATE` transaction that loads the record,
-/// evaluates [`transition::plan`] and writes the record and its events before
-/// `COMMIT`; with [`Durability::Full`](crate::Durability::Full) the commit is on
-/// stable storage before [`apply`](EffectLedger::apply) returns. Several
+/// Every transition runs inside a `BEGIN IMMEDIATE` transaction that loads the
+/// record, evaluates [`transition::plan`] and writes the record and its events
+/// before `COMMIT`; with [`Durability::Full`](crate::Durability::Full) the commit
+/// is on stable storage before [`apply`](EffectLedger::apply) returns. Several
 /// processes may share one file: SQLite's lock serializes their transitions.
+///
+/// Within a process, concurrent transitions share that transaction (group
+/// commit, see [`SqliteOptions::group_commit`]): each is still planned on the
+/// record as the transitions before it left it, in a savepoint of its own, so
+/// a refused or failed one affects only its caller.
 ///
 /// Cloning is cheap and shares the connection pool.
 #[derive(Clone)]
 pub struct SqliteLedger {
-    pool: Pool<SqliteConnectionManager>,
+    pub(crate) pool: Pool<SqliteConnectionManager>,
     clock: Arc<dyn Clock>,
     path: PathBuf,
     /// Writers of this process queue here rather than in SQLite's busy handler,
     /// which polls with sleeps of up to 100 ms; other processes still meet the
-    /// file lock and the busy timeout.
+    /// file lock and the busy timeout. With group commit they queue in
+    /// `group` instead, and share commits.
     writer: Arc<Mutex<()>>,
+    group: Option<Arc<GroupCommit>>,
 }
 
 impl fmt::Debug for SqliteLedger {
@@ -129,6 +138,7 @@ impl SqliteLedger {
             clock: options.clock,
             path: path.to_owned(),
             writer: Arc::new(Mutex::new(())),
+            group: options.group_commit.then(Arc::default),
         })
     }
 
@@ -157,21 +167,37 @@ impl EffectLedger for SqliteLedger {
                 transition.name()
             )
         };
-        // A panic while holding the lock cannot leave a half-written transition:
-        // the open transaction rolls back when its connection is dropped.
-        let _writer = self
-            .writer
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner());
-        let mut conn = self.connection(doing)?;
-        let tx = conn
-            .transaction_with_behavior(TransactionBehavior::Immediate)
-            .map_err(|e| ledger_error(doing(), e))?;
-        // Read the clock only once the write lock is held, so a lease is judged
-        // against a time no other writer can precede.
-        let outcome = apply_in(&tx, operation_id, transition, self.clock.now())?;
-        tx.commit().map_err(|e| ledger_error(doing(), e))?;
-        Ok(outcome)
+        match &self.group {
+            Some(group) => group.submit(
+                operation_id,
+                transition,
+                || self.connection(doing),
+                |conn, batch| {
+                    let batch: Vec<(&str, &Transition)> = batch
+                        .iter()
+                        .map(|r| (r.operation_id.as_str(), &r.transition))
+                        .collect();
+                    write_batch(conn, self.clock.as_ref(), &batch)
+                },
+            ),
+            None => {
+                // A panic while holding the lock cannot leave a half-written
+                // transition: the open transaction rolls back when dropped.
+                let _writer = self
+                    .writer
+                    .lock()
+                    .unwrap_or_else(|poisoned| poisoned.into_inner());
+                let conn = self.connection(doing)?;
+                let mut answers =
+                    write_batch(&conn, self.clock.as_ref(), &[(operation_id, transition)]);
+                answers.pop().unwrap_or_else(|| {
+                    Err(LedgerError::backend(
+                        format!("no answer while {}", doing()),
+                        None,
+                    ))
+                })
+            }
+        }
     }
 
     fn get(&self, operation_id: &str) -> Result<Option<EffectRecord>, LedgerError> {
@@ -270,15 +296,36 @@ impl EffectLedger for SqliteLedger {
 /// loads the record, plans the transition at `now`, and writes the plan's record
 /// and events. The caller commits (or, on error, rolls back).
 ///
-/// This is the unit a batching writer repeats inside one transaction.
+/// A batching writer repeats its two halves, [`plan_in`] and [`write_plan`].
+#[cfg(test)]
 pub(crate) fn apply_in(
     conn: &Connection,
     operation_id: &str,
     transition: &Transition,
     now: SystemTime,
 ) -> Result<TransitionOutcome, LedgerError> {
+    let plan = plan_in(conn, operation_id, transition, now)?;
+    write_plan(conn, operation_id, &plan)?;
+    Ok(plan.outcome)
+}
+
+/// Loads the record and plans the transition at `now`; writes nothing.
+pub(crate) fn plan_in(
+    conn: &Connection,
+    operation_id: &str,
+    transition: &Transition,
+    now: SystemTime,
+) -> Result<Plan, LedgerError> {
     let current = load(conn, operation_id)?;
-    let plan = transition::plan(operation_id, current, transition, now)?;
+    transition::plan(operation_id, current, transition, now)
+}
+
+/// Writes a plan's record and events, if it has any.
+pub(crate) fn write_plan(
+    conn: &Connection,
+    operation_id: &str,
+    plan: &Plan,
+) -> Result<(), LedgerError> {
     if let Some(write) = &plan.write {
         let how = if write.insert {
             RecordWrite::Insert
@@ -292,7 +339,7 @@ pub(crate) fn apply_in(
             insert_event(conn, operation_id, event)?;
         }
     }
-    Ok(plan.outcome)
+    Ok(())
 }
 
 fn load(conn: &Connection, operation_id: &str) -> Result<Option<EffectRecord>, LedgerError> {
@@ -408,6 +455,9 @@ impl Settings {
         conn.busy_timeout(self.busy_timeout)?;
         conn.pragma_update(None, "synchronous", self.synchronous)?;
         conn.pragma_update(None, "foreign_keys", true)?;
+        // The savepoints of a group commit journal pages in memory, not in a
+        // temporary file.
+        conn.pragma_update(None, "temp_store", "MEMORY")?;
         // Room for every statement the ledger prepares, so none is re-prepared.
         conn.set_prepared_statement_cache_capacity(32);
         Ok(())

@@ -8,11 +8,19 @@
 //! file migrates it forward ([`SCHEMA_VERSION`]); older files are adopted as
 //! they are.
 //!
-//! Each transition is one `BEGIN IMMEDIATE` transaction around
+//! Each transition is applied inside a `BEGIN IMMEDIATE` transaction around
 //! [`effect_core::transition::plan`], in WAL mode, fsynced before it returns
 //! ([`Durability::Full`], the default). Several threads and processes may share
 //! a file. The ledger is file-backed only: `:memory:` is refused, since a ledger
 //! that dies with the process protects nothing.
+//!
+//! Concurrent transitions of one process share commits (group commit,
+//! [`SqliteOptions::group_commit`], on by default): one caller writes a batch
+//! of queued transitions in one transaction, each in its own savepoint, and
+//! every caller is answered only once that commit is durable. A transition that
+//! fails fails alone. Replays of confirmed operations are answered from a
+//! bounded in-memory copy ([`SqliteOptions::confirmed_cache`]): `confirmed` is
+//! terminal, so the copy cannot go stale.
 //!
 //! It depends on effect-core, rusqlite (with SQLite bundled), r2d2 and tempfile
 //! (for [`TempLedger`]); it deliberately knows nothing of execution or of other
@@ -79,7 +87,9 @@
 
 #![warn(missing_docs)]
 
+mod batch;
 mod error;
+mod group;
 mod ledger;
 mod options;
 mod row;

@@ -51,11 +51,12 @@ pub struct SqliteOptions {
     pub(crate) pool_size: u32,
     pub(crate) clock: Arc<dyn Clock>,
     pub(crate) read_only: bool,
+    pub(crate) group_commit: bool,
 }
 
 impl Default for SqliteOptions {
     /// Full durability, a 5 s busy timeout, 4 pooled connections, the system
-    /// clock, read-write.
+    /// clock, read-write, group commit.
     fn default() -> Self {
         SqliteOptions {
             durability: Durability::default(),
@@ -63,6 +64,7 @@ impl Default for SqliteOptions {
             pool_size: 4,
             clock: Arc::new(SystemClock),
             read_only: false,
+            group_commit: true,
         }
     }
 }
@@ -105,6 +107,18 @@ impl SqliteOptions {
     #[must_use]
     pub fn read_only(mut self, read_only: bool) -> Self {
         self.read_only = read_only;
+        self
+    }
+
+    /// Group commit (default on): the transitions of concurrent callers of
+    /// this ledger (and its clones) share one transaction and one fsync. Each
+    /// caller's transition is still decided on its own, inside its own
+    /// savepoint, so a failing one affects only its caller, and each caller
+    /// is answered only once the shared commit is durable. Off, every
+    /// transition is a transaction of its own.
+    #[must_use]
+    pub fn group_commit(mut self, enabled: bool) -> Self {
+        self.group_commit = enabled;
         self
     }
 }

@@ -1,4 +1,5 @@
 use effect_core::EffectLedger;
+use rusqlite::TransactionBehavior;
 use serde_json::json;
 
 use super::*;

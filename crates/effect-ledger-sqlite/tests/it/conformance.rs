@@ -30,3 +30,16 @@ fn passes_the_suite_with_one_connection_and_normal_durability() {
     };
     effect_testkit::conformance::run_all(&factory);
 }
+
+#[test]
+fn passes_the_suite_without_group_commit() {
+    // The default batches concurrent transitions into shared commits; the
+    // suite must pass either way.
+    let options = || effect_ledger_sqlite::SqliteOptions::default().group_commit(false);
+    let factory = || -> Arc<dyn EffectLedger> {
+        Arc::new(
+            TempLedger::with_options(options()).expect("a ledger in a fresh temporary directory"),
+        )
+    };
+    effect_testkit::conformance::run_all(&factory);
+}

@@ -1,0 +1,191 @@
+//! Writing a batch of transitions in one `BEGIN IMMEDIATE` transaction.
+//!
+//! Each transition runs inside its own savepoint, so one that fails (a plan
+//! error such as a conflict, or a failed statement) is rolled back alone and
+//! only its caller is told; the others commit together. Should SQLite abort
+//! the whole transaction instead (a full disk, an I/O error), the failing
+//! transition gets its error and the rest are written again in a new one.
+//! Nothing is answered before `COMMIT` has returned: with
+//! [`Durability::Full`](crate::Durability::Full) the batch is then on stable
+//! storage.
+
+use effect_core::transition::{Transition, TransitionOutcome};
+use effect_core::{Clock, LedgerError};
+use rusqlite::Connection;
+
+use crate::error::ledger_error;
+use crate::ledger::{plan_in, write_plan};
+
+/// What a transition ended with.
+pub(crate) type Answer = Result<TransitionOutcome, LedgerError>;
+
+/// Applies every `(operation id, transition)` in as few transactions as
+/// possible (one, unless SQLite aborts one) and answers each, in order, once
+/// its transaction has committed.
+pub(crate) fn write_batch(
+    conn: &Connection,
+    clock: &dyn Clock,
+    batch: &[(&str, &Transition)],
+) -> Vec<Answer> {
+    let mut answers: Vec<Option<Answer>> = batch.iter().map(|_| None).collect();
+    let mut pending: Vec<usize> = (0..batch.len()).collect();
+    while !pending.is_empty() {
+        match write_once(conn, clock, batch, &pending) {
+            Round::Committed(outcomes) => {
+                for (&i, answer) in pending.iter().zip(outcomes) {
+                    answers[i] = Some(answer);
+                }
+                pending.clear();
+            }
+            Round::Failed(error) => {
+                // BEGIN or COMMIT failed: nothing of this round was written.
+                for &i in &pending {
+                    answers[i] = Some(Err(ledger_error(doing(batch[i]), replicate(&error))));
+                }
+                pending.clear();
+            }
+            Round::Aborted { at, error } => {
+                answers[pending[at]] = Some(Err(error));
+                pending.remove(at);
+            }
+        }
+    }
+    answers
+        .into_iter()
+        .map(|answer| {
+            answer.unwrap_or_else(|| {
+                Err(LedgerError::backend(
+                    "a transition of a batch was left without an answer",
+                    None,
+                ))
+            })
+        })
+        .collect()
+}
+
+/// How one transaction over the pending transitions ended.
+enum Round {
+    /// Committed: one answer per pending transition (some may be errors that
+    /// were rolled back to their savepoint).
+    Committed(Vec<Answer>),
+    /// `BEGIN` or `COMMIT` failed: every pending transition failed with it.
+    Failed(rusqlite::Error),
+    /// The transition at this position of the pending list failed and took the
+    /// transaction with it: it gets `error`, the others are written again.
+    Aborted { at: usize, error: LedgerError },
+}
+
+fn write_once(
+    conn: &Connection,
+    clock: &dyn Clock,
+    batch: &[(&str, &Transition)],
+    pending: &[usize],
+) -> Round {
+    let tx = match WriteTx::begin(conn) {
+        Ok(tx) => tx,
+        Err(error) => return Round::Failed(error),
+    };
+    // A lone transition needs no savepoint: if it fails, the transaction is
+    // rolled back whole.
+    let savepoints = pending.len() > 1;
+    let mut outcomes = Vec::with_capacity(pending.len());
+    for (at, &i) in pending.iter().enumerate() {
+        let (operation_id, transition) = batch[i];
+        // The clock is read inside the write lock, so a lease is judged against
+        // a time no other writer can precede.
+        let plan = match plan_in(conn, operation_id, transition, clock.now()) {
+            Ok(plan) => plan,
+            // A refused transition (a conflict, a missing operation) wrote
+            // nothing: it fails alone, unless SQLite ended the transaction.
+            Err(error) if !conn.is_autocommit() => {
+                outcomes.push(Err(error));
+                continue;
+            }
+            Err(error) => return Round::Aborted { at, error },
+        };
+        if plan.write.is_none() {
+            outcomes.push(Ok(plan.outcome));
+            continue;
+        }
+        if savepoints && let Err(error) = run(conn, "SAVEPOINT effect_transition") {
+            return Round::Failed(error);
+        }
+        match write_plan(conn, operation_id, &plan) {
+            Ok(()) => {
+                if savepoints && let Err(error) = run(conn, "RELEASE effect_transition") {
+                    return Round::Failed(error);
+                }
+                outcomes.push(Ok(plan.outcome));
+            }
+            Err(error) if savepoints && roll_back_to_savepoint(conn) => outcomes.push(Err(error)),
+            Err(error) => return Round::Aborted { at, error },
+        }
+    }
+    match tx.commit() {
+        Ok(()) => Round::Committed(outcomes),
+        Err(error) => Round::Failed(error),
+    }
+}
+
+/// Undoes the current transition only; false when the transaction itself is gone.
+fn roll_back_to_savepoint(conn: &Connection) -> bool {
+    !conn.is_autocommit()
+        && run(conn, "ROLLBACK TO effect_transition").is_ok()
+        && run(conn, "RELEASE effect_transition").is_ok()
+}
+
+/// Runs a cached statement that returns no rows.
+fn run(conn: &Connection, sql: &str) -> rusqlite::Result<()> {
+    conn.prepare_cached(sql)?.execute([]).map(drop)
+}
+
+/// A `BEGIN IMMEDIATE` transaction on prepared statements, rolled back when
+/// dropped uncommitted (an error, or a panic while writing).
+struct WriteTx<'c> {
+    conn: &'c Connection,
+}
+
+impl<'c> WriteTx<'c> {
+    fn begin(conn: &'c Connection) -> rusqlite::Result<Self> {
+        run(conn, "BEGIN IMMEDIATE")?;
+        Ok(WriteTx { conn })
+    }
+
+    fn commit(self) -> rusqlite::Result<()> {
+        run(self.conn, "COMMIT")
+    }
+}
+
+impl Drop for WriteTx<'_> {
+    fn drop(&mut self) {
+        if !self.conn.is_autocommit() {
+            // Nothing more can be done if even this fails; the connection's
+            // next BEGIN will report the problem.
+            let _ = self.conn.execute_batch("ROLLBACK");
+        }
+    }
+}
+
+fn doing((operation_id, transition): (&str, &Transition)) -> String {
+    format!(
+        "applying {} to operation {operation_id:?}",
+        transition.name()
+    )
+}
+
+/// A copy of a SQLite failure for each caller of a failed batch (rusqlite's
+/// error is not `Clone`); the code, and so the error kind, is kept.
+fn replicate(error: &rusqlite::Error) -> rusqlite::Error {
+    match error {
+        rusqlite::Error::SqliteFailure(code, message) => {
+            rusqlite::Error::SqliteFailure(*code, message.clone())
+        }
+        other => rusqlite::Error::SqliteFailure(
+            rusqlite::ffi::Error::new(rusqlite::ffi::SQLITE_ERROR),
+            Some(other.to_string()),
+        ),
+    }
+}
+
+#[cfg(test)]
+mod tests;

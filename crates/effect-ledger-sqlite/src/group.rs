@@ -1,0 +1,179 @@
+//! Group commit: the transitions of many callers of one process share one
+//! durable `COMMIT` (one fsync), without weakening what each caller is told.
+//!
+//! Callers queue their transition and wait. Whoever finds no write in
+//! progress becomes the writer (the "leader"): it takes a pooled connection,
+//! drains the queue into one batch and hands it to the store, which applies
+//! every transition in one `BEGIN IMMEDIATE` transaction, each inside its own
+//! savepoint, then commits. Only once the commit has returned (so the batch is
+//! durable) are the results published and the callers woken. A caller whose
+//! result is not ready and who finds the writer gone becomes the next leader,
+//! so the queue never waits for a thread that is not there, and a caller alone
+//! in the process writes on its own thread without any hand-off.
+//!
+//! Nothing here knows SQLite: the store supplies how to get a connection and
+//! how to write a batch (see `ledger::write_batch`).
+
+use std::collections::HashMap;
+use std::panic::{AssertUnwindSafe, catch_unwind, resume_unwind};
+use std::sync::{Mutex, MutexGuard, PoisonError};
+use std::thread::{self, Thread};
+
+use effect_core::LedgerError;
+use effect_core::transition::Transition;
+
+use crate::batch::Answer;
+
+/// The most transitions one commit carries; later arrivals wait for the next.
+const MAX_BATCH: usize = 256;
+
+/// One queued transition.
+#[derive(Debug)]
+pub(crate) struct Request {
+    ticket: u64,
+    /// The caller, woken when its answer is ready or the writer's place is free.
+    caller: Thread,
+    pub(crate) operation_id: String,
+    pub(crate) transition: Transition,
+}
+
+/// The queue of one ledger (shared by its clones).
+#[derive(Debug, Default)]
+pub(crate) struct GroupCommit {
+    state: Mutex<State>,
+}
+
+#[derive(Debug, Default)]
+struct State {
+    queue: Vec<Request>,
+    /// True while a leader is writing a batch.
+    writing: bool,
+    /// Results of committed (or failed) batches, until their caller takes them.
+    done: HashMap<u64, Answer>,
+    next_ticket: u64,
+}
+
+impl GroupCommit {
+    /// Applies `transition` in the next batch and returns its result once that
+    /// batch is durable (or has failed).
+    ///
+    /// `connect` gets the writer's connection; its failure is this caller's
+    /// alone. `write` applies a batch and returns one answer per request, in
+    /// order; it must answer every request only after its batch has committed.
+    pub(crate) fn submit<C>(
+        &self,
+        operation_id: &str,
+        transition: &Transition,
+        connect: impl Fn() -> Result<C, LedgerError>,
+        write: impl Fn(&mut C, &[Request]) -> Vec<Answer>,
+    ) -> Answer {
+        let mut state = self.lock();
+        let ticket = state.next_ticket;
+        state.next_ticket += 1;
+        state.queue.push(Request {
+            ticket,
+            caller: thread::current(),
+            operation_id: operation_id.to_owned(),
+            transition: transition.clone(),
+        });
+        loop {
+            if let Some(answer) = state.done.remove(&ticket) {
+                return answer;
+            }
+            if state.writing {
+                // Woken by the writer of our batch, or to write the next one.
+                // A wake-up that comes before we park is kept, not lost.
+                drop(state);
+                thread::park();
+                state = self.lock();
+                continue;
+            }
+            // No writer: this caller leads the next batch.
+            state.writing = true;
+            drop(state);
+            let conn = connect();
+            state = self.lock();
+            let mut conn = match conn {
+                Ok(conn) => conn,
+                Err(error) => {
+                    // Not taken by an earlier leader (we would have an
+                    // answer), so our request is still queued: withdraw it.
+                    state.queue.retain(|r| r.ticket != ticket);
+                    state.writing = false;
+                    wake_next_writer(&state);
+                    return Err(error);
+                }
+            };
+            let take = state.queue.len().min(MAX_BATCH);
+            let batch: Vec<Request> = state.queue.drain(..take).collect();
+            drop(state);
+            let written = catch_unwind(AssertUnwindSafe(|| write(&mut conn, &batch)));
+            drop(conn);
+            state = self.lock();
+            state.writing = false;
+            match written {
+                Ok(answers) => {
+                    let mut answers = answers.into_iter();
+                    for request in &batch {
+                        let answer = answers.next().unwrap_or_else(|| {
+                            Err(LedgerError::backend(
+                                "the sqlite ledger's batch writer returned too few results",
+                                None,
+                            ))
+                        });
+                        state.done.insert(request.ticket, answer);
+                    }
+                    wake(&batch, &state, ticket);
+                }
+                Err(panic) => {
+                    // The batch's transaction rolled back with its connection.
+                    // Tell the other callers, then let the panic go on here.
+                    for request in batch.iter().filter(|r| r.ticket != ticket) {
+                        state.done.insert(
+                            request.ticket,
+                            Err(LedgerError::backend(
+                                "the thread writing this transition's batch panicked; \
+                                 nothing of the batch was committed",
+                                None,
+                            )),
+                        );
+                    }
+                    // Our own request may not have been in the batch.
+                    state.queue.retain(|r| r.ticket != ticket);
+                    wake(&batch, &state, ticket);
+                    drop(state);
+                    resume_unwind(panic);
+                }
+            }
+        }
+    }
+
+    #[cfg(test)]
+    pub(crate) fn queued(&self) -> usize {
+        self.lock().queue.len()
+    }
+
+    fn lock(&self) -> MutexGuard<'_, State> {
+        // The state is consistent whenever the lock is released: a panic in
+        // `write` is caught outside it.
+        self.state.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+}
+
+/// Wakes the callers of a written batch (all but the writer, `own`), and the
+/// first queued caller, who writes the next batch.
+fn wake(batch: &[Request], state: &State, own: u64) {
+    for request in batch.iter().filter(|r| r.ticket != own) {
+        request.caller.unpark();
+    }
+    wake_next_writer(state);
+}
+
+fn wake_next_writer(state: &State) {
+    if let Some(next) = state.queue.first() {
+        next.caller.unpark();
+    }
+}
+
+#[cfg(test)]
+mod tests;
