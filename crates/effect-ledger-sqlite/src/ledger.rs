@@ -15,6 +15,7 @@ use r2d2_sqlite::SqliteConnectionManager;
 use rusqlite::{Connection, OpenFlags, OptionalExtension, params};
 
 use crate::batch::write_batch;
+use crate::confirmed::ConfirmedCache;
 use crate::error::{SqliteError, ledger_error, pool_error};
 use crate::group::GroupCommit;
 use crate::options::SqliteOptions;
@@ -50,6 +51,7 @@ pub struct SqliteLedger {
     /// `group` instead, and share commits.
     writer: Arc<Mutex<()>>,
     group: Option<Arc<GroupCommit>>,
+    confirmed: Arc<ConfirmedCache>,
 }
 
 impl fmt::Debug for SqliteLedger {
@@ -139,6 +141,7 @@ impl SqliteLedger {
             path: path.to_owned(),
             writer: Arc::new(Mutex::new(())),
             group: options.group_commit.then(Arc::default),
+            confirmed: Arc::new(ConfirmedCache::new(options.confirmed_cache)),
         })
     }
 
@@ -161,13 +164,21 @@ impl EffectLedger for SqliteLedger {
         operation_id: &str,
         transition: &Transition,
     ) -> Result<TransitionOutcome, LedgerError> {
+        if let Some(record) = self.confirmed.get(operation_id) {
+            // Confirmed is terminal: the plan on the cached record is the plan
+            // on the stored one. Only a plan that writes nothing is answered here.
+            let plan = transition::plan(operation_id, Some(record), transition, self.clock.now())?;
+            if plan.write.is_none() {
+                return Ok(plan.outcome);
+            }
+        }
         let doing = || {
             format!(
                 "applying {} to operation {operation_id:?}",
                 transition.name()
             )
         };
-        match &self.group {
+        let answer = match &self.group {
             Some(group) => group.submit(
                 operation_id,
                 transition,
@@ -197,7 +208,11 @@ impl EffectLedger for SqliteLedger {
                     ))
                 })
             }
+        };
+        if let Ok(outcome) = &answer {
+            self.confirmed.remember(&outcome.record);
         }
+        answer
     }
 
     fn get(&self, operation_id: &str) -> Result<Option<EffectRecord>, LedgerError> {

@@ -17,8 +17,8 @@
 //! Concurrent transitions of one process share commits (group commit,
 //! [`SqliteOptions::group_commit`], on by default): one caller writes a batch
 //! of queued transitions in one transaction, each in its own savepoint, and
-//! every caller is answered only once that commit is durable. A transition that
-//! fails fails alone. Replays of confirmed operations are answered from a
+//! every caller is answered only once that commit is durable; a failing
+//! transition fails alone. Replays of confirmed operations are answered from a
 //! bounded in-memory copy ([`SqliteOptions::confirmed_cache`]): `confirmed` is
 //! terminal, so the copy cannot go stale.
 //!
@@ -88,6 +88,7 @@
 #![warn(missing_docs)]
 
 mod batch;
+mod confirmed;
 mod error;
 mod group;
 mod ledger;

@@ -52,11 +52,12 @@ pub struct SqliteOptions {
     pub(crate) clock: Arc<dyn Clock>,
     pub(crate) read_only: bool,
     pub(crate) group_commit: bool,
+    pub(crate) confirmed_cache: usize,
 }
 
 impl Default for SqliteOptions {
     /// Full durability, a 5 s busy timeout, 4 pooled connections, the system
-    /// clock, read-write, group commit.
+    /// clock, read-write, group commit, a cache of 4096 confirmed records.
     fn default() -> Self {
         SqliteOptions {
             durability: Durability::default(),
@@ -65,6 +66,7 @@ impl Default for SqliteOptions {
             clock: Arc::new(SystemClock),
             read_only: false,
             group_commit: true,
+            confirmed_cache: 4096,
         }
     }
 }
@@ -119,6 +121,15 @@ impl SqliteOptions {
     #[must_use]
     pub fn group_commit(mut self, enabled: bool) -> Self {
         self.group_commit = enabled;
+        self
+    }
+
+    /// How many confirmed records to keep in memory (default 4096; 0 turns the
+    /// cache off). `confirmed` is terminal, so a cached record never goes stale
+    /// and replaying it needs no transaction.
+    #[must_use]
+    pub fn confirmed_cache(mut self, records: usize) -> Self {
+        self.confirmed_cache = records;
         self
     }
 }

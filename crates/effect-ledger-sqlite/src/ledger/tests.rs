@@ -106,3 +106,56 @@ fn apply_in_composes_inside_one_outer_transaction() {
     assert!(ledger.get("b").unwrap().is_some());
     assert_eq!(ledger.events_after(0, 10).unwrap().len(), 2);
 }
+
+#[test]
+fn confirmed_records_are_replayed_without_a_transaction() {
+    let options = SqliteOptions::default().busy_timeout(Duration::from_millis(10));
+    let ledger = TempLedger::with_options(options).unwrap();
+    let op = effect_core::NewOperation {
+        contract_name: "c".into(),
+        contract_version: "1".into(),
+        fingerprint: effect_core::RequestFingerprint::of_value(&json!({})),
+        provider_idempotency_key: None,
+    };
+    let claim = effect_core::Claim {
+        owner_token: "t".into(),
+        lease: Duration::from_secs(60),
+    };
+    let again = Transition::PrepareAndClaim(op.clone(), claim.clone());
+    ledger.apply("done", &again).unwrap();
+    let confirmation = effect_core::Confirmation {
+        output: json!({"ok": 1}),
+        provider_operation_id: None,
+        evidence: Default::default(),
+    };
+    assert!(
+        ledger
+            .mark_confirmed("done", Some("t"), &confirmation)
+            .unwrap()
+    );
+    ledger
+        .apply("pending", &Transition::Prepare(op.clone()))
+        .unwrap();
+
+    // Another connection holds the write lock, and this ledger does not wait.
+    let holder = ledger.pool.get().unwrap();
+    holder.execute_batch("BEGIN IMMEDIATE").unwrap();
+    let replay = ledger.apply("done", &again).unwrap();
+    assert!(!replay.applied);
+    assert_eq!(replay.record.output, Some(json!({"ok": 1})));
+    // A conflicting identity is refused from the cache, as from the file.
+    let other = Transition::Prepare(effect_core::NewOperation {
+        contract_version: "2".into(),
+        ..op
+    });
+    assert!(matches!(
+        ledger.apply("done", &other),
+        Err(LedgerError::Conflict { .. })
+    ));
+    holder.execute_batch("ROLLBACK").unwrap();
+    assert_eq!(
+        ledger.events("done").unwrap().len(),
+        3,
+        "nothing was appended"
+    );
+}

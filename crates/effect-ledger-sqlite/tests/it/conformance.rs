@@ -32,10 +32,14 @@ fn passes_the_suite_with_one_connection_and_normal_durability() {
 }
 
 #[test]
-fn passes_the_suite_without_group_commit() {
-    // The default batches concurrent transitions into shared commits; the
-    // suite must pass either way.
-    let options = || effect_ledger_sqlite::SqliteOptions::default().group_commit(false);
+fn passes_the_suite_without_group_commit_or_the_confirmed_cache() {
+    // The defaults batch concurrent transitions into shared commits and answer
+    // replays of confirmed records from memory; the suite must pass either way.
+    let options = || {
+        effect_ledger_sqlite::SqliteOptions::default()
+            .group_commit(false)
+            .confirmed_cache(0)
+    };
     let factory = || -> Arc<dyn EffectLedger> {
         Arc::new(
             TempLedger::with_options(options()).expect("a ledger in a fresh temporary directory"),

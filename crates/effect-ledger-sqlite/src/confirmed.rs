@@ -1,0 +1,59 @@
+//! A bounded cache of confirmed records, so replaying a confirmed operation
+//! needs no transaction.
+//!
+//! `confirmed` is terminal (SPEC §4): no transition changes a confirmed
+//! record, in this process or any other sharing the file, so a cached copy
+//! never goes stale. A transition on a cached record is still decided by
+//! [`plan`](effect_core::transition::plan), exactly as on the stored one; the
+//! cache answers only when the plan writes nothing, and otherwise the
+//! transition goes to the database as usual.
+
+use std::collections::HashMap;
+use std::sync::{Mutex, PoisonError};
+
+use effect_core::{EffectRecord, EffectStatus};
+
+/// Confirmed records by operation id, at most `capacity` of them.
+#[derive(Debug)]
+pub(crate) struct ConfirmedCache {
+    capacity: usize,
+    records: Mutex<HashMap<String, EffectRecord>>,
+}
+
+impl ConfirmedCache {
+    /// A cache of up to `capacity` records; 0 disables it.
+    pub(crate) fn new(capacity: usize) -> Self {
+        ConfirmedCache {
+            capacity,
+            records: Mutex::new(HashMap::new()),
+        }
+    }
+
+    /// The confirmed record of `operation_id`, if cached.
+    pub(crate) fn get(&self, operation_id: &str) -> Option<EffectRecord> {
+        if self.capacity == 0 {
+            return None;
+        }
+        self.lock().get(operation_id).cloned()
+    }
+
+    /// Remembers `record` if it is confirmed (and durable: callers pass only
+    /// committed records).
+    pub(crate) fn remember(&self, record: &EffectRecord) {
+        if self.capacity == 0 || record.status != EffectStatus::Confirmed {
+            return;
+        }
+        let mut records = self.lock();
+        if records.len() >= self.capacity && !records.contains_key(&record.operation_id) {
+            // Full: start over rather than track recency. A miss only costs
+            // a read of the database.
+            records.clear();
+        }
+        records.insert(record.operation_id.clone(), record.clone());
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, EffectRecord>> {
+        // A map of immutable records is consistent at every point.
+        self.records.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+}
