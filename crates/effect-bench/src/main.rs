@@ -38,7 +38,7 @@ use anyhow::{Context, bail};
 use clap::{Parser, Subcommand};
 
 use crate::report::Line;
-use crate::store::Store;
+use crate::store::{Store, Tuning};
 
 /// Runs the benchmark workloads and prints one JSON line per workload.
 #[derive(Debug, Parser)]
@@ -60,6 +60,12 @@ struct Cli {
     /// Adds a line comparing the figures with the targets.
     #[arg(long)]
     check: bool,
+    /// SQLite: one transaction per transition (to measure what group commit is worth).
+    #[arg(long)]
+    no_group_commit: bool,
+    /// SQLite: no in-memory copy of confirmed records (to measure what it is worth).
+    #[arg(long)]
+    no_confirmed_cache: bool,
     #[command(subcommand)]
     command: Option<Command>,
 }
@@ -210,7 +216,11 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         worker::run(&args)?;
         return Ok(ExitCode::SUCCESS);
     }
-    let store = Store::parse(&cli.store)?;
+    let tuning = Tuning {
+        group_commit: !cli.no_group_commit,
+        confirmed_cache: !cli.no_confirmed_cache,
+    };
+    let store = Store::parse(&cli.store, tuning)?;
     let sizes = if cli.quick { Sizes::QUICK } else { Sizes::FULL };
     let mut selected = if cli.workloads.is_empty() {
         Workload::ALL.to_vec()
@@ -253,8 +263,7 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         writeln!(out, "{}", line.to_json()).context("writing to stdout")?;
     }
     if cli.check {
-        writeln!(out, "{}", check::summary(&lines, &store, cli.runs))
-            .context("writing to stdout")?;
+        writeln!(out, "{}", check::summary(&lines, &runs, &store)).context("writing to stdout")?;
     }
     out.flush().context("writing to stdout")?;
     Ok(if lines.iter().all(|l| l.ok) {

@@ -9,10 +9,48 @@ use effect_core::EffectLedger;
 use effect_ledger_sqlite::{Durability, SqliteLedger, SqliteOptions};
 use tempfile::TempDir;
 
+/// Switches of the SQLite store's optimizations, to measure what each is worth.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Tuning {
+    pub(crate) group_commit: bool,
+    pub(crate) confirmed_cache: bool,
+}
+
+impl Tuning {
+    /// The ledger's defaults.
+    pub(crate) const DEFAULT: Tuning = Tuning {
+        group_commit: true,
+        confirmed_cache: true,
+    };
+
+    fn options(self, durability: Durability) -> SqliteOptions {
+        let options = SqliteOptions::default()
+            .durability(durability)
+            .group_commit(self.group_commit);
+        if self.confirmed_cache {
+            options
+        } else {
+            options.confirmed_cache(0)
+        }
+    }
+
+    /// The command-line flags that select this tuning.
+    pub(crate) fn to_args(self) -> Vec<String> {
+        let mut args = Vec::new();
+        if !self.group_commit {
+            args.push("--no-group-commit".to_owned());
+        }
+        if !self.confirmed_cache {
+            args.push("--no-confirmed-cache".to_owned());
+        }
+        args
+    }
+}
+
 /// The store named by `--store`.
 #[derive(Debug, Clone)]
 pub(crate) enum Store {
-    Sqlite,
+    Sqlite(Tuning),
     #[cfg(feature = "postgres")]
     Postgres {
         url: String,
@@ -20,9 +58,9 @@ pub(crate) enum Store {
 }
 
 impl Store {
-    pub(crate) fn parse(text: &str) -> anyhow::Result<Store> {
+    pub(crate) fn parse(text: &str, tuning: Tuning) -> anyhow::Result<Store> {
         if text == "sqlite" {
-            return Ok(Store::Sqlite);
+            return Ok(Store::Sqlite(tuning));
         }
         if text.starts_with("postgres://") || text.starts_with("postgresql://") {
             #[cfg(feature = "postgres")]
@@ -35,23 +73,32 @@ impl Store {
         bail!("unknown store {text:?}: expected sqlite or a postgres:// url")
     }
 
-    pub(crate) fn name(&self) -> &'static str {
+    /// `sqlite`, `postgres`, or `sqlite` with the optimizations switched off.
+    pub(crate) fn name(&self) -> String {
         match self {
-            Store::Sqlite => "sqlite",
+            Store::Sqlite(tuning) if *tuning != Tuning::DEFAULT => {
+                let off: Vec<String> = tuning
+                    .to_args()
+                    .iter()
+                    .map(|flag| flag.trim_start_matches("--").to_owned())
+                    .collect();
+                format!("sqlite:{}", off.join(","))
+            }
+            Store::Sqlite(_) => "sqlite".to_owned(),
             #[cfg(feature = "postgres")]
-            Store::Postgres { .. } => "postgres",
+            Store::Postgres { .. } => "postgres".to_owned(),
         }
     }
 
     pub(crate) fn is_postgres(&self) -> bool {
-        !matches!(self, Store::Sqlite)
+        !matches!(self, Store::Sqlite(_))
     }
 
     /// A new, empty ledger. `durability` applies to SQLite only (a PostgreSQL
     /// commit is as durable as the server is configured to make it).
     pub(crate) fn fresh(&self, durability: Durability) -> anyhow::Result<Fresh> {
         match self {
-            Store::Sqlite => {
+            Store::Sqlite(tuning) => {
                 let dir = tempfile::Builder::new()
                     .prefix("effect-bench-")
                     .tempdir()
@@ -59,6 +106,7 @@ impl Store {
                 let location = Location::Sqlite {
                     path: dir.path().join("ledger.sqlite3"),
                     durability,
+                    tuning: *tuning,
                 };
                 Ok(Fresh {
                     ledger: location.open()?,
@@ -108,6 +156,7 @@ pub(crate) enum Location {
     Sqlite {
         path: PathBuf,
         durability: Durability,
+        tuning: Tuning,
     },
     #[cfg(feature = "postgres")]
     Postgres { url: String, schema: String },
@@ -116,10 +165,13 @@ pub(crate) enum Location {
 impl Location {
     pub(crate) fn open(&self) -> anyhow::Result<Arc<dyn EffectLedger>> {
         match self {
-            Location::Sqlite { path, durability } => {
-                let ledger =
-                    SqliteLedger::open(path, SqliteOptions::default().durability(*durability))
-                        .with_context(|| format!("opening the ledger {}", path.display()))?;
+            Location::Sqlite {
+                path,
+                durability,
+                tuning,
+            } => {
+                let ledger = SqliteLedger::open(path, tuning.options(*durability))
+                    .with_context(|| format!("opening the ledger {}", path.display()))?;
                 Ok(Arc::new(ledger))
             }
             #[cfg(feature = "postgres")]
@@ -137,15 +189,23 @@ impl Location {
     /// The worker arguments that name this ledger.
     pub(crate) fn to_args(&self) -> Vec<String> {
         match self {
-            Location::Sqlite { path, durability } => vec![
-                "--sqlite".into(),
-                path.display().to_string(),
-                "--durability".into(),
-                match durability {
-                    Durability::Normal => "normal".into(),
-                    _ => "full".into(),
-                },
-            ],
+            Location::Sqlite {
+                path,
+                durability,
+                tuning,
+            } => {
+                let mut args = vec![
+                    "--sqlite".into(),
+                    path.display().to_string(),
+                    "--durability".into(),
+                    match durability {
+                        Durability::Normal => "normal".into(),
+                        _ => "full".into(),
+                    },
+                ];
+                args.extend(tuning.to_args());
+                args
+            }
             #[cfg(feature = "postgres")]
             Location::Postgres { url, schema } => vec![
                 "--postgres".into(),

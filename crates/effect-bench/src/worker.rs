@@ -16,7 +16,7 @@ use crate::Workload;
 use crate::effects::{self, Runner};
 use crate::report::Line;
 use crate::rng::Rng;
-use crate::store::{Location, Store};
+use crate::store::{Location, Store, Tuning};
 
 /// Arguments of `effect-bench worker`.
 #[derive(Debug, Args)]
@@ -48,6 +48,21 @@ pub(crate) struct WorkerArgs {
     /// For `multi`: the seed of this process's order.
     #[arg(long, default_value_t = 0)]
     seed: u64,
+    /// SQLite only: one transaction per transition.
+    #[arg(long)]
+    no_group_commit: bool,
+    /// SQLite only: no in-memory copy of confirmed records.
+    #[arg(long)]
+    no_confirmed_cache: bool,
+}
+
+impl WorkerArgs {
+    fn tuning(&self) -> Tuning {
+        Tuning {
+            group_commit: !self.no_group_commit,
+            confirmed_cache: !self.no_confirmed_cache,
+        }
+    }
 }
 
 #[derive(Debug, Clone, Copy, ValueEnum)]
@@ -73,13 +88,13 @@ pub(crate) fn run(args: &WorkerArgs) -> anyhow::Result<()> {
 /// W4, run in a child process; the line carries the child's peak RSS.
 pub(crate) fn concurrent_in_child(store: &Store, n: u64, threads: usize) -> Line {
     let workload = Workload::W4;
-    let store_arg = match store {
-        Store::Sqlite => "sqlite".to_owned(),
+    let (store_arg, tuning) = match store {
+        Store::Sqlite(tuning) => ("sqlite".to_owned(), *tuning),
         #[cfg(feature = "postgres")]
-        Store::Postgres { url } => url.clone(),
+        Store::Postgres { url } => (url.clone(), Tuning::DEFAULT),
     };
     let answer = (|| -> anyhow::Result<Value> {
-        let mut child = spawn(&[
+        let mut args = vec![
             "--job".into(),
             "concurrent".into(),
             "--store".into(),
@@ -88,7 +103,9 @@ pub(crate) fn concurrent_in_child(store: &Store, n: u64, threads: usize) -> Line
             n.to_string(),
             "--threads".into(),
             threads.to_string(),
-        ])?;
+        ];
+        args.extend(tuning.to_args());
+        let mut child = spawn(&args)?;
         let mut stdout = take_stdout(&mut child)?;
         let answer = read_answer(&mut stdout)?;
         finish(child)?;
@@ -182,7 +199,7 @@ pub(crate) fn multi_process(store: &Store, n: u64, processes: usize) -> Line {
 }
 
 fn concurrent_here(args: &WorkerArgs) -> anyhow::Result<Value> {
-    let store = Store::parse(args.store.as_deref().unwrap_or("sqlite"))?;
+    let store = Store::parse(args.store.as_deref().unwrap_or("sqlite"), args.tuning())?;
     let fresh = store.fresh(Durability::Full)?;
     let (elapsed, calls) = effects::concurrent(fresh.ledger.clone(), args.n, args.threads)?;
     Ok(json!({
@@ -200,6 +217,7 @@ fn multi_here(args: &WorkerArgs) -> anyhow::Result<Value> {
                 "normal" => Durability::Normal,
                 _ => Durability::Full,
             },
+            tuning: args.tuning(),
         },
         #[cfg(feature = "postgres")]
         (None, Some(url)) => Location::Postgres {

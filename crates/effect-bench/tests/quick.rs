@@ -106,3 +106,20 @@ fn check_line(line: &Value) {
         _ => {}
     }
 }
+
+#[test]
+fn the_sqlite_optimizations_can_be_switched_off() -> Result<(), Box<dyn std::error::Error>> {
+    let output = Command::new(env!("CARGO_BIN_EXE_effect-bench"))
+        .args(["--quick", "--workload", "W3,W4,W7"])
+        .args(["--no-group-commit", "--no-confirmed-cache"])
+        .output()?;
+    assert!(output.status.success());
+    let stdout = String::from_utf8(output.stdout)?;
+    for text in stdout.lines() {
+        let line: Value = serde_json::from_str(text)?;
+        check_line(&line);
+        assert_eq!(line["store"], "sqlite:no-group-commit,no-confirmed-cache");
+    }
+    assert_eq!(stdout.lines().count(), 3);
+    Ok(())
+}
