@@ -115,8 +115,7 @@ impl SqliteLedger {
         if options.read_only {
             schema::check_readable(&conn, path)?;
         } else {
-            enable_wal(&conn, path)?;
-            schema::migrate(&mut conn, path)?;
+            prepare_file(&mut conn, path, options.busy_timeout)?;
         }
         drop(conn);
 
@@ -432,6 +431,26 @@ fn check_path(path: &Path) -> Result<(), SqliteError> {
         return invalid("it is a directory; pass the path of a database file inside it");
     }
     Ok(())
+}
+
+/// Switches the file to WAL mode and migrates it. Switching the journal mode
+/// can fail with `SQLITE_BUSY` at once, without waiting in the busy handler,
+/// while another connection opens the same new file: retry until the busy
+/// timeout has passed.
+fn prepare_file(
+    conn: &mut Connection,
+    path: &Path,
+    busy_timeout: Duration,
+) -> Result<(), SqliteError> {
+    let deadline = std::time::Instant::now() + busy_timeout;
+    loop {
+        match enable_wal(conn, path).and_then(|()| schema::migrate(conn, path)) {
+            Err(SqliteError::Busy { .. }) if std::time::Instant::now() < deadline => {
+                std::thread::sleep(Duration::from_millis(5));
+            }
+            result => return result,
+        }
+    }
 }
 
 /// Switches the file to WAL mode (a property of the file, kept across opens).
