@@ -4,12 +4,10 @@
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::Arc;
 use std::sync::mpsc::{self, RecvTimeoutError};
-use std::thread::{self, JoinHandle};
+use std::thread;
 use std::time::Duration;
 
-use effect_core::{
-    CallbackError, CanonicalError, EffectContract, EffectLedger, OutcomeProbeResult,
-};
+use effect_core::{CallbackError, CanonicalError, EffectContract, OutcomeProbeResult};
 use serde::Serialize;
 use serde_json::Value;
 
@@ -133,68 +131,5 @@ fn panic_message(panic: &(dyn std::any::Any + Send)) -> String {
         text.clone()
     } else {
         "non-string panic payload".to_owned()
-    }
-}
-
-/// Renews a dispatch lease until dropped.
-pub(crate) struct Heartbeat {
-    stop: Option<mpsc::Sender<()>>,
-    thread: Option<JoinHandle<()>>,
-}
-
-impl Heartbeat {
-    pub(crate) fn start(
-        ledger: Arc<dyn EffectLedger>,
-        operation_id: String,
-        owner_token: String,
-        lease: Duration,
-        every: Duration,
-    ) -> Self {
-        let (stop, stopped) = mpsc::channel::<()>();
-        let every = every.max(Duration::from_millis(1));
-        let thread = thread::Builder::new()
-            .name("effect-lease-heartbeat".into())
-            .spawn(move || {
-                while let Err(RecvTimeoutError::Timeout) = stopped.recv_timeout(every) {
-                    match ledger.renew_lease(&operation_id, &owner_token, lease) {
-                        Ok(true) => tracing::trace!(operation_id, "dispatch lease renewed"),
-                        Ok(false) => {
-                            tracing::warn!(
-                                operation_id,
-                                "dispatch lease lost; another caller took over"
-                            );
-                            return;
-                        }
-                        // A transient store failure: keep trying until the lease ends.
-                        Err(err) => {
-                            tracing::warn!(operation_id, error = %err, "lease renewal failed")
-                        }
-                    }
-                }
-            });
-        match thread {
-            Ok(thread) => Heartbeat {
-                stop: Some(stop),
-                thread: Some(thread),
-            },
-            Err(err) => {
-                // Without a heartbeat the lease simply expires on schedule; a
-                // long handler may then be taken over, which is recorded as uncertain.
-                tracing::warn!(error = %err, "could not start the lease heartbeat");
-                Heartbeat {
-                    stop: None,
-                    thread: None,
-                }
-            }
-        }
-    }
-}
-
-impl Drop for Heartbeat {
-    fn drop(&mut self) {
-        drop(self.stop.take());
-        if let Some(thread) = self.thread.take() {
-            let _ = thread.join();
-        }
     }
 }

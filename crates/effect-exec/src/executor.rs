@@ -14,8 +14,9 @@ use effect_core::{
 use serde::Serialize;
 use serde_json::Value;
 
-use crate::dispatch::{HandlerOutcome, Heartbeat, Invoke, SyncInvoke, call_guarded};
+use crate::dispatch::{HandlerOutcome, Invoke, SyncInvoke, call_guarded};
 use crate::error::{ExecError, HandlerError};
+use crate::heartbeat::LeaseKeeper;
 use crate::options::{CallOptions, ExecutorOptions};
 use crate::reconcile::Reconciled;
 
@@ -48,6 +49,7 @@ pub struct EffectExecutor {
     pub(crate) ledger: Arc<dyn EffectLedger>,
     pub(crate) options: ExecutorOptions,
     tokens: Arc<TokenSource>,
+    keeper: LeaseKeeper,
 }
 
 /// The identity of one call, derived before anything is written.
@@ -105,6 +107,7 @@ impl EffectExecutor {
             ledger,
             options,
             tokens: Arc::new(TokenSource::new(clock.as_ref())),
+            keeper: LeaseKeeper::default(),
         }
     }
 
@@ -293,7 +296,7 @@ impl EffectExecutor {
         let token = claim.owner_token.as_str();
         tracing::info!(operation_id = id, attempt = record.attempts, "dispatching");
         let outcome = {
-            let _heartbeat = Heartbeat::start(
+            let _heartbeat = self.keeper.hold(
                 Arc::clone(&self.ledger),
                 id.to_owned(),
                 claim.owner_token.clone(),

@@ -51,6 +51,7 @@ mod asynchronous;
 mod dispatch;
 mod error;
 mod executor;
+mod heartbeat;
 mod options;
 mod reconcile;
 
