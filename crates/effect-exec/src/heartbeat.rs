@@ -30,6 +30,8 @@ struct State {
     next_key: u64,
     /// Whether the renewal thread is alive.
     running: bool,
+    /// When the renewal thread wakes next on its own.
+    wakes_at: Option<Instant>,
 }
 
 #[derive(Debug)]
@@ -67,6 +69,7 @@ impl LeaseKeeper {
         every: Duration,
     ) -> LeaseGuard {
         let every = every.max(Duration::from_millis(1));
+        let due = Instant::now() + every;
         let mut state = self.shared.lock();
         let key = state.next_key;
         state.next_key += 1;
@@ -80,7 +83,7 @@ impl LeaseKeeper {
                     lease,
                 },
                 every,
-                due: Instant::now() + every,
+                due,
             },
         );
         if !state.running {
@@ -95,8 +98,13 @@ impl LeaseKeeper {
                 Err(err) => tracing::warn!(error = %err, "could not start the lease heartbeat"),
             }
         }
+        // Wake the thread only if it would sleep past this lease's first
+        // renewal: a wake-up per dispatch would cost a context switch per effect.
+        let wake = state.wakes_at.is_none_or(|at| at > due);
         drop(state);
-        self.shared.changed.notify_one();
+        if wake {
+            self.shared.changed.notify_one();
+        }
         LeaseGuard {
             shared: Arc::clone(&self.shared),
             key,
@@ -168,11 +176,13 @@ fn renew_until_idle(shared: &Shared) {
             .map(|held| held.due.saturating_duration_since(now))
             .min();
         let idle = wait.is_none();
+        state.wakes_at = Some(now + wait.unwrap_or(IDLE));
         let (next, timeout) = shared
             .changed
             .wait_timeout(state, wait.unwrap_or(IDLE))
             .unwrap_or_else(PoisonError::into_inner);
         state = next;
+        state.wakes_at = None;
         if idle && timeout.timed_out() && state.leases.is_empty() {
             state.running = false;
             return;
