@@ -134,6 +134,10 @@ impl EffectExecutor {
     /// anything is written; [`ExecError::Ledger`] for a conflicting identity
     /// (see [`ExecError::is_conflict`]) or a failing store. An uncertain outcome
     /// is not an error: it is a result with status `outcome_unknown` or `quarantined`.
+    /// If the store fails *after* the handler ran, the operation stays
+    /// `dispatched` in the ledger; once its lease expires, the next execution
+    /// (or [`reconcile`](Self::reconcile)) records it as uncertain and
+    /// reconciles it, so the effect is never dispatched again blindly.
     pub fn execute<A, O, H>(
         &self,
         contract: &EffectContract,
