@@ -44,6 +44,16 @@ pub struct Cli {
     #[arg(long, value_enum, default_value_t = LedgerArg::Sqlite)]
     pub ledger: LedgerArg,
 
+    /// Run --scenario on the PostgreSQL ledger at URL (postgres://...) instead
+    /// of --ledger. Each run uses fresh schemas, dropped when it ends; leases
+    /// are measured on the database's clock.
+    #[arg(long, value_name = "URL", conflicts_with_all = ["ledger", "matrix"])]
+    pub db: Option<String>,
+
+    /// Internal: the PostgreSQL schema the crash worker shares with its parent.
+    #[arg(long, hide = true, value_name = "SCHEMA", requires = "db")]
+    pub schema: Option<String>,
+
     /// Keep the ledger and provider files in DIR (created if missing; it must
     /// not hold a ledger yet) instead of a fresh temporary directory.
     #[arg(long, value_name = "DIR")]

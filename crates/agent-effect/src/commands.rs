@@ -10,7 +10,7 @@ use effect_testkit::scenario::crash::{self, CrashFiles};
 use effect_testkit::scenario::{ContractVariant, FaultPoint, Scenario, ScenarioReport};
 
 use crate::cli::{Cli, Format, LedgerArg};
-use crate::store::{RunDir, ledger_factory, open_sqlite};
+use crate::store::{Postgres, RunDir, ledger_factory, open_sqlite};
 
 /// How a successful run ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -90,11 +90,13 @@ fn list(out: &mut dyn Write) -> anyhow::Result<Outcome> {
 fn scenario(cli: &Cli, fault: FaultPoint, out: &mut dyn Write) -> anyhow::Result<Outcome> {
     let dir = RunDir::new(cli.dir.as_deref())?;
     let variant = ContractVariant::from(cli.contract);
-    let report = if fault == FaultPoint::CrashAfterCommit && cli.ledger == LedgerArg::Sqlite {
-        crash_in_a_child_process(dir.path(), variant)?
+    let db = cli.db.as_deref().map(|url| Postgres::new(url, None));
+    let durable = cli.ledger == LedgerArg::Sqlite || db.is_some();
+    let report = if fault == FaultPoint::CrashAfterCommit && durable {
+        crash_in_a_child_process(dir.path(), variant, db.as_ref())?
     } else {
         Scenario::payment(fault, variant)
-            .ledger(ledger_factory(cli.ledger, dir.path()))
+            .ledger(ledger_factory(cli.ledger, dir.path(), db.clone()))
             .run()
             .with_context(|| format!("could not run scenario {}", fault.as_str()))?
     };
@@ -113,6 +115,7 @@ fn scenario(cli: &Cli, fault: FaultPoint, out: &mut dyn Write) -> anyhow::Result
 fn crash_in_a_child_process(
     dir: &Path,
     variant: ContractVariant,
+    db: Option<&Postgres>,
 ) -> anyhow::Result<ScenarioReport> {
     let files = CrashFiles::in_dir(dir);
     let exe = std::env::current_exe().context("could not locate this executable")?;
@@ -128,7 +131,21 @@ fn crash_in_a_child_process(
         .arg("--dir")
         .arg(dir);
     let ledger_path = files.ledger.clone();
-    let run = crash::run_parent(&mut worker, &|| open_sqlite(&ledger_path), &files, variant)
+    let open_ledger = || match db {
+        // Parent and worker share one schema; the parent drops it at the end.
+        Some(db) => db.open(db.crash_schema()),
+        None => open_sqlite(&ledger_path),
+    };
+    if let Some(db) = db {
+        worker
+            .arg("--db")
+            .arg(db.url())
+            .arg("--schema")
+            .arg(db.crash_schema());
+        // The schema exists before the worker opens it, and is dropped with `db`.
+        open_ledger().context("could not open the PostgreSQL ledger")?;
+    }
+    let run = crash::run_parent(&mut worker, &open_ledger, &files, variant)
         .context("could not run scenario crash-after-commit")?;
     eprintln!(
         "agent-effect: worker process died after the provider commit ({}); reconciled after its lease expired",
@@ -146,8 +163,15 @@ fn run_worker(cli: &Cli, name: &str) -> anyhow::Result<Outcome> {
     );
     let dir = cli.dir.as_deref().context("the worker needs --dir")?;
     let files = CrashFiles::in_dir(dir);
-    let ledger = open_sqlite(&files.ledger)
-        .with_context(|| format!("could not open ledger {}", files.ledger.display()))?;
+    let ledger = match (&cli.db, &cli.schema) {
+        (Some(url), Some(schema)) => {
+            let db = Postgres::new(url, Some(schema.clone()));
+            ledger_factory(cli.ledger, dir, Some(db))(std::sync::Arc::new(effect_core::SystemClock))
+                .context("could not open the PostgreSQL ledger")?
+        }
+        _ => open_sqlite(&files.ledger)
+            .with_context(|| format!("could not open ledger {}", files.ledger.display()))?,
+    };
     crash::run_worker(ledger, &files, cli.contract.into()).context("crash worker failed")?;
     Err(anyhow!("crash worker returned without crashing"))
 }
@@ -155,7 +179,7 @@ fn run_worker(cli: &Cli, name: &str) -> anyhow::Result<Outcome> {
 fn matrix(cli: &Cli, out: &mut dyn Write) -> anyhow::Result<Outcome> {
     let dir = RunDir::new(cli.dir.as_deref())?;
     let report = Matrix::new()
-        .ledger(ledger_factory(cli.ledger, dir.path()))
+        .ledger(ledger_factory(cli.ledger, dir.path(), None))
         .run()
         .context("could not run the fault matrix")?;
     let text = match cli.format {

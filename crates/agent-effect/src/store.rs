@@ -58,14 +58,28 @@ impl RunDir {
 }
 
 /// A factory of fresh ledgers on the scenario's clock: a new SQLite file per
-/// call (`ledger.sqlite3`, then `ledger-2.sqlite3`, ...), or a memory ledger.
+/// call (`ledger.sqlite3`, then `ledger-2.sqlite3`, ...), a memory ledger, or
+/// (with `db`) a new schema of a PostgreSQL database per call, on its clock.
 pub(crate) fn ledger_factory(
     kind: LedgerArg,
     dir: &Path,
+    db: Option<Postgres>,
 ) -> impl Fn(Arc<dyn Clock>) -> Result<Arc<dyn EffectLedger>, LedgerError> + Send + Sync + 'static {
     let dir = dir.to_path_buf();
     let count = AtomicUsize::new(0);
-    move |clock| match kind {
+    move |clock| match (&db, kind) {
+        (Some(db), _) => db.open_fresh(),
+        (None, kind) => open_local(kind, &dir, &count, clock),
+    }
+}
+
+fn open_local(
+    kind: LedgerArg,
+    dir: &Path,
+    count: &AtomicUsize,
+    clock: Arc<dyn Clock>,
+) -> Result<Arc<dyn EffectLedger>, LedgerError> {
+    match kind {
         LedgerArg::Memory => Ok(Arc::new(MemoryLedger::with_clock(clock)) as Arc<dyn EffectLedger>),
         LedgerArg::Sqlite => {
             let n = count.fetch_add(1, Ordering::SeqCst) + 1;
@@ -79,6 +93,118 @@ pub(crate) fn ledger_factory(
         }
     }
 }
+
+/// The PostgreSQL database of `--db`: the schemas a run creates, all named
+/// after this process, dropped when the last handle goes away.
+#[derive(Debug, Clone)]
+pub(crate) struct Postgres {
+    inner: Arc<PostgresRun>,
+}
+
+#[derive(Debug)]
+struct PostgresRun {
+    url: String,
+    prefix: String,
+    created: std::sync::Mutex<Vec<String>>,
+    /// A schema shared with another process (the crash worker): never dropped here.
+    shared: Option<String>,
+}
+
+impl Postgres {
+    /// The database at `url`. With `shared`, every ledger is that one schema
+    /// (the crash worker opens its parent's).
+    pub(crate) fn new(url: &str, shared: Option<String>) -> Self {
+        Postgres {
+            inner: Arc::new(PostgresRun {
+                url: url.to_owned(),
+                prefix: format!("agent_effect_{}", std::process::id()),
+                created: std::sync::Mutex::new(Vec::new()),
+                shared,
+            }),
+        }
+    }
+
+    /// The database URL.
+    pub(crate) fn url(&self) -> &str {
+        &self.inner.url
+    }
+
+    /// The schema a crash worker and its parent share.
+    pub(crate) fn crash_schema(&self) -> String {
+        format!("{}_crash", self.inner.prefix)
+    }
+
+    /// Opens `schema` (created if missing) and remembers to drop it.
+    pub(crate) fn open(&self, schema: String) -> Result<Arc<dyn EffectLedger>, LedgerError> {
+        self.connect(schema, true)
+    }
+
+    fn open_fresh(&self) -> Result<Arc<dyn EffectLedger>, LedgerError> {
+        if let Some(schema) = &self.inner.shared {
+            return self.connect(schema.clone(), false);
+        }
+        let n = self.lock().len() + 1;
+        self.open(format!("{}_{n}", self.inner.prefix))
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Vec<String>> {
+        self.inner
+            .created
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    #[cfg(feature = "postgres")]
+    fn connect(&self, schema: String, owned: bool) -> Result<Arc<dyn EffectLedger>, LedgerError> {
+        use effect_ledger_postgres::{PostgresLedger, PostgresOptions};
+        if owned && !self.lock().contains(&schema) {
+            self.lock().push(schema.clone());
+        }
+        let options = PostgresOptions::default().schema(schema);
+        Ok(Arc::new(PostgresLedger::connect(&self.inner.url, options)?))
+    }
+
+    #[cfg(not(feature = "postgres"))]
+    fn connect(&self, _schema: String, _owned: bool) -> Result<Arc<dyn EffectLedger>, LedgerError> {
+        Err(LedgerError::Unsupported {
+            capability: "--db postgres://... (agent-effect was built without the postgres feature)",
+        })
+    }
+}
+
+impl Drop for PostgresRun {
+    fn drop(&mut self) {
+        let created = std::mem::take(
+            self.created
+                .get_mut()
+                .unwrap_or_else(std::sync::PoisonError::into_inner),
+        );
+        drop_schemas(&self.url, &created);
+    }
+}
+
+#[cfg(feature = "postgres")]
+fn drop_schemas(url: &str, schemas: &[String]) {
+    if schemas.is_empty() {
+        return;
+    }
+    // Cleanup is best effort: a schema left behind is named after this process.
+    match postgres::Client::connect(url, postgres::NoTls) {
+        Ok(mut client) => {
+            for schema in schemas {
+                if let Err(err) =
+                    client.batch_execute(&format!("DROP SCHEMA IF EXISTS \"{schema}\" CASCADE"))
+                {
+                    eprintln!("agent-effect: could not drop schema {schema}: {err}");
+                }
+            }
+        }
+        Err(err) => eprintln!("agent-effect: could not drop the run's schemas: {err}"),
+    }
+}
+
+#[cfg(not(feature = "postgres"))]
+fn drop_schemas(_url: &str, _schemas: &[String]) {}
 
 /// Opens the SQLite ledger at `path` on the system clock.
 pub(crate) fn open_sqlite(path: &Path) -> Result<Arc<dyn EffectLedger>, LedgerError> {

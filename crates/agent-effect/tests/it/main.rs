@@ -6,6 +6,7 @@ mod cli;
 mod crash;
 mod docs;
 mod matrix;
+mod postgres;
 
 use std::path::Path;
 use std::process::{Command, Output};
