@@ -72,12 +72,17 @@ mod tests {
 
     #[test]
     fn no_debug_macros_or_stubs_in_non_test_code() {
-        let banned = ["dbg!(", "todo!(", "unimplemented!("];
+        // Spelled in pieces so this file does not match itself.
+        let banned = [
+            concat!("dbg", "!("),
+            concat!("todo", "!("),
+            concat!("unimplemented", "!("),
+        ];
         for path in rust_files("crates")
             .into_iter()
             .chain(rust_files("xtask/src"))
         {
-            if path.components().any(|c| c.as_os_str() == "tests") || path.ends_with("tidy.rs") {
+            if path.components().any(|c| c.as_os_str() == "tests") {
                 continue;
             }
             let text = fs::read_to_string(&path).expect("readable source");
