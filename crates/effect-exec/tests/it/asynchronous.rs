@@ -4,12 +4,12 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use effect_core::{EffectContract, EffectStatus, OutcomeProbeResult};
+use effect_core::{EffectContract, EffectResult, EffectStatus, OutcomeProbeResult};
 use effect_exec::{CallOptions, HandlerError};
 use serde_json::Value;
 
 use crate::provider::{
-    BOTH, FakeProvider, Fault, GUARANTEED_ONLY, NEITHER, PROBE_ONLY, contract, invoice,
+    BOTH, FakeProvider, Fault, GUARANTEED_ONLY, NEITHER, PROBE_ONLY, Variant, contract, invoice,
 };
 use crate::{executor, ledger};
 
@@ -28,19 +28,24 @@ fn async_handler(
     }
 }
 
+/// Executes one capture asynchronously on a fresh ledger.
+async fn run(provider: &Arc<FakeProvider>, variant: Variant, id: &str) -> EffectResult {
+    let ledger = ledger();
+    executor(&ledger)
+        .execute_async(
+            &contract(provider, variant),
+            &invoice(id),
+            CallOptions::default(),
+            async_handler(provider),
+        )
+        .await
+        .unwrap()
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn async_ack_lost_is_confirmed_by_the_probe() {
     let provider = FakeProvider::new(false).script(&[Fault::AfterCommit]);
-    let ledger = ledger();
-    let result = executor(&ledger)
-        .execute_async(
-            &contract(&provider, PROBE_ONLY),
-            &invoice("A-1"),
-            CallOptions::default(),
-            async_handler(&provider),
-        )
-        .await
-        .unwrap();
+    let result = run(&provider, PROBE_ONLY, "A-1").await;
     assert!(result.is_confirmed());
     assert_eq!((provider.handler_calls(), provider.committed()), (1, 1));
 }
@@ -85,16 +90,7 @@ async fn async_works_on_a_current_thread_runtime_with_an_async_probe() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn async_failure_before_commit_retries_once() {
     let provider = FakeProvider::new(false).script(&[Fault::BeforeCommit]);
-    let ledger = ledger();
-    let result = executor(&ledger)
-        .execute_async(
-            &contract(&provider, PROBE_ONLY),
-            &invoice("A-3"),
-            CallOptions::default(),
-            async_handler(&provider),
-        )
-        .await
-        .unwrap();
+    let result = run(&provider, PROBE_ONLY, "A-3").await;
     assert!(result.is_confirmed());
     assert_eq!((provider.handler_calls(), provider.committed()), (2, 1));
 }
@@ -102,16 +98,7 @@ async fn async_failure_before_commit_retries_once() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn async_timeout_without_probe_or_guarantee_is_quarantined() {
     let provider = FakeProvider::new(false).script(&[Fault::AfterCommit]);
-    let ledger = ledger();
-    let result = executor(&ledger)
-        .execute_async(
-            &contract(&provider, NEITHER),
-            &invoice("A-4"),
-            CallOptions::default(),
-            async_handler(&provider),
-        )
-        .await
-        .unwrap();
+    let result = run(&provider, NEITHER, "A-4").await;
     assert_eq!(result.status, EffectStatus::Quarantined);
     assert_eq!((provider.handler_calls(), provider.committed()), (1, 1));
 }
@@ -119,16 +106,7 @@ async fn async_timeout_without_probe_or_guarantee_is_quarantined() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn async_guaranteed_key_replays_with_the_same_key() {
     let provider = FakeProvider::new(true).script(&[Fault::AfterCommit]);
-    let ledger = ledger();
-    let result = executor(&ledger)
-        .execute_async(
-            &contract(&provider, GUARANTEED_ONLY),
-            &invoice("A-5"),
-            CallOptions::default(),
-            async_handler(&provider),
-        )
-        .await
-        .unwrap();
+    let result = run(&provider, GUARANTEED_ONLY, "A-5").await;
     assert!(result.is_confirmed());
     assert_eq!((provider.handler_calls(), provider.committed()), (2, 1));
 }
