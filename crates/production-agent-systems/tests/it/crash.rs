@@ -1,6 +1,8 @@
-//! SPEC §7: a process killed right after the provider committed. After the
-//! lease expires a new process reconciles through the probe; the handler is not
-//! run again and the provider holds exactly one effect.
+//! Durability across process deaths. SPEC §7: a process killed right after the
+//! provider committed; after the lease expires a new process reconciles through
+//! the probe, the handler is not run again and the provider holds exactly one
+//! effect. Also: a process killed after its claim was durable but before its
+//! request left, where only an honest basis may allow a second dispatch.
 
 use std::path::PathBuf;
 use std::process::Command;
@@ -16,6 +18,8 @@ use serde_json::{Value, json};
 use crate::provider::{FileProvider, capture_contract, forbidden_handler};
 
 const CHILD_ENV: &str = "PAS_CRASH_CHILD_DIR";
+/// Set (to anything) when the worker must die before the provider commits.
+const BEFORE_SEND_ENV: &str = "PAS_CRASH_BEFORE_SEND";
 const LEASE: Duration = Duration::from_millis(400);
 
 fn paths(dir: &std::path::Path) -> (PathBuf, FileProvider) {
@@ -42,31 +46,73 @@ fn crash_worker_role() {
     let options = ExecutorOptions::default().dispatch_lease(LEASE);
     let executor = EffectExecutor::with_options(Arc::new(ledger), options);
     let contract = capture_contract(&provider);
+    let before_send = std::env::var_os(BEFORE_SEND_ENV).is_some();
     let _ = executor.execute(
         &contract,
         &args(),
         move |_, key| -> Result<Value, HandlerError> {
-            provider.capture(&key.unwrap_or_default());
+            if !before_send {
+                provider.capture(&key.unwrap_or_default());
+            }
             std::process::abort();
         },
     );
     unreachable!("the worker aborts inside the handler");
 }
 
-#[test]
-fn process_killed_after_the_provider_committed_is_reconciled_without_rerunning() {
-    let dir = tempfile::tempdir().unwrap();
-    let status = Command::new(std::env::current_exe().unwrap())
+/// Runs the worker role in a child process that dies by abort.
+fn run_worker(dir: &std::path::Path, before_send: bool) {
+    let mut command = Command::new(std::env::current_exe().unwrap());
+    command
         .args([
             "--exact",
             "crash::crash_worker_role",
             "--nocapture",
             "--test-threads=1",
         ])
-        .env(CHILD_ENV, dir.path())
-        .status()
-        .unwrap();
+        .env(CHILD_ENV, dir);
+    if before_send {
+        command.env(BEFORE_SEND_ENV, "1");
+    }
+    let status = command.status().unwrap();
     assert!(!status.success(), "the worker must die by abort");
+}
+
+#[test]
+fn process_killed_after_its_claim_but_before_sending_is_never_blindly_resent() {
+    let dir = tempfile::tempdir().unwrap();
+    run_worker(dir.path(), true);
+    let (db, provider) = paths(dir.path());
+    assert!(
+        provider.commits().is_empty(),
+        "nothing reached the provider"
+    );
+    let ledger: Arc<dyn EffectLedger> =
+        Arc::new(SqliteLedger::open(&db, SqliteOptions::default()).unwrap());
+    let record = ledger.get("invoice:INV-77:capture").unwrap().unwrap();
+    assert_eq!(
+        record.status,
+        EffectStatus::Dispatched,
+        "the claim was durable before the handler ran"
+    );
+
+    std::thread::sleep(LEASE + Duration::from_millis(100));
+    let options = ExecutorOptions::default().dispatch_lease(LEASE);
+    let executor = EffectExecutor::with_options(Arc::clone(&ledger), options);
+    // The probe finds nothing, but the dead worker's request could still be in
+    // flight as far as anyone can prove, and the key is not guaranteed: park it.
+    let result = executor
+        .execute(&capture_contract(&provider), &args(), forbidden_handler)
+        .unwrap();
+    assert_eq!(result.status, EffectStatus::Quarantined);
+    assert_eq!(result.evidence["dispatch_interruption"], "lease_expired");
+    assert!(provider.commits().is_empty(), "no blind second dispatch");
+}
+
+#[test]
+fn process_killed_after_the_provider_committed_is_reconciled_without_rerunning() {
+    let dir = tempfile::tempdir().unwrap();
+    run_worker(dir.path(), false);
     let (db, provider) = paths(dir.path());
     assert_eq!(
         provider.commits(),
