@@ -64,43 +64,21 @@ fn a_missing_ledger_file_is_refused_and_not_created() {
 
 #[test]
 fn an_unknown_operation_exits_3() {
+    let missing = "invoice:NOPE:capture";
+    let resolve = |command: &'static str, extra: &[&'static str]| -> Vec<&'static str> {
+        let mut args = vec![command, missing];
+        args.extend(extra);
+        args.extend(AUDIT);
+        args
+    };
     for args in [
-        &["show", "invoice:NOPE:capture"][..],
-        &["events", "invoice:NOPE:capture"],
-        &[
-            "confirm",
-            "invoice:NOPE:capture",
-            "--output-json",
-            "{}",
-            "--actor",
-            "a",
-            "--reason",
-            "r",
-            "--evidence-reference",
-            "e",
-        ],
-        &[
-            "reject",
-            "invoice:NOPE:capture",
-            "--actor",
-            "a",
-            "--reason",
-            "r",
-            "--evidence-reference",
-            "e",
-        ],
-        &[
-            "authorize-retry",
-            "invoice:NOPE:capture",
-            "--actor",
-            "a",
-            "--reason",
-            "r",
-            "--evidence-reference",
-            "e",
-        ],
+        vec!["show", missing],
+        vec!["events", missing],
+        resolve("confirm", &["--output-json", "{}"]),
+        resolve("reject", &[]),
+        resolve("authorize-retry", &[]),
     ] {
-        let (exit, stderr) = refused(args);
+        let (exit, stderr) = refused(&args);
         assert_eq!(exit, code(Exit::NotFound), "{args:?}");
         assert_eq!(
             stderr,

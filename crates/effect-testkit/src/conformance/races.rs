@@ -68,18 +68,7 @@ pub fn concurrent_claims_have_one_winner(factory: LedgerFactory<'_>) {
         1,
         format_args!("claims that won (racers {won:?})"),
     );
-    let record = c.record("contended");
-    c.same(record.attempts, 1, "attempts");
-    c.same(
-        record.owner_token,
-        Some(format!("racer {}", won[0])),
-        "owner_token of the winner",
-    );
-    c.same(
-        c.event_types("contended"),
-        vec!["prepared".to_owned(), "dispatched".to_owned()],
-        "event types",
-    );
+    claimed_once_by(&c, "contended", won[0]);
 }
 
 /// 16 threads run `PrepareAndClaim` on one fresh id at once: exactly one
@@ -109,16 +98,21 @@ pub fn concurrent_prepare_and_claim_has_one_winner(factory: LedgerFactory<'_>) {
         1,
         format_args!("PrepareAndClaim calls that claimed (racers {won:?})"),
     );
-    let record = c.record("fresh");
+    claimed_once_by(&c, "fresh", won[0]);
+}
+
+/// The operation was dispatched exactly once, by racer `winner`.
+fn claimed_once_by(c: &Check, id: &str, winner: usize) {
+    let record = c.record(id);
     c.same(record.status, EffectStatus::Dispatched, "status");
     c.same(record.attempts, 1, "attempts");
     c.same(
         record.owner_token,
-        Some(format!("racer {}", won[0])),
+        Some(format!("racer {winner}")),
         "owner_token of the winner",
     );
     c.same(
-        c.event_types("fresh"),
+        c.event_types(id),
         vec!["prepared".to_owned(), "dispatched".to_owned()],
         "event types",
     );
