@@ -142,13 +142,14 @@ fn fill(path: &Path, n: u64, quarantined_every: u64) -> anyhow::Result<Vec<u8>> 
             "INSERT INTO effect_operations (operation_id, contract_name, contract_version, \
                 request_fingerprint, provider_idempotency_key, status, result_json, \
                 provider_operation_id, error, attempts, evidence_json, owner_token, lease_until, \
-                created_at, updated_at) \
-             VALUES (?1, 'bench_capture', '1', ?2, ?3, ?4, ?5, NULL, ?6, ?7, ?8, NULL, NULL, ?9, ?10)",
+                created_at, updated_at, last_event_sequence) \
+             VALUES (?1, 'bench_capture', '1', ?2, ?3, ?4, ?5, NULL, ?6, ?7, ?8, NULL, NULL, ?9, ?10, ?11)",
         )?;
         let mut event = tx.prepare(
-            "INSERT INTO effect_events (operation_id, event_type, data_json, timestamp) \
-             VALUES (?1, ?2, ?3, ?4)",
+            "INSERT INTO effect_events (sequence, operation_id, event_type, data_json, timestamp) \
+             VALUES (?1, ?2, ?3, ?4, ?5)",
         )?;
+        let mut sequence: i64 = 0;
         let mut rng = Rng::new(42);
         // 2026-01-01T00:00:00Z, one millisecond per event.
         let mut micros: u64 = 1_767_225_600_000_000;
@@ -200,9 +201,11 @@ fn fill(path: &Path, n: u64, quarantined_every: u64) -> anyhow::Result<Vec<u8>> 
                 evidence,
                 created,
                 last,
+                sequence + i64::from(count),
             ])?;
             for (kind, data, at) in history {
-                event.execute(params![id, kind, data, at])?;
+                sequence += 1;
+                event.execute(params![sequence, id, kind, data, at])?;
             }
             counts.push(count);
         }

@@ -20,10 +20,10 @@ use crate::error::{SqliteError, ledger_error, pool_error};
 use crate::group::GroupCommit;
 use crate::options::SqliteOptions;
 use crate::row::{
-    LIST_ALL, LIST_BY_STATUS, RecordWrite, SELECT_EVENTS, SELECT_EVENTS_AFTER, SELECT_RECORD,
-    decode_event, decode_record, insert_event, write_record,
+    ListSql, RecordWrite, SELECT_EVENTS, SELECT_EVENTS_AFTER, SELECT_RECORD, decode_event,
+    decode_record, insert_event, list_sql, next_event_sequence, write_record,
 };
-use crate::schema;
+use crate::schema::{self, Layout};
 
 /// An [`EffectLedger`] in a SQLite file, in the table layout of the Python
 /// package (SPEC §8).
@@ -52,6 +52,8 @@ pub struct SqliteLedger {
     writer: Arc<Mutex<()>>,
     group: Option<Arc<GroupCommit>>,
     confirmed: Arc<ConfirmedCache>,
+    /// How `list` reads this file (a file opened read-only keeps its layout).
+    list_sql: &'static ListSql,
 }
 
 impl fmt::Debug for SqliteLedger {
@@ -112,11 +114,12 @@ impl SqliteLedger {
         settings
             .apply(&conn)
             .map_err(fail("configuring the connection"))?;
-        if options.read_only {
-            schema::check_readable(&conn, path)?;
+        let layout = if options.read_only {
+            schema::check_readable(&conn, path)?
         } else {
             prepare_file(&mut conn, path, options.busy_timeout)?;
-        }
+            Layout::Current
+        };
         drop(conn);
 
         let manager = SqliteConnectionManager::file(path)
@@ -141,6 +144,7 @@ impl SqliteLedger {
             writer: Arc::new(Mutex::new(())),
             group: options.group_commit.then(Arc::default),
             confirmed: Arc::new(ConfirmedCache::new(options.confirmed_cache)),
+            list_sql: list_sql(layout),
         })
     }
 
@@ -228,12 +232,18 @@ impl EffectLedger for SqliteLedger {
         match query.status {
             Some(status) => collect(
                 &conn,
-                LIST_BY_STATUS,
+                &self.list_sql.by_status,
                 params![status.as_str(), limit],
                 decode_record,
                 &doing,
             ),
-            None => collect(&conn, LIST_ALL, params![limit], decode_record, &doing),
+            None => collect(
+                &conn,
+                &self.list_sql.all,
+                params![limit],
+                decode_record,
+                &doing,
+            ),
         }
     }
 
@@ -340,18 +350,35 @@ pub(crate) fn write_plan(
     operation_id: &str,
     plan: &Plan,
 ) -> Result<(), LedgerError> {
-    if let Some(write) = &plan.write {
-        let how = if write.insert {
-            RecordWrite::Insert
-        } else if write.events.is_empty() {
-            RecordWrite::InPlace
-        } else {
-            RecordWrite::Transition
-        };
-        write_record(conn, &plan.outcome.record, how)?;
-        for event in &write.events {
-            insert_event(conn, operation_id, event)?;
-        }
+    let Some(write) = &plan.write else {
+        return Ok(());
+    };
+    // Sequences of this write's events: first..=last.
+    let first = if write.events.is_empty() {
+        None
+    } else {
+        Some(next_event_sequence(conn)?)
+    };
+    let last = match first {
+        None => None,
+        Some(first) => Some(
+            i64::try_from(write.events.len() - 1)
+                .ok()
+                .and_then(|more| first.checked_add(more))
+                .ok_or_else(|| {
+                    LedgerError::backend("the event sequence has reached its largest value", None)
+                })?,
+        ),
+    };
+    let how = match (write.insert, last) {
+        (true, last_event) => RecordWrite::Insert { last_event },
+        (false, Some(last_event)) => RecordWrite::Transition { last_event },
+        (false, None) => RecordWrite::InPlace,
+    };
+    // The record first: its events reference it.
+    write_record(conn, &plan.outcome.record, how)?;
+    for (event, sequence) in write.events.iter().zip(first.unwrap_or(0)..) {
+        insert_event(conn, operation_id, sequence, event)?;
     }
     Ok(())
 }

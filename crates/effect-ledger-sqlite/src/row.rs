@@ -5,13 +5,16 @@
 //! Decoding never panics: a value the ledger cannot read becomes
 //! [`LedgerError::Corrupt`] naming the operation (and the event) it belongs to.
 
+use std::sync::LazyLock;
+
 use effect_core::transition::PendingEvent;
 use effect_core::{BoxError, EffectRecord, EffectStatus, LedgerError, LedgerEvent};
-use rusqlite::types::FromSql;
+use rusqlite::types::{FromSql, ToSql};
 use rusqlite::{Connection, Row, params};
 use serde_json::Value;
 
 use crate::error::ledger_error;
+use crate::schema::Layout;
 
 /// The operation columns, in [`decode_record`]'s order.
 macro_rules! record_columns {
@@ -36,20 +39,81 @@ pub(crate) const SELECT_RECORD: &str = concat!(
     " FROM effect_operations WHERE operation_id = ?1"
 );
 
-/// A page of operations, newest update first (walks `idx_effect_operations_updated`).
-pub(crate) const LIST_ALL: &str = concat!(
-    "SELECT ",
-    record_columns!(),
-    " FROM effect_operations ORDER BY updated_at DESC, rowid DESC LIMIT ?1"
-);
+/// The queries of `list` on a file of one [`Layout`].
+#[derive(Debug)]
+pub(crate) struct ListSql {
+    /// A page of operations, newest update first; `?1` is the limit.
+    pub(crate) all: String,
+    /// A page of operations in status `?1`, newest update first; `?2` is the limit.
+    pub(crate) by_status: String,
+}
 
-/// A page of operations in one status, newest update first (walks
-/// `idx_effect_operations_status_updated`).
-pub(crate) const LIST_BY_STATUS: &str = concat!(
-    "SELECT ",
-    record_columns!(),
-    " FROM effect_operations WHERE status = ?1 ORDER BY updated_at DESC, rowid DESC LIMIT ?2"
-);
+/// The `list` queries for a file of this layout.
+///
+/// Newest update first, ties broken by the latest event (the last transition
+/// first, even when the clock did not move), then by rowid. On the current
+/// layout a status page walks `idx_effect_operations_status_list`, and a page
+/// of every status merges one such walk per status, each stopped at the
+/// limit (plus one over the ranges between statuses, for a row whose status
+/// is unknown): no query reads more than the statuses times the limit,
+/// whatever the ledger's size. Files read as they are from before version 3 order
+/// ties by rowid alone.
+pub(crate) fn list_sql(layout: Layout) -> &'static ListSql {
+    static CURRENT: LazyLock<ListSql> = LazyLock::new(|| {
+        const ORDER: &str = "ORDER BY updated_at DESC, last_event_sequence DESC, rowid DESC";
+        let walk = |filter: &str| {
+            format!(
+                "SELECT * FROM (SELECT {}, last_event_sequence, rowid AS list_rowid \
+                 FROM effect_operations WHERE {filter} {ORDER} LIMIT ?1)",
+                record_columns!()
+            )
+        };
+        let mut known: Vec<&str> = EffectStatus::ALL.iter().map(|s| s.as_str()).collect();
+        known.sort_unstable();
+        let mut walks: Vec<String> = known
+            .iter()
+            .map(|status| walk(&format!("status = '{status}'")))
+            .collect();
+        // A status no version of the ledger writes sorts between, before or
+        // after the known ones: these ranges are empty in a healthy ledger, and
+        // otherwise list such a row, which then fails to decode as corrupt
+        // rather than vanish from the list.
+        let below = known.first().map(|first| format!("status < '{first}'"));
+        let between = known
+            .windows(2)
+            .map(|w| format!("(status > '{}' AND status < '{}')", w[0], w[1]));
+        let above = known.last().map(|last| format!("status > '{last}'"));
+        let others: Vec<String> = below.into_iter().chain(between).chain(above).collect();
+        walks.push(walk(&others.join(" OR ")));
+        ListSql {
+            all: format!(
+                "SELECT {} FROM ({}) \
+                 ORDER BY updated_at DESC, last_event_sequence DESC, list_rowid DESC LIMIT ?1",
+                record_columns!(),
+                walks.join(" UNION ALL ")
+            ),
+            by_status: format!(
+                "SELECT {} FROM effect_operations WHERE status = ?1 {ORDER} LIMIT ?2",
+                record_columns!()
+            ),
+        }
+    });
+    static BEFORE_LAST_EVENT: LazyLock<ListSql> = LazyLock::new(|| ListSql {
+        all: format!(
+            "SELECT {} FROM effect_operations ORDER BY updated_at DESC, rowid DESC LIMIT ?1",
+            record_columns!()
+        ),
+        by_status: format!(
+            "SELECT {} FROM effect_operations WHERE status = ?1 \
+             ORDER BY updated_at DESC, rowid DESC LIMIT ?2",
+            record_columns!()
+        ),
+    });
+    match layout {
+        Layout::Current => &CURRENT,
+        Layout::BeforeLastEvent => &BEFORE_LAST_EVENT,
+    }
+}
 
 /// One operation's events in sequence order.
 pub(crate) const SELECT_EVENTS: &str = concat!(
@@ -145,19 +209,20 @@ pub(crate) fn decode_event(row: &Row<'_>) -> Result<LedgerEvent, LedgerError> {
 /// How [`write_record`] writes a record.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum RecordWrite {
-    /// A new operation.
-    Insert,
-    /// A transition (it appended events): the row also moves to the end of the
-    /// rowid order, so `list`'s tie-break (`rowid DESC` among equal
-    /// `updated_at`) is "last transition first", as for the reference ledger,
-    /// even when the clock did not move.
-    Transition,
-    /// A change without events (a lease renewal): the row keeps its place,
-    /// as its `updated_at` does.
+    /// A new operation, whose latest event has this sequence (`None` when
+    /// it has no event yet).
+    Insert { last_event: Option<i64> },
+    /// A transition that appended events, the latest with this sequence: it
+    /// becomes the row's `list` tie-break, so among equal `updated_at` the
+    /// last transition comes first even when the clock did not move.
+    Transition { last_event: i64 },
+    /// A change without events (a lease renewal): the row keeps its place in
+    /// `list`, as its `updated_at` does.
     InPlace,
 }
 
-/// Writes the full record.
+/// Writes the full record, in place (a transition rewrites the row's cells,
+/// never its rowid).
 pub(crate) fn write_record(
     conn: &Connection,
     record: &EffectRecord,
@@ -181,53 +246,61 @@ pub(crate) fn write_record(
             boxed(e),
         )
     })?;
-    let sql = match how {
-        RecordWrite::Insert => {
+    let (sql, last_event) = match how {
+        RecordWrite::Insert { last_event } => (
             "INSERT INTO effect_operations (operation_id, contract_name, contract_version, \
                 request_fingerprint, provider_idempotency_key, status, result_json, \
                 provider_operation_id, error, attempts, evidence_json, owner_token, lease_until, \
-                created_at, updated_at) \
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15)"
-        }
-        RecordWrite::Transition => {
-            "UPDATE effect_operations SET \
-                rowid = (SELECT MAX(rowid) FROM effect_operations) + 1, \
-                contract_name = ?2, contract_version = ?3, request_fingerprint = ?4, \
-                provider_idempotency_key = ?5, status = ?6, result_json = ?7, \
-                provider_operation_id = ?8, error = ?9, attempts = ?10, evidence_json = ?11, \
-                owner_token = ?12, lease_until = ?13, created_at = ?14, updated_at = ?15 \
-             WHERE operation_id = ?1"
-        }
-        RecordWrite::InPlace => {
+                created_at, updated_at, last_event_sequence) \
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16)",
+            last_event,
+        ),
+        RecordWrite::Transition { last_event } => (
             "UPDATE effect_operations SET \
                 contract_name = ?2, contract_version = ?3, request_fingerprint = ?4, \
                 provider_idempotency_key = ?5, status = ?6, result_json = ?7, \
                 provider_operation_id = ?8, error = ?9, attempts = ?10, evidence_json = ?11, \
+                owner_token = ?12, lease_until = ?13, created_at = ?14, updated_at = ?15, \
+                last_event_sequence = ?16 \
+             WHERE operation_id = ?1",
+            Some(last_event),
+        ),
+        RecordWrite::InPlace => (
+            "UPDATE effect_operations SET \
+                contract_name = ?2, contract_version = ?3, request_fingerprint = ?4, \
+                provider_idempotency_key = ?5, status = ?6, result_json = ?7, \
+                provider_operation_id = ?8, error = ?9, attempts = ?10, evidence_json = ?11, \
                 owner_token = ?12, lease_until = ?13, created_at = ?14, updated_at = ?15 \
-             WHERE operation_id = ?1"
-        }
+             WHERE operation_id = ?1",
+            None,
+        ),
     };
     let mut stmt = conn
         .prepare_cached(sql)
         .map_err(|e| ledger_error(doing(), e))?;
+    let attempts = i64::from(record.attempts);
+    let values: [&dyn ToSql; 16] = [
+        &record.operation_id,
+        &record.contract_name,
+        &record.contract_version,
+        &record.request_fingerprint,
+        &record.provider_idempotency_key,
+        &record.status.as_str(),
+        &output,
+        &record.provider_operation_id,
+        &record.error,
+        &attempts,
+        &evidence,
+        &record.owner_token,
+        &record.lease_until,
+        &record.created_at,
+        &record.updated_at,
+        &last_event,
+    ];
+    // An in-place write leaves last_event_sequence alone: it binds 15 values.
+    let bound = if how == RecordWrite::InPlace { 15 } else { 16 };
     let changed = stmt
-        .execute(params![
-            record.operation_id,
-            record.contract_name,
-            record.contract_version,
-            record.request_fingerprint,
-            record.provider_idempotency_key,
-            record.status.as_str(),
-            output,
-            record.provider_operation_id,
-            record.error,
-            i64::from(record.attempts),
-            evidence,
-            record.owner_token,
-            record.lease_until,
-            record.created_at,
-            record.updated_at,
-        ])
+        .execute(&values[..bound])
         .map_err(|e| ledger_error(doing(), e))?;
     if changed != 1 {
         return Err(LedgerError::backend(
@@ -238,10 +311,27 @@ pub(crate) fn write_record(
     Ok(())
 }
 
-/// Appends one event; its sequence is assigned by SQLite.
+/// The sequence the next event gets: one above the largest (events are never
+/// deleted, so sequences only grow). Read inside the write transaction, which
+/// no other writer can interleave with.
+pub(crate) fn next_event_sequence(conn: &Connection) -> Result<i64, LedgerError> {
+    let doing = || "reading the latest event sequence".to_owned();
+    let mut stmt = conn
+        .prepare_cached("SELECT MAX(sequence) FROM effect_events")
+        .map_err(|e| ledger_error(doing(), e))?;
+    let latest: Option<i64> = stmt
+        .query_row([], |row| row.get(0))
+        .map_err(|e| ledger_error(doing(), e))?;
+    latest.unwrap_or(0).checked_add(1).ok_or_else(|| {
+        LedgerError::backend("the event sequence has reached its largest value", None)
+    })
+}
+
+/// Appends one event with the given sequence.
 pub(crate) fn insert_event(
     conn: &Connection,
     operation_id: &str,
+    sequence: i64,
     event: &PendingEvent,
 ) -> Result<(), LedgerError> {
     let doing = || {
@@ -258,11 +348,12 @@ pub(crate) fn insert_event(
     })?;
     let mut stmt = conn
         .prepare_cached(
-            "INSERT INTO effect_events (operation_id, event_type, data_json, timestamp) \
-             VALUES (?1, ?2, ?3, ?4)",
+            "INSERT INTO effect_events (sequence, operation_id, event_type, data_json, timestamp) \
+             VALUES (?1, ?2, ?3, ?4, ?5)",
         )
         .map_err(|e| ledger_error(doing(), e))?;
     stmt.execute(params![
+        sequence,
         operation_id,
         event.event_type,
         data,

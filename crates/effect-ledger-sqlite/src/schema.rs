@@ -34,9 +34,13 @@ pub(crate) const OPERATION_COLUMNS: [&str; 15] = [
     "updated_at",
 ];
 
+/// The column version 3 adds: the sequence of the operation's latest event,
+/// `list`'s tie-break between equal update times.
+pub(crate) const LAST_EVENT_COLUMN: &str = "last_event_sequence";
+
 /// One step: the migration from version `i` to `i + 1` is `MIGRATIONS[i]`.
 /// Append only; never edit a step that has shipped.
-const MIGRATIONS: [Migration; 2] = [
+const MIGRATIONS: [Migration; 3] = [
     Migration {
         name: "adopting the python 1.x layout",
         run: adopt_python_layout,
@@ -44,6 +48,10 @@ const MIGRATIONS: [Migration; 2] = [
     Migration {
         name: "indexing operations by status and update time",
         run: index_list_queries,
+    },
+    Migration {
+        name: "ordering lists by last event, with fewer pages per write",
+        run: order_lists_by_last_event,
     },
 ];
 
@@ -55,6 +63,11 @@ struct Migration {
 /// Brings the file up to [`SCHEMA_VERSION`].
 pub(crate) fn migrate(conn: &mut Connection, path: &Path) -> Result<(), SqliteError> {
     let fail = |step: &'static str| move |e| SqliteError::open(path.to_owned(), step, e);
+    // Migrations copy rows as they are; an event whose operation is missing (a
+    // file written without foreign keys) must not stop the copy. The setting
+    // only changes outside a transaction, and this connection is not reused.
+    conn.pragma_update(None, "foreign_keys", false)
+        .map_err(fail("configuring the migration"))?;
     let tx = conn
         .transaction_with_behavior(TransactionBehavior::Immediate)
         .map_err(fail("starting the migration transaction"))?;
@@ -77,8 +90,19 @@ pub(crate) fn migrate(conn: &mut Connection, path: &Path) -> Result<(), SqliteEr
     tx.commit().map_err(fail("committing the migration"))
 }
 
-/// Checks that a file opened read-only can be read without migrating it.
-pub(crate) fn check_readable(conn: &Connection, path: &Path) -> Result<(), SqliteError> {
+/// The layout a file opened read-only has, which decides how it is listed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Layout {
+    /// Version 3 or later: `last_event_sequence` and the one list index.
+    Current,
+    /// A file written before version 3 (by the Python package or an earlier
+    /// release), read without migrating it: listed by update time and rowid.
+    BeforeLastEvent,
+}
+
+/// Checks that a file opened read-only can be read without migrating it, and
+/// says which layout it has.
+pub(crate) fn check_readable(conn: &Connection, path: &Path) -> Result<Layout, SqliteError> {
     let fail = |step: &'static str| move |e| SqliteError::open(path.to_owned(), step, e);
     let found = user_version(conn).map_err(fail("reading the schema version"))?;
     check_not_newer(path, found)?;
@@ -97,7 +121,12 @@ pub(crate) fn check_readable(conn: &Connection, path: &Path) -> Result<(), Sqlit
     if !present.iter().any(|c| c == "contract_version") {
         return Err(needs_migration());
     }
-    check_columns(conn, path, &[])
+    check_columns(conn, path, &[])?;
+    Ok(if present.iter().any(|c| c == LAST_EVENT_COLUMN) {
+        Layout::Current
+    } else {
+        Layout::BeforeLastEvent
+    })
 }
 
 fn check_not_newer(path: &Path, found: i64) -> Result<(), SqliteError> {
@@ -200,5 +229,61 @@ fn index_list_queries(conn: &Connection) -> rusqlite::Result<()> {
             ON effect_operations(status, updated_at);
         CREATE INDEX IF NOT EXISTS idx_effect_operations_updated
             ON effect_operations(updated_at);",
+    )
+}
+
+/// Version 2 → 3: fewer pages written per transition, the same rows.
+///
+/// - `last_event_sequence` (the operation's latest event) replaces the rowid
+///   as `list`'s tie-break, so a transition updates its row in place instead
+///   of moving it to a new rowid (which rewrote the row, its primary-key entry
+///   and both list indexes).
+/// - One list index, `(status, updated_at, last_event_sequence)`; a list
+///   without a status filter merges one walk of it per status.
+/// - `effect_events` loses `AUTOINCREMENT`, whose `sqlite_sequence` row was
+///   one more page per transition. The ledger assigns sequences itself, one
+///   above the largest, and never deletes events, so they still only grow.
+fn order_lists_by_last_event(conn: &Connection) -> rusqlite::Result<()> {
+    if !columns(conn, "effect_operations")?
+        .iter()
+        .any(|c| c == LAST_EVENT_COLUMN)
+    {
+        conn.execute_batch(
+            "ALTER TABLE effect_operations ADD COLUMN last_event_sequence INTEGER;",
+        )?;
+    }
+    let events_sql: String = conn.query_row(
+        "SELECT sql FROM sqlite_master WHERE type = 'table' AND name = 'effect_events'",
+        [],
+        |row| row.get(0),
+    )?;
+    if events_sql.to_ascii_uppercase().contains("AUTOINCREMENT") {
+        conn.execute_batch(
+            "CREATE TABLE effect_events_v3 (
+                sequence INTEGER PRIMARY KEY,
+                operation_id TEXT NOT NULL REFERENCES effect_operations(operation_id),
+                event_type TEXT NOT NULL,
+                data_json TEXT NOT NULL,
+                timestamp TEXT NOT NULL
+            );
+            INSERT INTO effect_events_v3 (sequence, operation_id, event_type, data_json, timestamp)
+                SELECT sequence, operation_id, event_type, data_json, timestamp
+                FROM effect_events ORDER BY sequence;
+            DROP TABLE effect_events;
+            ALTER TABLE effect_events_v3 RENAME TO effect_events;
+            DELETE FROM sqlite_sequence WHERE name IN ('effect_events', 'effect_events_v3');
+            CREATE INDEX IF NOT EXISTS idx_effect_events_operation
+                ON effect_events(operation_id, sequence);",
+        )?;
+    }
+    conn.execute_batch(
+        "UPDATE effect_operations SET last_event_sequence = (
+            SELECT MAX(sequence) FROM effect_events
+            WHERE effect_events.operation_id = effect_operations.operation_id
+        );
+        DROP INDEX IF EXISTS idx_effect_operations_status_updated;
+        DROP INDEX IF EXISTS idx_effect_operations_updated;
+        CREATE INDEX IF NOT EXISTS idx_effect_operations_status_list
+            ON effect_operations(status, updated_at, last_event_sequence);",
     )
 }

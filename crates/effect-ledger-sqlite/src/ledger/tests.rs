@@ -3,7 +3,8 @@ use rusqlite::TransactionBehavior;
 use serde_json::json;
 
 use super::*;
-use crate::row::{LIST_ALL, LIST_BY_STATUS};
+use crate::row::list_sql;
+use crate::schema::Layout;
 use crate::temp::TempLedger;
 
 /// The query plan of `sql`, one line per step.
@@ -19,22 +20,34 @@ fn plan_of(conn: &Connection, sql: &str, params: impl rusqlite::Params) -> Vec<S
 fn list_queries_walk_an_index_without_sorting() {
     let ledger = TempLedger::new().unwrap();
     let conn = ledger.pool.get().unwrap();
-    let by_status = plan_of(&conn, LIST_BY_STATUS, params!["quarantined", 10]);
+    let sql = list_sql(Layout::Current);
+    let by_status = plan_of(&conn, &sql.by_status, params!["quarantined", 10]);
     assert!(
         by_status
             .iter()
-            .any(|s| s.contains("idx_effect_operations_status_updated")),
+            .any(|s| s.contains("idx_effect_operations_status_list")),
         "{by_status:?}"
     );
-    let all = plan_of(&conn, LIST_ALL, params![10]);
-    assert!(
-        all.iter()
-            .any(|s| s.contains("idx_effect_operations_updated")),
-        "{all:?}"
-    );
-    for step in by_status.iter().chain(&all) {
+    for step in &by_status {
         assert!(!step.contains("TEMP B-TREE"), "no sort step: {step}");
     }
+    // Without a filter: one index walk per status, each stopped at the limit,
+    // then one sort of at most statuses x limit rows.
+    let all = plan_of(&conn, &sql.all, params![10]);
+    let walks = all
+        .iter()
+        .filter(|s| s.contains("USING INDEX idx_effect_operations_status_list (status=?)"))
+        .count();
+    assert_eq!(walks, EffectStatus::ALL.len(), "{all:?}");
+    assert!(
+        all.iter().any(|s| s.contains("MULTI-INDEX OR")),
+        "unknown statuses are found by index ranges too: {all:?}"
+    );
+    assert!(
+        !all.iter()
+            .any(|s| s.contains("SCAN effect_operations") && !s.contains("USING INDEX")),
+        "{all:?}"
+    );
 }
 
 #[test]

@@ -134,8 +134,7 @@ fn python_v1_ledger_survives_reopening_and_keeps_its_layout() -> TestResult {
         indexes,
         [
             "idx_effect_events_operation",
-            "idx_effect_operations_status_updated",
-            "idx_effect_operations_updated"
+            "idx_effect_operations_status_list",
         ]
     );
     Ok(())
@@ -298,9 +297,106 @@ fn new_ledgers_have_the_python_table_layout() -> TestResult {
     let ours = effect_ledger_sqlite::TempLedger::new()?;
     let python = fixtures_dir().join("python-ledger-v1.sqlite3");
     for table in ["effect_operations", "effect_events"] {
-        let expected = table_info(&python, table)?;
+        let mut expected = table_info(&python, table)?;
         assert!(!expected.is_empty());
+        if table == "effect_operations" {
+            // Version 3's one addition: list's tie-break, after Python's columns.
+            expected.push(("last_event_sequence".into(), "INTEGER".into(), 0, None, 0));
+        }
         assert_eq!(table_info(ours.path(), table)?, expected, "{table}");
     }
+    Ok(())
+}
+
+/// A file as release 2 of the schema left it: the Python layout, with
+/// `AUTOINCREMENT` on `effect_events` and the two list indexes of version 2.
+fn write_version_2_file(path: &std::path::Path) -> TestResult {
+    let conn = raw(path)?;
+    conn.execute_batch(
+        "CREATE TABLE effect_operations (
+            operation_id TEXT PRIMARY KEY, contract_name TEXT NOT NULL,
+            contract_version TEXT NOT NULL DEFAULT '1', request_fingerprint TEXT NOT NULL,
+            provider_idempotency_key TEXT, status TEXT NOT NULL, result_json TEXT,
+            provider_operation_id TEXT, error TEXT, attempts INTEGER NOT NULL DEFAULT 0,
+            evidence_json TEXT NOT NULL DEFAULT '{}', owner_token TEXT, lease_until REAL,
+            created_at TEXT NOT NULL, updated_at TEXT NOT NULL);
+        CREATE TABLE effect_events (
+            sequence INTEGER PRIMARY KEY AUTOINCREMENT,
+            operation_id TEXT NOT NULL REFERENCES effect_operations(operation_id),
+            event_type TEXT NOT NULL, data_json TEXT NOT NULL, timestamp TEXT NOT NULL);
+        CREATE INDEX idx_effect_events_operation ON effect_events(operation_id, sequence);
+        CREATE INDEX idx_effect_operations_status_updated ON effect_operations(status, updated_at);
+        CREATE INDEX idx_effect_operations_updated ON effect_operations(updated_at);
+        PRAGMA user_version = 2;",
+    )?;
+    // Three operations updated at the same instant; `b` transitioned last.
+    // Event 4 (a's second) was deleted by hand: sequences have a gap.
+    let at = "2026-01-01T00:00:00.000000+00:00";
+    for (id, status) in [("a", "confirmed"), ("b", "quarantined"), ("c", "prepared")] {
+        conn.execute(
+            "INSERT INTO effect_operations (operation_id, contract_name, request_fingerprint, \
+                status, created_at, updated_at) VALUES (?1, 'c', 'fp', ?2, ?3, ?3)",
+            rusqlite::params![id, status, at],
+        )?;
+    }
+    for (id, event) in [
+        ("a", "prepared"),
+        ("c", "prepared"),
+        ("b", "prepared"),
+        ("a", "confirmed"),
+        ("b", "quarantined"),
+    ] {
+        conn.execute(
+            "INSERT INTO effect_events (operation_id, event_type, data_json, timestamp) \
+             VALUES (?1, ?2, '{}', ?3)",
+            rusqlite::params![id, event, at],
+        )?;
+    }
+    conn.execute("DELETE FROM effect_events WHERE sequence = 4", [])?;
+    Ok(())
+}
+
+#[test]
+fn a_version_2_file_migrates_keeping_its_events_and_list_order() -> TestResult {
+    let dir = tempfile::tempdir()?;
+    let path = dir.path().join("v2.sqlite3");
+    write_version_2_file(&path)?;
+
+    // Read-only, it is read as it is: ties in rowid order, newest first.
+    let read_only = SqliteLedger::open(&path, SqliteOptions::default().read_only(true))?;
+    let ids = |ledger: &SqliteLedger| -> Result<Vec<String>, effect_core::LedgerError> {
+        Ok(ledger
+            .list(&ListQuery::new(10))?
+            .into_iter()
+            .map(|r| r.operation_id)
+            .collect())
+    };
+    assert_eq!(ids(&read_only)?, ["c", "b", "a"]);
+    drop(read_only);
+
+    let ledger = SqliteLedger::open(&path, SqliteOptions::default())?;
+    // Ties now go to the latest event: b (5), c (2), a (1).
+    assert_eq!(ids(&ledger)?, ["b", "c", "a"]);
+    let sequences: Vec<u64> = ledger.events("b")?.iter().map(|e| e.sequence).collect();
+    assert_eq!(sequences, [3, 5]);
+    // New events continue above the largest sequence.
+    ledger.prepare("d", &crate::support::op(json!({"d": 1})))?;
+    let after: Vec<u64> = ledger
+        .events_after(0, 10)?
+        .iter()
+        .map(|e| e.sequence)
+        .collect();
+    assert_eq!(after, [1, 2, 3, 5, 6]);
+    drop(ledger);
+
+    let conn = raw(&path)?;
+    let events_sql: String = conn.query_row(
+        "SELECT sql FROM sqlite_master WHERE name = 'effect_events'",
+        [],
+        |r| r.get(0),
+    )?;
+    assert!(!events_sql.contains("AUTOINCREMENT"), "{events_sql}");
+    let version: i64 = conn.pragma_query_value(None, "user_version", |r| r.get(0))?;
+    assert_eq!(version, SCHEMA_VERSION);
     Ok(())
 }
