@@ -8,6 +8,13 @@
 //! Nothing is answered before `COMMIT` has returned: with
 //! [`Durability::Full`](crate::Durability::Full) the batch is then on stable
 //! storage.
+//!
+//! The transaction starts as a read (`BEGIN DEFERRED`) and takes the write
+//! lock only before its first write, so transitions whose plan writes nothing
+//! (a replay, an operation in progress elsewhere) never wait for another
+//! process's write lock. Should another process have committed since the read
+//! began, or hold the lock, the round starts again with `BEGIN IMMEDIATE`,
+//! planning every transition afresh on the latest state.
 
 use effect_core::transition::{Transition, TransitionOutcome};
 use effect_core::{Clock, LedgerError};
@@ -29,8 +36,10 @@ pub(crate) fn write_batch(
 ) -> Vec<Answer> {
     let mut answers: Vec<Option<Answer>> = batch.iter().map(|_| None).collect();
     let mut pending: Vec<usize> = (0..batch.len()).collect();
+    let mut begin = Begin::Deferred;
     while !pending.is_empty() {
-        match write_once(conn, clock, batch, &pending) {
+        match write_once(conn, clock, batch, &pending, begin) {
+            Round::Contended => begin = Begin::Immediate,
             Round::Committed(outcomes) => {
                 for (&i, answer) in pending.iter().zip(outcomes) {
                     answers[i] = Some(answer);
@@ -73,6 +82,19 @@ enum Round {
     /// The transition at this position of the pending list failed and took the
     /// transaction with it: it gets `error`, the others are written again.
     Aborted { at: usize, error: LedgerError },
+    /// A deferred transaction could not take the write lock (another
+    /// connection holds it, or committed since this one's read began):
+    /// nothing was written; plan again under `BEGIN IMMEDIATE`.
+    Contended,
+}
+
+/// How a round's transaction starts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Begin {
+    /// As a read; the write lock is taken before the first write.
+    Deferred,
+    /// With the write lock, waiting for it in the busy handler.
+    Immediate,
 }
 
 fn write_once(
@@ -80,8 +102,9 @@ fn write_once(
     clock: &dyn Clock,
     batch: &[(&str, &Transition)],
     pending: &[usize],
+    begin: Begin,
 ) -> Round {
-    let tx = match WriteTx::begin(conn) {
+    let mut tx = match WriteTx::begin(conn, begin) {
         Ok(tx) => tx,
         Err(error) => return Round::Failed(error),
     };
@@ -91,8 +114,10 @@ fn write_once(
     let mut outcomes = Vec::with_capacity(pending.len());
     for (at, &i) in pending.iter().enumerate() {
         let (operation_id, transition) = batch[i];
-        // The clock is read inside the write lock, so a lease is judged against
-        // a time no other writer can precede.
+        // The clock is read inside the transaction, after its snapshot: a plan
+        // made before the write lock is kept only if no other writer has
+        // committed since (else the round starts again), so a lease is judged
+        // against a time no other writer can precede.
         let plan = match plan_in(conn, operation_id, transition, clock.now()) {
             Ok(plan) => plan,
             // A refused transition (a conflict, a missing operation) wrote
@@ -106,6 +131,11 @@ fn write_once(
         if plan.write.is_none() {
             outcomes.push(Ok(plan.outcome));
             continue;
+        }
+        match tx.take_write_lock() {
+            Ok(()) => {}
+            Err(error) if is_contention(&error) => return Round::Contended,
+            Err(error) => return Round::Failed(error),
         }
         if savepoints && let Err(error) = run(conn, "SAVEPOINT effect_transition") {
             return Round::Failed(error);
@@ -139,16 +169,39 @@ fn run(conn: &Connection, sql: &str) -> rusqlite::Result<()> {
     conn.prepare_cached(sql)?.execute([]).map(drop)
 }
 
-/// A `BEGIN IMMEDIATE` transaction on prepared statements, rolled back when
-/// dropped uncommitted (an error, or a panic while writing).
+/// A transaction on prepared statements, rolled back when dropped
+/// uncommitted (an error, or a panic while writing).
 struct WriteTx<'c> {
     conn: &'c Connection,
+    /// Whether it holds the write lock.
+    writing: bool,
 }
 
 impl<'c> WriteTx<'c> {
-    fn begin(conn: &'c Connection) -> rusqlite::Result<Self> {
-        run(conn, "BEGIN IMMEDIATE")?;
-        Ok(WriteTx { conn })
+    fn begin(conn: &'c Connection, begin: Begin) -> rusqlite::Result<Self> {
+        match begin {
+            Begin::Deferred => run(conn, "BEGIN DEFERRED")?,
+            Begin::Immediate => run(conn, "BEGIN IMMEDIATE")?,
+        }
+        Ok(WriteTx {
+            conn,
+            writing: begin == Begin::Immediate,
+        })
+    }
+
+    /// Takes the write lock, if this transaction does not hold it yet, with a
+    /// write that changes nothing. Upgrading a read does not wait in the busy
+    /// handler: it fails at once when another connection holds the lock or
+    /// has committed since this transaction's snapshot.
+    fn take_write_lock(&mut self) -> rusqlite::Result<()> {
+        if !self.writing {
+            run(
+                self.conn,
+                "UPDATE effect_operations SET operation_id = operation_id WHERE 0",
+            )?;
+            self.writing = true;
+        }
+        Ok(())
     }
 
     fn commit(self) -> rusqlite::Result<()> {
@@ -164,6 +217,15 @@ impl Drop for WriteTx<'_> {
             let _ = self.conn.execute_batch("ROLLBACK");
         }
     }
+}
+
+/// The write lock is held elsewhere, or this read's snapshot is stale
+/// (`SQLITE_BUSY` and its extended codes, such as `SQLITE_BUSY_SNAPSHOT`).
+fn is_contention(error: &rusqlite::Error) -> bool {
+    matches!(
+        error.sqlite_error_code(),
+        Some(rusqlite::ErrorCode::DatabaseBusy)
+    )
 }
 
 fn doing((operation_id, transition): (&str, &Transition)) -> String {

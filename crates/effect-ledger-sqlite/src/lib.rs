@@ -6,7 +6,12 @@
 //! table layout and value formats of the Python package `production-agent-systems`
 //! 1.x (SPEC §8): a ledger file written by either opens in the other. Opening a
 //! file migrates it forward ([`SCHEMA_VERSION`]); older files are adopted as
-//! they are.
+//! they are. Version 3 adds one column, `last_event_sequence` (`list`'s
+//! tie-break between equal update times, so a transition rewrites its row in
+//! place), keeps one list index, and drops `AUTOINCREMENT` from
+//! `effect_events` (the ledger assigns each event the next sequence inside the
+//! write transaction; events are never deleted). A file opened read-only is
+//! read in the layout it has.
 //!
 //! Each transition is applied inside a `BEGIN IMMEDIATE` transaction around
 //! [`effect_core::transition::plan`], in WAL mode, fsynced before it returns

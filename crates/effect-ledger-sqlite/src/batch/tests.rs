@@ -138,3 +138,100 @@ fn a_failed_begin_fails_every_transition_with_its_kind() {
         ]
     );
 }
+
+#[test]
+fn a_write_transaction_holds_the_write_lock() {
+    let ledger = TempLedger::new().unwrap();
+    let conn = ledger.pool.get().unwrap();
+    conn.execute_batch("BEGIN DEFERRED").unwrap();
+    let mut tx = WriteTx {
+        conn: &conn,
+        writing: false,
+    };
+    tx.take_write_lock().unwrap();
+    let other = ledger.pool.get().unwrap();
+    other.busy_timeout(Duration::ZERO).unwrap();
+    let error = other.execute_batch("BEGIN IMMEDIATE").unwrap_err();
+    assert!(is_contention(&error), "{error}");
+    drop(tx);
+    assert!(conn.is_autocommit(), "dropping it rolls back");
+    other.execute_batch("BEGIN IMMEDIATE; ROLLBACK").unwrap();
+}
+
+#[test]
+fn transitions_that_write_nothing_do_not_wait_for_the_write_lock() {
+    let ledger = TempLedger::new().unwrap();
+    let prepare = Transition::Prepare(op(json!({"n": 1})));
+    ledger.prepare("a", &op(json!({"n": 1}))).unwrap();
+    let conn = ledger.pool.get().unwrap();
+    conn.busy_timeout(Duration::ZERO).unwrap();
+    // Another connection holds the write lock throughout.
+    let holder = ledger.pool.get().unwrap();
+    holder.execute_batch("BEGIN IMMEDIATE").unwrap();
+    // Preparing the same operation again writes nothing: it is answered.
+    let answers = write_batch(&conn, &SystemClock, &[("a", &prepare)]);
+    assert_eq!(kinds(&answers), [Ok(false)]);
+    // A transition that writes cannot take the lock, and does not wait.
+    let answers = write_batch(&conn, &SystemClock, &[("b", &prepare)]);
+    assert_eq!(kinds(&answers), [Err(LedgerErrorKind::Unavailable)]);
+    holder.execute_batch("ROLLBACK").unwrap();
+    drop((conn, holder));
+    assert!(ledger.get("b").unwrap().is_none());
+}
+
+/// A clock that runs `hook` once, at its `at`-th reading (from 1).
+struct HookClock<F: Fn() + Send + Sync> {
+    at: usize,
+    readings: std::sync::atomic::AtomicUsize,
+    hook: F,
+}
+
+impl<F: Fn() + Send + Sync> std::fmt::Debug for HookClock<F> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("HookClock").field("at", &self.at).finish()
+    }
+}
+
+impl<F: Fn() + Send + Sync> Clock for HookClock<F> {
+    fn now(&self) -> std::time::SystemTime {
+        let reading = self
+            .readings
+            .fetch_add(1, std::sync::atomic::Ordering::SeqCst)
+            + 1;
+        if reading == self.at {
+            (self.hook)();
+        }
+        SystemClock.now()
+    }
+}
+
+#[test]
+fn a_plan_made_on_a_stale_read_is_made_again_under_the_write_lock() {
+    let ledger = TempLedger::new().unwrap();
+    ledger.prepare("a", &op(json!({"n": 1}))).unwrap();
+    ledger.prepare("b", &op(json!({"n": 2}))).unwrap();
+    let conn = ledger.pool.get().unwrap();
+    let other = std::sync::Mutex::new(ledger.pool.get().unwrap());
+    // After the batch's first read (of "a"), another connection claims "b".
+    let clock = HookClock {
+        at: 2,
+        readings: Default::default(),
+        hook: || {
+            let other = other.lock().unwrap();
+            let claim_b = Transition::Claim(claim("other"));
+            let tx = WriteTx::begin(&other, Begin::Immediate).unwrap();
+            crate::ledger::apply_in(&other, "b", &claim_b, SystemClock.now()).unwrap();
+            tx.commit().unwrap();
+        },
+    };
+    let prepare_a = Transition::Prepare(op(json!({"n": 1})));
+    let claim_b = Transition::Claim(claim("mine"));
+    let answers = write_batch(&conn, &clock, &[("a", &prepare_a), ("b", &claim_b)]);
+    drop((conn, other));
+    // Planned on the stale read, "b" looked claimable; planned again, it is
+    // in progress under the other claim, and that claim stands.
+    assert_eq!(kinds(&answers), [Ok(false), Ok(false)]);
+    let b = ledger.get("b").unwrap().unwrap();
+    assert_eq!(b.owner_token.as_deref(), Some("other"));
+    assert_eq!(event_types(&ledger, "b"), ["prepared", "dispatched"]);
+}
