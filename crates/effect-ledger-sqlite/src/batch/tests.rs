@@ -235,3 +235,25 @@ fn a_plan_made_on_a_stale_read_is_made_again_under_the_write_lock() {
     assert_eq!(b.owner_token.as_deref(), Some("other"));
     assert_eq!(event_types(&ledger, "b"), ["prepared", "dispatched"]);
 }
+
+#[test]
+fn a_write_waits_for_the_lock_to_be_released_within_the_busy_timeout() {
+    let ledger = TempLedger::new().unwrap();
+    let conn = ledger.pool.get().unwrap();
+    let holder = ledger.pool.get().unwrap();
+    holder.execute_batch("BEGIN IMMEDIATE").unwrap();
+    let prepare = Transition::Prepare(op(json!({})));
+    let started = std::time::Instant::now();
+    let answers = std::thread::scope(|scope| {
+        scope.spawn(move || {
+            std::thread::sleep(Duration::from_millis(30));
+            holder.execute_batch("ROLLBACK").unwrap();
+        });
+        write_batch(&conn, &SystemClock, &[("a", &prepare)])
+    });
+    assert_eq!(kinds(&answers), [Ok(true)]);
+    assert!(started.elapsed() >= Duration::from_millis(30));
+    assert!(conn.is_autocommit());
+    drop(conn);
+    assert_eq!(event_types(&ledger, "a"), ["prepared"]);
+}
