@@ -6,7 +6,9 @@
 //! drains the queue into one batch and hands it to the store, which applies
 //! every transition in one `BEGIN IMMEDIATE` transaction, each inside its own
 //! savepoint, then commits. Only once the commit has returned (so the batch is
-//! durable) are the results published and the callers woken. A caller whose
+//! durable) are the results published and the callers woken: the next writer
+//! first, since everyone waits on the next commit, and outside the queue's
+//! lock, so nobody wakes into it held. A caller whose
 //! result is not ready and who finds the writer gone becomes the next leader,
 //! so the queue never waits for a thread that is not there, and a caller alone
 //! in the process writes on its own thread without any hand-off.
@@ -123,7 +125,14 @@ impl GroupCommit {
                         });
                         state.done.insert(request.ticket, answer);
                     }
-                    wake(&batch, &state, ticket);
+                    let own = state.done.remove(&ticket);
+                    let woken = to_wake(&batch, &state, ticket);
+                    drop(state);
+                    woken.iter().for_each(Thread::unpark);
+                    if let Some(answer) = own {
+                        return answer;
+                    }
+                    state = self.lock();
                 }
                 Err(panic) => {
                     // The batch's transaction rolled back with its connection.
@@ -140,8 +149,9 @@ impl GroupCommit {
                     }
                     // Our own request may not have been in the batch.
                     state.queue.retain(|r| r.ticket != ticket);
-                    wake(&batch, &state, ticket);
+                    let woken = to_wake(&batch, &state, ticket);
                     drop(state);
+                    woken.iter().for_each(Thread::unpark);
                     resume_unwind(panic);
                 }
             }
@@ -160,13 +170,21 @@ impl GroupCommit {
     }
 }
 
-/// Wakes the callers of a written batch (all but the writer, `own`), and the
-/// first queued caller, who writes the next batch.
-fn wake(batch: &[Request], state: &State, own: u64) {
-    for request in batch.iter().filter(|r| r.ticket != own) {
-        request.caller.unpark();
-    }
-    wake_next_writer(state);
+/// Who to wake once a batch is written: first the first queued caller, who
+/// writes the next batch (the next commit is what everyone waits for), then
+/// the callers of the written batch but the writer (`own`). They are woken
+/// after the state's lock is released, so they do not wake into it held.
+fn to_wake(batch: &[Request], state: &State, own: u64) -> Vec<Thread> {
+    let next_writer = state.queue.first().map(|r| r.caller.clone());
+    next_writer
+        .into_iter()
+        .chain(
+            batch
+                .iter()
+                .filter(|r| r.ticket != own)
+                .map(|r| r.caller.clone()),
+        )
+        .collect()
 }
 
 fn wake_next_writer(state: &State) {
