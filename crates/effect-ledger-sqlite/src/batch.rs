@@ -1,4 +1,4 @@
-//! Writing a batch of transitions in one `BEGIN IMMEDIATE` transaction.
+//! Writing a batch of transitions in one transaction.
 //!
 //! Each transition runs inside its own savepoint, so one that fails (a plan
 //! error such as a conflict, or a failed statement) is rolled back alone and

@@ -4,14 +4,14 @@
 //! Callers queue their transition and wait. Whoever finds no write in
 //! progress becomes the writer (the "leader"): it takes a pooled connection,
 //! drains the queue into one batch and hands it to the store, which applies
-//! every transition in one `BEGIN IMMEDIATE` transaction, each inside its own
-//! savepoint, then commits. Only once the commit has returned (so the batch is
-//! durable) are the results published and the callers woken: the next writer
-//! first, since everyone waits on the next commit, and outside the queue's
-//! lock, so nobody wakes into it held. A caller whose
-//! result is not ready and who finds the writer gone becomes the next leader,
-//! so the queue never waits for a thread that is not there, and a caller alone
-//! in the process writes on its own thread without any hand-off.
+//! every transition in one transaction, each inside its own savepoint, then
+//! commits. Only once the commit has returned (so the batch is durable) are
+//! the results published and the callers woken: the next writer first, since
+//! everyone waits on the next commit, and outside the queue's lock, so nobody
+//! wakes into it held. A caller whose result is not ready and who finds the
+//! writer gone becomes the next leader, so the queue never waits for a thread
+//! that is not there, and a caller alone in the process writes on its own
+//! thread without any hand-off.
 //!
 //! Nothing here knows SQLite: the store supplies how to get a connection and
 //! how to write a batch (see `ledger::write_batch`).

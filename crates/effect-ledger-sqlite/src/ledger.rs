@@ -28,9 +28,10 @@ use crate::schema::{self, Layout};
 /// An [`EffectLedger`] in a SQLite file, in the table layout of the Python
 /// package (SPEC §8).
 ///
-/// Every transition runs inside a `BEGIN IMMEDIATE` transaction that loads the
-/// record, evaluates [`transition::plan`] and writes the record and its events
-/// before `COMMIT`; with [`Durability::Full`](crate::Durability::Full) the commit
+/// Every transition runs inside one SQLite transaction that loads the record,
+/// evaluates [`transition::plan`] and writes the record and its events before
+/// `COMMIT` (the write lock is taken before the first write, and the plan made
+/// again should another writer have committed since the read); with [`Durability::Full`](crate::Durability::Full) the commit
 /// is on stable storage before [`apply`](EffectLedger::apply) returns. Several
 /// processes may share one file: SQLite's lock serializes their transitions.
 ///

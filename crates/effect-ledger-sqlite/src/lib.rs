@@ -13,8 +13,8 @@
 //! write transaction; events are never deleted). A file opened read-only is
 //! read in the layout it has.
 //!
-//! Each transition is applied inside a `BEGIN IMMEDIATE` transaction around
-//! [`effect_core::transition::plan`], in WAL mode, fsynced before it returns
+//! Each transition is applied inside one transaction around
+//! [`effect_core::transition::plan`], holding the write lock for its writes, in WAL mode, fsynced before it returns
 //! ([`Durability::Full`], the default). Several threads and processes may share
 //! a file. The ledger is file-backed only: `:memory:` is refused, since a ledger
 //! that dies with the process protects nothing.
