@@ -208,6 +208,13 @@ fn list_is_newest_update_first_even_when_the_clock_stands_still() -> TestResult 
     assert!(ledger.renew_lease("a", "w", Duration::from_secs(600))?);
     assert_eq!(ids(ListQuery::new(10))?, ["b", "a", "c"]);
     assert_eq!(ledger.events("a")?.len(), 2, "a renewal appends no event");
+    // Renewing the lease of the older of two equal timestamps keeps it behind.
+    clock.advance(Duration::from_secs(1));
+    ledger.claim_dispatch("c", &claim("w"))?;
+    ledger.prepare("d", &op(json!({"id": "d"})))?;
+    assert_eq!(ids(ListQuery::new(2))?, ["d", "c"]);
+    assert!(ledger.renew_lease("c", "w", Duration::from_secs(600))?);
+    assert_eq!(ids(ListQuery::new(2))?, ["d", "c"]);
     Ok(())
 }
 
