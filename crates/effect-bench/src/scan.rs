@@ -53,6 +53,8 @@ pub(crate) fn scan(large: u64, small: u64) -> Line {
             .with("events_ms_small", events_ms_small)
             .with("list_ratio", list_ms / list_ms_small)
             .with("events_ratio", events_ms / events_ms_small)
+            .with("list_all_ms", ms_per(big.list_all, LIST_CALLS))
+            .with("list_all_ms_small", ms_per(little.list_all, LIST_CALLS))
             .with("list_ms_small_1pct", ms_per(literal.list, LIST_CALLS))
             .with("events_ms_small_1pct", ms_per(literal.events, EVENTS_CALLS))
             .with("fill_seconds", big.fill.as_secs_f64()))
@@ -63,6 +65,8 @@ pub(crate) fn scan(large: u64, small: u64) -> Line {
 struct Timings {
     fill: Duration,
     list: Duration,
+    /// The same number of `list` calls without a status filter.
+    list_all: Duration,
     events: Duration,
 }
 
@@ -107,6 +111,27 @@ fn measure(n: u64, quarantined_every: u64, page: u64) -> anyhow::Result<Timings>
     }
     let list = start.elapsed();
 
+    // Without a filter: every status, newest update first (not a target of
+    // WORKLOADS.md; shows that the merge of one index walk per status does
+    // not grow with the ledger).
+    let all = ListQuery::new(limit);
+    let start = Instant::now();
+    for _ in 0..LIST_CALLS {
+        let records = ledger.list(&all)?;
+        ensure!(
+            records.len() == limit.min(usize::try_from(n)?),
+            "an unfiltered list returned {} records",
+            records.len()
+        );
+        ensure!(
+            records
+                .windows(2)
+                .all(|w| w[0].updated_at >= w[1].updated_at),
+            "an unfiltered list is not ordered newest update first"
+        );
+    }
+    let list_all = start.elapsed();
+
     let mut rng = Rng::new(n);
     // Warm the connections up on other operations than the measured ones.
     for _ in 0..EVENTS_CALLS {
@@ -126,7 +151,12 @@ fn measure(n: u64, quarantined_every: u64, page: u64) -> anyhow::Result<Timings>
             bail!("op:{pick} has {got} events instead of {expected}");
         }
     }
-    Ok(Timings { fill, list, events })
+    Ok(Timings {
+        fill,
+        list,
+        list_all,
+        events,
+    })
 }
 
 /// Inserts `n` operations and their events in one transaction; returns the
