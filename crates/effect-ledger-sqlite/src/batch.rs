@@ -114,11 +114,11 @@ fn write_once(
     let mut outcomes = Vec::with_capacity(pending.len());
     for (at, &i) in pending.iter().enumerate() {
         let (operation_id, transition) = batch[i];
-        // The clock is read inside the transaction, after its snapshot: a plan
+        // The clock is read after the record, so after the snapshot; a plan
         // made before the write lock is kept only if no other writer has
-        // committed since (else the round starts again), so a lease is judged
-        // against a time no other writer can precede.
-        let plan = match plan_in(conn, operation_id, transition, clock.now()) {
+        // committed since (else the round starts again). So a lease is judged
+        // against a time no other writer's commit can follow.
+        let plan = match plan_in(conn, operation_id, transition, clock) {
             Ok(plan) => plan,
             // A refused transition (a conflict, a missing operation) wrote
             // nothing: it fails alone, unless SQLite ended the transaction.

@@ -3,7 +3,7 @@
 use std::fmt;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, SystemTime};
+use std::time::Duration;
 
 use effect_core::transition::{self, Plan, Transition, TransitionOutcome};
 use effect_core::{
@@ -318,8 +318,8 @@ impl EffectLedger for SqliteLedger {
 }
 
 /// Applies one transition on a connection that is inside a write transaction:
-/// loads the record, plans the transition at `now`, and writes the plan's record
-/// and events. The caller commits (or, on error, rolls back).
+/// loads the record, plans the transition at the clock's time, and writes the
+/// plan's record and events. The caller commits (or, on error, rolls back).
 ///
 /// A batching writer repeats its two halves, [`plan_in`] and [`write_plan`].
 #[cfg(test)]
@@ -327,22 +327,24 @@ pub(crate) fn apply_in(
     conn: &Connection,
     operation_id: &str,
     transition: &Transition,
-    now: SystemTime,
+    clock: &dyn Clock,
 ) -> Result<TransitionOutcome, LedgerError> {
-    let plan = plan_in(conn, operation_id, transition, now)?;
+    let plan = plan_in(conn, operation_id, transition, clock)?;
     write_plan(conn, operation_id, &plan)?;
     Ok(plan.outcome)
 }
 
-/// Loads the record and plans the transition at `now`; writes nothing.
+/// Loads the record, then reads the clock and plans the transition at that
+/// time; writes nothing. The clock is read after the load, so after the
+/// transaction's snapshot: every commit the plan sees happened before its time.
 pub(crate) fn plan_in(
     conn: &Connection,
     operation_id: &str,
     transition: &Transition,
-    now: SystemTime,
+    clock: &dyn Clock,
 ) -> Result<Plan, LedgerError> {
     let current = load(conn, operation_id)?;
-    transition::plan(operation_id, current, transition, now)
+    transition::plan(operation_id, current, transition, clock.now())
 }
 
 /// Writes a plan's record and events, if it has any.

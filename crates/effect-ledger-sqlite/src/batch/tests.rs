@@ -220,7 +220,7 @@ fn a_plan_made_on_a_stale_read_is_made_again_under_the_write_lock() {
             let other = other.lock().unwrap();
             let claim_b = Transition::Claim(claim("other"));
             let tx = WriteTx::begin(&other, Begin::Immediate).unwrap();
-            crate::ledger::apply_in(&other, "b", &claim_b, SystemClock.now()).unwrap();
+            crate::ledger::apply_in(&other, "b", &claim_b, &SystemClock).unwrap();
             tx.commit().unwrap();
         },
     };

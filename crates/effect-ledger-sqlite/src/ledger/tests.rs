@@ -103,16 +103,16 @@ fn apply_in_composes_inside_one_outer_transaction() {
         fingerprint: effect_core::RequestFingerprint::of_value(&json!({})),
         provider_idempotency_key: None,
     };
-    let now = ledger.clock.now();
+    let clock = ledger.clock.as_ref();
     for id in ["a", "b"] {
         assert!(
-            apply_in(&tx, id, &Transition::Prepare(op.clone()), now)
+            apply_in(&tx, id, &Transition::Prepare(op.clone()), clock)
                 .unwrap()
                 .applied
         );
     }
     // A failing transition leaves the others in the transaction intact.
-    assert!(apply_in(&tx, "missing", &Transition::ExpireLease, now).is_err());
+    assert!(apply_in(&tx, "missing", &Transition::ExpireLease, clock).is_err());
     tx.commit().unwrap();
     drop(conn);
     assert!(ledger.get("a").unwrap().is_some());
