@@ -31,9 +31,10 @@ use crate::schema::{self, Layout};
 /// Every transition runs inside one SQLite transaction that loads the record,
 /// evaluates [`transition::plan`] and writes the record and its events before
 /// `COMMIT` (the write lock is taken before the first write, and the plan made
-/// again should another writer have committed since the read); with [`Durability::Full`](crate::Durability::Full) the commit
-/// is on stable storage before [`apply`](EffectLedger::apply) returns. Several
-/// processes may share one file: SQLite's lock serializes their transitions.
+/// again should another writer have committed since the read); with
+/// [`Durability::Full`](crate::Durability::Full) the commit is on stable
+/// storage before [`apply`](EffectLedger::apply) returns. Several processes
+/// may share one file: SQLite's lock serializes their transitions.
 ///
 /// Within a process, concurrent transitions share that transaction (group
 /// commit, see [`SqliteOptions::group_commit`]): each is still planned on the
@@ -356,31 +357,31 @@ pub(crate) fn write_plan(
     let Some(write) = &plan.write else {
         return Ok(());
     };
-    // Sequences of this write's events: first..=last.
-    let first = if write.events.is_empty() {
-        None
-    } else {
-        Some(next_event_sequence(conn)?)
-    };
-    let last = match first {
-        None => None,
-        Some(first) => Some(
-            i64::try_from(write.events.len() - 1)
+    // The sequences of this write's events, first..=last.
+    let sequences = match write.events.len() {
+        0 => None,
+        count => {
+            let first = next_event_sequence(conn)?;
+            let last = i64::try_from(count - 1)
                 .ok()
                 .and_then(|more| first.checked_add(more))
                 .ok_or_else(|| {
                     LedgerError::backend("the event sequence has reached its largest value", None)
-                })?,
-        ),
+                })?;
+            Some((first, last))
+        }
     };
-    let how = match (write.insert, last) {
-        (true, last_event) => RecordWrite::Insert { last_event },
-        (false, Some(last_event)) => RecordWrite::Transition { last_event },
+    let how = match (write.insert, sequences) {
+        (true, sequences) => RecordWrite::Insert {
+            last_event: sequences.map(|(_, last)| last),
+        },
+        (false, Some((_, last_event))) => RecordWrite::Transition { last_event },
         (false, None) => RecordWrite::InPlace,
     };
     // The record first: its events reference it.
     write_record(conn, &plan.outcome.record, how)?;
-    for (event, sequence) in write.events.iter().zip(first.unwrap_or(0)..) {
+    let first = sequences.map_or(0, |(first, _)| first);
+    for (event, sequence) in write.events.iter().zip(first..) {
         insert_event(conn, operation_id, sequence, event)?;
     }
     Ok(())

@@ -170,6 +170,10 @@ fn table_exists(conn: &Connection, table: &str) -> rusqlite::Result<bool> {
     )
 }
 
+fn has_column(conn: &Connection, table: &str, column: &str) -> rusqlite::Result<bool> {
+    Ok(columns(conn, table)?.iter().any(|c| c == column))
+}
+
 fn columns(conn: &Connection, table: &str) -> rusqlite::Result<Vec<String>> {
     let mut stmt = conn.prepare("SELECT name FROM pragma_table_info(?1)")?;
     let names = stmt.query_map([table], |row| row.get(0))?;
@@ -198,10 +202,7 @@ fn adopt_python_layout(conn: &Connection) -> rusqlite::Result<()> {
             updated_at TEXT NOT NULL
         );",
     )?;
-    if !columns(conn, "effect_operations")?
-        .iter()
-        .any(|c| c == "contract_version")
-    {
+    if !has_column(conn, "effect_operations", "contract_version")? {
         conn.execute_batch(
             "ALTER TABLE effect_operations
              ADD COLUMN contract_version TEXT NOT NULL DEFAULT '1';",
@@ -244,10 +245,7 @@ fn index_list_queries(conn: &Connection) -> rusqlite::Result<()> {
 ///   one more page per transition. The ledger assigns sequences itself, one
 ///   above the largest, and never deletes events, so they still only grow.
 fn order_lists_by_last_event(conn: &Connection) -> rusqlite::Result<()> {
-    if !columns(conn, "effect_operations")?
-        .iter()
-        .any(|c| c == LAST_EVENT_COLUMN)
-    {
+    if !has_column(conn, "effect_operations", LAST_EVENT_COLUMN)? {
         conn.execute_batch(
             "ALTER TABLE effect_operations ADD COLUMN last_event_sequence INTEGER;",
         )?;
