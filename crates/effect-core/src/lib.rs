@@ -35,6 +35,8 @@ pub mod canonical;
 pub mod clock;
 mod contract;
 mod error;
+pub mod event;
+pub mod evidence;
 mod ledger;
 mod memory;
 mod record;
@@ -53,9 +55,9 @@ pub use error::{
 };
 pub use ledger::{EffectLedger, LedgerStats, ListQuery, MAX_LIST_LIMIT};
 pub use memory::MemoryLedger;
-pub use record::{EffectRecord, EffectResult, Evidence, LedgerEvent, OutcomeProbeResult};
+pub use record::{EffectRecord, EffectResult, Evidence, LedgerEvent, OutcomeProbeResult, Revision};
 pub use status::{EffectStatus, ProbeStatus, UnknownOutcomePolicy};
 pub use transition::{
-    Claim, Confirmation, ManualAction, ManualResolution, NewOperation, Transition,
+    Claim, Confirmation, Guard, ManualAction, ManualResolution, NewOperation, Transition,
     TransitionOutcome,
 };

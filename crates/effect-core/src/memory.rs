@@ -8,7 +8,7 @@ use crate::error::LedgerError;
 use crate::ledger::{EffectLedger, LedgerStats, ListQuery};
 use crate::record::{EffectRecord, LedgerEvent};
 use crate::status::EffectStatus;
-use crate::transition::{Transition, TransitionOutcome, plan};
+use crate::transition::{Transition, TransitionOutcome, WriteKind, plan};
 
 /// A ledger that keeps everything in memory. It follows the same state machine
 /// as the durable stores, so it serves doc examples and tests, but nothing
@@ -91,7 +91,7 @@ impl EffectLedger for MemoryLedger {
             // Lists order by the last transition; a lease renewal (no event)
             // does not change `updated_at`, so it keeps the record's place.
             let last_write = match state.records.get(operation_id) {
-                Some(entry) if write.events.is_empty() => entry.last_write,
+                Some(entry) if write.kind == WriteKind::InPlace => entry.last_write,
                 _ => {
                     state.writes += 1;
                     state.writes

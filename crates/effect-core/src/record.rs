@@ -43,6 +43,47 @@ pub struct EffectRecord {
     pub updated_at: String,
 }
 
+impl EffectRecord {
+    /// The version of this record a decision is based on (see [`Revision`]).
+    pub fn revision(&self) -> Revision {
+        Revision {
+            status: self.status,
+            attempts: self.attempts,
+            updated_at: self.updated_at.clone(),
+        }
+    }
+
+    /// True when the record says that a previous handler may still be running
+    /// (evidence `handler_may_still_be_running=true`: a missed deadline or an
+    /// expired lease), so an authoritative `not_committed` does not prove that
+    /// the request will never be sent.
+    pub fn handler_may_still_be_running(&self) -> bool {
+        self.evidence
+            .get(crate::evidence::HANDLER_MAY_STILL_BE_RUNNING)
+            .and_then(Value::as_bool)
+            .unwrap_or(false)
+    }
+}
+
+/// What identifies one state of an operation: its status, how many dispatches
+/// were claimed, and the time of its last status change.
+///
+/// A reconciliation decides on a record it read, then asks a probe, which can
+/// take a while. Every transition it applies on the strength of that answer
+/// is [conditional](crate::Transition::Guarded) on the record still having
+/// the revision it read: a new dispatch since then (a higher attempt count),
+/// or any status change, means the answer may be about an older attempt, and
+/// the caller starts its round again from the current record.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Revision {
+    /// The status it was read in.
+    pub status: EffectStatus,
+    /// Dispatches claimed when it was read.
+    pub attempts: u32,
+    /// Its `updated_at` when it was read.
+    pub updated_at: String,
+}
+
 /// One entry of an operation's append-only history.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct LedgerEvent {
@@ -158,5 +199,19 @@ impl EffectResult {
     /// True when the operation is confirmed.
     pub fn is_confirmed(&self) -> bool {
         self.status == EffectStatus::Confirmed
+    }
+
+    /// Marks the result in progress when the operation is `dispatched` or
+    /// `prepared`: a caller that stops there (because another caller moved the
+    /// record on) must not report either status as if it were an outcome.
+    #[must_use]
+    pub fn in_progress_if_active(mut self) -> Self {
+        if matches!(
+            self.status,
+            EffectStatus::Dispatched | EffectStatus::Prepared
+        ) {
+            self.in_progress = true;
+        }
+        self
     }
 }

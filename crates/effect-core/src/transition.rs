@@ -11,7 +11,9 @@ use serde_json::{Value, json};
 use crate::canonical::RequestFingerprint;
 use crate::clock::{format_timestamp, unix_seconds};
 use crate::error::LedgerError;
-use crate::record::{EffectRecord, Evidence};
+use crate::event;
+use crate::evidence;
+use crate::record::{EffectRecord, Evidence, Revision};
 use crate::status::EffectStatus;
 
 /// The identity of an operation to prepare.
@@ -76,6 +78,39 @@ pub struct ManualResolution {
     pub evidence_reference: String,
 }
 
+/// The condition of a [`Transition::Guarded`] transition, checked inside the
+/// store's write transaction.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Guard {
+    /// The record must still be in this revision (see [`Revision`]).
+    pub revision: Revision,
+    /// Also refuse when the current record says that a previous handler may
+    /// still be running (see [`EffectRecord::handler_may_still_be_running`]).
+    pub no_running_handler: bool,
+}
+
+impl Guard {
+    /// Holds while `record` is unchanged.
+    pub fn unchanged(record: &EffectRecord) -> Self {
+        Guard {
+            revision: record.revision(),
+            no_running_handler: false,
+        }
+    }
+
+    /// Holds while `record` is unchanged and says no previous handler may still run.
+    #[must_use]
+    pub fn no_running_handler(mut self) -> Self {
+        self.no_running_handler = true;
+        self
+    }
+
+    fn holds(&self, record: &EffectRecord) -> bool {
+        record.revision() == self.revision
+            && !(self.no_running_handler && record.handler_may_still_be_running())
+    }
+}
+
 /// One ledger transition (SPEC §4).
 #[derive(Debug, Clone, PartialEq)]
 #[non_exhaustive]
@@ -135,6 +170,13 @@ pub enum Transition {
     },
     /// An operator's audited decision.
     Resolve(ManualResolution),
+    /// The inner transition, only if the guard holds on the current record;
+    /// otherwise nothing is written and the outcome is not applied. A decision
+    /// made on an earlier read (a probe's answer, an operator's look at the
+    /// record) is applied through this, so that it never lands on a record that
+    /// changed meanwhile. The inner transition must not be a prepare or
+    /// another guarded transition.
+    Guarded(Guard, Box<Transition>),
 }
 
 impl Transition {
@@ -156,6 +198,7 @@ impl Transition {
                 ManualAction::Reject => "manually reject",
                 ManualAction::AuthorizeRetry => "authorize a retry of",
             },
+            Transition::Guarded(_, inner) => inner.name(),
         }
     }
 }
@@ -180,12 +223,25 @@ pub struct PendingEvent {
     pub timestamp: String,
 }
 
+/// How a planned write changes the stored record.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum WriteKind {
+    /// A new record, with its first events.
+    Insert,
+    /// An existing record moves on, with at least one event.
+    Transition,
+    /// An existing record changes in place without an event (a lease renewal):
+    /// its `updated_at` and event bookkeeping stay as they are.
+    InPlace,
+}
+
 /// What a store must persist, atomically, for a transition.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Write {
-    /// True when the record is new (insert), false for an update.
-    pub insert: bool,
-    /// Events to append after the record is written, in order.
+    /// How the record changes.
+    pub kind: WriteKind,
+    /// Events to append after the record is written, in order: empty exactly
+    /// when the kind is [`WriteKind::InPlace`].
     pub events: Vec<PendingEvent>,
 }
 
@@ -224,6 +280,7 @@ pub fn plan(
         at,
         events: Vec::new(),
         dirty: false,
+        keep_updated_at: false,
     };
     let (new_op, claim) = match transition {
         Transition::Prepare(op) => (Some(op), None),
@@ -249,7 +306,30 @@ pub fn plan(
             operation_id: operation_id.to_owned(),
         });
     };
+    let transition = match transition {
+        Transition::Guarded(guard, inner) => {
+            if matches!(
+                **inner,
+                Transition::Prepare(_) | Transition::PrepareAndClaim(..) | Transition::Guarded(..)
+            ) {
+                return Err(LedgerError::invalid_input(format!(
+                    "a guarded transition cannot be a {}",
+                    inner.name()
+                )));
+            }
+            if !guard.holds(&record) {
+                return Ok(planner.finish(false, record, false));
+            }
+            &**inner
+        }
+        other => other,
+    };
+    let was_uncertain = record.status.is_uncertain();
     let (applied, record) = planner.step(record, transition)?;
+    // An unresolved operation keeps the time it became unresolved: moving
+    // between uncertain statuses appends events but does not renew
+    // `updated_at`, so the age an operator alerts on keeps growing.
+    planner.keep_updated_at = was_uncertain && record.status.is_uncertain();
     Ok(planner.finish(applied, record, false))
 }
 
@@ -281,6 +361,8 @@ struct Planner {
     events: Vec<PendingEvent>,
     /// Set by anything that changes the record.
     dirty: bool,
+    /// Leave `updated_at` as it is even when events are appended.
+    keep_updated_at: bool,
 }
 
 impl Planner {
@@ -297,11 +379,18 @@ impl Planner {
         let write = if !self.dirty {
             None
         } else {
-            if !self.events.is_empty() {
+            let kind = if insert {
+                WriteKind::Insert
+            } else if self.events.is_empty() {
+                WriteKind::InPlace
+            } else {
+                WriteKind::Transition
+            };
+            if kind != WriteKind::InPlace && !self.keep_updated_at {
                 record.updated_at = self.at;
             }
             Some(Write {
-                insert,
+                kind,
                 events: self.events,
             })
         };
@@ -314,7 +403,7 @@ impl Planner {
     fn create(&mut self, operation_id: &str, op: &NewOperation) -> EffectRecord {
         let fingerprint = op.fingerprint.stored();
         self.event(
-            "prepared",
+            event::PREPARED,
             json!({
                 "contract_name": op.contract_name,
                 "contract_version": op.contract_version,
@@ -352,7 +441,7 @@ impl Planner {
         record.attempts = record.attempts.saturating_add(1);
         record.owner_token = Some(claim.owner_token.clone());
         record.lease_until = Some(self.lease_until(claim.lease));
-        self.event("dispatched", json!({ "attempt": record.attempts }));
+        self.event(event::DISPATCHED, json!({ "attempt": record.attempts }));
         (true, record)
     }
 
@@ -366,7 +455,9 @@ impl Planner {
         let owned_by =
             |token: &str| status == S::Dispatched && record.owner_token.as_deref() == Some(token);
         let applied = match transition {
-            Transition::Prepare(_) | Transition::PrepareAndClaim(..) => false,
+            Transition::Prepare(_) | Transition::PrepareAndClaim(..) | Transition::Guarded(..) => {
+                false
+            }
             Transition::Claim(claim) => return Ok(self.claim(record, claim)),
             Transition::RenewLease { owner_token, lease } => {
                 if !owned_by(owner_token) {
@@ -385,14 +476,20 @@ impl Planner {
                     return Ok((false, record));
                 }
                 let mut evidence = Evidence::new();
-                evidence.insert("handler_may_still_be_running".into(), Value::Bool(true));
-                evidence.insert("dispatch_interruption".into(), "lease_expired".into());
+                evidence.insert(
+                    evidence::HANDLER_MAY_STILL_BE_RUNNING.into(),
+                    Value::Bool(true),
+                );
+                evidence.insert(
+                    evidence::DISPATCH_INTERRUPTION.into(),
+                    evidence::INTERRUPTED_BY_LEASE_EXPIRY.into(),
+                );
                 let error = "dispatch lease expired before an outcome was recorded; \
                              the previous handler may still be running";
                 self.uncertain(
                     &mut record,
                     S::OutcomeUnknown,
-                    "outcome_unknown",
+                    event::OUTCOME_UNKNOWN,
                     error,
                     &evidence,
                 );
@@ -413,7 +510,7 @@ impl Planner {
                 self.uncertain(
                     &mut record,
                     S::OutcomeUnknown,
-                    "outcome_unknown",
+                    event::OUTCOME_UNKNOWN,
                     error,
                     evidence,
                 );
@@ -438,7 +535,7 @@ impl Planner {
                 record.error = None;
                 release(&mut record);
                 self.event(
-                    "confirmed",
+                    event::CONFIRMED,
                     json!({
                         "evidence": record.evidence,
                         "provider_operation_id": record.provider_operation_id,
@@ -453,14 +550,20 @@ impl Planner {
                 record.status = S::Rejected;
                 record.error = Some(error.clone());
                 release(&mut record);
-                self.event("rejected", json!({ "error": error }));
+                self.event(event::REJECTED, json!({ "error": error }));
                 true
             }
             Transition::Quarantine { error, evidence } => {
                 if !status.is_uncertain() {
                     return Ok((false, record));
                 }
-                self.uncertain(&mut record, S::Quarantined, "quarantined", error, evidence);
+                self.uncertain(
+                    &mut record,
+                    S::Quarantined,
+                    event::QUARANTINED,
+                    error,
+                    evidence,
+                );
                 true
             }
             Transition::ResetForRetry { evidence } => {
@@ -471,7 +574,7 @@ impl Planner {
                 record.error = None;
                 record.evidence.extend(evidence.clone());
                 release(&mut record);
-                self.event("retry_authorized", json!({ "evidence": evidence }));
+                self.event(event::RETRY_AUTHORIZED, json!({ "evidence": evidence }));
                 true
             }
             Transition::Resolve(resolution) => {
@@ -482,6 +585,9 @@ impl Planner {
         Ok((applied, record))
     }
 
+    /// Moves `record` to an uncertain `status`. A repeat that would change
+    /// nothing (same status, same error, evidence already present) writes
+    /// nothing, so calling again on a quarantined operation leaves no trail.
     fn uncertain(
         &mut self,
         record: &mut EffectRecord,
@@ -490,6 +596,15 @@ impl Planner {
         error: &str,
         evidence: &Evidence,
     ) {
+        let repeat = record.status == status
+            && record.error.as_deref() == Some(error)
+            && record.owner_token.is_none()
+            && evidence
+                .iter()
+                .all(|(key, value)| record.evidence.get(key) == Some(value));
+        if repeat {
+            return;
+        }
         record.status = status;
         record.error = Some(error.to_owned());
         record.evidence.extend(evidence.clone());
@@ -534,35 +649,44 @@ impl Planner {
                 output,
                 provider_operation_id,
             } => {
-                evidence.insert("resolution".into(), "manual_confirmation".into());
+                evidence.insert(evidence::RESOLUTION.into(), "manual_confirmation".into());
                 record.status = EffectStatus::Confirmed;
                 record.output = Some(output.clone());
                 record.provider_operation_id = provider_operation_id.clone();
                 record.error = None;
                 self.event(
-                    "manually_confirmed",
+                    event::MANUALLY_CONFIRMED,
                     json!({ "evidence": evidence, "provider_operation_id": provider_operation_id }),
                 );
             }
             ManualAction::Reject => {
-                evidence.insert("resolution".into(), "manual_rejection".into());
+                evidence.insert(evidence::RESOLUTION.into(), "manual_rejection".into());
                 let error = format!(
                     "manually rejected by {}: {}",
                     resolution.actor, resolution.reason
                 );
                 record.status = EffectStatus::Rejected;
                 self.event(
-                    "manually_rejected",
+                    event::MANUALLY_REJECTED,
                     json!({ "error": error, "evidence": evidence }),
                 );
                 record.error = Some(error);
             }
             ManualAction::AuthorizeRetry => {
-                evidence.insert("handler_may_still_be_running".into(), Value::Bool(false));
-                evidence.insert("resolution".into(), "manual_retry_authorization".into());
+                evidence.insert(
+                    evidence::HANDLER_MAY_STILL_BE_RUNNING.into(),
+                    Value::Bool(false),
+                );
+                evidence.insert(
+                    evidence::RESOLUTION.into(),
+                    "manual_retry_authorization".into(),
+                );
                 record.status = EffectStatus::Prepared;
                 record.error = None;
-                self.event("manual_retry_authorized", json!({ "evidence": evidence }));
+                self.event(
+                    event::MANUAL_RETRY_AUTHORIZED,
+                    json!({ "evidence": evidence }),
+                );
             }
         }
         record.evidence = evidence;

@@ -6,6 +6,11 @@ use std::time::{Duration, Instant};
 
 use effect_core::canonical::{canonical_json, to_json_value};
 use effect_core::clock::unix_seconds;
+use effect_core::evidence::{
+    DISPATCH_INTERRUPTION, HANDLER_MAY_STILL_BE_RUNNING, INTERRUPTED_BY_HANDLER_EXCEPTION,
+    INTERRUPTED_BY_HANDLER_TIMEOUT, INTERRUPTED_BY_UNSTORABLE_OUTPUT, POSTCONDITION, SOURCE,
+    SOURCE_HANDLER_RETURN,
+};
 use effect_core::{
     Claim, Clock, Confirmation, EffectContract, EffectLedger, EffectRecord, EffectResult,
     EffectStatus, Evidence, NewOperation, RequestFingerprint, SystemClock, Transition,
@@ -84,6 +89,9 @@ enum Round {
     Done(EffectResult),
     /// An automatic retry was authorized; the record is `prepared`.
     Retry(EffectRecord),
+    /// After this round's dispatch, another caller moved the record on; the
+    /// round continues from the current record without dispatching again.
+    Again(EffectRecord),
 }
 
 impl EffectExecutor {
@@ -207,7 +215,7 @@ impl EffectExecutor {
         for round in 0..2 {
             match self.round(call, record, owned.take(), round == 0)? {
                 Round::Done(result) => return Ok(result),
-                Round::Retry(next) => record = next,
+                Round::Retry(next) | Round::Again(next) => record = next,
             }
         }
         // Both rounds used: leave the authorized retry for a later execution.
@@ -229,9 +237,19 @@ impl EffectExecutor {
         let mut waited = false;
         // Each pass either returns or moves the record forward; the bound guards
         // against a ledger that keeps changing under concurrent callers.
+        // Set once this round has dispatched (or authorized a retry after
+        // its dispatch): it never dispatches a second time.
+        let mut retry_after_dispatch: Option<bool> = None;
         for _ in 0..64 {
             if let Some(claim) = owned.take() {
-                return self.dispatch(call, &record, &claim, first_round);
+                match self.dispatch(call, &record, &claim, first_round)? {
+                    (Round::Again(current), retry_allowed) => {
+                        retry_after_dispatch = Some(retry_allowed && first_round);
+                        record = current;
+                        continue;
+                    }
+                    (round, _) => return Ok(round),
+                }
             }
             match record.status {
                 EffectStatus::Confirmed => {
@@ -268,12 +286,23 @@ impl EffectExecutor {
                     }
                 }
                 EffectStatus::OutcomeUnknown | EffectStatus::Quarantined => {
-                    match self.reconcile_record(call, record, true)? {
+                    let retry_allowed = retry_after_dispatch.unwrap_or(true);
+                    match self.reconcile_record(call, record, retry_allowed)? {
                         Reconciled::Settled(settled) => {
                             return Ok(Round::Done(EffectResult::from_record(&settled)));
                         }
                         Reconciled::RetryAuthorized(prepared) => record = prepared,
+                        Reconciled::Stale(current) => record = current,
                     }
+                }
+                EffectStatus::Prepared if retry_after_dispatch.is_some() => {
+                    // This round already dispatched: a further dispatch is the
+                    // next round's (when a retry is allowed) or a later call's.
+                    return Ok(if retry_after_dispatch == Some(true) {
+                        Round::Retry(record)
+                    } else {
+                        Round::Done(EffectResult::from_record(&record).in_progress_if_active())
+                    });
                 }
                 EffectStatus::Prepared => {
                     let claim = self.new_claim();
@@ -285,17 +314,20 @@ impl EffectExecutor {
                 }
             }
         }
-        Ok(Round::Done(EffectResult::from_record(&record)))
+        Ok(Round::Done(
+            EffectResult::from_record(&record).in_progress_if_active(),
+        ))
     }
 
-    /// Invokes the handler under a claimed lease and records what happened.
+    /// Invokes the handler under a claimed lease and records what happened;
+    /// also says whether the way the dispatch ended allows an automatic retry.
     fn dispatch(
         &self,
         call: &Call<'_>,
         record: &EffectRecord,
         claim: &Claim,
         first_round: bool,
-    ) -> Result<Round, ExecError> {
+    ) -> Result<(Round, bool), ExecError> {
         let id = call.id();
         let token = claim.owner_token.as_str();
         tracing::info!(operation_id = id, attempt = record.attempts, "dispatching");
@@ -322,14 +354,17 @@ impl EffectExecutor {
                         error: format!("provider definitively rejected the effect: {reason}"),
                     },
                 )?;
-                return Ok(Round::Done(EffectResult::from_record(&rejected.record)));
+                return Ok((
+                    Round::Done(EffectResult::from_record(&rejected.record)),
+                    false,
+                ));
             }
             HandlerOutcome::Returned(Ok(output)) => match self.check_postcondition(call, &output) {
                 None => {
                     let confirmation = Confirmation {
                         output,
                         provider_operation_id: None,
-                        evidence: evidence_of([("source", "handler_return".into())]),
+                        evidence: evidence_of([(SOURCE, SOURCE_HANDLER_RETURN.into())]),
                     };
                     let confirmed = self.apply(
                         id,
@@ -338,22 +373,28 @@ impl EffectExecutor {
                             confirmation,
                         },
                     )?;
-                    return self.after_finalize(call, confirmed);
+                    return Ok((self.after_finalize(call, confirmed), false));
                 }
                 Some(failure) => (
                     failure,
-                    evidence_of([("postcondition", "failed".into())]),
+                    evidence_of([(POSTCONDITION, "failed".into())]),
                     false,
                 ),
             },
             HandlerOutcome::Returned(Err(err)) => (
                 format!("handler output cannot be stored as JSON: {err}"),
-                evidence_of([("dispatch_interruption", "unstorable_output".into())]),
+                evidence_of([(
+                    DISPATCH_INTERRUPTION,
+                    INTERRUPTED_BY_UNSTORABLE_OUTPUT.into(),
+                )]),
                 false,
             ),
             HandlerOutcome::Failed(message) => (
                 message,
-                evidence_of([("dispatch_interruption", "handler_exception".into())]),
+                evidence_of([(
+                    DISPATCH_INTERRUPTION,
+                    INTERRUPTED_BY_HANDLER_EXCEPTION.into(),
+                )]),
                 first_round,
             ),
             HandlerOutcome::TimedOut => (
@@ -362,8 +403,8 @@ impl EffectExecutor {
                     call.deadline.unwrap_or_default()
                 ),
                 evidence_of([
-                    ("handler_may_still_be_running", true.into()),
-                    ("dispatch_interruption", "handler_timeout".into()),
+                    (HANDLER_MAY_STILL_BE_RUNNING, true.into()),
+                    (DISPATCH_INTERRUPTION, INTERRUPTED_BY_HANDLER_TIMEOUT.into()),
                 ]),
                 first_round,
             ),
@@ -377,24 +418,22 @@ impl EffectExecutor {
             },
         )?;
         if !unknown.applied {
-            return self.after_finalize(call, unknown);
+            return Ok((self.after_finalize(call, unknown), retry_allowed));
         }
-        match self.reconcile_record(call, unknown.record, retry_allowed)? {
-            Reconciled::Settled(settled) => Ok(Round::Done(EffectResult::from_record(&settled))),
-            Reconciled::RetryAuthorized(prepared) if first_round => Ok(Round::Retry(prepared)),
+        let round = match self.reconcile_record(call, unknown.record, retry_allowed)? {
+            Reconciled::Settled(settled) => Round::Done(EffectResult::from_record(&settled)),
+            Reconciled::RetryAuthorized(prepared) if first_round => Round::Retry(prepared),
             Reconciled::RetryAuthorized(prepared) => {
-                Ok(Round::Done(EffectResult::from_record(&prepared)))
+                Round::Done(EffectResult::from_record(&prepared))
             }
-        }
+            Reconciled::Stale(current) => Round::Again(current),
+        };
+        Ok((round, retry_allowed))
     }
 
     /// After a finalizing write by the owner: report it, or, when the lease was
     /// taken over meanwhile, report what the ledger now says.
-    fn after_finalize(
-        &self,
-        call: &Call<'_>,
-        outcome: TransitionOutcome,
-    ) -> Result<Round, ExecError> {
+    fn after_finalize(&self, call: &Call<'_>, outcome: TransitionOutcome) -> Round {
         if !outcome.applied {
             tracing::warn!(
                 operation_id = call.id(),
@@ -402,7 +441,7 @@ impl EffectExecutor {
                 "dispatch lease was taken over; this caller cannot finalize"
             );
         }
-        Ok(Round::Done(EffectResult::from_record(&outcome.record)))
+        Round::Done(EffectResult::from_record(&outcome.record).in_progress_if_active())
     }
 
     /// `None` when the output satisfies the postcondition (or there is none),

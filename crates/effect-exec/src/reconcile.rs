@@ -1,8 +1,12 @@
 //! Reconciliation of uncertain operations (SPEC §6) and audited manual resolution.
 
+use effect_core::evidence::{
+    POSTCONDITION, PROBE_ERROR, PROBE_STATUS, RETRY_BASIS, RETRY_BASIS_GUARANTEED_KEY,
+    RETRY_BASIS_PROBE_NOT_COMMITTED,
+};
 use effect_core::{
-    Confirmation, EffectContract, EffectRecord, EffectResult, Evidence, LedgerError, ManualAction,
-    ManualResolution, ProbeStatus, Transition, UnknownOutcomePolicy,
+    Confirmation, EffectContract, EffectRecord, EffectResult, EffectStatus, Evidence, Guard,
+    LedgerError, ManualAction, ManualResolution, ProbeStatus, Transition, UnknownOutcomePolicy,
 };
 use serde::Serialize;
 use serde_json::Value;
@@ -17,7 +21,15 @@ pub(crate) enum Reconciled {
     Settled(EffectRecord),
     /// A retry was authorized; the record is `prepared`.
     RetryAuthorized(EffectRecord),
+    /// The record changed while the probe was asked (another caller moved
+    /// it on), so nothing was applied; this is the current record, and the
+    /// caller's round continues from it.
+    Stale(EffectRecord),
 }
+
+/// How many times [`EffectExecutor::reconcile`] starts again after another
+/// caller changed the record under it, before it reports what it sees.
+const RECONCILE_ROUNDS: usize = 16;
 
 const NO_BASIS: &str =
     "no authoritative outcome probe or provider idempotency guarantee is available";
@@ -52,17 +64,22 @@ impl EffectExecutor {
             invoke: &invoke,
         };
         let mut record = self.get(call.id())?;
-        if record.status == effect_core::EffectStatus::Dispatched {
-            // A dispatch whose lease ended (a crashed worker) is uncertain too.
-            record = self.apply(call.id(), Transition::ExpireLease)?.record;
+        for _ in 0..RECONCILE_ROUNDS {
+            if record.status == EffectStatus::Dispatched {
+                // A dispatch whose lease ended (a crashed worker) is uncertain too.
+                record = self.apply(call.id(), Transition::ExpireLease)?.record;
+            }
+            if !record.status.is_uncertain() {
+                break;
+            }
+            record = match self.reconcile_record(&call, record, true)? {
+                Reconciled::Settled(record) | Reconciled::RetryAuthorized(record) => {
+                    return Ok(EffectResult::from_record(&record));
+                }
+                Reconciled::Stale(current) => current,
+            };
         }
-        if !record.status.is_uncertain() {
-            return Ok(EffectResult::from_record(&record));
-        }
-        let settled = match self.reconcile_record(&call, record, true)? {
-            Reconciled::Settled(record) | Reconciled::RetryAuthorized(record) => record,
-        };
-        Ok(EffectResult::from_record(&settled))
+        Ok(EffectResult::from_record(&record).in_progress_if_active())
     }
 
     /// SPEC §6 on a record in `outcome_unknown` or `quarantined`.
@@ -76,7 +93,14 @@ impl EffectExecutor {
         let guaranteed =
             contract.provider_idempotency_guaranteed() && record.provider_idempotency_key.is_some();
         let guaranteed_retry = guaranteed && idempotent_retry_allowed;
-        let retry_basis = evidence_of([("retry_basis", "provider_idempotency_guaranteed".into())]);
+        let retry_basis = evidence_of([(RETRY_BASIS, RETRY_BASIS_GUARANTEED_KEY.into())]);
+        // The probe's answer is about the record as it is now: everything
+        // applied on its strength is conditional on the record not changing
+        // meanwhile (another caller's retry would make the answer stale).
+        let read = Decided {
+            call,
+            guard: Guard::unchanged(&record),
+        };
         let probed = call.invoke.probe(
             contract,
             call.arguments(),
@@ -84,39 +108,38 @@ impl EffectExecutor {
         );
         let Some(probed) = probed else {
             return if guaranteed_retry {
-                self.reset(call, retry_basis)
+                self.reset(&read, retry_basis)
             } else {
-                self.apply_policy(call, NO_BASIS, Evidence::new())
+                self.apply_policy(&read, NO_BASIS, Evidence::new())
             };
         };
         let probe = match probed {
             Ok(probe) => probe,
             Err(err) => {
-                let mut evidence = evidence_of([("probe_error", err.message().into())]);
+                let mut evidence = evidence_of([(PROBE_ERROR, err.message().into())]);
                 return if guaranteed_retry {
                     evidence.extend(retry_basis);
-                    self.reset(call, evidence)
+                    self.reset(&read, evidence)
                 } else {
-                    self.apply_policy(call, &format!("outcome probe failed: {err}"), evidence)
+                    self.apply_policy(&read, &format!("outcome probe failed: {err}"), evidence)
                 };
             }
         };
         tracing::info!(operation_id = call.id(), probe_status = %probe.status, "outcome probed");
         let mut evidence = probe.evidence.clone();
-        evidence.insert("probe_status".into(), probe.status.as_str().into());
+        evidence.insert(PROBE_STATUS.into(), probe.status.as_str().into());
         match probe.status {
             ProbeStatus::Committed => {
                 let output = probe.output.unwrap_or(Value::Null);
                 if let Some(failure) = self.check_postcondition(call, &output) {
-                    evidence.insert("postcondition".into(), "failed".into());
-                    let quarantined = self.apply(
-                        call.id(),
+                    evidence.insert(POSTCONDITION.into(), "failed".into());
+                    return self.settle(
+                        &read,
                         Transition::Quarantine {
                             error: failure,
                             evidence,
                         },
-                    )?;
-                    return Ok(Reconciled::Settled(quarantined.record));
+                    );
                 }
                 let confirmation = Confirmation {
                     output,
@@ -127,22 +150,21 @@ impl EffectExecutor {
                     owner_token: None,
                     confirmation,
                 };
-                match self.ledger.apply(call.id(), &transition) {
-                    Ok(confirmed) => Ok(Reconciled::Settled(confirmed.record)),
+                match self.ledger.apply(call.id(), &read.guarded(transition)) {
+                    Ok(confirmed) => Ok(read.reconciled(confirmed, Reconciled::Settled)),
                     // The output could not be stored: keep the operation uncertain
                     // rather than report a result that was never recorded.
                     Err(err) if is_unstorable(&err) => {
-                        let evidence = evidence_of([("probe_status", "committed".into())]);
+                        let evidence = evidence_of([(PROBE_STATUS, "committed".into())]);
                         let message = format!("probe output cannot be stored: {err}");
-                        let unknown = self.apply(
-                            call.id(),
+                        self.settle(
+                            &read,
                             Transition::MarkOutcomeUnknown {
                                 owner_token: None,
                                 error: message,
                                 evidence,
                             },
-                        )?;
-                        Ok(Reconciled::Settled(unknown.record))
+                        )
                     }
                     Err(source) => Err(ExecError::Ledger {
                         operation_id: call.id().to_owned(),
@@ -151,41 +173,42 @@ impl EffectExecutor {
                 }
             }
             ProbeStatus::NotCommitted => {
-                let may_still_run = record
-                    .evidence
-                    .get("handler_may_still_be_running")
-                    .and_then(Value::as_bool)
-                    .unwrap_or(false);
-                if may_still_run && !guaranteed {
+                if record.handler_may_still_be_running() && !guaranteed {
                     self.apply_policy(
-                        call,
+                        &read,
                         "provider reports not committed, but a previous handler may still dispatch the request",
                         evidence,
                     )
                 } else {
-                    evidence.insert("retry_basis".into(), "probe_not_committed".into());
-                    self.reset(call, evidence)
+                    evidence.insert(RETRY_BASIS.into(), RETRY_BASIS_PROBE_NOT_COMMITTED.into());
+                    // Without a guaranteed key the retry also rests on no
+                    // handler still running, read again where the reset is written.
+                    let read = if guaranteed {
+                        read
+                    } else {
+                        Decided {
+                            call,
+                            guard: read.guard.no_running_handler(),
+                        }
+                    };
+                    self.reset(&read, evidence)
                 }
             }
-            ProbeStatus::Pending => {
-                let unknown = self.apply(
-                    call.id(),
-                    Transition::MarkOutcomeUnknown {
-                        owner_token: None,
-                        error: "provider reports that the external operation is still pending"
-                            .into(),
-                        evidence,
-                    },
-                )?;
-                Ok(Reconciled::Settled(unknown.record))
-            }
+            ProbeStatus::Pending => self.settle(
+                &read,
+                Transition::MarkOutcomeUnknown {
+                    owner_token: None,
+                    error: "provider reports that the external operation is still pending".into(),
+                    evidence,
+                },
+            ),
             ProbeStatus::Unknown => {
                 if guaranteed_retry {
                     evidence.extend(retry_basis);
-                    self.reset(call, evidence)
+                    self.reset(&read, evidence)
                 } else {
                     self.apply_policy(
-                        call,
+                        &read,
                         "outcome probe could not determine the outcome",
                         evidence,
                     )
@@ -194,23 +217,31 @@ impl EffectExecutor {
         }
     }
 
-    fn reset(&self, call: &Call<'_>, evidence: Evidence) -> Result<Reconciled, ExecError> {
-        let reset = self.apply(call.id(), Transition::ResetForRetry { evidence })?;
-        Ok(if reset.applied {
-            Reconciled::RetryAuthorized(reset.record)
-        } else {
-            // Someone else settled it meanwhile; report what it is now.
-            Reconciled::Settled(reset.record)
-        })
+    fn reset(&self, read: &Decided<'_, '_>, evidence: Evidence) -> Result<Reconciled, ExecError> {
+        let reset = self.apply(
+            read.call.id(),
+            read.guarded(Transition::ResetForRetry { evidence }),
+        )?;
+        Ok(read.reconciled(reset, Reconciled::RetryAuthorized))
+    }
+
+    /// Applies a transition that settles the round, if the record is unchanged.
+    fn settle(
+        &self,
+        read: &Decided<'_, '_>,
+        transition: Transition,
+    ) -> Result<Reconciled, ExecError> {
+        let outcome = self.apply(read.call.id(), read.guarded(transition))?;
+        Ok(read.reconciled(outcome, Reconciled::Settled))
     }
 
     fn apply_policy(
         &self,
-        call: &Call<'_>,
+        read: &Decided<'_, '_>,
         error: &str,
         evidence: Evidence,
     ) -> Result<Reconciled, ExecError> {
-        let transition = match call.contract.unknown_outcome() {
+        let transition = match read.call.contract.unknown_outcome() {
             UnknownOutcomePolicy::Quarantine => Transition::Quarantine {
                 error: error.to_owned(),
                 evidence,
@@ -221,9 +252,7 @@ impl EffectExecutor {
                 evidence,
             },
         };
-        Ok(Reconciled::Settled(
-            self.apply(call.id(), transition)?.record,
-        ))
+        self.settle(read, transition)
     }
 
     /// Applies an operator's audited decision: only from `outcome_unknown` or
@@ -293,6 +322,37 @@ impl EffectExecutor {
             operation_id,
             &audit.into_resolution(ManualAction::AuthorizeRetry),
         )
+    }
+}
+
+/// A decision taken on one read of a record: applied only while that read holds.
+struct Decided<'c, 'a> {
+    call: &'c Call<'a>,
+    guard: Guard,
+}
+
+impl Decided<'_, '_> {
+    fn guarded(&self, transition: Transition) -> Transition {
+        Transition::Guarded(self.guard.clone(), Box::new(transition))
+    }
+
+    /// `applied` as `done`; a guard that no longer held as [`Reconciled::Stale`].
+    fn reconciled(
+        &self,
+        outcome: effect_core::TransitionOutcome,
+        done: fn(EffectRecord) -> Reconciled,
+    ) -> Reconciled {
+        if outcome.applied {
+            done(outcome.record)
+        } else {
+            tracing::info!(
+                operation_id = self.call.id(),
+                status = %outcome.record.status,
+                attempt = outcome.record.attempts,
+                "record changed while reconciling; starting the round again"
+            );
+            Reconciled::Stale(outcome.record)
+        }
     }
 }
 

@@ -3,7 +3,7 @@
 use std::fmt;
 use std::time::{Duration, SystemTime};
 
-use effect_core::transition::{Plan, plan};
+use effect_core::transition::{Plan, WriteKind, plan};
 use effect_core::{
     EffectLedger, EffectRecord, EffectStatus, LedgerError, LedgerEvent, LedgerStats, ListQuery,
     Transition, TransitionOutcome,
@@ -128,7 +128,7 @@ impl PostgresLedger {
         if let Some(write) = write {
             let params = RecordParams::new(&outcome.record)?;
             let bound = params.bind(&outcome.record);
-            if write.insert {
+            if write.kind == WriteKind::Insert {
                 let inserted = tx
                     .execute(&sql.insert_record, &bound)
                     .map_err(pg("inserting an operation"))?;
@@ -148,7 +148,7 @@ impl PostgresLedger {
                     )));
                 }
             }
-            if !write.events.is_empty() {
+            if write.kind == WriteKind::Transition {
                 // Appends are ordered by a per-schema lock held until commit, so
                 // sequences become visible in order and an `events_after`
                 // cursor never skips an event committed late.

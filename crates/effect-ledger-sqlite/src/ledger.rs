@@ -5,7 +5,7 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use effect_core::transition::{self, Plan, Transition, TransitionOutcome};
+use effect_core::transition::{self, Plan, Transition, TransitionOutcome, WriteKind};
 use effect_core::{
     Clock, EffectLedger, EffectRecord, EffectStatus, LedgerError, LedgerEvent, LedgerStats,
     ListQuery,
@@ -371,12 +371,18 @@ pub(crate) fn write_plan(
             Some((first, last))
         }
     };
-    let how = match (write.insert, sequences) {
-        (true, sequences) => RecordWrite::Insert {
+    let how = match (write.kind, sequences) {
+        (WriteKind::Insert, sequences) => RecordWrite::Insert {
             last_event: sequences.map(|(_, last)| last),
         },
-        (false, Some((_, last_event))) => RecordWrite::Transition { last_event },
-        (false, None) => RecordWrite::InPlace,
+        (WriteKind::Transition, Some((_, last_event))) => RecordWrite::Transition { last_event },
+        (WriteKind::InPlace, None) => RecordWrite::InPlace,
+        (kind, _) => {
+            return Err(LedgerError::backend(
+                format!("a {kind:?} write with {} events", write.events.len()),
+                None,
+            ));
+        }
     };
     // The record first: its events reference it.
     write_record(conn, &plan.outcome.record, how)?;

@@ -8,6 +8,7 @@ mod properties;
 mod provider;
 mod resolution;
 mod scenarios;
+mod stale;
 
 use std::sync::Arc;
 

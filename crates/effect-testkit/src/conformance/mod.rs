@@ -40,6 +40,7 @@ use effect_core::EffectLedger;
 mod data;
 mod dispatch;
 mod finalize;
+mod guards;
 mod harness;
 mod manual;
 mod prepare;
@@ -58,6 +59,10 @@ pub use finalize::{
     mark_rejected_guards, mark_unknown_by_owner, mark_unknown_by_owner_guards,
     mark_unknown_without_owner, quarantine_only_from_uncertain,
     reset_for_retry_only_from_uncertain,
+};
+pub use guards::{
+    guarded_reset_waits_for_running_handler, guarded_transition_inputs,
+    stale_reconciliation_is_refused, unresolved_repeats_write_nothing,
 };
 pub use manual::{
     manual_authorize_retry, manual_confirm, manual_only_from_uncertain, manual_reject,
@@ -197,6 +202,19 @@ pub const CHECKS: &[NamedCheck] = &[
     ("list_filters_by_status", list_filters_by_status),
     ("events_after_pages", events_after_pages),
     ("stats_counts", stats_counts),
+    (
+        "stale_reconciliation_is_refused",
+        stale_reconciliation_is_refused,
+    ),
+    (
+        "guarded_reset_waits_for_running_handler",
+        guarded_reset_waits_for_running_handler,
+    ),
+    ("guarded_transition_inputs", guarded_transition_inputs),
+    (
+        "unresolved_repeats_write_nothing",
+        unresolved_repeats_write_nothing,
+    ),
     ("large_output_round_trips", large_output_round_trips),
     (
         "unusual_operation_ids_round_trip",

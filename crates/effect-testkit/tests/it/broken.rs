@@ -56,6 +56,15 @@ enum Bug {
     StatsMissingZeros,
     TruncatesLargeOutput,
     TrimsIds,
+    /// Applies a guarded transition without checking its guard.
+    IgnoresGuard,
+    /// Checks the revision of a guarded transition but not `no_running_handler`.
+    IgnoresRunningHandler,
+    /// Accepts a guarded prepare.
+    GuardedPrepareAllowed,
+    /// Appends an event for every uncertain transition, even a repeat, and
+    /// renews `updated_at`.
+    RepeatsWrite,
 }
 
 /// For each check, a bug it must catch.
@@ -159,6 +168,13 @@ const CAUGHT_BY: &[(&str, Bug)] = &[
     ("stats_counts", Bug::StatsMissingZeros),
     ("large_output_round_trips", Bug::TruncatesLargeOutput),
     ("unusual_operation_ids_round_trip", Bug::TrimsIds),
+    ("stale_reconciliation_is_refused", Bug::IgnoresGuard),
+    (
+        "guarded_reset_waits_for_running_handler",
+        Bug::IgnoresRunningHandler,
+    ),
+    ("guarded_transition_inputs", Bug::GuardedPrepareAllowed),
+    ("unresolved_repeats_write_nothing", Bug::RepeatsWrite),
 ];
 
 #[test]
@@ -454,6 +470,35 @@ impl Mutant {
                 };
                 inner.prepare(id, &op)?;
                 inner.apply(id, t)
+            }
+            (Bug::IgnoresGuard, Transition::Guarded(_, inner_transition)) => {
+                inner.apply(id, inner_transition)
+            }
+            (Bug::IgnoresRunningHandler, Transition::Guarded(guard, inner_transition))
+                if current
+                    .as_ref()
+                    .is_some_and(|r| r.revision() == guard.revision) =>
+            {
+                inner.apply(id, inner_transition)
+            }
+            (Bug::GuardedPrepareAllowed, Transition::Guarded(_, inner_transition))
+                if matches!(**inner_transition, Transition::Prepare(_)) =>
+            {
+                inner.apply(id, inner_transition)
+            }
+            (Bug::RepeatsWrite, Transition::Quarantine { error, evidence })
+                if status == Some(EffectStatus::Quarantined) =>
+            {
+                // Make the repeat look new: a fresh evidence entry each time.
+                let mut evidence = evidence.clone();
+                evidence.insert("repeat".into(), json!(inner.events(id)?.len()));
+                inner.apply(
+                    id,
+                    &Transition::Quarantine {
+                        error: error.clone(),
+                        evidence,
+                    },
+                )
             }
             _ => inner.apply(id, t),
         }

@@ -1,0 +1,25 @@
+//! The event types a transition appends (see [`LedgerEvent`](crate::LedgerEvent)).
+//!
+//! These strings are stored, and the Python package writes and reads the same
+//! ones, so they never change.
+
+/// The operation was created.
+pub const PREPARED: &str = "prepared";
+/// A caller claimed the dispatch lease.
+pub const DISPATCHED: &str = "dispatched";
+/// The effect happened.
+pub const CONFIRMED: &str = "confirmed";
+/// The provider definitively refused the effect.
+pub const REJECTED: &str = "rejected";
+/// The outcome is uncertain.
+pub const OUTCOME_UNKNOWN: &str = "outcome_unknown";
+/// The operation was parked for an operator.
+pub const QUARANTINED: &str = "quarantined";
+/// Another dispatch was allowed by reconciliation.
+pub const RETRY_AUTHORIZED: &str = "retry_authorized";
+/// An operator confirmed the effect.
+pub const MANUALLY_CONFIRMED: &str = "manually_confirmed";
+/// An operator rejected the effect.
+pub const MANUALLY_REJECTED: &str = "manually_rejected";
+/// An operator allowed another dispatch.
+pub const MANUAL_RETRY_AUTHORIZED: &str = "manual_retry_authorized";

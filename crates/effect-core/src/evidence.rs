@@ -1,0 +1,42 @@
+//! The evidence keys and values the safety rules read and write.
+//!
+//! Evidence is a JSON object on each record (see [`Evidence`](crate::Evidence)).
+//! Most of it is free-form (a probe's own evidence, an operator's reason), but
+//! these entries decide what reconciliation may do, so every crate spells them
+//! through these constants.
+
+/// `true` when a previous handler may still send its request: its deadline
+/// passed or its lease expired. A `not_committed` probe then does not
+/// authorize a retry unless the provider key is guaranteed idempotent.
+pub const HANDLER_MAY_STILL_BE_RUNNING: &str = "handler_may_still_be_running";
+
+/// How a dispatch ended without an outcome: one of the `INTERRUPTED_*` values.
+pub const DISPATCH_INTERRUPTION: &str = "dispatch_interruption";
+/// The handler returned an error.
+pub const INTERRUPTED_BY_HANDLER_EXCEPTION: &str = "handler_exception";
+/// The handler missed its deadline.
+pub const INTERRUPTED_BY_HANDLER_TIMEOUT: &str = "handler_timeout";
+/// The dispatch lease expired before an outcome was recorded.
+pub const INTERRUPTED_BY_LEASE_EXPIRY: &str = "lease_expired";
+/// The handler's output could not be stored.
+pub const INTERRUPTED_BY_UNSTORABLE_OUTPUT: &str = "unstorable_output";
+
+/// Why a retry was authorized: one of the `RETRY_BASIS_*` values.
+pub const RETRY_BASIS: &str = "retry_basis";
+/// The provider's documented idempotency key covers the repeat.
+pub const RETRY_BASIS_GUARANTEED_KEY: &str = "provider_idempotency_guaranteed";
+/// An authoritative probe said the request did not commit.
+pub const RETRY_BASIS_PROBE_NOT_COMMITTED: &str = "probe_not_committed";
+
+/// The probe's verdict that a transition rests on.
+pub const PROBE_STATUS: &str = "probe_status";
+/// Why the probe itself failed.
+pub const PROBE_ERROR: &str = "probe_error";
+/// `"failed"` when an output did not satisfy the contract's postcondition.
+pub const POSTCONDITION: &str = "postcondition";
+/// Where a confirmation came from (`"handler_return"`).
+pub const SOURCE: &str = "source";
+/// A confirmation from the handler's own return value.
+pub const SOURCE_HANDLER_RETURN: &str = "handler_return";
+/// The kind of an operator's decision (`manual_confirmation`, ...).
+pub const RESOLUTION: &str = "resolution";
