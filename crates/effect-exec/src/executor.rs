@@ -287,7 +287,7 @@ impl EffectExecutor {
                 }
                 EffectStatus::OutcomeUnknown | EffectStatus::Quarantined => {
                     let retry_allowed = retry_after_dispatch.unwrap_or(true);
-                    match self.reconcile_record(call, record, retry_allowed)? {
+                    match self.reconcile_record(call, record, retry_allowed, retry_allowed)? {
                         Reconciled::Settled(settled) => {
                             return Ok(Round::Done(EffectResult::from_record(&settled)));
                         }
@@ -420,14 +420,16 @@ impl EffectExecutor {
         if !unknown.applied {
             return Ok((self.after_finalize(call, unknown), retry_allowed));
         }
-        let round = match self.reconcile_record(call, unknown.record, retry_allowed)? {
-            Reconciled::Settled(settled) => Round::Done(EffectResult::from_record(&settled)),
-            Reconciled::RetryAuthorized(prepared) if first_round => Round::Retry(prepared),
-            Reconciled::RetryAuthorized(prepared) => {
-                Round::Done(EffectResult::from_record(&prepared))
-            }
-            Reconciled::Stale(current) => Round::Again(current),
-        };
+        let dispatch_follows = retry_allowed && first_round;
+        let round =
+            match self.reconcile_record(call, unknown.record, retry_allowed, dispatch_follows)? {
+                Reconciled::Settled(settled) => Round::Done(EffectResult::from_record(&settled)),
+                Reconciled::RetryAuthorized(prepared) if first_round => Round::Retry(prepared),
+                Reconciled::RetryAuthorized(prepared) => {
+                    Round::Done(EffectResult::from_record(&prepared))
+                }
+                Reconciled::Stale(current) => Round::Again(current),
+            };
         Ok((round, retry_allowed))
     }
 

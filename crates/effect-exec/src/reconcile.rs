@@ -72,7 +72,7 @@ impl EffectExecutor {
             if !record.status.is_uncertain() {
                 break;
             }
-            record = match self.reconcile_record(&call, record, true)? {
+            record = match self.reconcile_record(&call, record, true, true)? {
                 Reconciled::Settled(record) | Reconciled::RetryAuthorized(record) => {
                     return Ok(EffectResult::from_record(&record));
                 }
@@ -83,11 +83,19 @@ impl EffectExecutor {
     }
 
     /// SPEC §6 on a record in `outcome_unknown` or `quarantined`.
+    ///
+    /// `idempotent_retry_allowed`: a guaranteed provider key may authorize
+    /// the retry. `dispatch_follows`: the caller will dispatch the retry it
+    /// authorizes. When it will not (its call has used its dispatches), a
+    /// retry is not authorized now: the record stays as it is, uncertain, and
+    /// the next call reconciles it again, so no call ends holding a
+    /// `prepared` record that nobody is dispatching.
     pub(crate) fn reconcile_record(
         &self,
         call: &Call<'_>,
         record: EffectRecord,
         idempotent_retry_allowed: bool,
+        dispatch_follows: bool,
     ) -> Result<Reconciled, ExecError> {
         let contract = call.contract;
         let guaranteed =
@@ -100,6 +108,8 @@ impl EffectExecutor {
         let read = Decided {
             call,
             guard: Guard::unchanged(&record),
+            record: &record,
+            dispatch_follows,
         };
         let probed = call.invoke.probe(
             contract,
@@ -187,8 +197,8 @@ impl EffectExecutor {
                         read
                     } else {
                         Decided {
-                            call,
-                            guard: read.guard.no_running_handler(),
+                            guard: read.guard.clone().no_running_handler(),
+                            ..read
                         }
                     };
                     self.reset(&read, evidence)
@@ -218,6 +228,13 @@ impl EffectExecutor {
     }
 
     fn reset(&self, read: &Decided<'_, '_>, evidence: Evidence) -> Result<Reconciled, ExecError> {
+        if !read.dispatch_follows {
+            tracing::info!(
+                operation_id = read.call.id(),
+                "a retry would be safe; left to the next call"
+            );
+            return Ok(Reconciled::Settled(read.record.clone()));
+        }
         let reset = self.apply(
             read.call.id(),
             read.guarded(Transition::ResetForRetry { evidence }),
@@ -329,6 +346,10 @@ impl EffectExecutor {
 struct Decided<'c, 'a> {
     call: &'c Call<'a>,
     guard: Guard,
+    /// The record the decision is made on.
+    record: &'c EffectRecord,
+    /// Whether the caller dispatches a retry this decision authorizes.
+    dispatch_follows: bool,
 }
 
 impl Decided<'_, '_> {

@@ -65,17 +65,22 @@ fn failure_before_commit_negative_probe_allows_one_retry() {
 fn repeated_failures_before_commit_retry_only_once() {
     let provider = FakeProvider::new(false).script(&[Fault::BeforeCommit, Fault::BeforeCommit]);
     let ledger = ledger();
-    let result = executor(&ledger)
-        .execute(
-            &contract(&provider, PROBE_ONLY),
-            &invoice("INV-2b"),
-            handler(&provider),
-        )
+    let exec = executor(&ledger);
+    let c = contract(&provider, PROBE_ONLY);
+    let result = exec
+        .execute(&c, &invoice("INV-2b"), handler(&provider))
         .unwrap();
-    // The second failure is reconciled without another automatic dispatch; the
-    // negative probe leaves it authorized for a later execution.
-    assert_eq!(result.status, EffectStatus::Prepared);
+    // The second failure is reconciled without another dispatch: the call
+    // ends with an uncertain status (never a `prepared` record nobody
+    // dispatches), and the next call's probe authorizes the retry.
+    assert_eq!(result.status, EffectStatus::OutcomeUnknown);
+    assert!(!result.in_progress);
     assert_eq!((provider.handler_calls(), provider.committed()), (2, 0));
+    let again = exec
+        .execute(&c, &invoice("INV-2b"), handler(&provider))
+        .unwrap();
+    assert!(again.is_confirmed());
+    assert_eq!((provider.handler_calls(), provider.committed()), (3, 1));
 }
 
 #[test]

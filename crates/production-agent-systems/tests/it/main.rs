@@ -2,6 +2,7 @@
 //! across reopenings and process deaths.
 #![allow(clippy::unwrap_used)] // Tests unwrap: a panic is a failing test with its message.
 
+mod chaos;
 mod crash;
 mod provider;
 mod reopen;
