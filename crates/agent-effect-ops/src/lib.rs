@@ -35,6 +35,6 @@ mod table;
 mod timestamp;
 pub mod view;
 
-pub use cli::{AuditArgs, Cli, Command, Format, Since};
+pub use cli::{AuditArgs, Cli, Command, Format, Since, usage_line};
 pub use commands::run;
 pub use error::{Exit, InputError, is_broken_pipe};

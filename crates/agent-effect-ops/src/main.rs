@@ -13,8 +13,15 @@ fn main() -> ExitCode {
     let cli = match Cli::try_parse() {
         Ok(cli) => cli,
         Err(err) => {
-            // Usage errors go to stderr with exit code 2; --help and --version to stdout with 0.
-            let _ = err.print();
+            // --help and --version go to stdout with exit code 0; a usage
+            // error is one line on stderr (clap's first line, without its
+            // blank line and "For more information" hint) with exit code 2.
+            if err.use_stderr() {
+                let rendered = err.render().to_string();
+                eprintln!("{}", agent_effect_ops::usage_line(&rendered));
+            } else {
+                let _ = err.print();
+            }
             return ExitCode::from(u8::try_from(err.exit_code()).unwrap_or(Exit::Usage.code()));
         }
     };

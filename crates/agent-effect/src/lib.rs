@@ -44,5 +44,5 @@ mod cli;
 mod commands;
 mod store;
 
-pub use cli::{Cli, ContractArg, Format, LedgerArg};
+pub use cli::{Cli, ContractArg, Format, LedgerArg, usage_line};
 pub use commands::{CliError, Outcome, run};

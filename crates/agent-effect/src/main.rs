@@ -6,7 +6,19 @@ use std::process::ExitCode;
 use clap::Parser;
 
 fn main() -> ExitCode {
-    let cli = agent_effect::Cli::parse();
+    let cli = match agent_effect::Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(err) if err.use_stderr() => {
+            // One line, as the help promises: clap's first line only.
+            let rendered = err.render().to_string();
+            eprintln!("{}", agent_effect::usage_line(&rendered));
+            return ExitCode::from(2);
+        }
+        Err(err) => {
+            let _ = err.print();
+            return ExitCode::SUCCESS;
+        }
+    };
     let stdout = std::io::stdout();
     match agent_effect::run(&cli, &mut stdout.lock()) {
         Ok(outcome) => outcome.exit_code(),

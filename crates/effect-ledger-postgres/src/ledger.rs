@@ -92,6 +92,23 @@ impl PostgresLedger {
         })
     }
 
+    /// The `synchronous_commit` setting the ledger's transactions run with:
+    /// `on` whatever the server's default, so that every commit is durable on
+    /// the server before a caller is answered.
+    ///
+    /// # Errors
+    ///
+    /// [`LedgerError::Unavailable`] when no connection can be had.
+    pub fn synchronous_commit(&self) -> Result<String, LedgerError> {
+        let mut conn = self.connection()?;
+        let row = conn
+            .client
+            .query_one("SELECT current_setting('synchronous_commit')", &[])
+            .map_err(|err| from_pg("reading synchronous_commit", err))?;
+        row.try_get(0)
+            .map_err(|err| corrupt("synchronous_commit cannot be decoded".to_owned(), err))
+    }
+
     /// The schema holding this ledger's tables.
     pub fn schema(&self) -> &str {
         &self.schema.name

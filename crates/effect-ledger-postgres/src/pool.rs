@@ -35,6 +35,9 @@ impl fmt::Debug for Manager {
     }
 }
 
+/// Session settings every pooled connection runs with.
+pub(crate) const DURABLE_SESSION: &str = "SET synchronous_commit = on";
+
 impl Manager {
     pub(crate) fn new(config: postgres::Config, sql: Arc<Statements<String>>) -> Manager {
         Manager { config, sql }
@@ -47,6 +50,11 @@ impl r2d2::ManageConnection for Manager {
 
     fn connect(&self) -> Result<Connection, postgres::Error> {
         let mut client = self.config.connect(NoTls)?;
+        // Every commit of the ledger's own is durable before it is answered,
+        // whatever the server's or the role's default: a server running with
+        // `synchronous_commit = off` would otherwise lose acknowledged claims
+        // and confirmations in a crash, and a lost claim is a duplicate.
+        client.batch_execute(DURABLE_SESSION)?;
         let sql = self.sql.prepare(&mut client)?;
         Ok(Connection { client, sql })
     }

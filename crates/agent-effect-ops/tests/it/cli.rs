@@ -87,3 +87,22 @@ fn docs_commands_parse() {
         }
     }
 }
+
+#[test]
+fn usage_errors_are_one_line_with_exit_2() {
+    for args in [
+        &["--bogus"][..],
+        &["list"],
+        &["--db", "x.sqlite3", "confirm", "op"],
+    ] {
+        let output = crate::support::bin(args);
+        let (code, line) = crate::support::failure(&output);
+        assert_eq!(code, 2, "{args:?}");
+        assert!(!line.contains("--help"), "{args:?}: {line:?}");
+    }
+    let missing = crate::support::failure(&crate::support::bin(&["list"])).1;
+    assert!(
+        missing.contains("--db"),
+        "names the missing argument: {missing:?}"
+    );
+}

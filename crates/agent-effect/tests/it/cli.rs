@@ -146,3 +146,20 @@ fn a_directory_that_already_holds_a_ledger_is_refused() {
         stderr(&again)
     );
 }
+
+#[test]
+fn usage_errors_are_one_line_with_exit_2() {
+    for args in [
+        &["--bogus"][..],
+        &["--scenario"],
+        &["--matrix", "--scenario", "none"],
+    ] {
+        let output = agent_effect(args);
+        assert_eq!(output.status.code(), Some(2), "{args:?}");
+        let err = stderr(&output);
+        assert_eq!(err.lines().count(), 1, "{args:?}: {err:?}");
+        assert!(err.starts_with("error: "), "{args:?}: {err:?}");
+        assert!(!err.contains("--help"), "{args:?}: {err:?}");
+        assert!(output.stdout.is_empty());
+    }
+}

@@ -329,3 +329,42 @@ fn serialization_failures_are_retried() -> TestResult {
     }
     Err("50 races produced no serialization failure to observe".into())
 }
+
+#[test]
+fn commits_are_synchronous_whatever_the_server_default() -> TestResult {
+    let Some(url) = server_url("commits_are_synchronous_whatever_the_server_default") else {
+        return Ok(());
+    };
+    let schema = TestSchema::new(&url, "synchronous_commit")?;
+    // A role whose sessions start with synchronous_commit=off, as a server
+    // tuned for throughput might have it.
+    let role = format!("{}_async", schema.name);
+    let mut admin = schema.admin()?;
+    admin.batch_execute(&format!(
+        "DROP ROLE IF EXISTS {role}; CREATE ROLE {role} LOGIN SUPERUSER; \
+         ALTER ROLE {role} SET synchronous_commit = off"
+    ))?;
+    let mut config: postgres::Config = url.parse()?;
+    config.user(&role);
+    let mut plain = config.connect(postgres::NoTls)?;
+    let default: String = plain
+        .query_one("SELECT current_setting('synchronous_commit')", &[])?
+        .get(0);
+    assert_eq!(default, "off", "the role's sessions start asynchronous");
+    let role_url = format!(
+        "host={} port={} user={role} dbname={}",
+        match config.get_hosts().first() {
+            Some(postgres::config::Host::Tcp(host)) => host.clone(),
+            _ => "127.0.0.1".to_owned(),
+        },
+        config.get_ports().first().copied().unwrap_or(5432),
+        config.get_dbname().unwrap_or("postgres"),
+    );
+    let ledger = PostgresLedger::connect(&role_url, schema.options())?;
+    assert_eq!(ledger.synchronous_commit()?, "on");
+    ledger.prepare("op-1", &new_operation(1))?;
+    drop(ledger);
+    drop(plain);
+    admin.batch_execute(&format!("DROP OWNED BY {role}; DROP ROLE IF EXISTS {role}"))?;
+    Ok(())
+}
