@@ -23,7 +23,7 @@ use crate::dispatch::{HandlerOutcome, Invoke, SyncInvoke, call_guarded};
 use crate::error::{ExecError, HandlerError};
 use crate::heartbeat::LeaseKeeper;
 use crate::options::{CallOptions, ExecutorOptions};
-use crate::reconcile::Reconciled;
+use crate::reconcile::{Reconciled, is_unstorable};
 
 /// Executes effects through a ledger so that each operation is dispatched only
 /// when that is safe, and its outcome is recorded durably.
@@ -366,14 +366,30 @@ impl EffectExecutor {
                         provider_operation_id: None,
                         evidence: evidence_of([(SOURCE, SOURCE_HANDLER_RETURN.into())]),
                     };
-                    let confirmed = self.apply(
-                        id,
-                        Transition::MarkConfirmed {
-                            owner_token: Some(token.to_owned()),
-                            confirmation,
-                        },
-                    )?;
-                    return Ok((self.after_finalize(call, confirmed), false));
+                    let transition = Transition::MarkConfirmed {
+                        owner_token: Some(token.to_owned()),
+                        confirmation,
+                    };
+                    match self.ledger.apply(id, &transition) {
+                        Ok(confirmed) => return Ok((self.after_finalize(call, confirmed), false)),
+                        // The store refused the output (too large for it): the
+                        // effect happened, so record it as uncertain at once
+                        // rather than leave the dispatch to its lease.
+                        Err(err) if is_unstorable(&err) => (
+                            format!("handler output cannot be stored: {err}"),
+                            evidence_of([(
+                                DISPATCH_INTERRUPTION,
+                                INTERRUPTED_BY_UNSTORABLE_OUTPUT.into(),
+                            )]),
+                            false,
+                        ),
+                        Err(source) => {
+                            return Err(ExecError::Ledger {
+                                operation_id: id.to_owned(),
+                                source,
+                            });
+                        }
+                    }
                 }
                 Some(failure) => (
                     failure,

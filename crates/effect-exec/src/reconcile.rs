@@ -412,9 +412,8 @@ impl Audit {
     }
 }
 
-fn is_unstorable(err: &LedgerError) -> bool {
-    matches!(
-        err.kind(),
-        effect_core::LedgerErrorKind::InvalidInput | effect_core::LedgerErrorKind::Backend
-    )
+/// The store refused a value it cannot hold (too large, too deep): nothing
+/// was written, and the outcome must be recorded as uncertain instead.
+pub(crate) fn is_unstorable(err: &LedgerError) -> bool {
+    err.kind() == effect_core::LedgerErrorKind::InvalidInput
 }

@@ -165,7 +165,7 @@ impl PostgresLedger {
                     )));
                 }
             }
-            if write.kind == WriteKind::Transition {
+            if write.kind != WriteKind::InPlace {
                 // Appends are ordered by a per-schema lock held until commit, so
                 // sequences become visible in order and an `events_after`
                 // cursor never skips an event committed late.

@@ -16,12 +16,13 @@
 //! began, or hold the lock, the round starts again with `BEGIN IMMEDIATE`,
 //! planning every transition afresh on the latest state.
 
-use effect_core::transition::{Transition, TransitionOutcome};
+use effect_core::transition::{self, Plan, Transition, TransitionOutcome, WriteKind};
 use effect_core::{Clock, LedgerError};
 use rusqlite::Connection;
 
 use crate::error::ledger_error;
-use crate::ledger::{plan_in, write_plan};
+use crate::file::{FileChange, LedgerFile};
+use crate::row::{RecordWrite, insert_event, load, next_event_sequence, write_record};
 
 /// What a transition ended with.
 pub(crate) type Answer = Result<TransitionOutcome, LedgerError>;
@@ -32,13 +33,14 @@ pub(crate) type Answer = Result<TransitionOutcome, LedgerError>;
 pub(crate) fn write_batch(
     conn: &Connection,
     clock: &dyn Clock,
+    file: &LedgerFile,
     batch: &[(&str, &Transition)],
 ) -> Vec<Answer> {
     let mut answers: Vec<Option<Answer>> = batch.iter().map(|_| None).collect();
     let mut pending: Vec<usize> = (0..batch.len()).collect();
     let mut begin = Begin::Deferred;
     while !pending.is_empty() {
-        match write_once(conn, clock, batch, &pending, begin) {
+        match write_once(conn, clock, file, batch, &pending, begin) {
             Round::Contended => begin = Begin::Immediate,
             Round::Committed(outcomes) => {
                 for (&i, answer) in pending.iter().zip(outcomes) {
@@ -56,6 +58,12 @@ pub(crate) fn write_batch(
             Round::Aborted { at, error } => {
                 answers[pending[at]] = Some(Err(error));
                 pending.remove(at);
+            }
+            Round::FileChanged(change) => {
+                for &i in &pending {
+                    answers[i] = Some(Err(file.refusal(change)));
+                }
+                pending.clear();
             }
         }
     }
@@ -86,6 +94,8 @@ enum Round {
     /// connection holds it, or committed since this one's read began):
     /// nothing was written; plan again under `BEGIN IMMEDIATE`.
     Contended,
+    /// The ledger file was deleted or replaced: the round was rolled back.
+    FileChanged(FileChange),
 }
 
 /// How a round's transaction starts.
@@ -100,6 +110,7 @@ enum Begin {
 fn write_once(
     conn: &Connection,
     clock: &dyn Clock,
+    file: &LedgerFile,
     batch: &[(&str, &Transition)],
     pending: &[usize],
     begin: Begin,
@@ -151,10 +162,91 @@ fn write_once(
             Err(error) => return Round::Aborted { at, error },
         }
     }
+    // Nothing is acknowledged from a file that is no longer the ledger.
+    if tx.writing
+        && let Err(change) = file.check()
+    {
+        return Round::FileChanged(change);
+    }
     match tx.commit() {
         Ok(()) => Round::Committed(outcomes),
         Err(error) => Round::Failed(error),
     }
+}
+
+/// Applies one transition on a connection that is inside a write transaction:
+/// loads the record, plans the transition at the clock's time, and writes the
+/// plan's record and events. The caller commits (or, on error, rolls back).
+///
+/// A batching writer repeats its two halves, [`plan_in`] and [`write_plan`].
+#[cfg(test)]
+pub(crate) fn apply_in(
+    conn: &Connection,
+    operation_id: &str,
+    transition: &Transition,
+    clock: &dyn Clock,
+) -> Result<TransitionOutcome, LedgerError> {
+    let plan = plan_in(conn, operation_id, transition, clock)?;
+    write_plan(conn, operation_id, &plan)?;
+    Ok(plan.outcome)
+}
+
+/// Loads the record, then reads the clock and plans the transition at that
+/// time; writes nothing. The clock is read after the load, so after the
+/// transaction's snapshot: every commit the plan sees happened before its time.
+pub(crate) fn plan_in(
+    conn: &Connection,
+    operation_id: &str,
+    transition: &Transition,
+    clock: &dyn Clock,
+) -> Result<Plan, LedgerError> {
+    let current = load(conn, operation_id)?;
+    transition::plan(operation_id, current, transition, clock.now())
+}
+
+/// Writes a plan's record and events, if it has any.
+pub(crate) fn write_plan(
+    conn: &Connection,
+    operation_id: &str,
+    plan: &Plan,
+) -> Result<(), LedgerError> {
+    let Some(write) = &plan.write else {
+        return Ok(());
+    };
+    // The sequences of this write's events, first..=last.
+    let sequences = match write.events.len() {
+        0 => None,
+        count => {
+            let first = next_event_sequence(conn)?;
+            let last = i64::try_from(count - 1)
+                .ok()
+                .and_then(|more| first.checked_add(more))
+                .ok_or_else(|| {
+                    LedgerError::backend("the event sequence has reached its largest value", None)
+                })?;
+            Some((first, last))
+        }
+    };
+    let how = match (write.kind, sequences) {
+        (WriteKind::Insert, sequences) => RecordWrite::Insert {
+            last_event: sequences.map(|(_, last)| last),
+        },
+        (WriteKind::Transition, Some((_, last_event))) => RecordWrite::Transition { last_event },
+        (WriteKind::InPlace, None) => RecordWrite::InPlace,
+        (kind, _) => {
+            return Err(LedgerError::backend(
+                format!("a {kind:?} write with {} events", write.events.len()),
+                None,
+            ));
+        }
+    };
+    // The record first: its events reference it.
+    write_record(conn, &plan.outcome.record, how)?;
+    let first = sequences.map_or(0, |(first, _)| first);
+    for (event, sequence) in write.events.iter().zip(first..) {
+        insert_event(conn, operation_id, sequence, event)?;
+    }
+    Ok(())
 }
 
 /// Undoes the current transition only; false when the transaction itself is gone.

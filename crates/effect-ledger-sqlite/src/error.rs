@@ -229,6 +229,9 @@ pub(crate) fn ledger_error(doing: impl fmt::Display, error: rusqlite::Error) -> 
             ),
             boxed(error),
         ),
+        Some(ErrorCode::TooBig) => LedgerError::invalid_input(format!(
+            "a value is too large for the sqlite ledger while {doing}; nothing was written"
+        )),
         Some(ErrorCode::DiskFull) => LedgerError::unavailable(
             format!(
                 "the disk holding the sqlite ledger is full while {doing}; free space and retry"

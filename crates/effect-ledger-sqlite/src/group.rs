@@ -14,7 +14,7 @@
 //! thread without any hand-off.
 //!
 //! Nothing here knows SQLite: the store supplies how to get a connection and
-//! how to write a batch (see `ledger::write_batch`).
+//! how to write a batch (see `batch::write_batch`).
 
 use std::collections::HashMap;
 use std::panic::{AssertUnwindSafe, catch_unwind, resume_unwind};
@@ -26,8 +26,9 @@ use effect_core::transition::Transition;
 
 use crate::batch::Answer;
 
-/// The most transitions one commit carries; later arrivals wait for the next.
-const MAX_BATCH: usize = 256;
+/// The most transitions one commit carries by default; later arrivals wait
+/// for the next.
+pub(crate) const MAX_BATCH: usize = 256;
 
 /// One queued transition.
 #[derive(Debug)]
@@ -39,10 +40,13 @@ pub(crate) struct Request {
     pub(crate) transition: Transition,
 }
 
-/// The queue of one ledger (shared by its clones).
-#[derive(Debug, Default)]
+/// The queue of one ledger (shared by its clones). Every write of the store
+/// goes through it: a lone caller is a batch of one, written on its own
+/// thread; with a batch size of one, writers take turns, one commit each.
+#[derive(Debug)]
 pub(crate) struct GroupCommit {
     state: Mutex<State>,
+    max_batch: usize,
 }
 
 #[derive(Debug, Default)]
@@ -56,6 +60,14 @@ struct State {
 }
 
 impl GroupCommit {
+    /// A queue whose commits carry at most `max_batch` transitions (at least one).
+    pub(crate) fn new(max_batch: usize) -> Self {
+        GroupCommit {
+            state: Mutex::default(),
+            max_batch: max_batch.max(1),
+        }
+    }
+
     /// Applies `transition` in the next batch and returns its result once that
     /// batch is durable (or has failed).
     ///
@@ -106,7 +118,7 @@ impl GroupCommit {
                     return Err(error);
                 }
             };
-            let take = state.queue.len().min(MAX_BATCH);
+            let take = state.queue.len().min(self.max_batch);
             let batch: Vec<Request> = state.queue.drain(..take).collect();
             drop(state);
             let written = catch_unwind(AssertUnwindSafe(|| write(&mut conn, &batch)));

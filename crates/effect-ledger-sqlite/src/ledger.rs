@@ -2,10 +2,10 @@
 
 use std::fmt;
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
-use effect_core::transition::{self, Plan, Transition, TransitionOutcome, WriteKind};
+use effect_core::transition::{self, Transition, TransitionOutcome};
 use effect_core::{
     Clock, EffectLedger, EffectRecord, EffectStatus, LedgerError, LedgerEvent, LedgerStats,
     ListQuery,
@@ -17,11 +17,12 @@ use rusqlite::{Connection, OpenFlags, OptionalExtension, params};
 use crate::batch::write_batch;
 use crate::confirmed::ConfirmedCache;
 use crate::error::{SqliteError, ledger_error, pool_error};
-use crate::group::GroupCommit;
+use crate::file::LedgerFile;
+use crate::group::{GroupCommit, MAX_BATCH};
 use crate::options::SqliteOptions;
 use crate::row::{
-    ListSql, RecordWrite, SELECT_EVENTS, SELECT_EVENTS_AFTER, SELECT_RECORD, decode_event,
-    decode_record, insert_event, list_sql, next_event_sequence, write_record,
+    ListSql, SELECT_EVENTS, SELECT_EVENTS_AFTER, collect, decode_event, decode_record, list_sql,
+    load,
 };
 use crate::schema::{self, Layout};
 
@@ -47,12 +48,13 @@ pub struct SqliteLedger {
     pub(crate) pool: Pool<SqliteConnectionManager>,
     clock: Arc<dyn Clock>,
     path: PathBuf,
-    /// Writers of this process queue here rather than in SQLite's busy handler,
-    /// which polls with sleeps of up to 100 ms; other processes still meet the
-    /// file lock and the busy timeout. With group commit they queue in
-    /// `group` instead, and share commits.
-    writer: Arc<Mutex<()>>,
-    group: Option<Arc<GroupCommit>>,
+    /// Writers of this process queue here rather than in SQLite's busy
+    /// handler, which polls with sleeps of up to 100 ms, and share commits
+    /// (a batch of one without group commit); other processes still meet the
+    /// file lock and the busy timeout.
+    group: Arc<GroupCommit>,
+    /// The file opened, checked before every commit.
+    pub(crate) file: Arc<LedgerFile>,
     confirmed: Arc<ConfirmedCache>,
     /// How `list` reads this file (a file opened read-only keeps its layout).
     list_sql: &'static ListSql,
@@ -143,8 +145,12 @@ impl SqliteLedger {
             pool,
             clock: options.clock,
             path: path.to_owned(),
-            writer: Arc::new(Mutex::new(())),
-            group: options.group_commit.then(Arc::default),
+            group: Arc::new(GroupCommit::new(if options.group_commit {
+                MAX_BATCH
+            } else {
+                1
+            })),
+            file: Arc::new(LedgerFile::at(path)),
             confirmed: Arc::new(ConfirmedCache::new(options.confirmed_cache)),
             list_sql: list_sql(layout),
         })
@@ -183,37 +189,18 @@ impl EffectLedger for SqliteLedger {
                 transition.name()
             )
         };
-        let answer = match &self.group {
-            Some(group) => group.submit(
-                operation_id,
-                transition,
-                || self.connection(doing),
-                |conn, batch| {
-                    let batch: Vec<(&str, &Transition)> = batch
-                        .iter()
-                        .map(|r| (r.operation_id.as_str(), &r.transition))
-                        .collect();
-                    write_batch(conn, self.clock.as_ref(), &batch)
-                },
-            ),
-            None => {
-                // A panic while holding the lock cannot leave a half-written
-                // transition: the open transaction rolls back when dropped.
-                let _writer = self
-                    .writer
-                    .lock()
-                    .unwrap_or_else(|poisoned| poisoned.into_inner());
-                let conn = self.connection(doing)?;
-                let mut answers =
-                    write_batch(&conn, self.clock.as_ref(), &[(operation_id, transition)]);
-                answers.pop().unwrap_or_else(|| {
-                    Err(LedgerError::backend(
-                        format!("no answer while {}", doing()),
-                        None,
-                    ))
-                })
-            }
-        };
+        let answer = self.group.submit(
+            operation_id,
+            transition,
+            || self.connection(doing),
+            |conn, batch| {
+                let batch: Vec<(&str, &Transition)> = batch
+                    .iter()
+                    .map(|r| (r.operation_id.as_str(), &r.transition))
+                    .collect();
+                write_batch(conn, self.clock.as_ref(), &self.file, &batch)
+            },
+        );
         if let Ok(outcome) = &answer {
             self.confirmed.remember(&outcome.record);
         }
@@ -318,113 +305,6 @@ impl EffectLedger for SqliteLedger {
     }
 }
 
-/// Applies one transition on a connection that is inside a write transaction:
-/// loads the record, plans the transition at the clock's time, and writes the
-/// plan's record and events. The caller commits (or, on error, rolls back).
-///
-/// A batching writer repeats its two halves, [`plan_in`] and [`write_plan`].
-#[cfg(test)]
-pub(crate) fn apply_in(
-    conn: &Connection,
-    operation_id: &str,
-    transition: &Transition,
-    clock: &dyn Clock,
-) -> Result<TransitionOutcome, LedgerError> {
-    let plan = plan_in(conn, operation_id, transition, clock)?;
-    write_plan(conn, operation_id, &plan)?;
-    Ok(plan.outcome)
-}
-
-/// Loads the record, then reads the clock and plans the transition at that
-/// time; writes nothing. The clock is read after the load, so after the
-/// transaction's snapshot: every commit the plan sees happened before its time.
-pub(crate) fn plan_in(
-    conn: &Connection,
-    operation_id: &str,
-    transition: &Transition,
-    clock: &dyn Clock,
-) -> Result<Plan, LedgerError> {
-    let current = load(conn, operation_id)?;
-    transition::plan(operation_id, current, transition, clock.now())
-}
-
-/// Writes a plan's record and events, if it has any.
-pub(crate) fn write_plan(
-    conn: &Connection,
-    operation_id: &str,
-    plan: &Plan,
-) -> Result<(), LedgerError> {
-    let Some(write) = &plan.write else {
-        return Ok(());
-    };
-    // The sequences of this write's events, first..=last.
-    let sequences = match write.events.len() {
-        0 => None,
-        count => {
-            let first = next_event_sequence(conn)?;
-            let last = i64::try_from(count - 1)
-                .ok()
-                .and_then(|more| first.checked_add(more))
-                .ok_or_else(|| {
-                    LedgerError::backend("the event sequence has reached its largest value", None)
-                })?;
-            Some((first, last))
-        }
-    };
-    let how = match (write.kind, sequences) {
-        (WriteKind::Insert, sequences) => RecordWrite::Insert {
-            last_event: sequences.map(|(_, last)| last),
-        },
-        (WriteKind::Transition, Some((_, last_event))) => RecordWrite::Transition { last_event },
-        (WriteKind::InPlace, None) => RecordWrite::InPlace,
-        (kind, _) => {
-            return Err(LedgerError::backend(
-                format!("a {kind:?} write with {} events", write.events.len()),
-                None,
-            ));
-        }
-    };
-    // The record first: its events reference it.
-    write_record(conn, &plan.outcome.record, how)?;
-    let first = sequences.map_or(0, |(first, _)| first);
-    for (event, sequence) in write.events.iter().zip(first..) {
-        insert_event(conn, operation_id, sequence, event)?;
-    }
-    Ok(())
-}
-
-fn load(conn: &Connection, operation_id: &str) -> Result<Option<EffectRecord>, LedgerError> {
-    let doing = || format!("reading operation {operation_id:?}");
-    // The primary key allows at most one row.
-    Ok(collect(
-        conn,
-        SELECT_RECORD,
-        params![operation_id],
-        decode_record,
-        &doing,
-    )?
-    .pop())
-}
-
-/// Runs a cached query and decodes every row.
-fn collect<T>(
-    conn: &Connection,
-    sql: &str,
-    params: impl rusqlite::Params,
-    decode: fn(&rusqlite::Row<'_>) -> Result<T, LedgerError>,
-    doing: &dyn Fn() -> String,
-) -> Result<Vec<T>, LedgerError> {
-    let mut stmt = conn
-        .prepare_cached(sql)
-        .map_err(|e| ledger_error(doing(), e))?;
-    let mut rows = stmt.query(params).map_err(|e| ledger_error(doing(), e))?;
-    let mut decoded = Vec::new();
-    while let Some(row) = rows.next().map_err(|e| ledger_error(doing(), e))? {
-        decoded.push(decode(row)?);
-    }
-    Ok(decoded)
-}
-
 /// A status no [`EffectStatus`] parses, named with one operation that has it.
 fn unknown_status(
     conn: &Connection,
@@ -510,6 +390,7 @@ fn enable_wal(conn: &Connection, path: &Path) -> Result<(), SqliteError> {
 struct Settings {
     busy_timeout: Duration,
     synchronous: &'static str,
+    max_value_bytes: Option<i32>,
 }
 
 impl From<&SqliteOptions> for Settings {
@@ -517,6 +398,9 @@ impl From<&SqliteOptions> for Settings {
         Settings {
             busy_timeout: options.busy_timeout,
             synchronous: options.durability.pragma_value(),
+            max_value_bytes: options
+                .max_value_bytes
+                .map(|limit| i32::try_from(limit).unwrap_or(i32::MAX)),
         }
     }
 }
@@ -526,6 +410,9 @@ impl Settings {
         conn.busy_timeout(self.busy_timeout)?;
         conn.pragma_update(None, "synchronous", self.synchronous)?;
         conn.pragma_update(None, "foreign_keys", true)?;
+        if let Some(limit) = self.max_value_bytes {
+            conn.set_limit(rusqlite::limits::Limit::SQLITE_LIMIT_LENGTH, limit)?;
+        }
         // The savepoints of a group commit journal pages in memory, not in a
         // temporary file.
         conn.pragma_update(None, "temp_store", "MEMORY")?;

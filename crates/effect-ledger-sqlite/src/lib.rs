@@ -95,6 +95,7 @@
 mod batch;
 mod confirmed;
 mod error;
+mod file;
 mod group;
 mod ledger;
 mod options;

@@ -53,6 +53,7 @@ pub struct SqliteOptions {
     pub(crate) read_only: bool,
     pub(crate) group_commit: bool,
     pub(crate) confirmed_cache: usize,
+    pub(crate) max_value_bytes: Option<usize>,
 }
 
 impl Default for SqliteOptions {
@@ -67,6 +68,7 @@ impl Default for SqliteOptions {
             read_only: false,
             group_commit: true,
             confirmed_cache: 4096,
+            max_value_bytes: None,
         }
     }
 }
@@ -76,6 +78,18 @@ impl SqliteOptions {
     #[must_use]
     pub fn durability(mut self, durability: Durability) -> Self {
         self.durability = durability;
+        self
+    }
+
+    /// The largest value (an output, evidence, an event's data, as JSON
+    /// text) the ledger stores; `None` (the default) keeps SQLite's own limit
+    /// of 1,000,000,000 bytes. A transition carrying a larger value is refused
+    /// with [`LedgerError::InvalidInput`](effect_core::LedgerError::InvalidInput)
+    /// and writes nothing; the executor then records the handler's output as
+    /// unstorable (`outcome_unknown`), never as confirmed.
+    #[must_use]
+    pub fn max_value_bytes(mut self, limit: Option<usize>) -> Self {
+        self.max_value_bytes = limit;
         self
     }
 

@@ -396,3 +396,39 @@ fn json_kind(value: &Value) -> &'static str {
 fn boxed(error: impl std::error::Error + Send + Sync + 'static) -> Option<BoxError> {
     Some(Box::new(error))
 }
+
+/// The operation's record, if it exists.
+pub(crate) fn load(
+    conn: &Connection,
+    operation_id: &str,
+) -> Result<Option<EffectRecord>, LedgerError> {
+    let doing = || format!("reading operation {operation_id:?}");
+    // The primary key allows at most one row.
+    Ok(collect(
+        conn,
+        SELECT_RECORD,
+        params![operation_id],
+        decode_record,
+        &doing,
+    )?
+    .pop())
+}
+
+/// Runs a cached query and decodes every row.
+pub(crate) fn collect<T>(
+    conn: &Connection,
+    sql: &str,
+    params: impl rusqlite::Params,
+    decode: fn(&rusqlite::Row<'_>) -> Result<T, LedgerError>,
+    doing: &dyn Fn() -> String,
+) -> Result<Vec<T>, LedgerError> {
+    let mut stmt = conn
+        .prepare_cached(sql)
+        .map_err(|e| ledger_error(doing(), e))?;
+    let mut rows = stmt.query(params).map_err(|e| ledger_error(doing(), e))?;
+    let mut decoded = Vec::new();
+    while let Some(row) = rows.next().map_err(|e| ledger_error(doing(), e))? {
+        decoded.push(decode(row)?);
+    }
+    Ok(decoded)
+}

@@ -52,7 +52,7 @@ fn refused_transitions_fail_alone_and_later_ones_see_earlier_writes() {
         // Sees the prepare above, written in the same transaction.
         ("a", &claim_a),
     ];
-    let answers = write_batch(&conn, &SystemClock, &batch);
+    let answers = write_batch(&conn, &SystemClock, &ledger.file, &batch);
     drop(conn);
     assert_eq!(
         kinds(&answers),
@@ -87,7 +87,7 @@ fn only_the_poisoned_transition_fails(action: &str) {
     poison(&conn, action);
     let prepare = Transition::Prepare(op(json!({})));
     let batch = [("a", &prepare), ("poison", &prepare), ("c", &prepare)];
-    let answers = write_batch(&conn, &SystemClock, &batch);
+    let answers = write_batch(&conn, &SystemClock, &ledger.file, &batch);
     conn.execute_batch("DROP TRIGGER poison").unwrap();
     assert!(conn.is_autocommit(), "no transaction is left open");
     drop(conn);
@@ -120,7 +120,12 @@ fn a_failed_begin_fails_every_transition_with_its_kind() {
     holder.execute_batch("BEGIN IMMEDIATE").unwrap();
     conn.busy_timeout(Duration::ZERO).unwrap();
     let prepare = Transition::Prepare(op(json!({})));
-    let answers = write_batch(&conn, &SystemClock, &[("a", &prepare), ("b", &prepare)]);
+    let answers = write_batch(
+        &conn,
+        &SystemClock,
+        &ledger.file,
+        &[("a", &prepare), ("b", &prepare)],
+    );
     holder.execute_batch("ROLLBACK").unwrap();
     assert_eq!(
         kinds(&answers),
@@ -161,10 +166,10 @@ fn transitions_that_write_nothing_do_not_wait_for_the_write_lock() {
     let holder = ledger.pool.get().unwrap();
     holder.execute_batch("BEGIN IMMEDIATE").unwrap();
     // Preparing the same operation again writes nothing: it is answered.
-    let answers = write_batch(&conn, &SystemClock, &[("a", &prepare)]);
+    let answers = write_batch(&conn, &SystemClock, &ledger.file, &[("a", &prepare)]);
     assert_eq!(kinds(&answers), [Ok(false)]);
     // A transition that writes cannot take the lock, and does not wait.
-    let answers = write_batch(&conn, &SystemClock, &[("b", &prepare)]);
+    let answers = write_batch(&conn, &SystemClock, &ledger.file, &[("b", &prepare)]);
     assert_eq!(kinds(&answers), [Err(LedgerErrorKind::Unavailable)]);
     holder.execute_batch("ROLLBACK").unwrap();
     drop((conn, holder));
@@ -212,13 +217,18 @@ fn a_plan_made_on_a_stale_read_is_made_again_under_the_write_lock() {
             let other = other.lock().unwrap();
             let claim_b = Transition::Claim(claim("other"));
             let tx = WriteTx::begin(&other, Begin::Immediate).unwrap();
-            crate::ledger::apply_in(&other, "b", &claim_b, &SystemClock).unwrap();
+            apply_in(&other, "b", &claim_b, &SystemClock).unwrap();
             tx.commit().unwrap();
         },
     };
     let prepare_a = Transition::Prepare(op(json!({"n": 1})));
     let claim_b = Transition::Claim(claim("mine"));
-    let answers = write_batch(&conn, &clock, &[("a", &prepare_a), ("b", &claim_b)]);
+    let answers = write_batch(
+        &conn,
+        &clock,
+        &ledger.file,
+        &[("a", &prepare_a), ("b", &claim_b)],
+    );
     drop((conn, other));
     // Planned on the stale read, "b" looked claimable; planned again, it is
     // in progress under the other claim, and that claim stands.
@@ -241,7 +251,7 @@ fn a_write_waits_for_the_lock_to_be_released_within_the_busy_timeout() {
             std::thread::sleep(Duration::from_millis(30));
             holder.execute_batch("ROLLBACK").unwrap();
         });
-        write_batch(&conn, &SystemClock, &[("a", &prepare)])
+        write_batch(&conn, &SystemClock, &ledger.file, &[("a", &prepare)])
     });
     assert_eq!(kinds(&answers), [Ok(true)]);
     assert!(started.elapsed() >= Duration::from_millis(30));

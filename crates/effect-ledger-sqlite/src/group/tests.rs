@@ -58,7 +58,7 @@ fn queued(group: &GroupCommit) -> usize {
 
 #[test]
 fn a_lone_caller_writes_its_own_batch() {
-    let group = GroupCommit::default();
+    let group = GroupCommit::new(MAX_BATCH);
     let (tx, rx) = mpsc::channel();
     let answer = group.submit("a", &Transition::ExpireLease, || Ok(()), write(tx.clone()));
     assert_eq!(answer.unwrap().record.operation_id, "a");
@@ -67,7 +67,7 @@ fn a_lone_caller_writes_its_own_batch() {
 
 #[test]
 fn callers_queued_behind_a_write_share_the_next_batch_and_get_their_own_answers() {
-    let group = Arc::new(GroupCommit::default());
+    let group = Arc::new(GroupCommit::new(MAX_BATCH));
     let (batches, written) = mpsc::channel();
     let (release, gate) = mpsc::channel::<()>();
     let gate = std::sync::Mutex::new(gate);
@@ -138,7 +138,7 @@ fn callers_queued_behind_a_write_share_the_next_batch_and_get_their_own_answers(
 
 #[test]
 fn a_leader_without_a_connection_fails_alone() {
-    let group = GroupCommit::default();
+    let group = GroupCommit::new(MAX_BATCH);
     let (tx, rx) = mpsc::channel();
     let failed = group.submit(
         "a",
@@ -155,7 +155,7 @@ fn a_leader_without_a_connection_fails_alone() {
 
 #[test]
 fn a_panicking_write_fails_the_batch_and_frees_the_queue() {
-    let group = GroupCommit::default();
+    let group = GroupCommit::new(MAX_BATCH);
     let panicked = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
         group.submit(
             "a",

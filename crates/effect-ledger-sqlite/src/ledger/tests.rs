@@ -3,6 +3,7 @@ use rusqlite::TransactionBehavior;
 use serde_json::json;
 
 use super::*;
+use crate::batch::apply_in;
 use crate::row::list_sql;
 use crate::schema::Layout;
 use crate::temp::TempLedger;

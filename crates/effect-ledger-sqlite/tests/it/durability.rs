@@ -348,3 +348,60 @@ fn a_lock_held_past_the_busy_timeout_is_unavailable_and_writes_nothing() -> Test
     assert!(ledger.claim_dispatch("op", &claim("w"))?);
     Ok(())
 }
+
+/// The ledger file is deleted, or replaced by another file, while the
+/// ledger is open: no transition is acknowledged after that (SQLite would
+/// keep writing into the unlinked file, and a fresh file at the path would
+/// let every operation be dispatched again).
+#[test]
+fn a_deleted_or_replaced_ledger_file_takes_no_more_writes() -> TestResult {
+    for replace in [false, true] {
+        let dir = tempfile::tempdir()?;
+        let path = dir.path().join("effects.sqlite3");
+        let ledger = SqliteLedger::open(&path, SqliteOptions::default())?;
+        ledger.apply(
+            "before",
+            &Transition::PrepareAndClaim(op(json!({"n": 1})), claim("w")),
+        )?;
+        for suffix in ["", "-wal", "-shm"] {
+            let file = dir.path().join(format!("effects.sqlite3{suffix}"));
+            if file.exists() {
+                std::fs::remove_file(&file)?;
+            }
+        }
+        if replace {
+            drop(SqliteLedger::open(&path, SqliteOptions::default())?);
+        }
+        for transition in [
+            Transition::PrepareAndClaim(op(json!({"n": 2})), claim("w")),
+            Transition::MarkConfirmed {
+                owner_token: Some("w".into()),
+                confirmation: confirmation(json!({"ok": true})),
+            },
+        ] {
+            let id = if matches!(transition, Transition::PrepareAndClaim(..)) {
+                "after"
+            } else {
+                "before"
+            };
+            let err = ledger
+                .apply(id, &transition)
+                .expect_err("a write to a deleted or replaced ledger file must fail");
+            assert_eq!(
+                err.kind(),
+                effect_core::LedgerErrorKind::Unavailable,
+                "{err}"
+            );
+            let message = err.to_string();
+            let what = if replace { "replaced" } else { "deleted" };
+            assert!(message.contains(what), "{message}");
+        }
+        // Nothing was committed to the file now at the path.
+        if replace {
+            let fresh = SqliteLedger::open(&path, SqliteOptions::default())?;
+            assert!(fresh.get("after")?.is_none());
+            assert!(fresh.get("before")?.is_none());
+        }
+    }
+    Ok(())
+}

@@ -6,3 +6,4 @@ mod chaos;
 mod crash;
 mod provider;
 mod reopen;
+mod unstorable;
