@@ -70,11 +70,12 @@ pub struct LedgerStats {
 
 /// Durable storage of effect operations (SPEC §4).
 ///
-/// A store implements five methods; every transition goes through
-/// [`apply`](EffectLedger::apply), which must evaluate
+/// A store implements these six methods and nothing else; every transition
+/// goes through [`apply`](EffectLedger::apply), which must evaluate
 /// [`transition::plan`](crate::transition::plan) on the current record and
 /// persist its write, record and events, in one transaction, before returning.
-/// The named methods below are conveniences over `apply`.
+/// The named transitions (`prepare`, `mark_confirmed`, ...) are conveniences
+/// over `apply` in [`EffectLedgerExt`], implemented once for every ledger.
 ///
 /// The trait is object-safe: executors hold an `Arc<dyn EffectLedger>`.
 pub trait EffectLedger: Send + Sync + fmt::Debug {
@@ -130,7 +131,16 @@ pub trait EffectLedger: Send + Sync + fmt::Debug {
     ///
     /// Store failures.
     fn stats(&self) -> Result<LedgerStats, LedgerError>;
+}
 
+/// Named transitions over [`EffectLedger::apply`], for every ledger.
+///
+/// These build the [`Transition`] and report what the store answered; no
+/// store implements them (the blanket implementation covers every
+/// [`EffectLedger`], `dyn` ones included), so a store or a decorator (a
+/// fault injector, a metrics wrapper) implements the small trait above
+/// and gets these for free, and they cannot drift between stores.
+pub trait EffectLedgerExt: EffectLedger {
     /// Creates the operation, or checks that the stored one has the same
     /// identity, and returns the stored record.
     ///
@@ -280,9 +290,10 @@ pub trait EffectLedger: Send + Sync + fmt::Debug {
     }
 }
 
+impl<L: EffectLedger + ?Sized> EffectLedgerExt for L {}
+
 /// A shared ledger is a ledger, so decorators (fault injectors, metrics) can
-/// wrap an `Arc<dyn EffectLedger>`. Every method forwards, including the
-/// provided ones, so an inner store's own overrides are kept.
+/// wrap an `Arc<dyn EffectLedger>`. Every method forwards.
 #[deny(clippy::missing_trait_methods)]
 impl<L: EffectLedger + ?Sized> EffectLedger for std::sync::Arc<L> {
     fn apply(
@@ -311,75 +322,5 @@ impl<L: EffectLedger + ?Sized> EffectLedger for std::sync::Arc<L> {
 
     fn stats(&self) -> Result<LedgerStats, LedgerError> {
         (**self).stats()
-    }
-
-    fn prepare(&self, operation_id: &str, op: &NewOperation) -> Result<EffectRecord, LedgerError> {
-        (**self).prepare(operation_id, op)
-    }
-
-    fn claim_dispatch(&self, operation_id: &str, claim: &Claim) -> Result<bool, LedgerError> {
-        (**self).claim_dispatch(operation_id, claim)
-    }
-
-    fn mark_outcome_unknown(
-        &self,
-        operation_id: &str,
-        owner_token: Option<&str>,
-        error: &str,
-        evidence: &Evidence,
-    ) -> Result<bool, LedgerError> {
-        (**self).mark_outcome_unknown(operation_id, owner_token, error, evidence)
-    }
-
-    fn mark_confirmed(
-        &self,
-        operation_id: &str,
-        owner_token: Option<&str>,
-        confirmation: &Confirmation,
-    ) -> Result<bool, LedgerError> {
-        (**self).mark_confirmed(operation_id, owner_token, confirmation)
-    }
-
-    fn mark_rejected(
-        &self,
-        operation_id: &str,
-        owner_token: &str,
-        error: &str,
-    ) -> Result<bool, LedgerError> {
-        (**self).mark_rejected(operation_id, owner_token, error)
-    }
-
-    fn quarantine(
-        &self,
-        operation_id: &str,
-        error: &str,
-        evidence: &Evidence,
-    ) -> Result<bool, LedgerError> {
-        (**self).quarantine(operation_id, error, evidence)
-    }
-
-    fn reset_for_retry(
-        &self,
-        operation_id: &str,
-        evidence: &Evidence,
-    ) -> Result<bool, LedgerError> {
-        (**self).reset_for_retry(operation_id, evidence)
-    }
-
-    fn renew_lease(
-        &self,
-        operation_id: &str,
-        owner_token: &str,
-        lease: Duration,
-    ) -> Result<bool, LedgerError> {
-        (**self).renew_lease(operation_id, owner_token, lease)
-    }
-
-    fn resolve_manually(
-        &self,
-        operation_id: &str,
-        resolution: &ManualResolution,
-    ) -> Result<EffectRecord, LedgerError> {
-        (**self).resolve_manually(operation_id, resolution)
     }
 }

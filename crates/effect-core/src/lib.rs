@@ -53,7 +53,7 @@ pub use error::{
     BoxError, CallbackError, CanonicalError, ContractError, LedgerError, LedgerErrorKind,
     ParseStatusError,
 };
-pub use ledger::{EffectLedger, LedgerStats, ListQuery, MAX_LIST_LIMIT};
+pub use ledger::{EffectLedger, EffectLedgerExt, LedgerStats, ListQuery, MAX_LIST_LIMIT};
 pub use memory::MemoryLedger;
 pub use record::{EffectRecord, EffectResult, Evidence, LedgerEvent, OutcomeProbeResult, Revision};
 pub use status::{EffectStatus, ProbeStatus, UnknownOutcomePolicy};

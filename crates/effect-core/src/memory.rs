@@ -15,7 +15,7 @@ use crate::transition::{Transition, TransitionOutcome, WriteKind, plan};
 /// survives the process: do not use it to protect real effects.
 ///
 /// ```
-/// use effect_core::{EffectLedger, MemoryLedger, NewOperation, RequestFingerprint};
+/// use effect_core::{EffectLedger, EffectLedgerExt, MemoryLedger, NewOperation, RequestFingerprint};
 ///
 /// let ledger = MemoryLedger::new();
 /// let op = NewOperation {

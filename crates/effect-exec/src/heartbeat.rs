@@ -10,7 +10,7 @@ use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
 use std::thread;
 use std::time::{Duration, Instant};
 
-use effect_core::EffectLedger;
+use effect_core::{EffectLedger, EffectLedgerExt};
 
 /// Renews registered leases until they are released. Cheap to clone.
 #[derive(Debug, Clone, Default)]

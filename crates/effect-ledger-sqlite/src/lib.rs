@@ -33,7 +33,7 @@
 //!
 //! ```
 //! use std::time::Duration;
-//! use effect_core::{Claim, Confirmation, EffectLedger, NewOperation, RequestFingerprint, Transition};
+//! use effect_core::{Claim, Confirmation, EffectLedger, EffectLedgerExt, NewOperation, RequestFingerprint, Transition};
 //! use effect_ledger_sqlite::{SqliteLedger, SqliteOptions};
 //! use serde_json::json;
 //!

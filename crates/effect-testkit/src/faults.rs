@@ -11,11 +11,12 @@
 //!
 //! Faults are scripted by call count, never by wall-clock time: "the 3rd
 //! transition fails after commit". Calls are counted per [`CallKind`]; every
-//! trait method counts once, whether it is [`apply`](EffectLedger::apply) or a
-//! named convenience such as [`claim_dispatch`](EffectLedger::claim_dispatch).
+//! transition is one [`apply`](EffectLedger::apply) call, whether made
+//! directly or through a named convenience of
+//! [`EffectLedgerExt`](effect_core::EffectLedgerExt) such as `claim_dispatch`.
 //!
 //! ```
-//! use effect_core::{EffectLedger, LedgerErrorKind, MemoryLedger, NewOperation, RequestFingerprint};
+//! use effect_core::{EffectLedger, EffectLedgerExt, LedgerErrorKind, MemoryLedger, NewOperation, RequestFingerprint};
 //! use effect_testkit::faults::{CallKind, Fault, FaultyLedger};
 //!
 //! let ledger = FaultyLedger::new(MemoryLedger::new()).fail(CallKind::Transition, 1, Fault::FailAfterCommit);
@@ -34,11 +35,10 @@
 
 use std::fmt;
 use std::sync::{Mutex, MutexGuard};
-use std::time::Duration;
 
 use effect_core::{
-    Claim, Confirmation, EffectLedger, EffectRecord, Evidence, LedgerError, LedgerEvent,
-    LedgerStats, ListQuery, ManualResolution, NewOperation, Transition, TransitionOutcome,
+    EffectLedger, EffectRecord, LedgerError, LedgerEvent, LedgerStats, ListQuery, Transition,
+    TransitionOutcome,
 };
 
 /// What an injected fault does to one call.
@@ -82,7 +82,8 @@ pub struct InjectedFault {
     pub kind: CallKind,
     /// Its number among calls of that kind, from 1.
     pub call: u64,
-    /// The trait method that was called.
+    /// What was called: the read method (`get`, `list`, ...), or the
+    /// transition's [name](effect_core::Transition::name).
     pub method: &'static str,
     /// What was injected.
     pub fault: Fault,
@@ -234,7 +235,7 @@ impl<L: EffectLedger> EffectLedger for FaultyLedger<L> {
         operation_id: &str,
         transition: &Transition,
     ) -> Result<TransitionOutcome, LedgerError> {
-        self.call(CallKind::Transition, "apply", |l| {
+        self.call(CallKind::Transition, transition.name(), |l| {
             l.apply(operation_id, transition)
         })
     }
@@ -259,93 +260,5 @@ impl<L: EffectLedger> EffectLedger for FaultyLedger<L> {
 
     fn stats(&self) -> Result<LedgerStats, LedgerError> {
         self.call(CallKind::Read, "stats", |l| l.stats())
-    }
-
-    fn prepare(&self, operation_id: &str, op: &NewOperation) -> Result<EffectRecord, LedgerError> {
-        self.call(CallKind::Transition, "prepare", |l| {
-            l.prepare(operation_id, op)
-        })
-    }
-
-    fn claim_dispatch(&self, operation_id: &str, claim: &Claim) -> Result<bool, LedgerError> {
-        self.call(CallKind::Transition, "claim_dispatch", |l| {
-            l.claim_dispatch(operation_id, claim)
-        })
-    }
-
-    fn mark_outcome_unknown(
-        &self,
-        operation_id: &str,
-        owner_token: Option<&str>,
-        error: &str,
-        evidence: &Evidence,
-    ) -> Result<bool, LedgerError> {
-        self.call(CallKind::Transition, "mark_outcome_unknown", |l| {
-            l.mark_outcome_unknown(operation_id, owner_token, error, evidence)
-        })
-    }
-
-    fn mark_confirmed(
-        &self,
-        operation_id: &str,
-        owner_token: Option<&str>,
-        confirmation: &Confirmation,
-    ) -> Result<bool, LedgerError> {
-        self.call(CallKind::Transition, "mark_confirmed", |l| {
-            l.mark_confirmed(operation_id, owner_token, confirmation)
-        })
-    }
-
-    fn mark_rejected(
-        &self,
-        operation_id: &str,
-        owner_token: &str,
-        error: &str,
-    ) -> Result<bool, LedgerError> {
-        self.call(CallKind::Transition, "mark_rejected", |l| {
-            l.mark_rejected(operation_id, owner_token, error)
-        })
-    }
-
-    fn quarantine(
-        &self,
-        operation_id: &str,
-        error: &str,
-        evidence: &Evidence,
-    ) -> Result<bool, LedgerError> {
-        self.call(CallKind::Transition, "quarantine", |l| {
-            l.quarantine(operation_id, error, evidence)
-        })
-    }
-
-    fn reset_for_retry(
-        &self,
-        operation_id: &str,
-        evidence: &Evidence,
-    ) -> Result<bool, LedgerError> {
-        self.call(CallKind::Transition, "reset_for_retry", |l| {
-            l.reset_for_retry(operation_id, evidence)
-        })
-    }
-
-    fn renew_lease(
-        &self,
-        operation_id: &str,
-        owner_token: &str,
-        lease: Duration,
-    ) -> Result<bool, LedgerError> {
-        self.call(CallKind::Transition, "renew_lease", |l| {
-            l.renew_lease(operation_id, owner_token, lease)
-        })
-    }
-
-    fn resolve_manually(
-        &self,
-        operation_id: &str,
-        resolution: &ManualResolution,
-    ) -> Result<EffectRecord, LedgerError> {
-        self.call(CallKind::Transition, "resolve_manually", |l| {
-            l.resolve_manually(operation_id, resolution)
-        })
     }
 }

@@ -2,6 +2,7 @@
 
 use agent_effect_ops::Exit;
 use agent_effect_ops::view::EventView;
+use effect_core::EffectLedgerExt as _;
 use effect_testkit::snapshots::settings;
 use insta::assert_snapshot;
 
@@ -40,7 +41,7 @@ fn since_means_strictly_after_that_sequence() {
 
 #[test]
 fn export_pages_through_large_ledgers() {
-    use effect_core::{EffectLedger, NewOperation, RequestFingerprint};
+    use effect_core::{NewOperation, RequestFingerprint};
     use effect_ledger_sqlite::{SqliteLedger, SqliteOptions};
 
     let dir = tempfile::tempdir().unwrap();

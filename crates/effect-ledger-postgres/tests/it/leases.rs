@@ -1,5 +1,6 @@
 //! Leases on the database clock, and a killed process's dispatch.
 
+use effect_core::EffectLedgerExt as _;
 use std::time::{Duration, Instant};
 
 use effect_core::{Claim, Confirmation, EffectLedger, EffectStatus, Evidence, Transition};

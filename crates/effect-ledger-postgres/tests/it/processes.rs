@@ -10,6 +10,7 @@
 //! would have left them), so the children race both to create records and to
 //! claim existing `prepared` ones.
 
+use effect_core::EffectLedgerExt as _;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};

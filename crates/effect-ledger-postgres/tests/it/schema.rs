@@ -1,5 +1,6 @@
 //! Opening a ledger: URLs, schema names, migrations, isolation.
 
+use effect_core::EffectLedgerExt as _;
 use std::time::Duration;
 
 use effect_core::{EffectLedger, LedgerErrorKind};

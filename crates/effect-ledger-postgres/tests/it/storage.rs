@@ -1,5 +1,6 @@
 //! What rows look like, and what happens when they are not what we wrote.
 
+use effect_core::EffectLedgerExt as _;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 

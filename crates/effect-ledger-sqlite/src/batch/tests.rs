@@ -1,3 +1,4 @@
+use effect_core::EffectLedgerExt as _;
 use std::time::Duration;
 
 use effect_core::transition::Transition;

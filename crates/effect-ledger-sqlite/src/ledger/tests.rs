@@ -1,4 +1,5 @@
 use effect_core::EffectLedger;
+use effect_core::EffectLedgerExt as _;
 use rusqlite::TransactionBehavior;
 use serde_json::json;
 

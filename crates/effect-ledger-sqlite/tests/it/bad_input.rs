@@ -1,6 +1,7 @@
 //! Bad paths, bad files, bad rows and unusual values: typed errors, no panics,
 //! nothing half-written.
 
+use effect_core::EffectLedgerExt as _;
 use std::path::Path;
 
 use effect_core::{

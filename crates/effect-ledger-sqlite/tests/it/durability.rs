@@ -1,5 +1,6 @@
 //! What is committed stays: reopening, durability modes, ordering, threads.
 
+use effect_core::EffectLedgerExt as _;
 use std::sync::Arc;
 use std::time::{Duration, UNIX_EPOCH};
 

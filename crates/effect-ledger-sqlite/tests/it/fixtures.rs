@@ -1,6 +1,7 @@
 //! Ledgers written by the Python package open, migrate and read the same values
 //! (SPEC §8).
 
+use effect_core::EffectLedgerExt as _;
 use effect_core::{
     EffectLedger, EffectStatus, LedgerErrorKind, ListQuery, NewOperation, RequestFingerprint,
 };

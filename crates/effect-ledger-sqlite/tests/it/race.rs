@@ -5,6 +5,7 @@
 //! `EFFECT_SQLITE_RACE_ROLE` set: the copies run as children, wait for a start
 //! barrier file, claim, and print one `CLAIM <id> <won>` line per operation.
 
+use effect_core::EffectLedgerExt as _;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};

@@ -1,5 +1,6 @@
 //! Values that stress the storage encoding: large outputs and unusual ids.
 
+use effect_core::EffectLedgerExt as _;
 use effect_core::{EffectStatus, ListQuery};
 use serde_json::{Value, json};
 

@@ -1,5 +1,6 @@
 //! The dispatch lease: claim, renew, expire, and stale owners.
 
+use effect_core::EffectLedgerExt as _;
 use effect_core::{Confirmation, EffectStatus, Transition};
 use serde_json::{Value, json};
 

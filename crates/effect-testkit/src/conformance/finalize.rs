@@ -1,5 +1,6 @@
 //! Outcomes: unknown, confirmed, rejected, quarantine and reset for retry.
 
+use effect_core::EffectLedgerExt as _;
 use effect_core::EffectStatus as S;
 use serde_json::json;
 

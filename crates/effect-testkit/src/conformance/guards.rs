@@ -1,6 +1,7 @@
 //! Guarded transitions: a decision made on an earlier read lands only on the
 //! record it was made about, and a repeat that changes nothing writes nothing.
 
+use effect_core::EffectLedgerExt as _;
 use effect_core::{
     EffectRecord, EffectStatus as S, Guard, LedgerErrorKind, ManualAction, Transition,
 };

@@ -1,6 +1,7 @@
 //! The small vocabulary every check is written in: a [`Check`] owns one fresh
 //! ledger and turns every surprise into a panic naming the check.
 
+use effect_core::EffectLedgerExt as _;
 use std::fmt::{Debug, Display};
 use std::sync::Arc;
 use std::time::Duration;

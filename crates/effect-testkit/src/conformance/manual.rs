@@ -1,5 +1,6 @@
 //! Audited manual resolutions by an operator.
 
+use effect_core::EffectLedgerExt as _;
 use effect_core::{EffectStatus as S, LedgerErrorKind, ManualAction, ManualResolution};
 use serde_json::{Value, json};
 

@@ -1,5 +1,6 @@
 //! Creating operations: `prepare`, its identity guard, and `PrepareAndClaim`.
 
+use effect_core::EffectLedgerExt as _;
 use effect_core::{
     Claim, EffectStatus, LedgerErrorKind, NewOperation, RequestFingerprint, Transition,
 };

@@ -1,5 +1,6 @@
 //! Concurrent callers: exactly one claim wins, and a confirmation beats a claim.
 
+use effect_core::EffectLedgerExt as _;
 use std::sync::Barrier;
 use std::thread;
 

@@ -1,5 +1,6 @@
 //! Reads: get, events, list, events_after and stats.
 
+use effect_core::EffectLedgerExt as _;
 use effect_core::{
     Claim, EffectStatus as S, LedgerError, LedgerErrorKind, ListQuery, ManualAction, Transition,
 };

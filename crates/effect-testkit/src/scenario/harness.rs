@@ -7,8 +7,8 @@ use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::time::Duration;
 
 use effect_core::{
-    Claim, Confirmation, EffectLedger, EffectRecord, Evidence, LedgerError, LedgerEvent,
-    LedgerStats, ListQuery, ManualResolution, NewOperation, Transition, TransitionOutcome,
+    EffectLedger, EffectRecord, LedgerError, LedgerEvent, LedgerStats, ListQuery, Transition,
+    TransitionOutcome,
 };
 use serde_json::Value;
 
@@ -253,63 +253,6 @@ impl EffectLedger for ProcessLedger {
 
     fn stats(&self) -> Result<LedgerStats, LedgerError> {
         self.alive()?.stats()
-    }
-
-    fn prepare(&self, id: &str, op: &NewOperation) -> Result<EffectRecord, LedgerError> {
-        self.alive()?.prepare(id, op)
-    }
-
-    fn claim_dispatch(&self, id: &str, claim: &Claim) -> Result<bool, LedgerError> {
-        self.alive()?.claim_dispatch(id, claim)
-    }
-
-    fn mark_outcome_unknown(
-        &self,
-        id: &str,
-        owner_token: Option<&str>,
-        error: &str,
-        evidence: &Evidence,
-    ) -> Result<bool, LedgerError> {
-        self.alive()?
-            .mark_outcome_unknown(id, owner_token, error, evidence)
-    }
-
-    fn mark_confirmed(
-        &self,
-        id: &str,
-        owner_token: Option<&str>,
-        confirmation: &Confirmation,
-    ) -> Result<bool, LedgerError> {
-        self.alive()?.mark_confirmed(id, owner_token, confirmation)
-    }
-
-    fn mark_rejected(&self, id: &str, owner_token: &str, error: &str) -> Result<bool, LedgerError> {
-        self.alive()?.mark_rejected(id, owner_token, error)
-    }
-
-    fn quarantine(&self, id: &str, error: &str, evidence: &Evidence) -> Result<bool, LedgerError> {
-        self.alive()?.quarantine(id, error, evidence)
-    }
-
-    fn reset_for_retry(&self, id: &str, evidence: &Evidence) -> Result<bool, LedgerError> {
-        self.alive()?.reset_for_retry(id, evidence)
-    }
-
-    fn renew_lease(
-        &self,
-        id: &str,
-        owner_token: &str,
-        lease: Duration,
-    ) -> Result<bool, LedgerError> {
-        self.alive()?.renew_lease(id, owner_token, lease)
-    }
-
-    fn resolve_manually(
-        &self,
-        id: &str,
-        resolution: &ManualResolution,
-    ) -> Result<EffectRecord, LedgerError> {
-        self.alive()?.resolve_manually(id, resolution)
     }
 }
 

@@ -1,6 +1,7 @@
 //! The suite can fail: every check is shown to catch at least one
 //! deliberately broken ledger (a mutant of `MemoryLedger`).
 
+use effect_core::EffectLedgerExt as _;
 use std::panic::{self, AssertUnwindSafe};
 use std::sync::Arc;
 use std::thread;

@@ -1,5 +1,6 @@
 //! The fault injector: transparent when idle, exact when scripted.
 
+use effect_core::EffectLedgerExt as _;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -60,7 +61,7 @@ fn fail_before_writes_nothing_and_only_hits_the_scripted_call()
         vec![InjectedFault {
             kind: CallKind::Transition,
             call: 2,
-            method: "claim_dispatch",
+            method: "claim dispatch",
             fault: Fault::FailBefore,
         }]
     );

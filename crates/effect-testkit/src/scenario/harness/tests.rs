@@ -1,3 +1,4 @@
+use effect_core::EffectLedgerExt as _;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
