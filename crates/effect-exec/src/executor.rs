@@ -289,7 +289,7 @@ impl EffectExecutor {
                     let retry_allowed = retry_after_dispatch.unwrap_or(true);
                     match self.reconcile_record(call, record, retry_allowed, retry_allowed)? {
                         Reconciled::Settled(settled) => {
-                            return Ok(Round::Done(EffectResult::from_record(&settled)));
+                            return Ok(Round::Done(settled_result(&settled)));
                         }
                         Reconciled::RetryAuthorized(prepared) => record = prepared,
                         Reconciled::Stale(current) => record = current,
@@ -439,7 +439,7 @@ impl EffectExecutor {
         let dispatch_follows = retry_allowed && first_round;
         let round =
             match self.reconcile_record(call, unknown.record, retry_allowed, dispatch_follows)? {
-                Reconciled::Settled(settled) => Round::Done(EffectResult::from_record(&settled)),
+                Reconciled::Settled(settled) => Round::Done(settled_result(&settled)),
                 Reconciled::RetryAuthorized(prepared) if first_round => Round::Retry(prepared),
                 Reconciled::RetryAuthorized(prepared) => {
                     Round::Done(EffectResult::from_record(&prepared))
@@ -548,6 +548,16 @@ pub(crate) fn identify<A: Serialize + ?Sized>(
         },
         arguments,
     })
+}
+
+/// The result of a call that a reconciliation settled. A confirmation there
+/// (the probe found an earlier attempt's effect, or another caller had
+/// confirmed it) is an effect this call did not dispatch again:
+/// `duplicate_suppressed`, as for a replay.
+pub(crate) fn settled_result(record: &EffectRecord) -> EffectResult {
+    let mut result = EffectResult::from_record(record);
+    result.duplicate_suppressed = record.status == EffectStatus::Confirmed;
+    result
 }
 
 pub(crate) fn evidence_of<const N: usize>(entries: [(&str, Value); N]) -> Evidence {

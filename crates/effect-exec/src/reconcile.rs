@@ -13,7 +13,7 @@ use serde_json::Value;
 
 use crate::dispatch::SyncInvoke;
 use crate::error::{ExecError, HandlerError};
-use crate::executor::{Call, EffectExecutor, evidence_of, identify};
+use crate::executor::{Call, EffectExecutor, evidence_of, identify, settled_result};
 
 /// How a reconciliation ended.
 pub(crate) enum Reconciled {
@@ -73,7 +73,8 @@ impl EffectExecutor {
                 break;
             }
             record = match self.reconcile_record(&call, record, true, true)? {
-                Reconciled::Settled(record) | Reconciled::RetryAuthorized(record) => {
+                Reconciled::Settled(record) => return Ok(settled_result(&record)),
+                Reconciled::RetryAuthorized(record) => {
                     return Ok(EffectResult::from_record(&record));
                 }
                 Reconciled::Stale(current) => current,
