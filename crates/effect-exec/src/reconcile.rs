@@ -39,7 +39,7 @@ impl EffectExecutor {
         contract: &EffectContract,
         arguments: &A,
     ) -> Result<EffectResult, ExecError> {
-        let identity = identify(contract, arguments)?;
+        let identity = identify(contract, arguments, self.options.fingerprint_form)?;
         let invoke = SyncInvoke::<Value> {
             handler: std::sync::Arc::new(|_, _| {
                 Err(HandlerError::failed("reconciliation never dispatches"))
@@ -89,7 +89,8 @@ impl EffectExecutor {
                 self.apply_policy(call, NO_BASIS, Evidence::new())
             };
         };
-        let probe = match probed {
+        // Evidence nested too deep to read back is no answer: a failed probe.
+        let probe = match probed.and_then(storable_evidence) {
             Ok(probe) => probe,
             Err(err) => {
                 let mut evidence = evidence_of([("probe_error", err.message().into())]);
@@ -118,6 +119,9 @@ impl EffectExecutor {
                     )?;
                     return Ok(Reconciled::Settled(quarantined.record));
                 }
+                // An output nested too deep to read back is as unstorable as one
+                // the store refuses.
+                let storable = effect_core::canonical::check_depth(&output);
                 let confirmation = Confirmation {
                     output,
                     provider_operation_id: probe.provider_operation_id,
@@ -127,7 +131,13 @@ impl EffectExecutor {
                     owner_token: None,
                     confirmation,
                 };
-                match self.ledger.apply(call.id(), &transition) {
+                let confirmed = match storable {
+                    Ok(()) => self.ledger.apply(call.id(), &transition),
+                    Err(err) => Err(LedgerError::InvalidInput {
+                        message: err.to_string(),
+                    }),
+                };
+                match confirmed {
                     Ok(confirmed) => Ok(Reconciled::Settled(confirmed.record)),
                     // The output could not be stored: keep the operation uncertain
                     // rather than report a result that was never recorded.
@@ -328,6 +338,20 @@ impl Audit {
             reason: self.reason,
             evidence_reference: self.evidence_reference,
         }
+    }
+}
+
+/// The probe's answer, unless its evidence nests too deep to be stored.
+fn storable_evidence(
+    probe: effect_core::OutcomeProbeResult,
+) -> Result<effect_core::OutcomeProbeResult, effect_core::CallbackError> {
+    match probe
+        .evidence
+        .values()
+        .try_for_each(effect_core::canonical::check_depth)
+    {
+        Ok(()) => Ok(probe),
+        Err(err) => Err(format!("probe evidence cannot be stored: {err}").into()),
     }
 }
 
