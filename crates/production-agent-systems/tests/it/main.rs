@@ -3,5 +3,6 @@
 #![allow(clippy::unwrap_used)] // Tests unwrap: a panic is a failing test with its message.
 
 mod crash;
+mod mixed_fleet;
 mod provider;
 mod reopen;
