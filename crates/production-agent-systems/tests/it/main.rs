@@ -5,4 +5,5 @@
 mod crash;
 mod mixed_fleet;
 mod provider;
+mod python_floats;
 mod reopen;
