@@ -24,8 +24,11 @@ pub(super) fn check<T: Serialize + ?Sized>(value: &T) -> Result<(), CanonicalErr
             path,
             limit: MAX_DEPTH,
         }),
-        // Anything else is left for serde_json to report with its own message.
-        Err(Found::Custom) => Ok(()),
+        // The value's own error: report it rather than let serde_json recurse
+        // into a value this pass did not finish checking.
+        Err(Found::Custom(message)) => Err(CanonicalError::Serialize {
+            source: <serde_json::Error as ser::Error>::custom(message),
+        }),
     }
 }
 
@@ -42,7 +45,7 @@ struct Checker {
 enum Found {
     NonFinite(String),
     TooDeep(String),
-    Custom,
+    Custom(String),
 }
 
 impl std::fmt::Display for Found {
@@ -50,7 +53,7 @@ impl std::fmt::Display for Found {
         match self {
             Found::NonFinite(path) => write!(f, "non-finite number at {path}"),
             Found::TooDeep(path) => write!(f, "nested too deep at {path}"),
-            Found::Custom => f.write_str("serialization error"),
+            Found::Custom(message) => f.write_str(message),
         }
     }
 }
@@ -58,8 +61,8 @@ impl std::fmt::Display for Found {
 impl std::error::Error for Found {}
 
 impl ser::Error for Found {
-    fn custom<T: std::fmt::Display>(_msg: T) -> Self {
-        Found::Custom
+    fn custom<T: std::fmt::Display>(msg: T) -> Self {
+        Found::Custom(msg.to_string())
     }
 }
 
@@ -294,7 +297,9 @@ impl ser::SerializeMap for Compound<'_> {
     type Error = Found;
 
     fn serialize_key<T: Serialize + ?Sized>(&mut self, key: &T) -> Result<(), Found> {
-        // Keys are recorded for the path; a non-string key is serde_json's error to report.
+        // Keys are recorded for the path; a non-string key is serde_json's
+        // error to report. Check the key first, so that converting it is bounded.
+        self.checker.wrapped(key)?;
         self.key = serde_json::to_value(key)
             .ok()
             .and_then(|k| k.as_str().map(str::to_owned))

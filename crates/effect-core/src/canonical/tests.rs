@@ -327,3 +327,36 @@ fn the_depth_error_names_the_path() {
     assert_eq!(path.matches('/').count(), MAX_DEPTH);
     assert!(err.to_string().contains("deeper than 64 levels"), "{err}");
 }
+
+#[test]
+fn a_serialize_error_of_the_value_is_reported_without_serializing_further() {
+    struct Fails;
+    impl serde::Serialize for Fails {
+        fn serialize<S: serde::Serializer>(&self, _: S) -> Result<S::Ok, S::Error> {
+            Err(serde::ser::Error::custom("the value refused"))
+        }
+    }
+    std::thread::spawn(|| {
+        // The failing element comes first; a deep one follows it.
+        let err = to_json_value(&(Fails, Nested(100_000))).unwrap_err();
+        assert!(matches!(&err, CanonicalError::Serialize { .. }), "{err}");
+        let source = std::error::Error::source(&err).unwrap().to_string();
+        assert_eq!(source, "the value refused");
+        // A deep map key is bounded too.
+        struct DeepKey;
+        impl serde::Serialize for DeepKey {
+            fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+                use serde::ser::SerializeMap;
+                let mut map = serializer.serialize_map(Some(1))?;
+                map.serialize_entry(&Nested(100_000), &1)?;
+                map.end()
+            }
+        }
+        assert!(matches!(
+            to_json_value(&DeepKey),
+            Err(CanonicalError::TooDeep { .. })
+        ));
+    })
+    .join()
+    .unwrap();
+}
