@@ -241,7 +241,8 @@ impl EffectExecutor {
     ///
     /// # Errors
     ///
-    /// [`ExecError::Ledger`] with kind `InvalidInput` (blank fields),
+    /// [`ExecError::Ledger`] with kind `InvalidInput` (blank fields, or an
+    /// output nested deeper than [`MAX_DEPTH`](effect_core::canonical::MAX_DEPTH)),
     /// `InvalidTransition` (wrong status) or `NotFound`; nothing is written then.
     pub fn resolve(
         &self,
@@ -250,6 +251,15 @@ impl EffectExecutor {
     ) -> Result<EffectRecord, ExecError> {
         let span = tracing::info_span!("effect.resolve", operation_id, actor = %resolution.actor);
         let _entered = span.enter();
+        if let ManualAction::Confirm { output, .. } = &resolution.action {
+            // An output the ledger could not read back is refused, not stored.
+            effect_core::canonical::check_depth(output).map_err(|err| ExecError::Ledger {
+                operation_id: operation_id.to_owned(),
+                source: LedgerError::InvalidInput {
+                    message: format!("the confirmed output cannot be stored: {err}"),
+                },
+            })?;
+        }
         Ok(self
             .apply(operation_id, Transition::Resolve(resolution.clone()))?
             .record)
