@@ -54,9 +54,11 @@ pub struct Cli {
     #[arg(long, value_enum, default_value_t = Format::Json, global = true)]
     pub format: Format,
 
-    /// Migrate a ledger with an older schema (for example one written before
-    /// contract versions) in place before running the command, as any agent
-    /// process opening it would. Without it such a ledger is refused.
+    /// Migrate a ledger with an older schema (for example one written by the
+    /// Python package) in place before running the command, as any agent
+    /// process opening it would. Without it nothing is migrated: read commands
+    /// read an older schema as it is where they can and refuse it otherwise;
+    /// confirm, reject and authorize-retry refuse it.
     #[arg(long, global = true)]
     pub migrate: bool,
 

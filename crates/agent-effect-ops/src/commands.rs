@@ -325,7 +325,11 @@ fn check_audit(audit: &AuditArgs) -> Result<(), InputError> {
 }
 
 fn parse_output(text: &str) -> Result<Value, InputError> {
-    serde_json::from_str(text).map_err(|source| InputError::InvalidOutputJson { source })
+    let output =
+        serde_json::from_str(text).map_err(|source| InputError::InvalidOutputJson { source })?;
+    effect_core::canonical::check_depth(&output)
+        .map_err(|source| InputError::UnstorableOutputJson { source })?;
+    Ok(output)
 }
 
 fn not_found(id: &str) -> LedgerError {

@@ -47,6 +47,13 @@ pub enum InputError {
         #[source]
         source: serde_json::Error,
     },
+    /// `--output-json` nests deeper than the ledger stores.
+    #[error("--output-json cannot be stored")]
+    UnstorableOutputJson {
+        /// Why.
+        #[source]
+        source: effect_core::CanonicalError,
+    },
     /// An audit field or an id is empty or only whitespace.
     #[error("{flag} must not be empty")]
     Blank {

@@ -14,6 +14,8 @@ pub struct Opened {
     ledger: Arc<dyn EffectLedger>,
     /// The SQLite file, reopened read-write for a resolution.
     sqlite_path: Option<PathBuf>,
+    /// Whether `--migrate` was given: the only way a file is migrated.
+    migrate: bool,
 }
 
 impl Opened {
@@ -23,14 +25,17 @@ impl Opened {
     }
 
     /// The ledger, for writing. A SQLite file opened read-only is reopened
-    /// read-write (applying pending forward-only migrations, as any agent
-    /// process would); a PostgreSQL ledger is already writable.
+    /// read-write; an older schema is migrated only with `--migrate`, as for
+    /// every command, and refused without it. A PostgreSQL ledger is already
+    /// writable.
     pub fn writable(&self, clock: Arc<dyn Clock>) -> anyhow::Result<Arc<dyn EffectLedger>> {
         match &self.sqlite_path {
-            Some(path) => Ok(Arc::new(SqliteLedger::open(
-                path,
-                SqliteOptions::default().clock(clock),
-            )?)),
+            Some(path) => {
+                let options = SqliteOptions::default().clock(clock).migrate(self.migrate);
+                Ok(Arc::new(
+                    SqliteLedger::open(path, options).map_err(needs_migration_hint)?,
+                ))
+            }
             None => Ok(Arc::clone(&self.ledger)),
         }
     }
@@ -47,6 +52,7 @@ pub fn open(db: &Path, migrate: bool, clock: Arc<dyn Clock>) -> anyhow::Result<O
     Ok(Opened {
         sqlite_path: Some(ledger.path().to_owned()),
         ledger: Arc::new(ledger),
+        migrate,
     })
 }
 
@@ -60,6 +66,7 @@ fn open_postgres(url: &str) -> anyhow::Result<Opened> {
     Ok(Opened {
         ledger: Arc::new(ledger),
         sqlite_path: None,
+        migrate: false,
     })
 }
 
@@ -103,10 +110,15 @@ pub fn open_sqlite(
     if migrate {
         return Ok(SqliteLedger::open(path, options)?);
     }
-    SqliteLedger::open(path, options.read_only(true)).map_err(|err| match err {
+    SqliteLedger::open(path, options.read_only(true)).map_err(needs_migration_hint)
+}
+
+/// The store's "needs migrating" as the command line's: re-run with `--migrate`.
+fn needs_migration_hint(err: SqliteError) -> anyhow::Error {
+    match err {
         SqliteError::NeedsMigration { path, found, .. } => {
             anyhow::Error::from(InputError::NeedsMigration { path, found })
         }
         other => anyhow::Error::from(other),
-    })
+    }
 }

@@ -1,8 +1,27 @@
 //! Canonical JSON and request fingerprints (SPEC §1, §8).
 //!
-//! Canonical JSON sorts object keys, has no insignificant whitespace, keeps
-//! non-ASCII text as UTF-8 and writes numbers as serde_json does. It is what the
-//! Python package hashes, so fingerprints agree across both implementations.
+//! Canonical JSON sorts object keys, has no insignificant whitespace and keeps
+//! non-ASCII text as UTF-8. It comes in two number styles, one per fingerprint:
+//!
+//! - [`canonical_json`] writes numbers as serde_json does (`0.00001`, `1e16`);
+//!   the blake3 fingerprint (`blake3:<hex>`) hashes it.
+//! - [`python_json`] is byte-identical to the Python package's
+//!   `json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)`
+//!   (`1e-05`, `1e+16`, `-0.0`); the SHA-256 fingerprint hashes it, so a
+//!   fingerprint the Python package wrote matches the same arguments here, and
+//!   one written here in [`FingerprintForm::Sha256`] matches in Python.
+//!
+//! Both writers, and the depth check, use an explicit stack rather than
+//! recursion: no JSON a caller or a file supplies can overflow the stack.
+//! Values nested deeper than [`MAX_DEPTH`] are refused before anything holding
+//! them is written (serde_json, and so every store, reads at most 128 levels
+//! back, and a stored value sits up to three levels deeper inside an event).
+//!
+//! Numbers: integers are exact within 64 bits (`i64`/`u64`); beyond that
+//! serde_json holds a number as a double, so such an integer (which the Python
+//! package keeps exact) is not fingerprinted as Python does. Doubles parse to
+//! the nearest double (serde_json's `float_roundtrip`) and are written in their
+//! shortest round-trip form, so a stored output replays bit-exactly.
 
 use serde::Serialize;
 use serde_json::Value;
@@ -11,13 +30,24 @@ use sha2::Digest;
 use crate::error::CanonicalError;
 
 mod finite;
+mod text;
+
+/// The deepest nesting of arrays and objects accepted in arguments, outputs
+/// and evidence: 64 levels (`[]` is one level, `[[1]]` two). Comfortably below
+/// serde_json's read limit of 128, which a stored value must stay under even
+/// inside the evidence and event objects that wrap it.
+pub const MAX_DEPTH: usize = 64;
 
 /// Converts any serializable value to a JSON value, rejecting NaN and infinities
-/// (serde_json would silently turn them into `null`).
+/// (serde_json would silently turn them into `null`) and values nested deeper
+/// than [`MAX_DEPTH`]. The input is inspected before any [`Value`] is built,
+/// and no deeper than the limit, so an input nested far deeper cannot exhaust
+/// the stack.
 ///
 /// # Errors
 ///
 /// [`CanonicalError::NonFinite`] for a non-finite float anywhere in the value,
+/// [`CanonicalError::TooDeep`] past the depth limit,
 /// [`CanonicalError::Serialize`] when serde_json cannot represent it.
 ///
 /// ```
@@ -28,71 +58,88 @@ mod finite;
 /// ```
 pub fn to_json_value<T: Serialize + ?Sized>(value: &T) -> Result<Value, CanonicalError> {
     finite::check(value)?;
-    serde_json::to_value(value).map_err(|source| CanonicalError::Serialize { source })
+    let value =
+        serde_json::to_value(value).map_err(|source| CanonicalError::Serialize { source })?;
+    // A value serialized from pre-parsed JSON text (serde_json's RawValue) is
+    // only parsed by `to_value`; check what came out too.
+    check_depth(&value)?;
+    Ok(value)
 }
 
-/// The canonical JSON text of a value.
+/// Checks that a JSON value nests no deeper than [`MAX_DEPTH`], without recursion.
+///
+/// # Errors
+///
+/// [`CanonicalError::TooDeep`], with the path of the first array or object past the limit.
+///
+/// ```
+/// # use effect_core::canonical::{check_depth, MAX_DEPTH};
+/// let mut deep = serde_json::json!(1);
+/// for _ in 0..MAX_DEPTH {
+///     deep = serde_json::json!([deep]);
+/// }
+/// assert!(check_depth(&deep).is_ok());
+/// assert!(check_depth(&serde_json::json!([deep])).is_err());
+/// ```
+pub fn check_depth(value: &Value) -> Result<(), CanonicalError> {
+    text::check_depth(value)
+}
+
+/// The canonical JSON text with numbers as serde_json writes them: what the
+/// blake3 fingerprint hashes.
 ///
 /// ```
 /// # use effect_core::canonical::canonical_json;
-/// let value = serde_json::json!({"b": 1, "a": {"d": "ü", "c": [true, null]}});
-/// assert_eq!(canonical_json(&value), r#"{"a":{"c":[true,null],"d":"ü"},"b":1}"#);
+/// let value = serde_json::json!({"b": 1e-5, "a": {"d": "ü", "c": [true, null]}});
+/// assert_eq!(canonical_json(&value), r#"{"a":{"c":[true,null],"d":"ü"},"b":0.00001}"#);
 /// ```
 pub fn canonical_json(value: &Value) -> String {
-    let mut out = String::with_capacity(64);
-    write_canonical(value, &mut out);
-    out
+    text::write(value, text::NumberStyle::Serde)
 }
 
-fn write_canonical(value: &Value, out: &mut String) {
-    match value {
-        Value::Object(map) => {
-            // Sort explicitly: serde_json's map keeps insertion order when another
-            // crate in the build enables its `preserve_order` feature.
-            let mut entries: Vec<(&String, &Value)> = map.iter().collect();
-            entries.sort_unstable_by(|a, b| a.0.cmp(b.0));
-            out.push('{');
-            for (i, (key, item)) in entries.into_iter().enumerate() {
-                if i > 0 {
-                    out.push(',');
-                }
-                write_string(key, out);
-                out.push(':');
-                write_canonical(item, out);
-            }
-            out.push('}');
-        }
-        Value::Array(items) => {
-            out.push('[');
-            for (i, item) in items.iter().enumerate() {
-                if i > 0 {
-                    out.push(',');
-                }
-                write_canonical(item, out);
-            }
-            out.push(']');
-        }
-        Value::String(text) => write_string(text, out),
-        scalar => out.push_str(&scalar.to_string()),
-    }
+/// The canonical JSON text exactly as the Python package writes it
+/// (`json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)`):
+/// what the SHA-256 fingerprint hashes.
+///
+/// ```
+/// # use effect_core::canonical::python_json;
+/// let value = serde_json::json!({"b": 1e-5, "c": 1e16, "a": [-0.0, 2.5, 7, "😀"]});
+/// assert_eq!(python_json(&value), r#"{"a":[-0.0,2.5,7,"😀"],"b":1e-05,"c":1e+16}"#);
+/// ```
+pub fn python_json(value: &Value) -> String {
+    text::write(value, text::NumberStyle::Python)
 }
 
-fn write_string(text: &str, out: &mut String) {
-    // serde_json escapes only what JSON requires and leaves non-ASCII as UTF-8.
-    out.push_str(&Value::String(text.to_owned()).to_string());
+/// Which fingerprint new records carry.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum FingerprintForm {
+    /// `blake3:<hex>` of [`canonical_json`] (the default). The Python package
+    /// cannot read it: it compares fingerprints as plain strings, so it reports
+    /// a conflict on every operation recorded in this form.
+    #[default]
+    Blake3,
+    /// The bare SHA-256 hex digest of [`python_json`], exactly what the Python
+    /// package `production-agent-systems` 1.x writes. Use it for every ledger
+    /// shared with Python workers.
+    Sha256,
 }
 
 /// The request fingerprint of one set of arguments, in both algorithms a stored
 /// record may carry: blake3 (ours, stored as `blake3:<hex>`) and SHA-256 (bare
-/// 64-digit hex, written by the Python package).
+/// 64-digit hex, written by the Python package), plus the form new records
+/// store ([`FingerprintForm`]).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RequestFingerprint {
     blake3_hex: String,
     sha256_hex: String,
+    form: FingerprintForm,
 }
 
 impl RequestFingerprint {
-    /// The fingerprint of canonical JSON text.
+    /// The fingerprint of JSON text that is already canonical in both number
+    /// styles (true of any canonical text without floats); prefer
+    /// [`of_value`](Self::of_value).
     ///
     /// ```
     /// # use effect_core::RequestFingerprint;
@@ -105,17 +152,50 @@ impl RequestFingerprint {
         RequestFingerprint {
             blake3_hex: blake3::hash(canonical.as_bytes()).to_hex().to_string(),
             sha256_hex: hex(&sha2::Sha256::digest(canonical.as_bytes())),
+            form: FingerprintForm::default(),
         }
     }
 
-    /// The fingerprint of a JSON value (canonicalized first).
+    /// The fingerprint of a JSON value: blake3 of [`canonical_json`], SHA-256
+    /// of [`python_json`].
+    ///
+    /// ```
+    /// # use effect_core::{RequestFingerprint, canonical::FingerprintForm};
+    /// let fp = RequestFingerprint::of_value(&serde_json::json!({"rate": 1e-5}))
+    ///     .with_form(FingerprintForm::Sha256);
+    /// // What Python 1.0.1 writes for {"rate": 1e-05}.
+    /// assert_eq!(fp.stored(), "c6eb6aaffe8f1fb5e659c3061303680806b1fef331df7fa56558b2124f602f6f");
+    /// assert!(fp.matches(&fp.stored()));
+    /// ```
     pub fn of_value(value: &Value) -> Self {
-        RequestFingerprint::of_canonical(&canonical_json(value))
+        RequestFingerprint {
+            blake3_hex: blake3::hash(canonical_json(value).as_bytes())
+                .to_hex()
+                .to_string(),
+            sha256_hex: hex(&sha2::Sha256::digest(python_json(value).as_bytes())),
+            form: FingerprintForm::default(),
+        }
     }
 
-    /// The string stored for new operations: `blake3:<hex>`.
+    /// The same fingerprint, stored in `form` by new records.
+    #[must_use]
+    pub fn with_form(mut self, form: FingerprintForm) -> Self {
+        self.form = form;
+        self
+    }
+
+    /// The form new records store.
+    pub fn form(&self) -> FingerprintForm {
+        self.form
+    }
+
+    /// The string stored for new operations: `blake3:<hex>`, or the bare
+    /// SHA-256 hex in [`FingerprintForm::Sha256`].
     pub fn stored(&self) -> String {
-        format!("blake3:{}", self.blake3_hex)
+        match self.form {
+            FingerprintForm::Blake3 => format!("blake3:{}", self.blake3_hex),
+            FingerprintForm::Sha256 => self.sha256_hex.clone(),
+        }
     }
 
     /// The blake3 hex digest.
@@ -123,9 +203,14 @@ impl RequestFingerprint {
         &self.blake3_hex
     }
 
-    /// Whether a stored fingerprint describes the same arguments. A bare
-    /// 64-digit hex string is read as SHA-256; anything else unrecognised never
-    /// matches (the arguments cannot be proven equal).
+    /// The SHA-256 hex digest (of [`python_json`] for [`of_value`](Self::of_value)).
+    pub fn sha256_hex(&self) -> &str {
+        &self.sha256_hex
+    }
+
+    /// Whether a stored fingerprint describes the same arguments, whichever
+    /// form it is in. A bare 64-digit hex string is read as SHA-256; anything
+    /// else unrecognised never matches (the arguments cannot be proven equal).
     pub fn matches(&self, stored: &str) -> bool {
         if let Some(hex) = stored.strip_prefix("blake3:") {
             return hex.eq_ignore_ascii_case(&self.blake3_hex);

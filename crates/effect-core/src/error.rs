@@ -28,6 +28,16 @@ pub enum CanonicalError {
         /// A JSON-pointer-like path to the value.
         path: String,
     },
+    /// Arrays and objects nest deeper than
+    /// [`MAX_DEPTH`](crate::canonical::MAX_DEPTH) levels: the ledger could not
+    /// read the value back, so nothing holding it is written.
+    #[error("JSON nested deeper than {limit} levels at {path}")]
+    TooDeep {
+        /// A JSON-pointer-like path to the array or object past the limit.
+        path: String,
+        /// The limit, [`MAX_DEPTH`](crate::canonical::MAX_DEPTH).
+        limit: usize,
+    },
     /// The value could not be serialized (for example a map with non-string keys).
     #[error("value cannot be serialized as JSON")]
     Serialize {

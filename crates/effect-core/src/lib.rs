@@ -43,7 +43,7 @@ mod record;
 mod status;
 pub mod transition;
 
-pub use canonical::RequestFingerprint;
+pub use canonical::{FingerprintForm, RequestFingerprint};
 pub use clock::{Clock, ManualClock, SystemClock};
 pub use contract::{
     AsyncProbeFn, BoxFuture, EffectContract, EffectContractBuilder, KeyFn, OperationIdFn,

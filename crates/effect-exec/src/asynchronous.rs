@@ -122,7 +122,7 @@ impl EffectExecutor {
         H: Fn(Value, Option<String>) -> Fut + Send + Sync + 'static,
         Fut: Future<Output = Result<O, HandlerError>> + Send + 'static,
     {
-        let identity = identify(contract, arguments)?;
+        let identity = identify(contract, arguments, self.options.fingerprint_form)?;
         let operation_id = identity.operation_id.clone();
         let executor = self.clone();
         let contract = contract.clone();

@@ -4,7 +4,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-use effect_core::canonical::{canonical_json, to_json_value};
+use effect_core::canonical::to_json_value;
 use effect_core::clock::unix_seconds;
 use effect_core::evidence::{
     DISPATCH_INTERRUPTION, HANDLER_MAY_STILL_BE_RUNNING, INTERRUPTED_BY_HANDLER_EXCEPTION,
@@ -13,8 +13,8 @@ use effect_core::evidence::{
 };
 use effect_core::{
     Claim, Clock, Confirmation, EffectContract, EffectLedger, EffectRecord, EffectResult,
-    EffectStatus, Evidence, NewOperation, RequestFingerprint, SystemClock, Transition,
-    TransitionOutcome,
+    EffectStatus, Evidence, FingerprintForm, NewOperation, RequestFingerprint, SystemClock,
+    Transition, TransitionOutcome,
 };
 use serde::Serialize;
 use serde_json::Value;
@@ -183,7 +183,7 @@ impl EffectExecutor {
         O: Serialize + Send + 'static,
         H: Fn(Value, Option<String>) -> Result<O, HandlerError> + Send + Sync + 'static,
     {
-        let identity = identify(contract, arguments)?;
+        let identity = identify(contract, arguments, self.options.fingerprint_form)?;
         let invoke = SyncInvoke {
             handler: Arc::new(handler),
         };
@@ -526,10 +526,10 @@ impl EffectExecutor {
 pub(crate) fn identify<A: Serialize + ?Sized>(
     contract: &EffectContract,
     arguments: &A,
+    form: FingerprintForm,
 ) -> Result<Identity, ExecError> {
     let arguments =
         to_json_value(arguments).map_err(|source| ExecError::InvalidArguments { source })?;
-    let canonical = canonical_json(&arguments);
     let contract_error = |source| ExecError::Contract {
         contract: contract.name().to_owned(),
         source,
@@ -543,7 +543,7 @@ pub(crate) fn identify<A: Serialize + ?Sized>(
         operation: NewOperation {
             contract_name: contract.name().to_owned(),
             contract_version: contract.version().to_owned(),
-            fingerprint: RequestFingerprint::of_canonical(&canonical),
+            fingerprint: RequestFingerprint::of_value(&arguments).with_form(form),
             provider_idempotency_key: key,
         },
         arguments,

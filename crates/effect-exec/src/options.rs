@@ -2,6 +2,8 @@
 
 use std::time::Duration;
 
+use effect_core::FingerprintForm;
+
 /// How an [`EffectExecutor`](crate::EffectExecutor) dispatches and waits.
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
@@ -21,6 +23,11 @@ pub struct ExecutorOptions {
     pub wait_for_in_progress: Option<Duration>,
     /// How often a waiting caller re-reads the ledger. Default 25 ms.
     pub poll_interval: Duration,
+    /// The request fingerprint new operations store. Default
+    /// [`FingerprintForm::Blake3`]; set [`FingerprintForm::Sha256`] for a
+    /// ledger shared with Python workers (`production-agent-systems` 1.x),
+    /// which cannot read any other form. Either form is accepted on read.
+    pub fingerprint_form: FingerprintForm,
 }
 
 impl Default for ExecutorOptions {
@@ -31,6 +38,7 @@ impl Default for ExecutorOptions {
             default_deadline: None,
             wait_for_in_progress: None,
             poll_interval: Duration::from_millis(25),
+            fingerprint_form: FingerprintForm::default(),
         }
     }
 }
@@ -69,6 +77,22 @@ impl ExecutorOptions {
     #[must_use]
     pub fn poll_interval(mut self, interval: Duration) -> Self {
         self.poll_interval = interval;
+        self
+    }
+
+    /// Sets the fingerprint form new operations store.
+    ///
+    /// ```
+    /// use effect_core::FingerprintForm;
+    /// use effect_exec::ExecutorOptions;
+    ///
+    /// // A ledger shared with Python workers during a migration.
+    /// let options = ExecutorOptions::default().fingerprint_form(FingerprintForm::Sha256);
+    /// # assert_eq!(options.fingerprint_form, FingerprintForm::Sha256);
+    /// ```
+    #[must_use]
+    pub fn fingerprint_form(mut self, form: FingerprintForm) -> Self {
+        self.fingerprint_form = form;
         self
     }
 }

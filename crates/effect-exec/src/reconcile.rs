@@ -51,7 +51,7 @@ impl EffectExecutor {
         contract: &EffectContract,
         arguments: &A,
     ) -> Result<EffectResult, ExecError> {
-        let identity = identify(contract, arguments)?;
+        let identity = identify(contract, arguments, self.options.fingerprint_form)?;
         let invoke = SyncInvoke::<Value> {
             handler: std::sync::Arc::new(|_, _| {
                 Err(HandlerError::failed("reconciliation never dispatches"))
@@ -124,7 +124,8 @@ impl EffectExecutor {
                 self.apply_policy(&read, NO_BASIS, Evidence::new())
             };
         };
-        let probe = match probed {
+        // Evidence nested too deep to read back is no answer: a failed probe.
+        let probe = match probed.and_then(storable_evidence) {
             Ok(probe) => probe,
             Err(err) => {
                 let mut evidence = evidence_of([(PROBE_ERROR, err.message().into())]);
@@ -152,6 +153,9 @@ impl EffectExecutor {
                         },
                     );
                 }
+                // An output nested too deep to read back is as unstorable as one
+                // the store refuses.
+                let storable = effect_core::canonical::check_depth(&output);
                 let confirmation = Confirmation {
                     output,
                     provider_operation_id: probe.provider_operation_id,
@@ -161,7 +165,13 @@ impl EffectExecutor {
                     owner_token: None,
                     confirmation,
                 };
-                match self.ledger.apply(call.id(), &read.guarded(transition)) {
+                let confirmed = match storable {
+                    Ok(()) => self.ledger.apply(call.id(), &read.guarded(transition)),
+                    Err(err) => Err(LedgerError::InvalidInput {
+                        message: err.to_string(),
+                    }),
+                };
+                match confirmed {
                     Ok(confirmed) => Ok(read.reconciled(confirmed, Reconciled::Settled)),
                     // The output could not be stored: keep the operation uncertain
                     // rather than report a result that was never recorded.
@@ -278,7 +288,8 @@ impl EffectExecutor {
     ///
     /// # Errors
     ///
-    /// [`ExecError::Ledger`] with kind `InvalidInput` (blank fields),
+    /// [`ExecError::Ledger`] with kind `InvalidInput` (blank fields, or an
+    /// output nested deeper than [`MAX_DEPTH`](effect_core::canonical::MAX_DEPTH)),
     /// `InvalidTransition` (wrong status) or `NotFound`; nothing is written then.
     pub fn resolve(
         &self,
@@ -287,6 +298,15 @@ impl EffectExecutor {
     ) -> Result<EffectRecord, ExecError> {
         let span = tracing::info_span!("effect.resolve", operation_id, actor = %resolution.actor);
         let _entered = span.enter();
+        if let ManualAction::Confirm { output, .. } = &resolution.action {
+            // An output the ledger could not read back is refused, not stored.
+            effect_core::canonical::check_depth(output).map_err(|err| ExecError::Ledger {
+                operation_id: operation_id.to_owned(),
+                source: LedgerError::InvalidInput {
+                    message: format!("the confirmed output cannot be stored: {err}"),
+                },
+            })?;
+        }
         Ok(self
             .apply(operation_id, Transition::Resolve(resolution.clone()))?
             .record)
@@ -410,6 +430,20 @@ impl Audit {
             reason: self.reason,
             evidence_reference: self.evidence_reference,
         }
+    }
+}
+
+/// The probe's answer, unless its evidence nests too deep to be stored.
+fn storable_evidence(
+    probe: effect_core::OutcomeProbeResult,
+) -> Result<effect_core::OutcomeProbeResult, effect_core::CallbackError> {
+    match probe
+        .evidence
+        .values()
+        .try_for_each(effect_core::canonical::check_depth)
+    {
+        Ok(()) => Ok(probe),
+        Err(err) => Err(format!("probe evidence cannot be stored: {err}").into()),
     }
 }
 

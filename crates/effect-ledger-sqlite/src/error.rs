@@ -98,9 +98,10 @@ pub enum SqliteError {
         /// The missing column.
         column: &'static str,
     },
-    /// A read-only ledger still needs a migration that only a writer can run.
+    /// The ledger still needs a migration, which this open may not run: it is
+    /// read-only, or [`SqliteOptions::migrate`](crate::SqliteOptions::migrate) is off.
     #[error(
-        "sqlite ledger {path:?} has schema version {found} and needs migrating to {supported}; open it once without read_only"
+        "sqlite ledger {path:?} has schema version {found} and needs migrating to {supported}; open it once read-write with migration allowed"
     )]
     NeedsMigration {
         /// The database file.

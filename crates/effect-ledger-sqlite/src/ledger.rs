@@ -121,6 +121,9 @@ impl SqliteLedger {
         let layout = if options.read_only {
             schema::check_readable(&conn, path)?
         } else {
+            if !options.migrate {
+                schema::check_current(&conn, path)?;
+            }
             prepare_file(&mut conn, path, options.busy_timeout)?;
             Layout::Current
         };

@@ -34,6 +34,10 @@ impl Durability {
 
 /// Options for [`SqliteLedger::open`](crate::SqliteLedger::open).
 ///
+/// The fingerprint new records carry is the executor's setting
+/// (`ExecutorOptions::fingerprint_form` in effect-exec): a ledger shared with
+/// Python workers needs `FingerprintForm::Sha256` there.
+///
 /// ```
 /// use std::time::Duration;
 /// use effect_ledger_sqlite::{Durability, SqliteOptions};
@@ -54,6 +58,7 @@ pub struct SqliteOptions {
     pub(crate) group_commit: bool,
     pub(crate) confirmed_cache: usize,
     pub(crate) max_value_bytes: Option<usize>,
+    pub(crate) migrate: bool,
 }
 
 impl Default for SqliteOptions {
@@ -69,6 +74,7 @@ impl Default for SqliteOptions {
             group_commit: true,
             confirmed_cache: 4096,
             max_value_bytes: None,
+            migrate: true,
         }
     }
 }
@@ -144,6 +150,18 @@ impl SqliteOptions {
     #[must_use]
     pub fn confirmed_cache(mut self, records: usize) -> Self {
         self.confirmed_cache = records;
+        self
+    }
+
+    /// Whether opening read-write may migrate a file with an older schema
+    /// (default true). False: such a file fails to open with
+    /// [`SqliteError::NeedsMigration`](crate::SqliteError::NeedsMigration)
+    /// and is left untouched, not even switched to WAL mode; a current file
+    /// opens, and a missing one is created. For tools that must migrate only
+    /// when asked, such as an operator's command line.
+    #[must_use]
+    pub fn migrate(mut self, allowed: bool) -> Self {
+        self.migrate = allowed;
         self
     }
 }

@@ -129,6 +129,23 @@ pub(crate) fn check_readable(conn: &Connection, path: &Path) -> Result<Layout, S
     })
 }
 
+/// Refuses a file that a read-write open would migrate (a new, empty file is
+/// created at the current version, not migrated).
+pub(crate) fn check_current(conn: &Connection, path: &Path) -> Result<(), SqliteError> {
+    let fail = |step: &'static str| move |e| SqliteError::open(path.to_owned(), step, e);
+    let found = user_version(conn).map_err(fail("reading the schema version"))?;
+    let has_tables = table_exists(conn, "effect_operations").map_err(fail("reading the schema"))?
+        || table_exists(conn, "effect_events").map_err(fail("reading the schema"))?;
+    if has_tables && found < SCHEMA_VERSION {
+        return Err(SqliteError::NeedsMigration {
+            path: path.to_owned(),
+            found,
+            supported: SCHEMA_VERSION,
+        });
+    }
+    Ok(())
+}
+
 fn check_not_newer(path: &Path, found: i64) -> Result<(), SqliteError> {
     if found > SCHEMA_VERSION {
         return Err(SqliteError::NewerSchema {

@@ -90,3 +90,8 @@ pub struct ReadmeDoctests;
 #[cfg(doctest)]
 #[doc = include_str!("../../../docs/effect-contracts.md")]
 pub struct EffectContractsDoctests;
+
+/// The examples of `docs/operations.md`, compiled and run as doctests.
+#[cfg(doctest)]
+#[doc = include_str!("../../../docs/operations.md")]
+pub struct OperationsDoctests;

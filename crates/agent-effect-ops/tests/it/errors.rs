@@ -113,6 +113,8 @@ fn a_transition_from_a_settled_status_exits_4() {
 #[test]
 fn invalid_input_exits_2_before_the_ledger_is_touched() {
     let quarantined = "ticket:T-7:create";
+    // Nested deeper than the ledger stores (effect_core::canonical::MAX_DEPTH).
+    let deep = format!("{}{}", "[".repeat(65), "]".repeat(65));
     let cases: Vec<Vec<&str>> = vec![
         vec![
             "confirm",
@@ -173,6 +175,18 @@ fn invalid_input_exits_2_before_the_ledger_is_touched() {
             "e",
         ],
         vec!["show", " "],
+        vec![
+            "confirm",
+            quarantined,
+            "--output-json",
+            &deep,
+            "--actor",
+            "a",
+            "--reason",
+            "r",
+            "--evidence-reference",
+            "e",
+        ],
     ];
     let mut lines = Vec::new();
     for args in &cases {

@@ -7,7 +7,7 @@ use effect_core::EffectStatus;
 use effect_testkit::snapshots::settings;
 use insta::{assert_json_snapshot, assert_snapshot};
 
-use crate::support::{ops, python_ledger};
+use crate::support::{ops, python_ledger, snapshot_dir};
 
 const AUDIT: [&str; 6] = [
     "--actor",
@@ -26,7 +26,9 @@ fn with_audit<'a>(args: &[&'a str]) -> Vec<&'a str> {
 fn reject_is_terminal_and_audited() {
     let (_dir, db) = python_ledger();
     let id = "ticket:T-7:create";
-    let rejected: Resolution = ops(&db, &with_audit(&["reject", id])).json();
+    // The Python file has an older schema: writing to it migrates it, so only
+    // with --migrate. Once migrated it needs no flag.
+    let rejected: Resolution = ops(&db, &with_audit(&["--migrate", "reject", id])).json();
     assert_eq!(rejected.action, "reject");
     assert_eq!(rejected.operation.status, EffectStatus::Rejected);
     let event = rejected.event.as_ref().unwrap();
@@ -44,7 +46,7 @@ fn authorize_retry_prepares_the_operation_for_another_dispatch() {
     let id = "email:ada@example.com:welcome";
     let authorized = ops(
         &db,
-        &with_audit(&["authorize-retry", id, "--format", "table"]),
+        &with_audit(&["--migrate", "authorize-retry", id, "--format", "table"]),
     );
     assert_eq!(authorized.exit, Exit::Success, "{:?}", authorized.error);
     settings().bind(|| assert_snapshot!("authorize_retry_table", authorized.stdout));
@@ -59,10 +61,39 @@ fn authorize_retry_prepares_the_operation_for_another_dispatch() {
 }
 
 #[test]
+fn resolutions_migrate_an_older_schema_only_with_migrate() {
+    let (dir, db) = python_ledger();
+    let before = snapshot_dir(dir.path());
+    for args in [
+        with_audit(&["reject", "ticket:T-7:create"]),
+        with_audit(&["authorize-retry", "email:ada@example.com:welcome"]),
+        with_audit(&["confirm", "ticket:T-7:create", "--output-json", "{}"]),
+    ] {
+        let refused = ops(&db, &args);
+        assert_eq!(refused.exit, Exit::Usage, "{args:?}");
+        assert!(
+            refused
+                .error
+                .as_deref()
+                .unwrap_or("")
+                .contains("re-run with --migrate"),
+            "{:?}",
+            refused.error
+        );
+        assert_eq!(
+            snapshot_dir(dir.path()),
+            before,
+            "{args:?} wrote to the file"
+        );
+    }
+}
+
+#[test]
 fn confirm_stores_the_given_output_for_replay() {
     let (_dir, db) = python_ledger();
     let id = "ticket:T-7:create";
     let mut args = vec![
+        "--migrate",
         "confirm",
         id,
         "--output-json",

@@ -1,37 +1,59 @@
-//! A serializer that only looks for non-finite floats, remembering where they are.
+//! A serializer that only looks for non-finite floats and excessive nesting,
+//! remembering where they are.
 //!
 //! serde_json writes NaN and infinities as `null`, which would silently change
-//! what is fingerprinted or stored; this pass rejects them first.
+//! what is fingerprinted or stored; this pass rejects them first. It also stops
+//! at [`MAX_DEPTH`]: serializing is recursive, so this pass must refuse a deep
+//! input before serde_json (or anything else) recurses all the way down it.
 
 use serde::ser::{self, Serialize};
 
+use super::MAX_DEPTH;
 use crate::error::CanonicalError;
 
 pub(super) fn check<T: Serialize + ?Sized>(value: &T) -> Result<(), CanonicalError> {
-    let mut checker = Checker { path: Vec::new() };
+    let mut checker = Checker {
+        path: Vec::new(),
+        depth: 0,
+        wrappers: 0,
+    };
     match value.serialize(&mut checker) {
         Ok(()) => Ok(()),
         Err(Found::NonFinite(path)) => Err(CanonicalError::NonFinite { path }),
-        // Anything else is left for serde_json to report with its own message.
-        Err(Found::Custom) => Ok(()),
+        Err(Found::TooDeep(path)) => Err(CanonicalError::TooDeep {
+            path,
+            limit: MAX_DEPTH,
+        }),
+        // The value's own error: report it rather than let serde_json recurse
+        // into a value this pass did not finish checking.
+        Err(Found::Custom(message)) => Err(CanonicalError::Serialize {
+            source: <serde_json::Error as ser::Error>::custom(message),
+        }),
     }
 }
 
 struct Checker {
     path: Vec<String>,
+    /// JSON arrays and objects open around the current value.
+    depth: usize,
+    /// `Some` and newtype wrappers around it: invisible in JSON, but each one
+    /// is a recursive call, so a self-referential type is bounded too.
+    wrappers: usize,
 }
 
 #[derive(Debug)]
 enum Found {
     NonFinite(String),
-    Custom,
+    TooDeep(String),
+    Custom(String),
 }
 
 impl std::fmt::Display for Found {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             Found::NonFinite(path) => write!(f, "non-finite number at {path}"),
-            Found::Custom => f.write_str("serialization error"),
+            Found::TooDeep(path) => write!(f, "nested too deep at {path}"),
+            Found::Custom(message) => f.write_str(message),
         }
     }
 }
@@ -39,8 +61,8 @@ impl std::fmt::Display for Found {
 impl std::error::Error for Found {}
 
 impl ser::Error for Found {
-    fn custom<T: std::fmt::Display>(_msg: T) -> Self {
-        Found::Custom
+    fn custom<T: std::fmt::Display>(msg: T) -> Self {
+        Found::Custom(msg.to_string())
     }
 }
 
@@ -48,11 +70,42 @@ impl Checker {
     fn float(&self, finite: bool) -> Result<(), Found> {
         if finite {
             Ok(())
-        } else if self.path.is_empty() {
-            Err(Found::NonFinite("/".to_owned()))
         } else {
-            Err(Found::NonFinite(format!("/{}", self.path.join("/"))))
+            Err(Found::NonFinite(self.render_path()))
         }
+    }
+
+    fn render_path(&self) -> String {
+        if self.path.is_empty() {
+            "/".to_owned()
+        } else {
+            format!("/{}", self.path.join("/"))
+        }
+    }
+
+    fn wrapped<T: Serialize + ?Sized>(&mut self, value: &T) -> Result<(), Found> {
+        if self.wrappers >= 4 * MAX_DEPTH {
+            return Err(Found::TooDeep(self.render_path()));
+        }
+        self.wrappers += 1;
+        let result = value.serialize(&mut *self);
+        self.wrappers -= 1;
+        result
+    }
+
+    /// Opens `levels` JSON containers (two for an enum variant holding a
+    /// sequence or fields: serde_json writes `{"Variant": [...]}`).
+    fn open(&mut self, levels: usize) -> Result<Compound<'_>, Found> {
+        if self.depth + levels > MAX_DEPTH {
+            return Err(Found::TooDeep(self.render_path()));
+        }
+        self.depth += levels;
+        Ok(Compound {
+            checker: self,
+            index: 0,
+            key: String::new(),
+            levels,
+        })
     }
 
     fn nested<T: Serialize + ?Sized>(&mut self, segment: String, value: &T) -> Result<(), Found> {
@@ -68,6 +121,8 @@ struct Compound<'a> {
     checker: &'a mut Checker,
     index: usize,
     key: String,
+    /// How many levels `end` closes.
+    levels: usize,
 }
 
 macro_rules! accept {
@@ -117,7 +172,7 @@ impl<'a> ser::Serializer for &'a mut Checker {
     }
 
     fn serialize_some<T: Serialize + ?Sized>(self, value: &T) -> Result<(), Found> {
-        value.serialize(self)
+        self.wrapped(value)
     }
 
     fn serialize_unit(self) -> Result<(), Found> {
@@ -137,7 +192,7 @@ impl<'a> ser::Serializer for &'a mut Checker {
         _name: &'static str,
         value: &T,
     ) -> Result<(), Found> {
-        value.serialize(self)
+        self.wrapped(value)
     }
 
     fn serialize_newtype_variant<T: Serialize + ?Sized>(
@@ -147,19 +202,26 @@ impl<'a> ser::Serializer for &'a mut Checker {
         variant: &'static str,
         value: &T,
     ) -> Result<(), Found> {
-        self.nested(variant.to_owned(), value)
+        // serde_json writes `{"Variant": value}`: one object around the value.
+        if self.depth + 1 > MAX_DEPTH {
+            return Err(Found::TooDeep(self.render_path()));
+        }
+        self.depth += 1;
+        let result = self.nested(variant.to_owned(), value);
+        self.depth -= 1;
+        result
     }
 
     fn serialize_seq(self, _len: Option<usize>) -> Result<Compound<'a>, Found> {
-        Ok(Compound::new(self))
+        self.open(1)
     }
 
     fn serialize_tuple(self, _len: usize) -> Result<Compound<'a>, Found> {
-        Ok(Compound::new(self))
+        self.open(1)
     }
 
     fn serialize_tuple_struct(self, _: &'static str, _: usize) -> Result<Compound<'a>, Found> {
-        Ok(Compound::new(self))
+        self.open(1)
     }
 
     fn serialize_tuple_variant(
@@ -169,15 +231,15 @@ impl<'a> ser::Serializer for &'a mut Checker {
         _: &'static str,
         _: usize,
     ) -> Result<Compound<'a>, Found> {
-        Ok(Compound::new(self))
+        self.open(2)
     }
 
     fn serialize_map(self, _len: Option<usize>) -> Result<Compound<'a>, Found> {
-        Ok(Compound::new(self))
+        self.open(1)
     }
 
     fn serialize_struct(self, _: &'static str, _: usize) -> Result<Compound<'a>, Found> {
-        Ok(Compound::new(self))
+        self.open(1)
     }
 
     fn serialize_struct_variant(
@@ -187,17 +249,14 @@ impl<'a> ser::Serializer for &'a mut Checker {
         _: &'static str,
         _: usize,
     ) -> Result<Compound<'a>, Found> {
-        Ok(Compound::new(self))
+        self.open(2)
     }
 }
 
-impl<'a> Compound<'a> {
-    fn new(checker: &'a mut Checker) -> Self {
-        Compound {
-            checker,
-            index: 0,
-            key: String::new(),
-        }
+impl Compound<'_> {
+    fn close(self) -> Result<(), Found> {
+        self.checker.depth -= self.levels;
+        Ok(())
     }
 
     fn element<T: Serialize + ?Sized>(&mut self, value: &T) -> Result<(), Found> {
@@ -220,7 +279,7 @@ macro_rules! seq_like {
                 self.element(value)
             }
             fn end(self) -> Result<(), Found> {
-                Ok(())
+                self.close()
             }
         }
     )*};
@@ -238,7 +297,9 @@ impl ser::SerializeMap for Compound<'_> {
     type Error = Found;
 
     fn serialize_key<T: Serialize + ?Sized>(&mut self, key: &T) -> Result<(), Found> {
-        // Keys are recorded for the path; a non-string key is serde_json's error to report.
+        // Keys are recorded for the path; a non-string key is serde_json's
+        // error to report. Check the key first, so that converting it is bounded.
+        self.checker.wrapped(key)?;
         self.key = serde_json::to_value(key)
             .ok()
             .and_then(|k| k.as_str().map(str::to_owned))
@@ -252,7 +313,7 @@ impl ser::SerializeMap for Compound<'_> {
     }
 
     fn end(self) -> Result<(), Found> {
-        Ok(())
+        self.close()
     }
 }
 
@@ -269,7 +330,7 @@ macro_rules! struct_like {
                 self.field(key, value)
             }
             fn end(self) -> Result<(), Found> {
-                Ok(())
+                self.close()
             }
         }
     )*};

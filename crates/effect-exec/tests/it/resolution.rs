@@ -133,3 +133,26 @@ fn manual_resolution_needs_actor_reason_evidence_and_an_uncertain_status() {
     );
     assert_eq!(event_types(&ledger, id).len(), 5);
 }
+
+#[test]
+fn a_manual_confirmation_too_deep_to_store_is_refused() {
+    let (ledger, _provider) = quarantined("INV-39");
+    let id = "invoice:INV-39:capture";
+    let before = ledger.events(id).unwrap().len();
+    let mut output = json!("leaf");
+    for _ in 0..=effect_core::canonical::MAX_DEPTH {
+        output = json!([output]);
+    }
+    let err = executor(&ledger)
+        .confirm_manually(id, output, None, audit())
+        .unwrap_err();
+    let effect_exec::ExecError::Ledger { source, .. } = &err else {
+        panic!("{err}")
+    };
+    assert_eq!(source.kind(), LedgerErrorKind::InvalidInput);
+    assert_eq!(
+        ledger.get(id).unwrap().unwrap().status,
+        EffectStatus::Quarantined
+    );
+    assert_eq!(ledger.events(id).unwrap().len(), before);
+}

@@ -273,6 +273,34 @@ fn read_only_open_reads_a_python_ledger_without_migrating_it() -> TestResult {
     Ok(())
 }
 
+#[test]
+fn an_open_without_migration_refuses_older_files_and_leaves_them_untouched() -> TestResult {
+    let no_migration = || SqliteOptions::default().migrate(false);
+    for fixture in ["python-ledger-v1.sqlite3", "python-ledger-legacy.sqlite3"] {
+        let (_dir, path) = copy_fixture(fixture)?;
+        let before = std::fs::read(&path)?;
+        let error = SqliteLedger::open(&path, no_migration()).expect_err("an older schema");
+        assert!(
+            matches!(
+                error,
+                effect_ledger_sqlite::SqliteError::NeedsMigration { found: 0, .. }
+            ),
+            "{fixture}: {error:?}"
+        );
+        assert_eq!(std::fs::read(&path)?, before, "{fixture} was written to");
+        // Once migrated (allowed by default), the same option opens it.
+        drop(SqliteLedger::open(&path, SqliteOptions::default())?);
+        drop(SqliteLedger::open(&path, no_migration())?);
+    }
+    // A new file is created at the current version: there is nothing to migrate.
+    let dir = tempfile::tempdir()?;
+    drop(SqliteLedger::open(
+        dir.path().join("new.sqlite3"),
+        no_migration(),
+    )?);
+    Ok(())
+}
+
 /// A column's `(name, type, notnull, default, pk)`.
 type Column = (String, String, i64, Option<String>, i64);
 

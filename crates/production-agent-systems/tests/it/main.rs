@@ -4,6 +4,8 @@
 
 mod chaos;
 mod crash;
+mod mixed_fleet;
 mod provider;
+mod python_floats;
 mod reopen;
 mod unstorable;

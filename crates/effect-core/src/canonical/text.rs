@@ -1,0 +1,248 @@
+//! Writing canonical JSON text, and measuring depth, with an explicit stack.
+//!
+//! A `Value` a caller built can be nested arbitrarily deep; recursing over it
+//! would overflow the stack long before its memory runs out.
+
+use std::fmt::Write as _;
+
+use serde_json::{Number, Value};
+
+use super::MAX_DEPTH;
+use crate::error::CanonicalError;
+
+/// How numbers are written; everything else is the same in both styles.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum NumberStyle {
+    /// As serde_json writes them (`0.00001`, `1e16`).
+    Serde,
+    /// As Python's `float.__repr__` writes them (`1e-05`, `1e+16`).
+    Python,
+}
+
+/// An array or object being written: what is left of it, and whether an
+/// item was written yet.
+enum Frame<'a> {
+    Array(std::slice::Iter<'a, Value>, bool),
+    Object(std::vec::IntoIter<(&'a String, &'a Value)>, bool),
+}
+
+pub(super) fn write(value: &Value, style: NumberStyle) -> String {
+    let mut out = String::with_capacity(64);
+    let mut stack: Vec<Frame<'_>> = Vec::new();
+    let mut next = Some(value);
+    loop {
+        if let Some(value) = next.take() {
+            match value {
+                Value::Array(items) => {
+                    out.push('[');
+                    stack.push(Frame::Array(items.iter(), false));
+                }
+                Value::Object(map) => {
+                    // Sort explicitly: serde_json's map keeps insertion order when
+                    // another crate in the build enables its `preserve_order`
+                    // feature. Byte order of UTF-8 is code point order, which is
+                    // how Python sorts `str` keys.
+                    let mut entries: Vec<(&String, &Value)> = map.iter().collect();
+                    entries.sort_unstable_by(|a, b| a.0.cmp(b.0));
+                    out.push('{');
+                    stack.push(Frame::Object(entries.into_iter(), false));
+                }
+                Value::String(text) => write_string(text, &mut out),
+                Value::Number(number) => write_number(number, style, &mut out),
+                Value::Bool(true) => out.push_str("true"),
+                Value::Bool(false) => out.push_str("false"),
+                Value::Null => out.push_str("null"),
+            }
+        }
+        let Some(frame) = stack.last_mut() else {
+            return out;
+        };
+        match frame {
+            Frame::Array(items, started) => match items.next() {
+                Some(item) => {
+                    if std::mem::replace(started, true) {
+                        out.push(',');
+                    }
+                    next = Some(item);
+                }
+                None => {
+                    out.push(']');
+                    stack.pop();
+                }
+            },
+            Frame::Object(entries, started) => match entries.next() {
+                Some((key, item)) => {
+                    if std::mem::replace(started, true) {
+                        out.push(',');
+                    }
+                    write_string(key, &mut out);
+                    out.push(':');
+                    next = Some(item);
+                }
+                None => {
+                    out.push('}');
+                    stack.pop();
+                }
+            },
+        }
+    }
+}
+
+/// One step of a path: an array index or an object key.
+enum Segment<'a> {
+    Index(usize),
+    Key(&'a str),
+}
+
+pub(super) fn check_depth(value: &Value) -> Result<(), CanonicalError> {
+    // Depth-first with an explicit stack: (node, containers around it, its step).
+    let mut stack: Vec<(&Value, usize, Option<Segment<'_>>)> = vec![(value, 0, None)];
+    let mut path: Vec<Segment<'_>> = Vec::new();
+    while let Some((node, depth, segment)) = stack.pop() {
+        path.truncate(depth.saturating_sub(1));
+        path.extend(segment);
+        let is_container = matches!(node, Value::Array(_) | Value::Object(_));
+        if is_container && depth + 1 > MAX_DEPTH {
+            return Err(CanonicalError::TooDeep {
+                path: render(&path),
+                limit: MAX_DEPTH,
+            });
+        }
+        match node {
+            Value::Array(items) => stack.extend(
+                items
+                    .iter()
+                    .enumerate()
+                    .map(|(i, item)| (item, depth + 1, Some(Segment::Index(i)))),
+            ),
+            Value::Object(map) => stack.extend(
+                map.iter()
+                    .map(|(key, item)| (item, depth + 1, Some(Segment::Key(key.as_str())))),
+            ),
+            _ => {}
+        }
+    }
+    Ok(())
+}
+
+fn render(path: &[Segment<'_>]) -> String {
+    if path.is_empty() {
+        return "/".to_owned();
+    }
+    let mut out = String::new();
+    for segment in path {
+        out.push('/');
+        match segment {
+            Segment::Index(i) => {
+                let _ = write!(out, "{i}");
+            }
+            Segment::Key(key) => out.push_str(key),
+        }
+    }
+    out
+}
+
+/// Python's `json` escaping with `ensure_ascii=False`, which is also serde_json's:
+/// `"`, `\` and the C0 controls, short forms where JSON has them, all else as is.
+fn write_string(text: &str, out: &mut String) {
+    out.push('"');
+    let mut rest = text;
+    while let Some(at) = rest.find(|c: char| c == '"' || c == '\\' || c < '\u{20}') {
+        out.push_str(&rest[..at]);
+        let c = rest[at..].chars().next().unwrap_or_default();
+        match c {
+            '"' => out.push_str("\\\""),
+            '\\' => out.push_str("\\\\"),
+            '\n' => out.push_str("\\n"),
+            '\r' => out.push_str("\\r"),
+            '\t' => out.push_str("\\t"),
+            '\u{8}' => out.push_str("\\b"),
+            '\u{c}' => out.push_str("\\f"),
+            control => {
+                let _ = write!(out, "\\u{:04x}", u32::from(control));
+            }
+        }
+        rest = &rest[at + c.len_utf8()..];
+    }
+    out.push_str(rest);
+    out.push('"');
+}
+
+fn write_number(number: &Number, style: NumberStyle, out: &mut String) {
+    match (style, number.as_f64()) {
+        (NumberStyle::Python, Some(float)) if number.is_f64() => python_float(float, out),
+        // Integers are written alike; serde_json's Display is its JSON text.
+        _ => {
+            let _ = write!(out, "{number}");
+        }
+    }
+}
+
+/// `float.__repr__`: the shortest digits that round-trip, in positional
+/// notation when the decimal exponent is in -4..16, else `d.ddde±XX`.
+pub(super) fn python_float(value: f64, out: &mut String) {
+    let scientific = shortest_digits(value);
+    let Some((mantissa, exponent)) = scientific.split_once('e') else {
+        out.push_str(&scientific);
+        return;
+    };
+    let Ok(exponent) = exponent.parse::<i32>() else {
+        out.push_str(&scientific);
+        return;
+    };
+    let (negative, mantissa) = match mantissa.strip_prefix('-') {
+        Some(rest) => (true, rest),
+        None => (false, mantissa),
+    };
+    let digits: String = mantissa.chars().filter(char::is_ascii_digit).collect();
+    if negative {
+        out.push('-');
+    }
+    // Python's decpt: the value is 0.DIGITS times 10^decpt.
+    let decpt = exponent + 1;
+    if decpt <= -4 || decpt > 16 {
+        out.push_str(&digits[..1]);
+        if digits.len() > 1 {
+            out.push('.');
+            out.push_str(&digits[1..]);
+        }
+        let sign = if exponent < 0 { '-' } else { '+' };
+        let _ = write!(out, "e{sign}{:02}", exponent.unsigned_abs());
+    } else if decpt <= 0 {
+        out.push_str("0.");
+        out.extend(std::iter::repeat_n('0', decpt.unsigned_abs() as usize));
+        out.push_str(&digits);
+    } else {
+        let point = decpt.unsigned_abs() as usize;
+        if digits.len() <= point {
+            out.push_str(&digits);
+            out.extend(std::iter::repeat_n('0', point - digits.len()));
+            out.push_str(".0");
+        } else {
+            out.push_str(&digits[..point]);
+            out.push('.');
+            out.push_str(&digits[point..]);
+        }
+    }
+}
+
+/// The shortest digits that round-trip, closest to the value, ties to an even
+/// last digit (David Gay's `dtoa` mode 0, which Python uses), as `d.ddde-7`.
+fn shortest_digits(value: f64) -> String {
+    // Rust's `{:e}` finds the same shortest length, but breaks an exact tie
+    // between two candidates of that length upward (1165452185658333.25 has
+    // `…333.2` and `…333.3`; Python writes `.2`). The correctly rounded decimal
+    // of that length (Rust's exact mode rounds half to even) is Python's choice
+    // whenever it round-trips.
+    let shortest = format!("{value:e}");
+    let digits = shortest
+        .split('e')
+        .next()
+        .map_or(0, |m| m.bytes().filter(u8::is_ascii_digit).count());
+    let rounded = format!("{value:.*e}", digits.saturating_sub(1));
+    if rounded != shortest && rounded.parse::<f64>().is_ok_and(|back| back == value) {
+        rounded
+    } else {
+        shortest
+    }
+}
