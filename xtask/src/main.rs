@@ -94,7 +94,7 @@ fn run(task: &str) -> Result<()> {
     }
 }
 
-/// The dependency direction of STYLE.md §1, as forbidden edges.
+/// The dependency direction of ARCHITECTURE.md#dependency-direction, as forbidden edges.
 const FORBIDDEN: &[(&str, &[&str])] = &[
     (
         "effect-core",
@@ -148,7 +148,9 @@ fn deps() -> Result<()> {
                 .lines()
                 .any(|line| line.split_whitespace().next() == Some(dep))
             {
-                bail!("{package} depends on {dep}, which STYLE.md §1 forbids");
+                bail!(
+                    "{package} depends on {dep}, which ARCHITECTURE.md#dependency-direction forbids"
+                );
             }
         }
     }

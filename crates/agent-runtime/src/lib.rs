@@ -1,4 +1,4 @@
-//! The agent runtime of production-agent-systems (SPEC §11).
+//! The agent runtime of production-agent-systems (docs/spec.md §11).
 //!
 //! An [`AgentRuntime`] runs a [`Planner`]'s actions (call a tool, finish)
 //! against a [`ToolRegistry`]:

@@ -1,4 +1,4 @@
-//! Canonical JSON and request fingerprints (SPEC §1, §8).
+//! Canonical JSON and request fingerprints (docs/spec.md §1, §8).
 //!
 //! Canonical JSON sorts object keys, has no insignificant whitespace, keeps
 //! non-ASCII text as UTF-8 and writes numbers as serde_json does. It is what the

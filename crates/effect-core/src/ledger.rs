@@ -68,7 +68,7 @@ pub struct LedgerStats {
     pub oldest_unresolved_updated_at: Option<String>,
 }
 
-/// Durable storage of effect operations (SPEC §4).
+/// Durable storage of effect operations (docs/spec.md §4).
 ///
 /// A store implements five methods; every transition goes through
 /// [`apply`](EffectLedger::apply), which must evaluate

@@ -50,9 +50,9 @@ pub struct LedgerEvent {
     pub sequence: u64,
     /// The operation it belongs to.
     pub operation_id: String,
-    /// `prepared`, `dispatched`, `confirmed`, ... (SPEC §4).
+    /// `prepared`, `dispatched`, `confirmed`, ... (docs/spec.md §4).
     pub event_type: String,
-    /// The event's data (SPEC §4).
+    /// The event's data (docs/spec.md §4).
     pub data: Value,
     /// ISO-8601 UTC time.
     pub timestamp: String,
@@ -116,7 +116,7 @@ impl OutcomeProbeResult {
     }
 }
 
-/// What one execution of an operation returns (SPEC §5.3).
+/// What one execution of an operation returns (docs/spec.md §5, step 3).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct EffectResult {
     /// The operation id.

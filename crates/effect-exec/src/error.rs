@@ -54,7 +54,7 @@ impl ExecError {
         }
     }
 
-    /// True when the operation id exists with a different identity (SPEC §1).
+    /// True when the operation id exists with a different identity (docs/spec.md §1).
     pub fn is_conflict(&self) -> bool {
         self.ledger_kind() == Some(LedgerErrorKind::Conflict)
     }

@@ -1,4 +1,4 @@
-//! Reconciliation of uncertain operations (SPEC §6) and audited manual resolution.
+//! Reconciliation of uncertain operations (docs/spec.md §6) and audited manual resolution.
 
 use effect_core::{
     Confirmation, EffectContract, EffectRecord, EffectResult, Evidence, LedgerError, ManualAction,
@@ -24,7 +24,7 @@ const NO_BASIS: &str =
 
 impl EffectExecutor {
     /// Reconciles an operation whose outcome is uncertain, without dispatching
-    /// (SPEC §6): asks the contract's probe, confirms a committed effect, or
+    /// (docs/spec.md §6): asks the contract's probe, confirms a committed effect, or
     /// authorizes a retry only when the probe or a guaranteed provider key makes
     /// it safe; otherwise applies the unknown-outcome policy. A `dispatched`
     /// operation whose lease has expired is first recorded as uncertain (its
@@ -65,7 +65,7 @@ impl EffectExecutor {
         Ok(EffectResult::from_record(&settled))
     }
 
-    /// SPEC §6 on a record in `outcome_unknown` or `quarantined`.
+    /// docs/spec.md §6 on a record in `outcome_unknown` or `quarantined`.
     pub(crate) fn reconcile_record(
         &self,
         call: &Call<'_>,

@@ -1,4 +1,4 @@
-//! Rows ↔ records and events, in the value formats of SPEC §8: statuses as their
+//! Rows ↔ records and events, in the value formats of docs/spec.md §8: statuses as their
 //! exact strings, timestamps as the record's ISO text, `lease_until` as REAL,
 //! JSON columns as compact JSON text.
 //!
