@@ -43,6 +43,52 @@ pub struct EffectRecord {
     pub updated_at: String,
 }
 
+impl EffectRecord {
+    /// A record as `prepare` creates it: status `prepared`, no attempt, no
+    /// key, output, error, evidence or lease, updated when created.
+    ///
+    /// ```
+    /// use effect_core::{EffectRecord, EffectStatus};
+    ///
+    /// let mut record = EffectRecord::new(
+    ///     "invoice:INV-1:capture",
+    ///     "capture_payment",
+    ///     "1",
+    ///     "blake3:00",
+    ///     "2026-01-01T00:00:00.000000+00:00",
+    /// );
+    /// record.status = EffectStatus::Quarantined;
+    /// record.attempts = 1;
+    /// assert_eq!(record.updated_at, record.created_at);
+    /// ```
+    pub fn new(
+        operation_id: impl Into<String>,
+        contract_name: impl Into<String>,
+        contract_version: impl Into<String>,
+        request_fingerprint: impl Into<String>,
+        created_at: impl Into<String>,
+    ) -> Self {
+        let created_at = created_at.into();
+        EffectRecord {
+            operation_id: operation_id.into(),
+            contract_name: contract_name.into(),
+            contract_version: contract_version.into(),
+            request_fingerprint: request_fingerprint.into(),
+            provider_idempotency_key: None,
+            status: EffectStatus::Prepared,
+            output: None,
+            provider_operation_id: None,
+            error: None,
+            attempts: 0,
+            evidence: Evidence::new(),
+            owner_token: None,
+            lease_until: None,
+            updated_at: created_at.clone(),
+            created_at,
+        }
+    }
+}
+
 /// One entry of an operation's append-only history.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct LedgerEvent {
