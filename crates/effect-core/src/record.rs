@@ -9,7 +9,12 @@ use crate::status::{EffectStatus, ProbeStatus};
 pub type Evidence = Map<String, Value>;
 
 /// One operation as stored in the ledger.
+///
+/// It will gain fields, so outside this crate build one with
+/// [`EffectRecord::new`] and set the rest: a store reading its rows back
+/// does exactly that.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[non_exhaustive]
 pub struct EffectRecord {
     /// The stable business identity.
     pub operation_id: String,
@@ -163,7 +168,11 @@ impl OutcomeProbeResult {
 }
 
 /// What one execution of an operation returns (docs/spec.md §5, step 3).
+///
+/// It will gain fields; outside this crate build one with
+/// [`EffectResult::from_record`] and set the rest.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[non_exhaustive]
 pub struct EffectResult {
     /// The operation id.
     pub operation_id: String,
