@@ -1,17 +1,71 @@
 //! `cargo xtask <task>`: the one entry point for what CI runs.
 //!
-//! - `ci`: fmt, lint, features, test, snapshots, doc, deps (and deny when
-//!   cargo-deny is installed).
-//! - `fmt`, `lint`, `features`, `test`, `snapshots`, `doc`, `deps`, `deny`: one step each.
+//! `cargo xtask` alone, `--help` or `help` lists the tasks; `cargo xtask ci`
+//! runs every step of [`CI_STEPS`] in order, as `.ci/run` does.
 
+mod links;
+mod package;
 mod tidy;
 
 use std::process::{Command, ExitCode};
 
 use anyhow::{Context, Result, bail};
 
+/// The tasks, with what each does, in the order `ci` runs them.
+const TASKS: &[(&str, &str)] = &[
+    ("fmt", "cargo fmt --check"),
+    (
+        "lint",
+        "cargo clippy on every target and feature, -D warnings",
+    ),
+    ("features", "cargo check with --no-default-features"),
+    ("test", "cargo test --workspace --all-features"),
+    (
+        "snapshots",
+        "fail on pending insta snapshots (.snap.new, .pending-snap)",
+    ),
+    (
+        "doc",
+        "cargo doc --all-features with RUSTDOCFLAGS=-D warnings",
+    ),
+    ("deps", "check the dependency direction of ARCHITECTURE.md"),
+    (
+        "links",
+        "every link and citation in Markdown, Rust and TOML files resolves inside the repository",
+    ),
+    (
+        "package",
+        "every published crate's package holds its license and readme; cargo publish --dry-run for the leaf crates",
+    ),
+    (
+        "deny",
+        "cargo deny check: licenses, bans, advisories, sources (fails when cargo-deny is not installed)",
+    ),
+];
+
+/// What `cargo xtask ci` runs: every task above.
+const CI_STEPS: &[&str] = &[
+    "fmt",
+    "lint",
+    "features",
+    "test",
+    "snapshots",
+    "doc",
+    "deps",
+    "links",
+    "package",
+    "deny",
+];
+
 fn main() -> ExitCode {
-    let task = std::env::args().nth(1).unwrap_or_else(|| "ci".to_owned());
+    let Some(task) = std::env::args().nth(1) else {
+        print!("{}", usage());
+        return ExitCode::SUCCESS;
+    };
+    if matches!(task.as_str(), "help" | "--help" | "-h") {
+        print!("{}", usage());
+        return ExitCode::SUCCESS;
+    }
     match run(&task) {
         Ok(()) => ExitCode::SUCCESS,
         Err(err) => {
@@ -21,19 +75,23 @@ fn main() -> ExitCode {
     }
 }
 
+/// The task list `cargo xtask` prints.
+fn usage() -> String {
+    let mut out = String::from("usage: cargo xtask <task>\n\ntasks:\n");
+    out.push_str(&format!(
+        "  {:<10}every task below, in order (what CI runs)\n",
+        "ci"
+    ));
+    for (name, what) in TASKS {
+        out.push_str(&format!("  {name:<10}{what}\n"));
+    }
+    out
+}
+
 fn run(task: &str) -> Result<()> {
     match task {
         "ci" => {
-            for step in [
-                "fmt",
-                "lint",
-                "features",
-                "test",
-                "snapshots",
-                "doc",
-                "deps",
-                "deny",
-            ] {
+            for step in CI_STEPS {
                 eprintln!("== xtask {step}");
                 run(step)?;
             }
@@ -76,25 +134,38 @@ fn run(task: &str) -> Result<()> {
             check(status, "cargo doc")
         }
         "deps" => deps(),
+        "links" => {
+            let problems = links::problems(std::path::Path::new("."))?;
+            if problems.is_empty() {
+                Ok(())
+            } else {
+                bail!(
+                    "{} broken references:\n{}",
+                    problems.len(),
+                    problems.join("\n")
+                )
+            }
+        }
+        "package" => package::check(std::path::Path::new(".")),
         "deny" => {
+            // Not skipped when missing: a check that silently does not run
+            // lets a disallowed license or a known advisory land.
             let installed = Command::new("cargo")
                 .args(["deny", "--version"])
                 .output()
                 .is_ok_and(|o| o.status.success());
-            if installed {
-                cargo(&["deny", "check"])
-            } else {
-                eprintln!("cargo-deny is not installed; skipping the license and advisory check");
-                Ok(())
+            if !installed {
+                bail!(
+                    "cargo-deny is not installed; install it with `cargo install cargo-deny --locked` (.ci/run does)"
+                );
             }
+            cargo(&["deny", "check"])
         }
-        other => bail!(
-            "unknown task {other:?}; expected ci, fmt, lint, features, test, snapshots, doc, deps or deny"
-        ),
+        other => bail!("unknown task {other:?}\n{}", usage()),
     }
 }
 
-/// The dependency direction of STYLE.md §1, as forbidden edges.
+/// The dependency direction of ARCHITECTURE.md#dependency-direction, as forbidden edges.
 const FORBIDDEN: &[(&str, &[&str])] = &[
     (
         "effect-core",
@@ -148,7 +219,9 @@ fn deps() -> Result<()> {
                 .lines()
                 .any(|line| line.split_whitespace().next() == Some(dep))
             {
-                bail!("{package} depends on {dep}, which STYLE.md §1 forbids");
+                bail!(
+                    "{package} depends on {dep}, which ARCHITECTURE.md#dependency-direction forbids"
+                );
             }
         }
     }
@@ -168,5 +241,28 @@ fn check(status: std::process::ExitStatus, what: &str) -> Result<()> {
         Ok(())
     } else {
         bail!("{what} failed ({status})")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ci_runs_every_task_in_the_listed_order() {
+        let listed: Vec<&str> = TASKS.iter().map(|(name, _)| *name).collect();
+        assert_eq!(listed, CI_STEPS);
+    }
+
+    #[test]
+    fn the_usage_names_every_task() {
+        let usage = usage();
+        assert!(usage.starts_with("usage: cargo xtask <task>"), "{usage}");
+        for name in std::iter::once("ci").chain(CI_STEPS.iter().copied()) {
+            assert!(
+                usage.lines().any(|l| l.trim_start().starts_with(name)),
+                "{name} missing from:\n{usage}"
+            );
+        }
     }
 }

@@ -1,4 +1,4 @@
-//! `agent-effect-ops`: the operator CLI of production-agent-systems (SPEC §9).
+//! `agent-effect-ops`: the operator CLI of production-agent-systems (docs/spec.md §9).
 //!
 //! An on-call operator uses it during an incident to find operations whose
 //! outcome is uncertain, inspect them, and resolve them with an audit trail:

@@ -15,7 +15,7 @@ pub fn age_seconds(timestamp: &str, now: SystemTime) -> Option<u64> {
 }
 
 /// Microseconds since the Unix epoch of `YYYY-MM-DDTHH:MM:SS[.ffffff](Z|±HH:MM)`,
-/// the format of SPEC §8 (the Python package also writes it without fraction).
+/// the format of docs/spec.md §8 (the Python package also writes it without fraction).
 pub fn parse_unix_micros(text: &str) -> Option<i128> {
     let bytes = text.as_bytes();
     if bytes.len() < 20 || bytes[4] != b'-' || bytes[7] != b'-' || bytes[13] != b':' {

@@ -67,7 +67,7 @@ pub struct EventView {
     pub sequence: u64,
     /// The operation it belongs to.
     pub operation_id: String,
-    /// `prepared`, `dispatched`, `confirmed`, `manually_confirmed`, ... (SPEC §4).
+    /// `prepared`, `dispatched`, `confirmed`, `manually_confirmed`, ... (docs/spec.md §4).
     pub event_type: String,
     /// ISO-8601 UTC time.
     pub timestamp: String,

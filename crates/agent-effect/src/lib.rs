@@ -1,4 +1,4 @@
-//! The scenario CLI of production-agent-systems (SPEC §10).
+//! The scenario CLI of production-agent-systems (docs/spec.md §10).
 //!
 //! `agent-effect --scenario NAME` runs a deterministic fake payment provider
 //! through the recovery executor, with a stable-key contract and an outcome

@@ -1,4 +1,4 @@
-//! `agent-effect`: run a fault scenario or the whole fault matrix (SPEC §10).
+//! `agent-effect`: run a fault scenario or the whole fault matrix (docs/spec.md §10).
 //! See the library docs of this crate for the options and exit codes.
 
 use std::process::ExitCode;

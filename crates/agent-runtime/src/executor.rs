@@ -219,6 +219,7 @@ impl ToolExecutor {
 
     /// Runs tools with an effect contract through `executor`.
     #[cfg(feature = "effects")]
+    #[cfg_attr(docsrs, doc(cfg(feature = "effects")))]
     #[must_use]
     pub fn effect_executor(mut self, executor: effect_exec::EffectExecutor) -> Self {
         self.effects = Some(executor);

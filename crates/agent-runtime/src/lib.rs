@@ -1,4 +1,4 @@
-//! The agent runtime of production-agent-systems (SPEC §11).
+//! The agent runtime of production-agent-systems (docs/spec.md §11).
 //!
 //! An [`AgentRuntime`] runs a [`Planner`]'s actions (call a tool, finish)
 //! against a [`ToolRegistry`]:
@@ -86,6 +86,7 @@
 //!   checkpoints in a SQLite file (bundled SQLite via rusqlite).
 
 #![warn(missing_docs)]
+#![cfg_attr(docsrs, feature(doc_cfg))]
 
 mod checkpoint;
 mod error;
@@ -119,6 +120,7 @@ pub use resilience::{CircuitBreakerPolicy, CircuitState, RetryPolicy, Sleeper, T
 pub use runtime::{AgentRuntime, AgentRuntimeBuilder, RunOptions, RunReport};
 pub use schema::InputSchema;
 #[cfg(feature = "sqlite-checkpoints")]
+#[cfg_attr(docsrs, doc(cfg(feature = "sqlite-checkpoints")))]
 pub use sqlite::SqliteCheckpointStore;
 pub use status::RunStatus;
 pub use store::{

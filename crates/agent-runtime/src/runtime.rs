@@ -306,6 +306,7 @@ impl AgentRuntimeBuilder {
 
     /// Runs effect-backed tools through `executor`.
     #[cfg(feature = "effects")]
+    #[cfg_attr(docsrs, doc(cfg(feature = "effects")))]
     #[must_use]
     pub fn effect_executor(mut self, executor: effect_exec::EffectExecutor) -> Self {
         self.tools = self.tools.effect_executor(executor);

@@ -1,4 +1,4 @@
-//! The run-status machine (SPEC §11).
+//! The run-status machine (docs/spec.md §11).
 
 use std::fmt;
 

@@ -1,5 +1,6 @@
 //! `--check`: one JSON line comparing the figures of a run with the targets
-//! of issue 7. A target whose workloads did not run (or failed) is not met.
+//! of docs/benchmarks.md#targets. A target whose workloads did not run (or
+//! failed) is not met.
 //!
 //! A ratio is taken within each run (a workload and its limit measured minutes
 //! apart on a shared disk can see very different fsync times), and the median

@@ -1,11 +1,11 @@
-//! `effect-bench`: the benchmark workloads of `shared/bench/WORKLOADS.md`.
+//! `effect-bench`: the benchmark workloads of docs/benchmarks.md.
 //!
 //! It prints one JSON object per workload on stdout (JSON Lines): W0, W0n and
 //! W0r measure bare SQLite (the same library the ledger links, with nothing
 //! of the ledger around it), W1 to W7 measure the executor and the ledger.
 //! A workload whose correctness condition fails prints `"ok":false` and no
 //! figure. `--check` adds one line comparing the figures with the targets of
-//! issue 7.
+//! docs/benchmarks.md#targets.
 //!
 //! ```text
 //! cargo run --release -p effect-bench -- [--quick] [--workload W4] [--store sqlite|postgres://…] [--runs N] [--check]
@@ -77,7 +77,7 @@ enum Command {
     Worker(worker::WorkerArgs),
 }
 
-/// A workload of WORKLOADS.md.
+/// A workload of docs/benchmarks.md.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 pub(crate) enum Workload {
     W0,

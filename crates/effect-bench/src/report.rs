@@ -1,4 +1,4 @@
-//! One output line per workload, in the shape of WORKLOADS.md, and the
+//! One output line per workload, in the shape of docs/benchmarks.md, and the
 //! medians of several runs.
 
 use std::fmt::Write as _;
@@ -8,7 +8,7 @@ use serde_json::Value;
 
 use crate::Workload;
 
-/// The result of one workload: the fields of WORKLOADS.md, then extras.
+/// The result of one workload: the fields of docs/benchmarks.md, then extras.
 #[derive(Debug, Clone)]
 pub(crate) struct Line {
     pub(crate) workload: Workload,
@@ -83,7 +83,7 @@ impl Line {
         self.extra.iter().find(|(k, _)| *k == key).map(|(_, v)| v)
     }
 
-    /// The line as one JSON object, keys in the order of WORKLOADS.md.
+    /// The line as one JSON object, keys in the order of docs/benchmarks.md.
     pub(crate) fn to_json(&self) -> String {
         let mut out = String::from("{");
         let mut field = |key: &str, value: Value| {

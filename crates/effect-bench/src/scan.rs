@@ -25,7 +25,7 @@ const EVENTS_CALLS: u32 = 100;
 /// many quarantined operations as a page of the large one returns, so both
 /// return the same number of rows and differ only in ledger size (the ratios).
 /// The queries also run on a `small` ledger with 1% quarantined, as
-/// WORKLOADS.md words it (`*_small_1pct`), whose list returns fewer rows.
+/// docs/benchmarks.md words it (`*_small_1pct`), whose list returns fewer rows.
 pub(crate) fn scan(large: u64, small: u64) -> Line {
     let workload = Workload::W6;
     let page = (large / 100).clamp(1, 100);
@@ -112,7 +112,7 @@ fn measure(n: u64, quarantined_every: u64, page: u64) -> anyhow::Result<Timings>
     let list = start.elapsed();
 
     // Without a filter: every status, newest update first (not a target of
-    // WORKLOADS.md; shows that the merge of one index walk per status does
+    // docs/benchmarks.md; shows that the merge of one index walk per status does
     // not grow with the ledger).
     let all = ListQuery::new(limit);
     let start = Instant::now();

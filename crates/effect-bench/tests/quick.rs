@@ -60,7 +60,7 @@ fn one_workload_can_be_selected() -> Result<(), Box<dyn std::error::Error>> {
     Ok(())
 }
 
-/// The keys of WORKLOADS.md's line, in its order; extras follow them.
+/// The keys of docs/benchmarks.md's line, in its order; extras follow them.
 const KEYS: [&str; 8] = [
     "workload",
     "name",
@@ -87,7 +87,7 @@ fn check_key_order(text: &str) {
     }
 }
 
-/// The shape of WORKLOADS.md, `ok`, and the handler calls each row requires.
+/// The shape of docs/benchmarks.md, `ok`, and the handler calls each row requires.
 fn check_line(line: &Value) {
     let object = line.as_object().expect("a JSON object");
     for key in KEYS {

@@ -1,4 +1,4 @@
-//! Canonical JSON and request fingerprints (SPEC §1, §8).
+//! Canonical JSON and request fingerprints (docs/spec.md §1, §8).
 //!
 //! Canonical JSON sorts object keys, has no insignificant whitespace and keeps
 //! non-ASCII text as UTF-8. It comes in two number styles, one per fingerprint:

@@ -55,7 +55,7 @@ impl Clock for ManualClock {
     }
 }
 
-/// Seconds since the Unix epoch as a float, the format of `lease_until` (SPEC §8).
+/// Seconds since the Unix epoch as a float, the format of `lease_until` (docs/spec.md §8).
 pub fn unix_seconds(time: SystemTime) -> f64 {
     match time.duration_since(UNIX_EPOCH) {
         Ok(since) => since.as_secs_f64(),
@@ -64,7 +64,7 @@ pub fn unix_seconds(time: SystemTime) -> f64 {
 }
 
 /// ISO-8601 UTC text with microseconds and offset, the timestamp format of
-/// SPEC §8: `2026-01-01T00:00:00.123456+00:00`.
+/// docs/spec.md §8: `2026-01-01T00:00:00.123456+00:00`.
 ///
 /// ```
 /// # use std::time::{Duration, UNIX_EPOCH};

@@ -1,4 +1,4 @@
-//! [`EffectContract`]: how an operation is identified, keyed and checked (SPEC §3).
+//! [`EffectContract`]: how an operation is identified, keyed and checked (docs/spec.md §3).
 
 use std::fmt;
 use std::future::Future;

@@ -7,7 +7,7 @@ use crate::status::EffectStatus;
 /// A boxed error from a lower layer, kept as the `source` of ours.
 pub type BoxError = Box<dyn std::error::Error + Send + Sync + 'static>;
 
-/// A status string that is not one of the SPEC §2 strings.
+/// A status string that is not one of the docs/spec.md §2 strings.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("unknown status {value:?} (expected one of: {expected})")]
 #[non_exhaustive]
@@ -47,7 +47,7 @@ pub enum CanonicalError {
     },
 }
 
-/// A contract that cannot be built (SPEC §3).
+/// A contract that cannot be built (docs/spec.md §3).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
 pub enum ContractError {

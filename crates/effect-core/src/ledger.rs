@@ -16,7 +16,11 @@ use crate::transition::{
 pub const MAX_LIST_LIMIT: usize = 1000;
 
 /// Which operations to list: newest update first.
+///
+/// It will gain filters; build one with [`ListQuery::new`] or
+/// [`ListQuery::with_status`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct ListQuery {
     /// Only operations in this status.
     pub status: Option<EffectStatus>,
@@ -68,7 +72,7 @@ pub struct LedgerStats {
     pub oldest_unresolved_updated_at: Option<String>,
 }
 
-/// Durable storage of effect operations (SPEC §4).
+/// Durable storage of effect operations (docs/spec.md §4).
 ///
 /// A store implements these six methods and nothing else; every transition
 /// goes through [`apply`](EffectLedger::apply), which must evaluate

@@ -5,7 +5,7 @@
 //! provider while its acknowledgement is lost. This crate holds the vocabulary
 //! every other crate shares to handle that safely: the [`EffectContract`] that
 //! says how to identify an operation and check its outcome, the statuses of
-//! SPEC §2, the ledger state machine ([`transition::plan`]) and the
+//! docs/spec.md §2, the ledger state machine ([`transition::plan`]) and the
 //! [`EffectLedger`] trait that durable stores implement.
 //!
 //! It depends on serde, serde_json, blake3, sha2 and thiserror only. It never

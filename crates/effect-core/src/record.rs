@@ -9,7 +9,12 @@ use crate::status::{EffectStatus, ProbeStatus};
 pub type Evidence = Map<String, Value>;
 
 /// One operation as stored in the ledger.
+///
+/// It will gain fields, so outside this crate build one with
+/// [`EffectRecord::new`] and set the rest: a store reading its rows back
+/// does exactly that.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[non_exhaustive]
 pub struct EffectRecord {
     /// The stable business identity.
     pub operation_id: String,
@@ -44,6 +49,50 @@ pub struct EffectRecord {
 }
 
 impl EffectRecord {
+    /// A record as `prepare` creates it: status `prepared`, no attempt, no
+    /// key, output, error, evidence or lease, updated when created.
+    ///
+    /// ```
+    /// use effect_core::{EffectRecord, EffectStatus};
+    ///
+    /// let mut record = EffectRecord::new(
+    ///     "invoice:INV-1:capture",
+    ///     "capture_payment",
+    ///     "1",
+    ///     "blake3:00",
+    ///     "2026-01-01T00:00:00.000000+00:00",
+    /// );
+    /// record.status = EffectStatus::Quarantined;
+    /// record.attempts = 1;
+    /// assert_eq!(record.updated_at, record.created_at);
+    /// ```
+    pub fn new(
+        operation_id: impl Into<String>,
+        contract_name: impl Into<String>,
+        contract_version: impl Into<String>,
+        request_fingerprint: impl Into<String>,
+        created_at: impl Into<String>,
+    ) -> Self {
+        let created_at = created_at.into();
+        EffectRecord {
+            operation_id: operation_id.into(),
+            contract_name: contract_name.into(),
+            contract_version: contract_version.into(),
+            request_fingerprint: request_fingerprint.into(),
+            provider_idempotency_key: None,
+            status: EffectStatus::Prepared,
+            output: None,
+            provider_operation_id: None,
+            error: None,
+            attempts: 0,
+            evidence: Evidence::new(),
+            owner_token: None,
+            lease_until: None,
+            updated_at: created_at.clone(),
+            created_at,
+        }
+    }
+
     /// The version of this record a decision is based on (see [`Revision`]).
     pub fn revision(&self) -> Revision {
         Revision {
@@ -91,9 +140,9 @@ pub struct LedgerEvent {
     pub sequence: u64,
     /// The operation it belongs to.
     pub operation_id: String,
-    /// `prepared`, `dispatched`, `confirmed`, ... (SPEC §4).
+    /// `prepared`, `dispatched`, `confirmed`, ... (docs/spec.md §4).
     pub event_type: String,
-    /// The event's data (SPEC §4).
+    /// The event's data (docs/spec.md §4).
     pub data: Value,
     /// ISO-8601 UTC time.
     pub timestamp: String,
@@ -157,8 +206,12 @@ impl OutcomeProbeResult {
     }
 }
 
-/// What one execution of an operation returns (SPEC §5.3).
+/// What one execution of an operation returns (docs/spec.md §5, step 3).
+///
+/// It will gain fields; outside this crate build one with
+/// [`EffectResult::from_record`] and set the rest.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[non_exhaustive]
 pub struct EffectResult {
     /// The operation id.
     pub operation_id: String,

@@ -1,4 +1,4 @@
-//! Operation statuses, probe statuses and the unknown-outcome policy (SPEC §2).
+//! Operation statuses, probe statuses and the unknown-outcome policy (docs/spec.md §2).
 
 use std::fmt;
 use std::str::FromStr;
@@ -7,7 +7,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::error::ParseStatusError;
 
-/// Where an operation stands. The storage and JSON strings are fixed by SPEC §2.
+/// Where an operation stands. The storage and JSON strings are fixed by docs/spec.md §2.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum EffectStatus {

@@ -1,4 +1,4 @@
-//! The ledger state machine of SPEC §4 as one pure function.
+//! The ledger state machine of docs/spec.md §4 as one pure function.
 //!
 //! Every store loads the current record, calls [`plan`], and writes what it
 //! returns in the same transaction. The rules live here once, so the memory,
@@ -65,7 +65,7 @@ pub enum ManualAction {
     AuthorizeRetry,
 }
 
-/// An audited manual resolution (SPEC §4, last three rows).
+/// An audited manual resolution (docs/spec.md §4, last three rows).
 #[derive(Debug, Clone, PartialEq)]
 pub struct ManualResolution {
     /// The decision.
@@ -111,7 +111,7 @@ impl Guard {
     }
 }
 
-/// One ledger transition (SPEC §4).
+/// One ledger transition (docs/spec.md §4).
 #[derive(Debug, Clone, PartialEq)]
 #[non_exhaustive]
 pub enum Transition {
@@ -215,7 +215,7 @@ pub struct TransitionOutcome {
 /// An event to append, in order, with the write.
 #[derive(Debug, Clone, PartialEq)]
 pub struct PendingEvent {
-    /// The event type of SPEC §4.
+    /// The event type of docs/spec.md §4.
     pub event_type: &'static str,
     /// The event's data.
     pub data: Value,

@@ -109,6 +109,7 @@ impl EffectExecutor {
     ///
     /// As [`execute`](Self::execute), plus [`ExecError::Runtime`] when the
     /// blocking task cannot run.
+    #[cfg_attr(docsrs, doc(cfg(feature = "tokio")))]
     pub async fn execute_async<A, O, H, Fut>(
         &self,
         contract: &EffectContract,

@@ -54,7 +54,7 @@ impl ExecError {
         }
     }
 
-    /// True when the operation id exists with a different identity (SPEC §1).
+    /// True when the operation id exists with a different identity (docs/spec.md §1).
     pub fn is_conflict(&self) -> bool {
         self.ledger_kind() == Some(LedgerErrorKind::Conflict)
     }
@@ -62,8 +62,29 @@ impl ExecError {
 
 /// How a handler fails.
 ///
-/// Any error type converts into [`HandlerError::Failed`] with `?`, so only a
-/// deliberate [`HandlerError::rejected`] marks a definitive rejection.
+/// A handler's `?` converts a boxed error, an `anyhow::Error` (feature
+/// `anyhow`, on by default), an I/O error, a JSON error or a message into
+/// [`HandlerError::Failed`], keeping the error's chain of causes in the
+/// message; any other error converts with [`HandlerError::from_error`]. Only
+/// a deliberate [`HandlerError::rejected`] marks a definitive rejection.
+///
+/// It is a [`std::error::Error`] itself, so it also travels inside other
+/// error types.
+///
+/// ```
+/// use effect_exec::HandlerError;
+///
+/// fn send(body: &str) -> Result<u32, HandlerError> {
+///     let parsed: serde_json::Value = serde_json::from_str(body)?;
+///     let id = parsed["id"].as_u64().ok_or("the provider answered without an id")?;
+///     Ok(u32::try_from(id).map_err(HandlerError::from_error)?)
+/// }
+///
+/// assert_eq!(send(r#"{"id": 7}"#), Ok(7));
+/// assert!(matches!(send("{"), Err(HandlerError::Failed { .. })));
+/// let err: Box<dyn std::error::Error> = Box::new(HandlerError::failed("timed out"));
+/// assert_eq!(err.to_string(), "timed out");
+/// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum HandlerError {
@@ -105,15 +126,72 @@ impl std::fmt::Display for HandlerError {
     }
 }
 
-impl<E: std::error::Error> From<E> for HandlerError {
-    fn from(err: E) -> Self {
-        let mut message = err.to_string();
-        let mut source = err.source();
-        while let Some(cause) = source {
-            message.push_str(": ");
-            message.push_str(&cause.to_string());
-            source = cause.source();
-        }
-        HandlerError::Failed { message }
+impl std::error::Error for HandlerError {}
+
+impl HandlerError {
+    /// A failure with an unknown outcome, from any error: its message and
+    /// its chain of causes, `: `-separated.
+    pub fn from_error(err: impl std::error::Error) -> Self {
+        HandlerError::failed(chain(&err))
     }
 }
+
+/// An error's message followed by its sources' messages.
+fn chain(err: &dyn std::error::Error) -> String {
+    let mut message = err.to_string();
+    let mut source = err.source();
+    while let Some(cause) = source {
+        message.push_str(": ");
+        message.push_str(&cause.to_string());
+        source = cause.source();
+    }
+    message
+}
+
+impl From<Box<dyn std::error::Error + Send + Sync>> for HandlerError {
+    fn from(err: Box<dyn std::error::Error + Send + Sync>) -> Self {
+        HandlerError::failed(chain(err.as_ref()))
+    }
+}
+
+impl From<Box<dyn std::error::Error>> for HandlerError {
+    fn from(err: Box<dyn std::error::Error>) -> Self {
+        HandlerError::failed(chain(err.as_ref()))
+    }
+}
+
+#[cfg(feature = "anyhow")]
+#[cfg_attr(docsrs, doc(cfg(feature = "anyhow")))]
+impl From<anyhow::Error> for HandlerError {
+    /// The error and its context chain, as `{:#}` prints them.
+    fn from(err: anyhow::Error) -> Self {
+        HandlerError::failed(format!("{err:#}"))
+    }
+}
+
+impl From<std::io::Error> for HandlerError {
+    fn from(err: std::io::Error) -> Self {
+        HandlerError::from_error(err)
+    }
+}
+
+impl From<serde_json::Error> for HandlerError {
+    fn from(err: serde_json::Error) -> Self {
+        HandlerError::from_error(err)
+    }
+}
+
+impl From<String> for HandlerError {
+    fn from(message: String) -> Self {
+        HandlerError::failed(message)
+    }
+}
+
+impl From<&str> for HandlerError {
+    fn from(message: &str) -> Self {
+        HandlerError::failed(message)
+    }
+}
+
+#[cfg(test)]
+mod tests;

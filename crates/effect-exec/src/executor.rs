@@ -1,4 +1,4 @@
-//! [`EffectExecutor`]: execute an effect at most once under its contract (SPEC §5).
+//! [`EffectExecutor`]: execute an effect at most once under its contract (docs/spec.md §5).
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -129,7 +129,7 @@ impl EffectExecutor {
         &self.options
     }
 
-    /// Executes `handler` for `arguments` under `contract` (SPEC §5).
+    /// Executes `handler` for `arguments` under `contract` (docs/spec.md §5).
     ///
     /// The handler receives its own copy of the canonical arguments and the
     /// provider idempotency key, and returns a serializable output or a
@@ -196,7 +196,7 @@ impl EffectExecutor {
         self.run(&call)
     }
 
-    /// The whole of SPEC §5 step 2, for any way of invoking user code.
+    /// The whole of docs/spec.md §5 step 2, for any way of invoking user code.
     pub(crate) fn run(&self, call: &Call<'_>) -> Result<EffectResult, ExecError> {
         let span = tracing::info_span!(
             "effect.execute",
@@ -522,7 +522,7 @@ impl EffectExecutor {
     }
 }
 
-/// Derives the identity of a call (SPEC §5 step 1). Nothing is written.
+/// Derives the identity of a call (docs/spec.md §5 step 1). Nothing is written.
 pub(crate) fn identify<A: Serialize + ?Sized>(
     contract: &EffectContract,
     arguments: &A,

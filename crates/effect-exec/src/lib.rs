@@ -19,6 +19,8 @@
 //! # Feature flags
 //!
 //! - `tokio`: [`EffectExecutor::execute_async`] with async handlers and probes.
+//! - `anyhow` (default): `?` on an `anyhow::Error` inside a handler converts it
+//!   into [`HandlerError::Failed`] with its context chain.
 //!
 //! ```
 //! use std::sync::Arc;
@@ -45,6 +47,7 @@
 //! ```
 
 #![warn(missing_docs)]
+#![cfg_attr(docsrs, feature(doc_cfg))]
 
 #[cfg(feature = "tokio")]
 mod asynchronous;

@@ -1,4 +1,4 @@
-//! Reconciliation of uncertain operations (SPEC §6) and audited manual resolution.
+//! Reconciliation of uncertain operations (docs/spec.md §6) and audited manual resolution.
 
 use effect_core::evidence::{
     POSTCONDITION, PROBE_ERROR, PROBE_STATUS, RETRY_BASIS, RETRY_BASIS_GUARANTEED_KEY,
@@ -36,7 +36,7 @@ const NO_BASIS: &str =
 
 impl EffectExecutor {
     /// Reconciles an operation whose outcome is uncertain, without dispatching
-    /// (SPEC §6): asks the contract's probe, confirms a committed effect, or
+    /// (docs/spec.md §6): asks the contract's probe, confirms a committed effect, or
     /// authorizes a retry only when the probe or a guaranteed provider key makes
     /// it safe; otherwise applies the unknown-outcome policy. A `dispatched`
     /// operation whose lease has expired is first recorded as uncertain (its
@@ -83,7 +83,7 @@ impl EffectExecutor {
         Ok(EffectResult::from_record(&record).in_progress_if_active())
     }
 
-    /// SPEC §6 on a record in `outcome_unknown` or `quarantined`.
+    /// docs/spec.md §6 on a record in `outcome_unknown` or `quarantined`.
     ///
     /// `idempotent_retry_allowed`: a guaranteed provider key may authorize
     /// the retry. `dispatch_follows`: the caller will dispatch the retry it

@@ -39,23 +39,24 @@ pub(crate) fn record(row: &Row) -> Result<EffectRecord, LedgerError> {
             }
         },
     };
-    Ok(EffectRecord {
-        contract_name: column(row, "contract_name", id)?,
-        contract_version: column(row, "contract_version", id)?,
-        request_fingerprint: column(row, "request_fingerprint", id)?,
-        provider_idempotency_key: column(row, "provider_idempotency_key", id)?,
-        status,
-        output,
-        provider_operation_id: column(row, "provider_operation_id", id)?,
-        error: column(row, "error", id)?,
-        attempts,
-        evidence,
-        owner_token: column(row, "owner_token", id)?,
-        lease_until: column(row, "lease_until", id)?,
-        created_at: column(row, "created_at", id)?,
-        updated_at: column(row, "updated_at", id)?,
-        operation_id,
-    })
+    let mut record = EffectRecord::new(
+        operation_id.clone(),
+        column::<String>(row, "contract_name", id)?,
+        column::<String>(row, "contract_version", id)?,
+        column::<String>(row, "request_fingerprint", id)?,
+        column::<String>(row, "created_at", id)?,
+    );
+    record.provider_idempotency_key = column(row, "provider_idempotency_key", id)?;
+    record.status = status;
+    record.output = output;
+    record.provider_operation_id = column(row, "provider_operation_id", id)?;
+    record.error = column(row, "error", id)?;
+    record.attempts = attempts;
+    record.evidence = evidence;
+    record.owner_token = column(row, "owner_token", id)?;
+    record.lease_until = column(row, "lease_until", id)?;
+    record.updated_at = column(row, "updated_at", id)?;
+    Ok(record)
 }
 
 /// Reads one `effect_events` row.

@@ -165,7 +165,7 @@ pub(crate) fn migrate(client: &mut Client, schema: &Schema) -> Result<(), Ledger
     tx.commit().map_err(pg)
 }
 
-/// The database clock as SPEC §8 timestamp text.
+/// The database clock as docs/spec.md §8 timestamp text.
 const NOW_ISO: &str =
     r#"to_char(clock_timestamp() AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"+00:00"')"#;
 

@@ -1,7 +1,7 @@
 //! A bounded cache of confirmed records, so replaying a confirmed operation
 //! needs no transaction.
 //!
-//! `confirmed` is terminal (SPEC §4): no transition changes a confirmed
+//! `confirmed` is terminal (docs/spec.md §4): no transition changes a confirmed
 //! record, in this process or any other sharing the file, so a cached copy
 //! never goes stale. A transition on a cached record is still decided by
 //! [`plan`](effect_core::transition::plan), exactly as on the stored one; the

@@ -27,7 +27,7 @@ use crate::row::{
 use crate::schema::{self, Layout};
 
 /// An [`EffectLedger`] in a SQLite file, in the table layout of the Python
-/// package (SPEC §8).
+/// package (docs/spec.md §8).
 ///
 /// Every transition runs inside one SQLite transaction that loads the record,
 /// evaluates [`transition::plan`] and writes the record and its events before

@@ -4,7 +4,7 @@
 //! before it is dispatched and keeps its append-only history, so an uncertain
 //! outcome survives a crash and is reconciled instead of repeated. It keeps the
 //! table layout and value formats of the Python package `production-agent-systems`
-//! 1.x (SPEC §8): a ledger file written by either opens in the other. Opening a
+//! 1.x (docs/spec.md §8): a ledger file written by either opens in the other. Opening a
 //! file migrates it forward ([`SCHEMA_VERSION`]); older files are adopted as
 //! they are. Version 3 adds one column, `last_event_sequence` (`list`'s
 //! tie-break between equal update times, so a transition rewrites its row in

@@ -1,4 +1,4 @@
-//! Rows ↔ records and events, in the value formats of SPEC §8: statuses as their
+//! Rows ↔ records and events, in the value formats of docs/spec.md §8: statuses as their
 //! exact strings, timestamps as the record's ISO text, `lease_until` as REAL,
 //! JSON columns as compact JSON text.
 //!
@@ -160,23 +160,24 @@ pub(crate) fn decode_record(row: &Row<'_>) -> Result<EffectRecord, LedgerError> 
         }
         Err(e) => return Err(at.corrupt("evidence_json", e)),
     };
-    Ok(EffectRecord {
-        contract_name: at.get(1, "contract_name")?,
-        contract_version: at.get(2, "contract_version")?,
-        request_fingerprint: at.get(3, "request_fingerprint")?,
-        provider_idempotency_key: at.get(4, "provider_idempotency_key")?,
-        status,
-        output,
-        provider_operation_id: at.get(7, "provider_operation_id")?,
-        error: at.get(8, "error")?,
-        attempts,
-        evidence,
-        owner_token: at.get(11, "owner_token")?,
-        lease_until: at.get(12, "lease_until")?,
-        created_at: at.get(13, "created_at")?,
-        updated_at: at.get(14, "updated_at")?,
+    let mut record = EffectRecord::new(
         operation_id,
-    })
+        at.get::<String>(1, "contract_name")?,
+        at.get::<String>(2, "contract_version")?,
+        at.get::<String>(3, "request_fingerprint")?,
+        at.get::<String>(13, "created_at")?,
+    );
+    record.provider_idempotency_key = at.get(4, "provider_idempotency_key")?;
+    record.status = status;
+    record.output = output;
+    record.provider_operation_id = at.get(7, "provider_operation_id")?;
+    record.error = at.get(8, "error")?;
+    record.attempts = attempts;
+    record.evidence = evidence;
+    record.owner_token = at.get(11, "owner_token")?;
+    record.lease_until = at.get(12, "lease_until")?;
+    record.updated_at = at.get(14, "updated_at")?;
+    Ok(record)
 }
 
 /// Decodes a row selected with the event columns (see [`SELECT_EVENTS`]).

@@ -1,7 +1,7 @@
 //! The table layout and its forward-only migrations.
 //!
 //! The tables are those of the Python package `production-agent-systems` 1.x
-//! (SPEC §8), which never set `PRAGMA user_version`: its files read as version
+//! (docs/spec.md §8), which never set `PRAGMA user_version`: its files read as version
 //! 0. Each migration below moves a file one version up; they run on open, all in
 //! one `BEGIN IMMEDIATE` transaction, so two processes opening the same file at
 //! once migrate it exactly once and a failed migration leaves it untouched.

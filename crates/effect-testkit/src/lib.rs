@@ -2,7 +2,7 @@
 //! suite every [`EffectLedger`](effect_core::EffectLedger) implementation runs,
 //! and a fault-injecting ledger wrapper.
 //!
-//! - [`conformance`]: SPEC §4 as small, named checks. A store proves it follows
+//! - [`conformance`]: docs/spec.md §4 as small, named checks. A store proves it follows
 //!   the state machine with one call to [`conformance::run_all`] from its tests.
 //! - [`faults`]: [`FaultyLedger`](faults::FaultyLedger), a decorator that fails
 //!   scripted calls (before the inner ledger runs, or after it committed), for

@@ -64,7 +64,7 @@ const REDACTIONS: &[(&str, &str)] = &[
 
 /// Regex filters for text and their replacements, applied in this order.
 const FILTERS: &[(&str, &str)] = &[
-    // ISO-8601 timestamps as the ledger writes them (SPEC §8), or with `Z`.
+    // ISO-8601 timestamps as the ledger writes them (docs/spec.md §8), or with `Z`.
     (
         r"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(?:\.\d+)?(?:[+-]\d{2}:\d{2}|Z)",
         "[timestamp]",

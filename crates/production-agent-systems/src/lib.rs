@@ -60,15 +60,21 @@
 //! - `testkit`: the test kit, as `testkit`.
 //! - `tokio`: `EffectExecutor::execute_async`.
 
+#![cfg_attr(docsrs, feature(doc_cfg))]
+
 #[cfg(feature = "runtime")]
+#[cfg_attr(docsrs, doc(cfg(feature = "runtime")))]
 pub use agent_runtime as runtime;
 pub use effect_core as core;
 pub use effect_exec as exec;
 #[cfg(feature = "postgres")]
+#[cfg_attr(docsrs, doc(cfg(feature = "postgres")))]
 pub use effect_ledger_postgres as postgres;
 #[cfg(feature = "sqlite")]
+#[cfg_attr(docsrs, doc(cfg(feature = "sqlite")))]
 pub use effect_ledger_sqlite as sqlite;
 #[cfg(feature = "testkit")]
+#[cfg_attr(docsrs, doc(cfg(feature = "testkit")))]
 pub use effect_testkit as testkit;
 
 pub use effect_core::{
@@ -79,12 +85,8 @@ pub use effect_exec::{
     Audit, CallOptions, EffectExecutor, ExecError, ExecutorOptions, HandlerError,
 };
 #[cfg(feature = "sqlite")]
+#[cfg_attr(docsrs, doc(cfg(feature = "sqlite")))]
 pub use effect_ledger_sqlite::{Durability, SqliteLedger, SqliteOptions, TempLedger};
-
-/// The README's examples, compiled and run as doctests.
-#[cfg(doctest)]
-#[doc = include_str!("../../../README.md")]
-pub struct ReadmeDoctests;
 
 /// The examples of `docs/effect-contracts.md`, compiled and run as doctests.
 #[cfg(doctest)]

@@ -1,4 +1,4 @@
-//! Ledgers written by the Python package (SPEC §8), read through the CLI.
+//! Ledgers written by the Python package (docs/spec.md §8), read through the CLI.
 
 use agent_effect_ops::Exit;
 use agent_effect_ops::view::{EventList, OperationDetail, OperationList, Stats};

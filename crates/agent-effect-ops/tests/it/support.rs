@@ -101,7 +101,7 @@ pub fn success(output: &Output) -> String {
     String::from_utf8(output.stdout.clone()).unwrap()
 }
 
-/// The shared fixtures directory (SPEC §8): `EFFECT_FIXTURES_DIR`, or
+/// The shared fixtures directory (docs/spec.md §8): `EFFECT_FIXTURES_DIR`, or
 /// the copy vendored in the repository (`fixtures/python`).
 pub fn fixtures_dir() -> PathBuf {
     match std::env::var_os("EFFECT_FIXTURES_DIR") {
@@ -125,7 +125,7 @@ pub fn fixture(name: &str) -> (TempDir, PathBuf) {
     (dir, path)
 }
 
-/// The Python package's ledger with every status (SPEC §8).
+/// The Python package's ledger with every status (docs/spec.md §8).
 pub fn python_ledger() -> (TempDir, PathBuf) {
     fixture("python-ledger-v1.sqlite3")
 }

@@ -1,4 +1,4 @@
-//! The async API follows the same SPEC §7 rows.
+//! The async API follows the same docs/spec.md §7 rows.
 #![cfg(feature = "tokio")]
 
 use std::sync::Arc;

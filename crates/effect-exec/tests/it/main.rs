@@ -1,4 +1,4 @@
-//! Integration tests of the recovery executor: every SPEC §7 scenario, counting
+//! Integration tests of the recovery executor: every docs/spec.md §7 scenario, counting
 //! the effects the fake provider committed.
 #![allow(clippy::unwrap_used)] // Tests unwrap: a panic is a failing test with its message.
 

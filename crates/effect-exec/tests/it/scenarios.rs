@@ -1,4 +1,4 @@
-//! SPEC §7, one test per row (sync).
+//! docs/spec.md §7, one test per row (sync).
 
 use std::time::Duration;
 

@@ -4,7 +4,7 @@ use std::thread;
 use std::time::Duration;
 
 use effect_core::transition::Transition;
-use effect_core::{EffectRecord, EffectStatus, LedgerError, LedgerErrorKind, TransitionOutcome};
+use effect_core::{EffectRecord, LedgerError, LedgerErrorKind, TransitionOutcome};
 
 use super::*;
 
@@ -32,23 +32,7 @@ fn write(batches: mpsc::Sender<Vec<String>>) -> impl Fn(&mut (), &[Request]) -> 
 fn outcome(id: &str) -> TransitionOutcome {
     TransitionOutcome {
         applied: true,
-        record: EffectRecord {
-            operation_id: id.into(),
-            contract_name: "c".into(),
-            contract_version: "1".into(),
-            request_fingerprint: "f".into(),
-            provider_idempotency_key: None,
-            status: EffectStatus::Prepared,
-            output: None,
-            provider_operation_id: None,
-            error: None,
-            attempts: 0,
-            evidence: Default::default(),
-            owner_token: None,
-            lease_until: None,
-            created_at: "t".into(),
-            updated_at: "t".into(),
-        },
+        record: EffectRecord::new(id, "c", "1", "f", "t"),
     }
 }
 

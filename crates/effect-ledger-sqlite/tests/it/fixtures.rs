@@ -1,5 +1,5 @@
 //! Ledgers written by the Python package open, migrate and read the same values
-//! (SPEC §8).
+//! (docs/spec.md §8).
 
 use effect_core::EffectLedgerExt as _;
 use effect_core::{

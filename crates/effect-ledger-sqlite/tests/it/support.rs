@@ -44,7 +44,7 @@ pub fn evidence(value: Value) -> Evidence {
     }
 }
 
-/// The shared fixtures directory (SPEC §8): `EFFECT_FIXTURES_DIR`, or
+/// The shared fixtures directory (docs/spec.md §8): `EFFECT_FIXTURES_DIR`, or
 /// the copy vendored in the repository (`fixtures/python`).
 pub fn fixtures_dir() -> PathBuf {
     match std::env::var_os("EFFECT_FIXTURES_DIR") {

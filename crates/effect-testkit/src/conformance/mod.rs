@@ -1,4 +1,4 @@
-//! The ledger conformance suite: SPEC §4 as small, named checks that any
+//! The ledger conformance suite: docs/spec.md §4 as small, named checks that any
 //! [`EffectLedger`] implementation runs with one line.
 //!
 //! ```
@@ -225,7 +225,7 @@ pub const CHECKS: &[NamedCheck] = &[
 /// Runs every check of [`CHECKS`] against fresh ledgers from `factory`.
 ///
 /// Every check runs even when an earlier one fails, so one run reports all
-/// disagreements with SPEC §4.
+/// disagreements with docs/spec.md §4.
 ///
 /// # Panics
 ///

@@ -122,7 +122,7 @@ pub fn missing_operation_transitions(factory: LedgerFactory<'_>) {
 }
 
 /// A full lifecycle appends its events in order, each with a strictly
-/// increasing sequence, the operation id, a timestamp and the SPEC §4 data.
+/// increasing sequence, the operation id, a timestamp and the docs/spec.md §4 data.
 ///
 /// # Panics
 ///

@@ -6,7 +6,7 @@ use serde_json::Value;
 
 use super::ContractVariant;
 
-/// What a scenario did. Serializes to the JSON report of SPEC §10, plus the
+/// What a scenario did. Serializes to the JSON report of docs/spec.md §10, plus the
 /// counts of the fault matrix and the naive baseline.
 ///
 /// `passed` is true when the operation ended as expected (by default:

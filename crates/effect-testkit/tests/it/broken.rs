@@ -14,7 +14,7 @@ use effect_core::{
 use effect_testkit::conformance::{self, LedgerFactory};
 use serde_json::{Value, json};
 
-/// One deliberate deviation from SPEC §4.
+/// One deliberate deviation from docs/spec.md §4.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Bug {
     /// No bug: the wrapper itself must pass, so a caught mutant is caught for its bug.

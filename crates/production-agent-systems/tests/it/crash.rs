@@ -1,4 +1,4 @@
-//! Durability across process deaths. SPEC §7: a process killed right after the
+//! Durability across process deaths. docs/spec.md §7: a process killed right after the
 //! provider committed; after the lease expires a new process reconciles through
 //! the probe, the handler is not run again and the provider holds exactly one
 //! effect. Also: a process killed after its claim was durable but before its

@@ -1,4 +1,4 @@
-//! SPEC §7: repeat after confirmation replays the stored result after the
+//! docs/spec.md §7: repeat after confirmation replays the stored result after the
 //! ledger is reopened.
 
 use std::sync::Arc;
