@@ -274,6 +274,7 @@ pub fn plan(
     if operation_id.trim().is_empty() {
         return Err(LedgerError::invalid_input("operation id must not be blank"));
     }
+    check_storable(transition)?;
     let at = format_timestamp(now);
     let mut planner = Planner {
         now,
@@ -331,6 +332,40 @@ pub fn plan(
     // `updated_at`, so the age an operator alerts on keeps growing.
     planner.keep_updated_at = was_uncertain && record.status.is_uncertain();
     Ok(planner.finish(applied, record, false))
+}
+
+/// Refuses JSON a store could not read back (nested deeper than
+/// [`MAX_DEPTH`](crate::canonical::MAX_DEPTH)) before anything is planned,
+/// whoever the caller is; the executor checks earlier, with the caller's
+/// own error. The check walks the value without recursion.
+fn check_storable(transition: &Transition) -> Result<(), LedgerError> {
+    let refuse = |what: &str, err: crate::error::CanonicalError| {
+        LedgerError::invalid_input(format!("the {what} cannot be stored: {err}"))
+    };
+    let evidence = |map: &Evidence| {
+        map.values()
+            .try_for_each(crate::canonical::check_depth)
+            .map_err(|err| refuse("evidence", err))
+    };
+    match transition {
+        Transition::MarkOutcomeUnknown { evidence: e, .. }
+        | Transition::Quarantine { evidence: e, .. }
+        | Transition::ResetForRetry { evidence: e } => evidence(e),
+        Transition::MarkConfirmed { confirmation, .. } => {
+            crate::canonical::check_depth(&confirmation.output)
+                .map_err(|err| refuse("output", err))?;
+            evidence(&confirmation.evidence)
+        }
+        Transition::Resolve(ManualResolution {
+            action: ManualAction::Confirm { output, .. },
+            ..
+        }) => crate::canonical::check_depth(output).map_err(|err| refuse("output", err)),
+        Transition::Guarded(_, inner) => match **inner {
+            Transition::Guarded(..) => Ok(()),
+            ref inner => check_storable(inner),
+        },
+        _ => Ok(()),
+    }
 }
 
 fn check_identity(
@@ -699,3 +734,6 @@ fn release(record: &mut EffectRecord) {
     record.owner_token = None;
     record.lease_until = None;
 }
+
+#[cfg(test)]
+mod tests;
