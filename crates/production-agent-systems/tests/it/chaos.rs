@@ -5,8 +5,9 @@
 //! abort inside their handler, and workers killed with SIGKILL at random
 //! moments. Whatever happens, the provider never holds two effects for one
 //! operation, and every caller ends with a result, a definitive status or
-//! `in_progress`. After a recovery pass (and an operator's retry where the
-//! rules quarantined an operation), every operation has exactly one effect.
+//! `in_progress`. After a recovery pass (and an operator's decision, from
+//! the provider's records, where the rules left an operation uncertain),
+//! every operation has exactly one effect.
 
 use std::fs::OpenOptions;
 use std::io::Write;
@@ -225,10 +226,20 @@ fn run_seed(seed: u64) {
             .execute(&contract, &invoice(i), healthy.clone())
             .unwrap();
         if result.status.is_uncertain() {
-            let audit = Audit::new("chaos test", "every worker has stopped", "chaos run");
-            executor
-                .authorize_retry(&result.operation_id, audit)
-                .unwrap();
+            // The operator looks the capture up at the provider (a probe may
+            // have said `pending`): confirm what happened, retry what did not.
+            let audit = Audit::new("chaos test", "every worker has stopped", "provider log");
+            let key = format!("capture:INV-{i:03}");
+            if provider.commits().contains(&key) {
+                let output = json!({"payment_id": format!("pay-{key}"), "status": "captured"});
+                executor
+                    .confirm_manually(&result.operation_id, output, None, audit)
+                    .unwrap();
+            } else {
+                executor
+                    .authorize_retry(&result.operation_id, audit)
+                    .unwrap();
+            }
             result = executor
                 .execute(&contract, &invoice(i), healthy.clone())
                 .unwrap();
