@@ -40,3 +40,8 @@ pub const SOURCE: &str = "source";
 pub const SOURCE_HANDLER_RETURN: &str = "handler_return";
 /// The kind of an operator's decision (`manual_confirmation`, ...).
 pub const RESOLUTION: &str = "resolution";
+
+/// Set, alone, on a record a store *lists* although its stored output or
+/// evidence cannot be read (nested too deep, or not JSON): what could not be
+/// read. Reading that operation itself reports the error.
+pub const LEDGER_READ_ERROR: &str = "ledger_read_error";

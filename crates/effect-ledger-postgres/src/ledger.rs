@@ -249,7 +249,7 @@ impl EffectLedger for PostgresLedger {
             Some(status) => c.query(&sql.list_status, &[&status.as_str(), &limit]),
             None => c.query(&sql.list, &[&limit]),
         })?;
-        rows.iter().map(row::record).collect()
+        rows.iter().map(row::listed).collect()
     }
 
     fn events(&self, operation_id: &str) -> Result<Vec<LedgerEvent>, LedgerError> {

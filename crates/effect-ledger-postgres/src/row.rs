@@ -10,6 +10,18 @@ use crate::error::corrupt;
 /// Reads one `effect_operations` row. Undecodable values (an unknown status,
 /// invalid JSON, a negative attempt count) are [`LedgerError::Corrupt`].
 pub(crate) fn record(row: &Row) -> Result<EffectRecord, LedgerError> {
+    decode(row, false)
+}
+
+/// [`record`] for `list`: a row whose stored JSON cannot be read is listed
+/// without its output, its evidence replaced by
+/// [`LEDGER_READ_ERROR`](effect_core::evidence::LEDGER_READ_ERROR) saying
+/// why, so one unreadable row never fails a listing.
+pub(crate) fn listed(row: &Row) -> Result<EffectRecord, LedgerError> {
+    decode(row, true)
+}
+
+fn decode(row: &Row, lenient: bool) -> Result<EffectRecord, LedgerError> {
     let operation_id: String = column(row, "operation_id", "?")?;
     let id = operation_id.as_str();
     let status: String = column(row, "status", id)?;
@@ -25,19 +37,41 @@ pub(crate) fn record(row: &Row) -> Result<EffectRecord, LedgerError> {
     })?;
     let output = column::<Option<String>>(row, "result_json", id)?
         .map(|text| json(&text, "result_json", id))
-        .transpose()?;
+        .transpose();
     let evidence = match column::<Option<String>>(row, "evidence_json", id)? {
-        None => Evidence::new(),
-        Some(text) => match json(&text, "evidence_json", id)? {
-            Value::Object(map) => map,
-            Value::Null => Evidence::new(),
-            _ => {
-                return Err(LedgerError::corrupt(
-                    format!("evidence_json of operation {id:?} is not a JSON object"),
-                    None,
-                ));
-            }
+        None => Ok(Evidence::new()),
+        Some(text) => match json(&text, "evidence_json", id) {
+            Ok(Value::Object(map)) => Ok(map),
+            Ok(Value::Null) => Ok(Evidence::new()),
+            Ok(_) => Err(LedgerError::corrupt(
+                format!("evidence_json of operation {id:?} is not a JSON object"),
+                None,
+            )),
+            Err(err) => Err(err),
         },
+    };
+    let (output, evidence) = match (output, evidence) {
+        (Ok(output), Ok(evidence)) => (output, evidence),
+        (Err(err), _) | (_, Err(err)) if !lenient => return Err(err),
+        (output, evidence) => {
+            let why: Vec<String> = [output.err(), evidence.err()]
+                .into_iter()
+                .flatten()
+                .map(|err| {
+                    let mut text = err.to_string();
+                    if let Some(source) = std::error::Error::source(&err) {
+                        text.push_str(&format!(": {source}"));
+                    }
+                    text
+                })
+                .collect();
+            let mut flagged = Evidence::new();
+            flagged.insert(
+                effect_core::evidence::LEDGER_READ_ERROR.into(),
+                why.join("; ").into(),
+            );
+            (None, flagged)
+        }
     };
     let mut record = EffectRecord::new(
         operation_id.clone(),

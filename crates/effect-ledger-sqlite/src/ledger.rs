@@ -21,7 +21,7 @@ use crate::file::LedgerFile;
 use crate::group::{GroupCommit, MAX_BATCH};
 use crate::options::SqliteOptions;
 use crate::row::{
-    ListSql, SELECT_EVENTS, SELECT_EVENTS_AFTER, collect, decode_event, decode_record, list_sql,
+    ListSql, SELECT_EVENTS, SELECT_EVENTS_AFTER, collect, decode_event, decode_listed, list_sql,
     load,
 };
 use crate::schema::{self, Layout};
@@ -226,14 +226,14 @@ impl EffectLedger for SqliteLedger {
                 &conn,
                 &self.list_sql.by_status,
                 params![status.as_str(), limit],
-                decode_record,
+                decode_listed,
                 &doing,
             ),
             None => collect(
                 &conn,
                 &self.list_sql.all,
                 params![limit],
-                decode_record,
+                decode_listed,
                 &doing,
             ),
         }

@@ -131,6 +131,25 @@ pub(crate) const SELECT_EVENTS_AFTER: &str = concat!(
 
 /// Decodes a row selected with the operation columns (see [`SELECT_RECORD`]).
 pub(crate) fn decode_record(row: &Row<'_>) -> Result<EffectRecord, LedgerError> {
+    decode(row, Json::Strict)
+}
+
+/// [`decode_record`] for `list`: a row whose JSON cells cannot be read is
+/// still listed, with no output and its evidence replaced by one entry,
+/// [`LEDGER_READ_ERROR`](effect_core::evidence::LEDGER_READ_ERROR), saying
+/// what could not be read; `get` of that operation
+/// reports the error itself. One unreadable row never fails a listing.
+pub(crate) fn decode_listed(row: &Row<'_>) -> Result<EffectRecord, LedgerError> {
+    decode(row, Json::Lenient)
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Json {
+    Strict,
+    Lenient,
+}
+
+fn decode(row: &Row<'_>, json: Json) -> Result<EffectRecord, LedgerError> {
     let operation_id: String = row.get(0).map_err(|e| {
         LedgerError::corrupt("an operation row has an unreadable operation_id", boxed(e))
     })?;
@@ -142,24 +161,45 @@ pub(crate) fn decode_record(row: &Row<'_>) -> Result<EffectRecord, LedgerError> 
     let status = status
         .parse::<EffectStatus>()
         .map_err(|e| at.corrupt("status", e))?;
+    let mut unreadable = Vec::new();
     let output = at
         .get::<Option<String>>(6, "result_json")?
         .map(|text| serde_json::from_str::<Value>(&text))
-        .transpose()
-        .map_err(|e| at.corrupt("result_json", e))?;
+        .transpose();
+    let output = match (output, json) {
+        (Ok(output), _) => output,
+        (Err(e), Json::Lenient) => {
+            unreadable.push(format!("result_json: {e}"));
+            None
+        }
+        (Err(e), Json::Strict) => return Err(at.corrupt("result_json", e)),
+    };
     let attempts: i64 = at.get(9, "attempts")?;
     let attempts = u32::try_from(attempts).map_err(|e| at.corrupt("attempts", e))?;
     let evidence: String = at.get(10, "evidence_json")?;
     let evidence = match serde_json::from_str::<Value>(&evidence) {
-        Ok(Value::Object(map)) => map,
-        Ok(other) => {
-            return Err(at.corrupt(
-                "evidence_json",
-                format!("expected a JSON object, found {}", json_kind(&other)),
-            ));
-        }
-        Err(e) => return Err(at.corrupt("evidence_json", e)),
+        Ok(Value::Object(map)) => Ok(map),
+        Ok(other) => Err(format!(
+            "expected a JSON object, found {}",
+            json_kind(&other)
+        )),
+        Err(e) => Err(e.to_string()),
     };
+    let mut evidence = match (evidence, json) {
+        (Ok(map), _) => map,
+        (Err(e), Json::Lenient) => {
+            unreadable.push(format!("evidence_json: {e}"));
+            effect_core::Evidence::new()
+        }
+        (Err(e), Json::Strict) => return Err(at.corrupt("evidence_json", e)),
+    };
+    if !unreadable.is_empty() {
+        evidence = effect_core::Evidence::new();
+        evidence.insert(
+            effect_core::evidence::LEDGER_READ_ERROR.into(),
+            unreadable.join("; ").into(),
+        );
+    }
     let mut record = EffectRecord::new(
         operation_id,
         at.get::<String>(1, "contract_name")?,

@@ -274,7 +274,25 @@ fn undecodable_rows_are_corrupt_not_panics() -> TestResult {
         )?;
 
         assert_corrupt(ledger.get(operation_id), operation_id);
-        assert_corrupt(ledger.list(&ListQuery::new(10)), operation_id);
+        if operation_id.starts_with("bad-output") || operation_id.starts_with("bad-evidence") {
+            // Unreadable JSON is that row's problem: the listing goes on,
+            // with the row flagged instead of its output and evidence.
+            let listed = ledger.list(&ListQuery::new(10))?;
+            let row = listed
+                .iter()
+                .find(|r| r.operation_id == operation_id)
+                .expect("the unreadable row is listed");
+            assert_eq!(row.output, None);
+            assert!(
+                row.evidence[effect_core::evidence::LEDGER_READ_ERROR]
+                    .as_str()
+                    .is_some_and(|e| e.contains("_json")),
+                "{row:?}"
+            );
+            assert!(listed.iter().any(|r| r.operation_id == "good"));
+        } else {
+            assert_corrupt(ledger.list(&ListQuery::new(10)), operation_id);
+        }
         let events_before = ledger.events_after(0, 100)?;
         assert_corrupt(
             ledger.claim_dispatch(operation_id, &claim("w")),
@@ -545,5 +563,36 @@ fn a_foreign_effect_operations_table_is_refused_without_changes() -> TestResult 
     assert_eq!(objects, 0);
     let version: i64 = conn.pragma_query_value(None, "user_version", |r| r.get(0))?;
     assert_eq!(version, 0);
+    Ok(())
+}
+
+/// An output nested deeper than serde_json reads back (written by another
+/// program: the ledger itself refuses to store one) is an error about that
+/// operation alone: `get` and `events` of it fail naming it, while `list`
+/// and `stats` of the ledger go on.
+#[test]
+fn a_row_too_deep_to_read_fails_alone() -> TestResult {
+    let ledger = TempLedger::new()?;
+    ledger.prepare("good", &op(json!({"n": 1})))?;
+    let deep = format!("{}1{}", "[".repeat(200), "]".repeat(200));
+    plant(ledger.path(), "deep", "confirmed", Some(&deep), 1, "{}")?;
+    assert_corrupt(ledger.get("deep"), "deep");
+    let listed = ledger.list(&ListQuery::new(10))?;
+    assert_eq!(listed.len(), 2);
+    let row = listed
+        .iter()
+        .find(|r| r.operation_id == "deep")
+        .expect("listed");
+    assert_eq!(row.status, effect_core::EffectStatus::Confirmed);
+    assert!(
+        row.evidence
+            .contains_key(effect_core::evidence::LEDGER_READ_ERROR)
+    );
+    let stats = ledger.stats()?;
+    assert!(
+        stats
+            .counts
+            .contains(&(effect_core::EffectStatus::Confirmed, 1))
+    );
     Ok(())
 }
