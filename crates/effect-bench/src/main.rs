@@ -21,6 +21,9 @@
 //!
 //! - `postgres` (default): `--store postgres://…`.
 
+// Measuring real elapsed time is what a benchmark is for.
+#![allow(clippy::disallowed_methods)]
+
 mod check;
 mod effects;
 mod limits;

@@ -22,6 +22,24 @@ impl Clock for SystemClock {
     }
 }
 
+/// Waiting, injected like the clock: the executor's bounded wait for a live
+/// owner sleeps through this, so a test can make the wait pass without
+/// sleeping (a [`ManualClock`] advances itself instead).
+pub trait Sleeper: Send + Sync + fmt::Debug {
+    /// Waits for `duration`.
+    fn sleep(&self, duration: Duration);
+}
+
+/// Sleeps the calling thread.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct ThreadSleeper;
+
+impl Sleeper for ThreadSleeper {
+    fn sleep(&self, duration: Duration) {
+        std::thread::sleep(duration);
+    }
+}
+
 /// A clock that only moves when told to; for tests.
 #[derive(Debug)]
 pub struct ManualClock {
@@ -52,6 +70,13 @@ impl Clock for ManualClock {
             .now
             .lock()
             .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+}
+
+/// Sleeping on a manual clock moves it forward at once.
+impl Sleeper for ManualClock {
+    fn sleep(&self, duration: Duration) {
+        self.advance(duration);
     }
 }
 

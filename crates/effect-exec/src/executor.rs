@@ -2,7 +2,7 @@
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use effect_core::canonical::to_json_value;
 use effect_core::clock::unix_seconds;
@@ -13,8 +13,8 @@ use effect_core::evidence::{
 };
 use effect_core::{
     Claim, Clock, Confirmation, EffectContract, EffectLedger, EffectRecord, EffectResult,
-    EffectStatus, Evidence, FingerprintForm, NewOperation, RequestFingerprint, SystemClock,
-    Transition, TransitionOutcome,
+    EffectStatus, Evidence, FingerprintForm, NewOperation, RequestFingerprint, Sleeper,
+    SystemClock, ThreadSleeper, Transition, TransitionOutcome,
 };
 use serde::Serialize;
 use serde_json::Value;
@@ -55,6 +55,9 @@ pub struct EffectExecutor {
     pub(crate) options: ExecutorOptions,
     tokens: Arc<TokenSource>,
     keeper: LeaseKeeper,
+    /// Times the bounded wait for a live owner.
+    clock: Arc<dyn Clock>,
+    sleeper: Arc<dyn Sleeper>,
 }
 
 /// The identity of one call, derived before anything is written.
@@ -84,6 +87,10 @@ impl Call<'_> {
     }
 }
 
+/// How many times a round may find the record moved on by others before it
+/// reports what it sees.
+const MAX_PASSES: u32 = 64;
+
 /// What a dispatch round ended with.
 enum Round {
     Done(EffectResult),
@@ -105,7 +112,9 @@ impl EffectExecutor {
         EffectExecutor::with_clock(ledger, options, Arc::new(SystemClock))
     }
 
-    /// An executor whose owner tokens are seeded from `clock` (for reproducible tests).
+    /// An executor on `clock`: its bounded wait for a live owner
+    /// ([`ExecutorOptions::wait_for_in_progress`]) is timed on it, and its
+    /// owner tokens are seeded from it (for reproducible tests).
     pub fn with_clock(
         ledger: Arc<dyn EffectLedger>,
         options: ExecutorOptions,
@@ -116,7 +125,18 @@ impl EffectExecutor {
             options,
             tokens: Arc::new(TokenSource::new(clock.as_ref())),
             keeper: LeaseKeeper::default(),
+            clock,
+            sleeper: Arc::new(ThreadSleeper),
         }
+    }
+
+    /// Waits through `sleeper` between polls of a live owner's dispatch
+    /// (default: the thread sleeps). A [`ManualClock`](effect_core::ManualClock)
+    /// given as both clock and sleeper makes the wait pass without sleeping.
+    #[must_use]
+    pub fn with_sleeper(mut self, sleeper: Arc<dyn Sleeper>) -> Self {
+        self.sleeper = sleeper;
+        self
     }
 
     /// The ledger.
@@ -233,14 +253,16 @@ impl EffectExecutor {
         let waiting_until = self
             .options
             .wait_for_in_progress
-            .map(|wait| Instant::now() + wait);
+            .map(|wait| self.clock.now() + wait);
         let mut waited = false;
         // Each pass either returns or moves the record forward; the bound guards
         // against a ledger that keeps changing under concurrent callers.
         // Set once this round has dispatched (or authorized a retry after
         // its dispatch): it never dispatches a second time.
         let mut retry_after_dispatch: Option<bool> = None;
-        for _ in 0..64 {
+        let mut passes = 0;
+        while passes < MAX_PASSES {
+            passes += 1;
             if let Some(claim) = owned.take() {
                 match self.dispatch(call, &record, &claim, first_round)? {
                     (Round::Again(current), retry_allowed) => {
@@ -268,10 +290,13 @@ impl EffectExecutor {
                         continue;
                     }
                     match waiting_until {
-                        Some(until) if Instant::now() < until => {
+                        Some(until) if self.clock.now() < until => {
                             waited = true;
-                            std::thread::sleep(self.options.poll_interval);
+                            self.sleeper.sleep(self.options.poll_interval);
                             record = self.get(call.id())?;
+                            // Waiting for the live owner is bounded by the
+                            // deadline, not by the passes.
+                            passes -= 1;
                         }
                         _ => {
                             let mut result = EffectResult::from_record(&expired.record);

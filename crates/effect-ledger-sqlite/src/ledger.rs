@@ -357,6 +357,7 @@ fn check_path(path: &Path) -> Result<(), SqliteError> {
 /// can fail with `SQLITE_BUSY` at once, without waiting in the busy handler,
 /// while another connection opens the same new file: retry until the busy
 /// timeout has passed.
+#[allow(clippy::disallowed_methods)] // A real wait for another process's lock, bounded by the busy timeout.
 fn prepare_file(
     conn: &mut Connection,
     path: &Path,

@@ -222,3 +222,49 @@ fn reconcile_settles_an_expired_dispatch_without_running_the_handler() {
     assert_eq!((provider2.handler_calls(), provider2.committed()), (0, 0));
     assert_eq!((provider.handler_calls(), provider.committed()), (1, 1));
 }
+
+#[test]
+fn the_bounded_wait_for_a_live_owner_runs_on_the_injected_clock() {
+    use effect_core::{Claim, Clock, EffectLedgerExt, ManualClock, MemoryLedger};
+    use std::time::UNIX_EPOCH;
+    let clock = Arc::new(ManualClock::new(
+        UNIX_EPOCH + Duration::from_secs(1_800_000_000),
+    ));
+    let ledger: Arc<dyn EffectLedger> = Arc::new(MemoryLedger::with_clock(clock.clone()));
+    let provider = FakeProvider::new(false);
+    let c = contract(&provider, PROBE_ONLY);
+    // Another caller holds a live dispatch of the operation, for an hour.
+    let id = "invoice:INV-WAIT:capture";
+    let op = effect_exec::EffectExecutor::new(Arc::clone(&ledger));
+    drop(op);
+    ledger
+        .prepare(
+            id,
+            &effect_core::NewOperation {
+                contract_name: "capture_payment".into(),
+                contract_version: "1".into(),
+                fingerprint: effect_core::RequestFingerprint::of_value(&invoice("INV-WAIT")),
+                provider_idempotency_key: Some("capture:INV-WAIT".into()),
+            },
+        )
+        .unwrap();
+    let held = Claim {
+        owner_token: "elsewhere".into(),
+        lease: Duration::from_secs(3600),
+    };
+    assert!(ledger.claim_dispatch(id, &held).unwrap());
+    let options = ExecutorOptions::default().wait_for_in_progress(Some(Duration::from_secs(120)));
+    let exec = effect_exec::EffectExecutor::with_clock(Arc::clone(&ledger), options, clock.clone())
+        .with_sleeper(clock.clone());
+    let started = clock.now();
+    let result = exec
+        .execute(&c, &invoice("INV-WAIT"), handler(&provider))
+        .unwrap();
+    assert!(result.in_progress, "{result:?}");
+    let waited = clock.now().duration_since(started).unwrap();
+    assert!(
+        waited >= Duration::from_secs(120) && waited < Duration::from_secs(121),
+        "waited {waited:?} on the manual clock"
+    );
+    assert_eq!(provider.handler_calls(), 0);
+}

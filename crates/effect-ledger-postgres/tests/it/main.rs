@@ -5,6 +5,7 @@
 //! Without it each test says that it was skipped and passes, unless
 //! `EFFECT_REQUIRE_POSTGRES=1` (set by CI), which makes a missing server a
 //! failure. Every test works in a fresh schema of its own and drops it after.
+#![allow(clippy::disallowed_methods)] // Tests time real stores and processes.
 
 mod conformance;
 mod leases;

@@ -1,3 +1,4 @@
+#![allow(clippy::disallowed_methods)] // Tests time real stores and processes.
 use effect_core::EffectLedgerExt as _;
 use std::time::Duration;
 

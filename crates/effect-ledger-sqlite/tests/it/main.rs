@@ -1,4 +1,5 @@
 //! Integration tests of the SQLite ledger, one module per topic.
+#![allow(clippy::disallowed_methods)] // Tests time real stores and processes.
 
 mod bad_input;
 mod conformance;

@@ -156,6 +156,7 @@ fn spawn_worker(dir: &Path, seed: u64) -> Child {
 }
 
 /// Runs one seed: workers come and go until the spawn budget is used.
+#[allow(clippy::disallowed_methods)] // The run's real-time budget.
 fn run_seed(seed: u64) {
     let dir = tempfile::tempdir().unwrap();
     let (db, provider, non_answers) = files(dir.path());

@@ -367,6 +367,7 @@ fn indices(range: std::ops::Range<usize>) -> Vec<usize> {
 }
 
 #[test]
+#[allow(clippy::disallowed_methods)] // Reports the real time the fleet took.
 fn python_and_rust_workers_share_one_ledger() {
     let Some(python) = python() else {
         return;
