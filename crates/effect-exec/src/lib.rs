@@ -18,7 +18,13 @@
 //!
 //! # Feature flags
 //!
-//! - `tokio`: [`EffectExecutor::execute_async`] with async handlers and probes.
+//! - `tokio`: [`EffectExecutor::execute_async`] and
+//!   [`EffectExecutor::execute_typed_async`], with async handlers and probes.
+//!
+//! # Typed effects
+//!
+//! [`TypedContract`] and [`EffectExecutor::execute_typed`] take the caller's own
+//! serde types for arguments and output, over the same `Value` API.
 //!
 //! ```
 //! use std::sync::Arc;
@@ -54,8 +60,10 @@ mod executor;
 mod heartbeat;
 mod options;
 mod reconcile;
+mod typed;
 
 pub use error::{ExecError, HandlerError};
 pub use executor::EffectExecutor;
 pub use options::{CallOptions, ExecutorOptions};
 pub use reconcile::Audit;
+pub use typed::{TypedContract, TypedContractBuilder, TypedProbe, TypedResult};
