@@ -58,12 +58,14 @@ mod dispatch;
 mod error;
 mod executor;
 mod heartbeat;
+mod notice;
 mod options;
 mod reconcile;
 mod typed;
 
 pub use error::{ExecError, HandlerError};
 pub use executor::EffectExecutor;
+pub use notice::UncertainOutcome;
 pub use options::{CallOptions, ExecutorOptions};
 pub use reconcile::Audit;
 pub use typed::{TypedContract, TypedContractBuilder, TypedProbe, TypedResult};
