@@ -84,6 +84,8 @@
 //!   registry holding such a tool is refused by [`AgentRuntimeBuilder::build`].
 //! - `sqlite-checkpoints` (default): [`SqliteCheckpointStore`], durable run
 //!   checkpoints in a SQLite file (bundled SQLite via rusqlite).
+//! - `schemars`: `InputSchema::for_type`, a tool's input schema derived from
+//!   its argument type.
 
 #![warn(missing_docs)]
 
