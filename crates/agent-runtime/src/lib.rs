@@ -120,6 +120,8 @@ pub use replay::{ReplaySummary, ToolCallSummary};
 pub use resilience::{CircuitBreakerPolicy, CircuitState, RetryPolicy, Sleeper, ThreadSleeper};
 pub use runtime::{AgentRuntime, AgentRuntimeBuilder, RunOptions, RunReport};
 pub use schema::InputSchema;
+#[cfg(feature = "schemars")]
+pub use schema::schema_for;
 #[cfg(feature = "sqlite-checkpoints")]
 pub use sqlite::SqliteCheckpointStore;
 pub use status::RunStatus;

@@ -139,12 +139,7 @@ impl InputSchema {
     /// As [`new`](Self::new), for a type whose schema is not an object schema.
     #[cfg(feature = "schemars")]
     pub fn for_type<A: schemars::JsonSchema>() -> Result<Self, SchemaError> {
-        let generator = schemars::generate::SchemaSettings::draft2020_12()
-            .with(|settings| settings.inline_subschemas = true)
-            .into_generator();
-        let mut schema = generator.into_root_schema_for::<A>().to_value();
-        drop_integer_formats(&mut schema);
-        InputSchema::new(schema)
+        InputSchema::new(schema_for::<A>())
     }
 
     /// The schema as declared by the tool.
@@ -324,6 +319,73 @@ fn close_objects(schema: &mut Value, path: &str, instance: bool) -> Result<(), S
         object.insert("unevaluatedProperties".into(), Value::Bool(false));
     }
     Ok(())
+}
+
+/// The JSON Schema (2020-12) of `A` to advertise to a model or an MCP client.
+///
+/// Subschemas are inlined, the integer `format`s schemars adds are dropped,
+/// and every object schema without composition that does not say otherwise
+/// gets `"additionalProperties": false`, the form model providers' strict
+/// modes understand. [`InputSchema::for_type`] enforces the same schema.
+///
+/// ```
+/// #[derive(schemars::JsonSchema)]
+/// #[allow(dead_code)]
+/// struct Capture { invoice_id: String, amount_cents: u64 }
+///
+/// let schema = agent_runtime::schema_for::<Capture>();
+/// assert_eq!(schema["additionalProperties"], false);
+/// assert_eq!(schema["properties"]["amount_cents"].get("format"), None);
+/// ```
+#[cfg(feature = "schemars")]
+pub fn schema_for<A: schemars::JsonSchema>() -> Value {
+    let generator = schemars::generate::SchemaSettings::draft2020_12()
+        .with(|settings| settings.inline_subschemas = true)
+        .into_generator();
+    let mut schema = generator.into_root_schema_for::<A>().to_value();
+    drop_integer_formats(&mut schema);
+    close_plain_objects(&mut schema);
+    schema
+}
+
+/// Adds `"additionalProperties": false` to object schemas that compose
+/// nothing (where it means the same as `unevaluatedProperties`).
+#[cfg(feature = "schemars")]
+fn close_plain_objects(schema: &mut Value) {
+    let Value::Object(object) = schema else {
+        return;
+    };
+    let composed = ["allOf", "anyOf", "oneOf", "$ref", "if", "dependentSchemas"]
+        .iter()
+        .any(|k| object.contains_key(*k));
+    let is_object = declares_object_type(object) || object.contains_key("properties");
+    if is_object
+        && !composed
+        && !object.contains_key("additionalProperties")
+        && !object.contains_key("unevaluatedProperties")
+    {
+        object.insert("additionalProperties".into(), Value::Bool(false));
+    }
+    let alternatives_alone =
+        !object.contains_key("properties") && !object.contains_key("patternProperties");
+    for (keyword, value) in object.iter_mut() {
+        let keyword = keyword.as_str();
+        if INSTANCE_SCHEMA.contains(&keyword) {
+            close_plain_objects(value);
+        } else if keyword == "prefixItems"
+            || (alternatives_alone && ["anyOf", "oneOf"].contains(&keyword))
+        {
+            // Alternatives each describe the whole instance (an `Option` of a
+            // struct, an enum) unless properties are declared beside them.
+            if let Value::Array(items) = value {
+                items.iter_mut().for_each(close_plain_objects);
+            }
+        } else if INSTANCE_SCHEMA_MAPS.contains(&keyword)
+            && let Value::Object(map) = value
+        {
+            map.values_mut().for_each(close_plain_objects);
+        }
+    }
 }
 
 /// Rewrites the draft-07 keywords whose meaning changed in 2020-12, in

@@ -181,6 +181,7 @@ fn a_derived_schema_closes_nested_objects_and_keeps_integer_bounds() {
         customer: String,
         lines: Vec<Line>,
         note: Option<String>,
+        gift: Option<Line>,
     }
     let schema = InputSchema::for_type::<Order>().unwrap();
     let ok = json!({"customer": "c", "lines": [{"sku": "a", "quantity": 2}]});
@@ -189,6 +190,7 @@ fn a_derived_schema_closes_nested_objects_and_keeps_integer_bounds() {
         json!({"customer": "c", "lines": [{"sku": "a", "quantity": 2, "price": 1}]}),
         json!({"customer": "c", "lines": [{"sku": "a", "quantity": -1}]}),
         json!({"customer": "c", "lines": [], "discount": 10}),
+        json!({"customer": "c", "lines": [], "gift": {"sku": "a", "quantity": 1, "wrap": true}}),
         json!({"lines": []}),
     ] {
         assert!(
