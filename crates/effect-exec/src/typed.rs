@@ -312,6 +312,18 @@ impl<O: Serialize> TypedProbe<O> {
     }
 }
 
+impl<O: DeserializeOwned> TypedResult<O> {
+    /// Decodes the output of an untyped result (for adapters that run the
+    /// `Value` API themselves).
+    ///
+    /// # Errors
+    ///
+    /// [`ExecError::OutputDecode`] when the output does not decode as `O`.
+    pub fn from_result(result: EffectResult) -> Result<Self, ExecError> {
+        decode_result(result)
+    }
+}
+
 impl<O> TypedResult<O> {
     /// True when the operation is confirmed.
     pub fn is_confirmed(&self) -> bool {
