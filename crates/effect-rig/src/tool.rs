@@ -70,6 +70,45 @@ impl<T: Tool> EffectTool<T> {
         }
     }
 
+    /// Wraps `tool` under a `Value` [`EffectContract`](effect_core::EffectContract)
+    /// over its arguments' JSON; outputs are still decoded as `T::Output`.
+    ///
+    /// ```
+    /// # use std::sync::Arc;
+    /// # use effect_core::{EffectContract, MemoryLedger};
+    /// # use effect_exec::EffectExecutor;
+    /// # use rig_core::tool::{Tool, ToolContext};
+    /// # struct Echo;
+    /// # impl Tool for Echo {
+    /// #     const NAME: &'static str = "echo";
+    /// #     type Args = String;
+    /// #     type Output = String;
+    /// #     type Error = std::io::Error;
+    /// #     fn description(&self) -> String { "echo".into() }
+    /// #     fn parameters(&self) -> serde_json::Value { serde_json::json!({"type": "string"}) }
+    /// #     async fn call(&self, _: &mut ToolContext, args: String) -> Result<String, std::io::Error> { Ok(args) }
+    /// # }
+    /// let contract = EffectContract::builder("echo", |args| {
+    ///     Ok(format!("echo:{}", args.as_str().ok_or("not a string")?))
+    /// })
+    /// .build()?;
+    /// let executor = EffectExecutor::new(Arc::new(MemoryLedger::new()));
+    /// let tool = effect_rig::EffectTool::with_contract(Echo, contract, executor);
+    /// assert_eq!(tool.contract().contract().name(), "echo");
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn with_contract(
+        tool: T,
+        contract: effect_core::EffectContract,
+        executor: EffectExecutor,
+    ) -> Self
+    where
+        T::Args: Serialize + DeserializeOwned + 'static,
+        T::Output: Serialize + DeserializeOwned + 'static,
+    {
+        EffectTool::new(tool, TypedContract::from_contract(contract), executor)
+    }
+
     /// Sets the per-call options (a deadline, say) for every call.
     #[must_use]
     pub fn with_options(mut self, options: CallOptions) -> Self {
