@@ -4,3 +4,5 @@
 //! See `README.md` for the index.
 
 pub mod effect_assurance;
+pub mod mcp_server_client;
+pub mod rig_tool;

@@ -37,34 +37,77 @@ fn effect_assurance_demo_commits_exactly_one_payment() {
 
 #[test]
 fn effect_assurance_demo_binary_exits_zero() {
+    let stdout = run_example("effect_assurance_demo");
+    assert!(stdout.contains("ok: exactly one payment"), "{stdout}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rig_tool_commits_one_payment_and_never_tells_the_model_to_retry() {
+    let dir = tempfile::tempdir().unwrap();
+    for with_probe in [true, false] {
+        let run = examples::rig_tool::run(dir.path(), with_probe)
+            .await
+            .unwrap();
+        run.verdict().unwrap();
+        assert_eq!(run.committed_payments, 1);
+        assert_eq!(
+            run.tool_calls, 1,
+            "the model's retry never reached the tool"
+        );
+        if !with_probe {
+            for answer in &run.answers {
+                assert_eq!(answer["operation_id"], "invoice:INV-1042:capture");
+                let message = answer["message"].as_str().unwrap();
+                assert!(!message.to_lowercase().contains("fail"), "{message}");
+            }
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn mcp_server_client_commits_one_payment() {
+    let dir = tempfile::tempdir().unwrap();
+    let run = examples::mcp_server_client::run(dir.path()).await.unwrap();
+    run.verdict().unwrap();
+    assert_eq!(run.committed_payments, 1);
+    assert_eq!(
+        run.capture_requests, 2,
+        "the lost acknowledgement was resent with its key"
+    );
+    assert_eq!(run.annotations, (Some(true), Some(false), Some(false)));
+}
+
+#[test]
+fn rig_tool_and_mcp_server_client_binaries_exit_zero() {
+    let stdout = run_example("rig_tool");
+    assert!(
+        stdout.contains("ok: exactly one payment per run"),
+        "{stdout}"
+    );
+    let stdout = run_example("mcp_server_client");
+    assert!(stdout.contains("ok: exactly one payment"), "{stdout}");
+}
+
+/// Runs an example binary and returns its output, failing on a non-zero exit.
+fn run_example(name: &str) -> String {
     // `cargo test` builds the examples next to the test binaries; run the real
     // binary when it is there (it is not under a filtered `--test` build).
     let exe = std::env::current_exe().unwrap();
     let examples_dir = exe.parent().unwrap().parent().unwrap().join("examples");
-    let binary = examples_dir.join(format!(
-        "effect_assurance_demo{}",
-        std::env::consts::EXE_SUFFIX
-    ));
+    let binary = examples_dir.join(format!("{name}{}", std::env::consts::EXE_SUFFIX));
     let output = if binary.exists() {
         std::process::Command::new(&binary).output().unwrap()
     } else {
         std::process::Command::new(env!("CARGO"))
-            .args([
-                "run",
-                "--quiet",
-                "-p",
-                "examples",
-                "--example",
-                "effect_assurance_demo",
-            ])
+            .args(["run", "--quiet", "-p", "examples", "--example", name])
             .output()
             .unwrap()
     };
-    let stdout = String::from_utf8_lossy(&output.stdout);
+    let stdout = String::from_utf8_lossy(&output.stdout).into_owned();
     assert!(
         output.status.success(),
-        "{stdout}\n{}",
+        "{name}: {stdout}\n{}",
         String::from_utf8_lossy(&output.stderr)
     );
-    assert!(stdout.contains("ok: exactly one payment"), "{stdout}");
+    stdout
 }

@@ -219,6 +219,25 @@ const FORBIDDEN: &[(&str, &[&str])] = &[
         "effect-ledger-sqlite",
         &["effect-exec", "effect-ledger-postgres", "agent-runtime"],
     ),
+    // The framework adapters build on core and exec; a user picks the store.
+    (
+        "effect-rig",
+        &[
+            "effect-ledger-sqlite",
+            "effect-ledger-postgres",
+            "effect-testkit",
+            "agent-runtime",
+        ],
+    ),
+    (
+        "effect-mcp",
+        &[
+            "effect-ledger-sqlite",
+            "effect-ledger-postgres",
+            "effect-testkit",
+            "rusqlite",
+        ],
+    ),
 ];
 
 fn deps() -> Result<()> {

@@ -11,8 +11,10 @@ pub enum SchemaError {
     /// The root schema is not a JSON object describing an object.
     #[error("input schema must be an object schema with \"type\": \"object\"")]
     NotAnObjectSchema,
-    /// `$schema` names a draft other than 2020-12.
-    #[error("unsupported schema dialect {uri:?}: only JSON Schema 2020-12 is supported")]
+    /// `$schema` names a draft other than 2020-12 or draft-07.
+    #[error(
+        "unsupported schema dialect {uri:?}: only JSON Schema 2020-12 and draft-07 are supported"
+    )]
     UnsupportedDialect {
         /// The `$schema` value.
         uri: String,

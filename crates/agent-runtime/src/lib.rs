@@ -84,6 +84,8 @@
 //!   registry holding such a tool is refused by [`AgentRuntimeBuilder::build`].
 //! - `sqlite-checkpoints` (default): [`SqliteCheckpointStore`], durable run
 //!   checkpoints in a SQLite file (bundled SQLite via rusqlite).
+//! - `schemars`: `InputSchema::for_type`, a tool's input schema derived from
+//!   its argument type.
 
 #![warn(missing_docs)]
 #![cfg_attr(docsrs, feature(doc_cfg))]
@@ -119,6 +121,8 @@ pub use replay::{ReplaySummary, ToolCallSummary};
 pub use resilience::{CircuitBreakerPolicy, CircuitState, RetryPolicy, Sleeper, ThreadSleeper};
 pub use runtime::{AgentRuntime, AgentRuntimeBuilder, RunOptions, RunReport};
 pub use schema::InputSchema;
+#[cfg(feature = "schemars")]
+pub use schema::schema_for;
 #[cfg(feature = "sqlite-checkpoints")]
 #[cfg_attr(docsrs, doc(cfg(feature = "sqlite-checkpoints")))]
 pub use sqlite::SqliteCheckpointStore;

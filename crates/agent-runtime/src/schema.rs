@@ -4,8 +4,14 @@
 //! Validation is done by the maintained `jsonschema` crate; this module only
 //! decides what it is given:
 //!
-//! - JSON Schema 2020-12 only: a `$schema` naming another dialect is refused,
-//!   since the same keywords mean different things across drafts.
+//! - JSON Schema 2020-12, or draft-07 (what many MCP servers send). A draft-07
+//!   schema is translated to 2020-12 before anything else: `items` as an array
+//!   becomes `prefixItems` (and `additionalItems` becomes `items`),
+//!   `dependencies` splits into `dependentRequired` and `dependentSchemas`, and
+//!   a plain-name `$id` becomes an `$anchor`. Siblings of `$ref`, which draft-07
+//!   ignores, are applied: stricter, never looser. A `$schema` naming any other
+//!   dialect is refused, since the same keywords mean different things across
+//!   drafts.
 //! - The root must be an object schema (`"type": "object"`): tool arguments are
 //!   a JSON object.
 //! - A keyword the validator does not know is refused at registration, because
@@ -59,8 +65,10 @@ impl fmt::Debug for InputSchema {
     }
 }
 
-/// The 2020-12 dialect URI, the only one accepted in `$schema`.
+/// The 2020-12 dialect URI.
 const DIALECT: &str = "https://json-schema.org/draft/2020-12/schema";
+/// The draft-07 dialect URI (also accepted over https).
+const DRAFT_07: &str = "http://json-schema.org/draft-07/schema";
 
 impl InputSchema {
     /// Checks and compiles `schema`.
@@ -75,15 +83,19 @@ impl InputSchema {
         if !declares_object_type(root) {
             return Err(SchemaError::NotAnObjectSchema);
         }
+        let mut effective = schema.clone();
         if let Some(uri) = root.get("$schema") {
             let uri_text = uri.as_str().unwrap_or_default();
-            if uri_text.trim_end_matches('#') != DIALECT {
+            let uri = uri_text.trim_end_matches('#');
+            if uri == DRAFT_07 || uri.strip_prefix("https") == DRAFT_07.strip_prefix("http") {
+                from_draft_07(&mut effective);
+                effective["$schema"] = Value::String(DIALECT.to_owned());
+            } else if uri != DIALECT {
                 return Err(SchemaError::UnsupportedDialect {
                     uri: uri_text.to_owned(),
                 });
             }
         }
-        let mut effective = schema.clone();
         close_objects(&mut effective, "", true)?;
         let validator = jsonschema::options()
             .with_draft(Draft::Draft202012)
@@ -99,6 +111,35 @@ impl InputSchema {
             effective,
             validator: std::sync::Arc::new(validator),
         })
+    }
+
+    /// The schema of `A`, derived with `schemars` and checked like any other.
+    ///
+    /// Subschemas are inlined, so every nested object is closed to unknown
+    /// fields too, and the integer `format`s schemars adds (`uint64`, ...),
+    /// which are not JSON Schema formats, are dropped (their `minimum` stays).
+    ///
+    /// ```
+    /// use agent_runtime::InputSchema;
+    /// use serde_json::json;
+    ///
+    /// #[derive(schemars::JsonSchema)]
+    /// #[allow(dead_code)]
+    /// struct Capture { invoice_id: String, amount_cents: u64 }
+    ///
+    /// let schema = InputSchema::for_type::<Capture>()?;
+    /// assert!(schema.validate(&json!({"invoice_id": "INV-1", "amount_cents": 5})).is_ok());
+    /// assert!(schema.validate(&json!({"invoice_id": "INV-1", "amount_cents": -5})).is_err());
+    /// assert!(schema.validate(&json!({"invoice_id": "INV-1", "amount_cents": 5, "x": 1})).is_err());
+    /// # Ok::<(), agent_runtime::SchemaError>(())
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// As [`new`](Self::new), for a type whose schema is not an object schema.
+    #[cfg(feature = "schemars")]
+    pub fn for_type<A: schemars::JsonSchema>() -> Result<Self, SchemaError> {
+        InputSchema::new(schema_for::<A>())
     }
 
     /// The schema as declared by the tool.
@@ -278,6 +319,151 @@ fn close_objects(schema: &mut Value, path: &str, instance: bool) -> Result<(), S
         object.insert("unevaluatedProperties".into(), Value::Bool(false));
     }
     Ok(())
+}
+
+/// The JSON Schema (2020-12) of `A` to advertise to a model or an MCP client.
+///
+/// Subschemas are inlined, the integer `format`s schemars adds are dropped,
+/// and every object schema without composition that does not say otherwise
+/// gets `"additionalProperties": false`, the form model providers' strict
+/// modes understand. [`InputSchema::for_type`] enforces the same schema.
+///
+/// ```
+/// #[derive(schemars::JsonSchema)]
+/// #[allow(dead_code)]
+/// struct Capture { invoice_id: String, amount_cents: u64 }
+///
+/// let schema = agent_runtime::schema_for::<Capture>();
+/// assert_eq!(schema["additionalProperties"], false);
+/// assert_eq!(schema["properties"]["amount_cents"].get("format"), None);
+/// ```
+#[cfg(feature = "schemars")]
+pub fn schema_for<A: schemars::JsonSchema>() -> Value {
+    let generator = schemars::generate::SchemaSettings::draft2020_12()
+        .with(|settings| settings.inline_subschemas = true)
+        .into_generator();
+    let mut schema = generator.into_root_schema_for::<A>().to_value();
+    drop_integer_formats(&mut schema);
+    close_plain_objects(&mut schema);
+    schema
+}
+
+/// Adds `"additionalProperties": false` to object schemas that compose
+/// nothing (where it means the same as `unevaluatedProperties`).
+#[cfg(feature = "schemars")]
+fn close_plain_objects(schema: &mut Value) {
+    let Value::Object(object) = schema else {
+        return;
+    };
+    let composed = ["allOf", "anyOf", "oneOf", "$ref", "if", "dependentSchemas"]
+        .iter()
+        .any(|k| object.contains_key(*k));
+    let is_object = declares_object_type(object) || object.contains_key("properties");
+    if is_object
+        && !composed
+        && !object.contains_key("additionalProperties")
+        && !object.contains_key("unevaluatedProperties")
+    {
+        object.insert("additionalProperties".into(), Value::Bool(false));
+    }
+    let alternatives_alone =
+        !object.contains_key("properties") && !object.contains_key("patternProperties");
+    for (keyword, value) in object.iter_mut() {
+        let keyword = keyword.as_str();
+        if INSTANCE_SCHEMA.contains(&keyword) {
+            close_plain_objects(value);
+        } else if keyword == "prefixItems"
+            || (alternatives_alone && ["anyOf", "oneOf"].contains(&keyword))
+        {
+            // Alternatives each describe the whole instance (an `Option` of a
+            // struct, an enum) unless properties are declared beside them.
+            if let Value::Array(items) = value {
+                items.iter_mut().for_each(close_plain_objects);
+            }
+        } else if INSTANCE_SCHEMA_MAPS.contains(&keyword)
+            && let Value::Object(map) = value
+        {
+            map.values_mut().for_each(close_plain_objects);
+        }
+    }
+}
+
+/// Rewrites the draft-07 keywords whose meaning changed in 2020-12, in
+/// every subschema.
+fn from_draft_07(schema: &mut Value) {
+    let Value::Object(object) = schema else {
+        return;
+    };
+    if let Some(Value::Array(_)) = object.get("items")
+        && let Some(items) = object.remove("items")
+    {
+        object.insert("prefixItems".into(), items);
+        if let Some(rest) = object.remove("additionalItems") {
+            object.insert("items".into(), rest);
+        }
+    } else {
+        // Without tuple `items`, draft-07 ignores `additionalItems`.
+        object.remove("additionalItems");
+    }
+    if let Some(Value::Object(dependencies)) = object.remove("dependencies") {
+        let (mut required, mut schemas) = (Map::new(), Map::new());
+        for (name, dependency) in dependencies {
+            match dependency {
+                Value::Array(_) => required.insert(name, dependency),
+                other => schemas.insert(name, other),
+            };
+        }
+        if !required.is_empty() {
+            object.insert("dependentRequired".into(), Value::Object(required));
+        }
+        if !schemas.is_empty() {
+            object.insert("dependentSchemas".into(), Value::Object(schemas));
+        }
+    }
+    if let Some(Value::String(id)) = object.get("$id")
+        && let Some(anchor) = id.strip_prefix('#')
+    {
+        let anchor = Value::String(anchor.to_owned());
+        object.remove("$id");
+        object.insert("$anchor".into(), anchor);
+    }
+    for (keyword, value) in object.iter_mut() {
+        let keyword = keyword.as_str();
+        if INSTANCE_SCHEMA.contains(&keyword) || COMBINED_SCHEMA.contains(&keyword) {
+            from_draft_07(value);
+        } else if keyword == "prefixItems" || COMBINED_SCHEMA_ARRAYS.contains(&keyword) {
+            if let Value::Array(items) = value {
+                items.iter_mut().for_each(from_draft_07);
+            }
+        } else if (INSTANCE_SCHEMA_MAPS.contains(&keyword)
+            || COMBINED_SCHEMA_MAPS.contains(&keyword))
+            && let Value::Object(map) = value
+        {
+            map.values_mut().for_each(from_draft_07);
+        }
+    }
+}
+
+/// Removes the `format`s schemars puts on integers and floats: they are
+/// not JSON Schema formats, and the validator refuses unknown formats.
+#[cfg(feature = "schemars")]
+fn drop_integer_formats(schema: &mut Value) {
+    const NUMERIC: &[&str] = &[
+        "int8", "int16", "int32", "int64", "int128", "uint8", "uint16", "uint32", "uint64",
+        "uint128", "int", "uint", "float", "double",
+    ];
+    match schema {
+        Value::Object(object) => {
+            if let Some(Value::String(format)) = object.get("format")
+                && NUMERIC.contains(&format.as_str())
+            {
+                object.remove("format");
+            }
+            object.values_mut().for_each(drop_integer_formats);
+        }
+        Value::Array(items) => items.iter_mut().for_each(drop_integer_formats),
+        _ => {}
+    }
 }
 
 fn declares_object_type(object: &Map<String, Value>) -> bool {

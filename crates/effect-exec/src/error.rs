@@ -35,6 +35,31 @@ pub enum ExecError {
         #[source]
         source: LedgerError,
     },
+    /// Typed arguments do not decode back from their own JSON (a lossy
+    /// `Serialize`, say); nothing was written.
+    #[error("arguments of contract {contract:?} do not decode back as {type_name}")]
+    ArgumentsDecode {
+        /// The contract name.
+        contract: String,
+        /// The argument type.
+        type_name: &'static str,
+        /// The decoding error.
+        #[source]
+        source: serde_json::Error,
+    },
+    /// The output of an operation (stored, probed or fresh) does not decode as
+    /// the typed output. The ledger keeps it and nothing is dispatched again:
+    /// the effect happened, only its record no longer fits the type.
+    #[error("output of operation {operation_id:?} does not decode as {type_name}")]
+    OutputDecode {
+        /// The operation id.
+        operation_id: String,
+        /// The output type.
+        type_name: &'static str,
+        /// The decoding error.
+        #[source]
+        source: serde_json::Error,
+    },
     /// The async runtime could not run a blocking ledger step.
     #[error("async execution of operation {operation_id:?} was interrupted: {message}")]
     Runtime {

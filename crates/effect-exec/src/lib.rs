@@ -18,9 +18,15 @@
 //!
 //! # Feature flags
 //!
-//! - `tokio`: [`EffectExecutor::execute_async`] with async handlers and probes.
+//! - `tokio`: [`EffectExecutor::execute_async`] and
+//!   [`EffectExecutor::execute_typed_async`], with async handlers and probes.
 //! - `anyhow` (default): `?` on an `anyhow::Error` inside a handler converts it
 //!   into [`HandlerError::Failed`] with its context chain.
+//!
+//! # Typed effects
+//!
+//! [`TypedContract`] and [`EffectExecutor::execute_typed`] take the caller's own
+//! serde types for arguments and output, over the same `Value` API.
 //!
 //! ```
 //! use std::sync::Arc;
@@ -55,10 +61,14 @@ mod dispatch;
 mod error;
 mod executor;
 mod heartbeat;
+mod notice;
 mod options;
 mod reconcile;
+mod typed;
 
 pub use error::{ExecError, HandlerError};
 pub use executor::EffectExecutor;
+pub use notice::UncertainOutcome;
 pub use options::{CallOptions, ExecutorOptions};
 pub use reconcile::Audit;
+pub use typed::{TypedContract, TypedContractBuilder, TypedProbe, TypedResult};

@@ -82,6 +82,14 @@ impl std::error::Error for ProviderError {
     }
 }
 
+/// A provider that could not be reached or could not record the capture is a
+/// failed dispatch whose outcome is uncertain, so `?` works in a handler.
+impl From<ProviderError> for effect_exec::HandlerError {
+    fn from(error: ProviderError) -> Self {
+        effect_exec::HandlerError::from_error(error)
+    }
+}
+
 /// A fake payment provider; see the [module docs](self).
 #[derive(Debug)]
 pub struct FakePaymentProvider {

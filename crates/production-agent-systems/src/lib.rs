@@ -20,6 +20,8 @@
 //! | `postgres` | `effect-ledger-postgres` | `PostgresLedger`, one ledger for several hosts |
 //! | `runtime` | `agent-runtime` | tools, permission policy, runs that wait on uncertain effects |
 //! | `testkit` | `effect-testkit` | fakes, fault scenarios, the ledger conformance suite |
+//! | `rig` | `effect-rig` | `EffectTool`: rig tools whose calls go through the executor |
+//! | `mcp` | `effect-mcp` | effect-backed MCP tools, served and called (rmcp) |
 //!
 //! ```
 //! use std::sync::Arc;
@@ -58,7 +60,9 @@
 //! - `postgres`: the PostgreSQL ledger, as `postgres`.
 //! - `runtime`: the agent runtime, as `runtime`.
 //! - `testkit`: the test kit, as `testkit`.
-//! - `tokio`: `EffectExecutor::execute_async`.
+//! - `tokio`: `EffectExecutor::execute_async` and `execute_typed_async`.
+//! - `rig`: the rig adapter, as `rig` (brings `tokio`).
+//! - `mcp`: the MCP adapter, as `mcp` (brings `tokio`).
 
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
@@ -73,6 +77,10 @@ pub use effect_ledger_postgres as postgres;
 #[cfg(feature = "sqlite")]
 #[cfg_attr(docsrs, doc(cfg(feature = "sqlite")))]
 pub use effect_ledger_sqlite as sqlite;
+#[cfg(feature = "mcp")]
+pub use effect_mcp as mcp;
+#[cfg(feature = "rig")]
+pub use effect_rig as rig;
 #[cfg(feature = "testkit")]
 #[cfg_attr(docsrs, doc(cfg(feature = "testkit")))]
 pub use effect_testkit as testkit;
@@ -82,7 +90,8 @@ pub use effect_core::{
     OutcomeProbeResult, ProbeStatus, UnknownOutcomePolicy,
 };
 pub use effect_exec::{
-    Audit, CallOptions, EffectExecutor, ExecError, ExecutorOptions, HandlerError,
+    Audit, CallOptions, EffectExecutor, ExecError, ExecutorOptions, HandlerError, TypedContract,
+    TypedProbe, TypedResult, UncertainOutcome,
 };
 #[cfg(feature = "sqlite")]
 #[cfg_attr(docsrs, doc(cfg(feature = "sqlite")))]
@@ -97,3 +106,13 @@ pub struct EffectContractsDoctests;
 #[cfg(doctest)]
 #[doc = include_str!("../../../docs/operations.md")]
 pub struct OperationsDoctests;
+
+/// The examples of `docs/rig.md`, compiled and run as doctests.
+#[cfg(all(doctest, feature = "rig"))]
+#[doc = include_str!("../../../docs/rig.md")]
+pub struct RigDoctests;
+
+/// The examples of `docs/mcp.md`, compiled and run as doctests.
+#[cfg(all(doctest, feature = "mcp"))]
+#[doc = include_str!("../../../docs/mcp.md")]
+pub struct McpDoctests;

@@ -1,0 +1,533 @@
+//! Typed effects: contracts, handlers and results over the caller's own serde
+//! types, as a thin layer over the `Value` API (see [`TypedContract`]).
+
+use std::fmt;
+use std::marker::PhantomData;
+use std::ops::Deref;
+
+use effect_core::canonical::to_json_value;
+use effect_core::{
+    CallbackError, ContractError, EffectContract, EffectContractBuilder, EffectResult,
+    OutcomeProbeResult, UnknownOutcomePolicy,
+};
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+use serde_json::Value;
+
+use crate::error::{ExecError, HandlerError};
+use crate::executor::EffectExecutor;
+use crate::options::CallOptions;
+
+/// An [`EffectContract`] over arguments `A` and outputs `O`.
+///
+/// Its callbacks see the arguments as `A` and outputs as `O`. [`EffectExecutor::execute_typed`]
+/// serializes `A` into the canonical JSON the ledger records, runs a handler
+/// taking `A`, and decodes the output, fresh or replayed, back into `O`. A
+/// stored output that no longer decodes as `O` (the type changed under a
+/// recorded operation) is [`ExecError::OutputDecode`]: it is never taken as a
+/// reason to dispatch again.
+///
+/// ```
+/// use std::sync::Arc;
+/// use effect_core::MemoryLedger;
+/// use effect_exec::{EffectExecutor, HandlerError, TypedContract};
+/// use serde::{Deserialize, Serialize};
+///
+/// #[derive(Serialize, Deserialize)]
+/// struct SendEmail { to: String }
+/// #[derive(Debug, PartialEq, Serialize, Deserialize)]
+/// struct Sent { message_id: String }
+///
+/// let contract = TypedContract::<SendEmail, Sent>::builder("send_email", |args| {
+///     Ok(format!("email:{}:welcome", args.to))
+/// })
+/// .build()?;
+/// let executor = EffectExecutor::new(Arc::new(MemoryLedger::new()));
+/// let send = |args: SendEmail, _key: Option<String>| -> Result<Sent, HandlerError> {
+///     Ok(Sent { message_id: format!("msg-{}", args.to) })
+/// };
+/// let email = SendEmail { to: "ada@example.com".into() };
+/// let first = executor.execute_typed(&contract, &email, send)?;
+/// let again = executor.execute_typed(&contract, &email, send)?;
+/// assert_eq!(first.output, Some(Sent { message_id: "msg-ada@example.com".into() }));
+/// assert!(again.duplicate_suppressed);
+/// assert_eq!(again.output, first.output);
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+///
+/// Cloning is cheap: the callbacks are shared.
+pub struct TypedContract<A, O> {
+    contract: EffectContract,
+    types: PhantomData<fn(A) -> O>,
+}
+
+/// What [`EffectExecutor::execute_typed`] returns: the untyped
+/// [`EffectResult`] (reachable through `Deref`, so `result.status` and
+/// `result.operation_id` read as usual) and its output decoded as `O`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TypedResult<O> {
+    /// The output of a confirmed operation, decoded as `O`.
+    pub output: Option<O>,
+    /// The untyped result, with the output as stored.
+    pub result: EffectResult,
+}
+
+/// Builds a [`TypedContract`]; see [`TypedContract::builder`].
+pub struct TypedContractBuilder<A, O> {
+    builder: EffectContractBuilder,
+    types: PhantomData<fn(A) -> O>,
+}
+
+impl<A, O> TypedContract<A, O>
+where
+    A: Serialize + DeserializeOwned + 'static,
+    O: Serialize + DeserializeOwned + 'static,
+{
+    /// Starts a contract named `name` whose operation id derives from the
+    /// typed arguments. The version defaults to `"1"`.
+    pub fn builder<F>(name: impl Into<String>, operation_id: F) -> TypedContractBuilder<A, O>
+    where
+        F: Fn(&A) -> Result<String, CallbackError> + Send + Sync + 'static,
+    {
+        TypedContractBuilder {
+            builder: EffectContract::builder(name, move |args| operation_id(&decode_args(args)?)),
+            types: PhantomData,
+        }
+    }
+
+    /// Wraps a `Value` contract: its callbacks keep seeing JSON, while handlers
+    /// and results are typed.
+    pub fn from_contract(contract: EffectContract) -> Self {
+        TypedContract {
+            contract,
+            types: PhantomData,
+        }
+    }
+
+    /// The underlying `Value` contract.
+    pub fn contract(&self) -> &EffectContract {
+        &self.contract
+    }
+
+    /// The operation id of `arguments`, as execution would derive it.
+    ///
+    /// # Errors
+    ///
+    /// [`ExecError::InvalidArguments`] when `arguments` cannot be canonical
+    /// JSON, [`ExecError::Contract`] when the callback fails.
+    pub fn operation_id(&self, arguments: &A) -> Result<String, ExecError> {
+        let value =
+            to_json_value(arguments).map_err(|source| ExecError::InvalidArguments { source })?;
+        self.contract
+            .operation_id(&value)
+            .map_err(|source| ExecError::Contract {
+                contract: self.contract.name().to_owned(),
+                source,
+            })
+    }
+
+    /// The provider idempotency key of `arguments`, as execution would derive it.
+    ///
+    /// # Errors
+    ///
+    /// As [`operation_id`](Self::operation_id).
+    pub fn provider_idempotency_key(&self, arguments: &A) -> Result<Option<String>, ExecError> {
+        let value =
+            to_json_value(arguments).map_err(|source| ExecError::InvalidArguments { source })?;
+        self.contract
+            .provider_idempotency_key(&value)
+            .map_err(|source| ExecError::Contract {
+                contract: self.contract.name().to_owned(),
+                source,
+            })
+    }
+}
+
+impl<A, O> TypedContractBuilder<A, O>
+where
+    A: Serialize + DeserializeOwned + 'static,
+    O: Serialize + DeserializeOwned + 'static,
+{
+    /// Sets the version; a change of semantics (or of `O`'s shape) needs a new one.
+    #[must_use]
+    pub fn version(self, version: impl Into<String>) -> Self {
+        self.map(|builder| builder.version(version))
+    }
+
+    /// Derives the provider idempotency key, forwarded on every attempt.
+    #[must_use]
+    pub fn provider_idempotency_key<F>(self, key: F) -> Self
+    where
+        F: Fn(&A) -> Result<Option<String>, CallbackError> + Send + Sync + 'static,
+    {
+        self.map(|builder| builder.provider_idempotency_key(move |args| key(&decode_args(args)?)))
+    }
+
+    /// See [`EffectContractBuilder::provider_idempotency_guaranteed`].
+    #[must_use]
+    pub fn provider_idempotency_guaranteed(self, guaranteed: bool) -> Self {
+        self.map(|builder| builder.provider_idempotency_guaranteed(guaranteed))
+    }
+
+    /// Asks the provider what became of an operation. Build a committed
+    /// verdict with [`TypedProbe::committed`]; return `not_committed` only
+    /// with terminal evidence.
+    #[must_use]
+    pub fn outcome_probe<F>(self, probe: F) -> Self
+    where
+        F: Fn(&A, Option<&str>) -> Result<TypedProbe<O>, CallbackError> + Send + Sync + 'static,
+    {
+        self.map(|builder| {
+            builder.outcome_probe(move |args, key| probe(&decode_args(args)?, key)?.into_untyped())
+        })
+    }
+
+    /// The async form of [`outcome_probe`](Self::outcome_probe), preferred by
+    /// async execution.
+    #[must_use]
+    pub fn outcome_probe_async<F, Fut>(self, probe: F) -> Self
+    where
+        F: Fn(A, Option<String>) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = Result<TypedProbe<O>, CallbackError>> + Send + 'static,
+    {
+        let probe = std::sync::Arc::new(probe);
+        self.map(|builder| {
+            builder.outcome_probe_async(move |args: Value, key| {
+                let probe = std::sync::Arc::clone(&probe);
+                async move {
+                    let args = decode_args(&args)?;
+                    probe(args, key).await?.into_untyped()
+                }
+            })
+        })
+    }
+
+    /// Checks an output (from the handler or a probe) against the arguments.
+    #[must_use]
+    pub fn postcondition<F>(self, check: F) -> Self
+    where
+        F: Fn(&A, &O) -> Result<bool, CallbackError> + Send + Sync + 'static,
+    {
+        self.map(|builder| {
+            builder.postcondition(move |args, output| {
+                let output: O = serde_json::from_value(output.clone()).map_err(|err| {
+                    CallbackError::new(format!(
+                        "output does not decode as {}: {err}",
+                        std::any::type_name::<O>()
+                    ))
+                })?;
+                check(&decode_args(args)?, &output)
+            })
+        })
+    }
+
+    /// Sets what happens to an operation whose outcome cannot be settled.
+    #[must_use]
+    pub fn unknown_outcome(self, policy: UnknownOutcomePolicy) -> Self {
+        self.map(|builder| builder.unknown_outcome(policy))
+    }
+
+    /// Builds the contract.
+    ///
+    /// # Errors
+    ///
+    /// As [`EffectContractBuilder::build`].
+    pub fn build(self) -> Result<TypedContract<A, O>, ContractError> {
+        Ok(TypedContract::from_contract(self.builder.build()?))
+    }
+
+    fn map(self, step: impl FnOnce(EffectContractBuilder) -> EffectContractBuilder) -> Self {
+        TypedContractBuilder {
+            builder: step(self.builder),
+            types: PhantomData,
+        }
+    }
+}
+
+/// A typed outcome probe's verdict; see [`OutcomeProbeResult`].
+#[derive(Debug, Clone, PartialEq)]
+pub struct TypedProbe<O> {
+    verdict: OutcomeProbeResult,
+    output: Option<O>,
+}
+
+impl<O: Serialize> TypedProbe<O> {
+    /// The effect happened and produced `output`.
+    pub fn committed(output: O) -> Self {
+        TypedProbe {
+            verdict: OutcomeProbeResult::committed(Value::Null),
+            output: Some(output),
+        }
+    }
+
+    /// Authoritative: the request can never commit later.
+    pub fn not_committed() -> Self {
+        TypedProbe::untyped(OutcomeProbeResult::not_committed())
+    }
+
+    /// The provider is still processing it.
+    pub fn pending() -> Self {
+        TypedProbe::untyped(OutcomeProbeResult::pending())
+    }
+
+    /// The evidence cannot settle it.
+    pub fn unknown() -> Self {
+        TypedProbe::untyped(OutcomeProbeResult::unknown())
+    }
+
+    /// Sets the provider's id for the effect.
+    #[must_use]
+    pub fn provider_operation_id(mut self, id: impl Into<String>) -> Self {
+        self.verdict = self.verdict.provider_operation_id(id);
+        self
+    }
+
+    /// Adds one evidence entry.
+    #[must_use]
+    pub fn evidence(mut self, key: impl Into<String>, value: impl Into<Value>) -> Self {
+        self.verdict = self.verdict.evidence(key, value);
+        self
+    }
+
+    fn untyped(verdict: OutcomeProbeResult) -> Self {
+        TypedProbe {
+            verdict,
+            output: None,
+        }
+    }
+
+    /// The `Value` verdict, with the output serialized.
+    ///
+    /// # Errors
+    ///
+    /// The output cannot be canonical JSON.
+    pub fn into_untyped(self) -> Result<OutcomeProbeResult, CallbackError> {
+        let mut verdict = self.verdict;
+        if let Some(output) = self.output {
+            verdict.output = Some(to_json_value(&output).map_err(|err| {
+                CallbackError::new(format!("probe output cannot be recorded: {err}"))
+            })?);
+        }
+        Ok(verdict)
+    }
+}
+
+impl<O: DeserializeOwned> TypedResult<O> {
+    /// Decodes the output of an untyped result (for adapters that run the
+    /// `Value` API themselves).
+    ///
+    /// # Errors
+    ///
+    /// [`ExecError::OutputDecode`] when the output does not decode as `O`.
+    pub fn from_result(result: EffectResult) -> Result<Self, ExecError> {
+        decode_result(result)
+    }
+}
+
+impl<O> TypedResult<O> {
+    /// True when the operation is confirmed.
+    pub fn is_confirmed(&self) -> bool {
+        self.result.is_confirmed()
+    }
+
+    /// True for `outcome_unknown` and `quarantined`: nobody knows yet whether
+    /// the effect happened, so it must not be retried blindly.
+    pub fn is_uncertain(&self) -> bool {
+        self.result.status.is_uncertain()
+    }
+}
+
+impl<O> Deref for TypedResult<O> {
+    type Target = EffectResult;
+
+    fn deref(&self) -> &EffectResult {
+        &self.result
+    }
+}
+
+impl EffectExecutor {
+    /// [`execute`](Self::execute) over typed arguments, handler and output.
+    ///
+    /// The handler receives the arguments decoded from the canonical JSON the
+    /// ledger recorded, so it sees exactly what a retry or a probe would see.
+    ///
+    /// # Errors
+    ///
+    /// As [`execute`](Self::execute); [`ExecError::ArgumentsDecode`] before
+    /// anything is written when `A` does not survive its own JSON round trip;
+    /// [`ExecError::OutputDecode`] when the output (fresh or stored) does not
+    /// decode as `O`. The ledger keeps that output: nothing is dispatched again.
+    pub fn execute_typed<A, O, H>(
+        &self,
+        contract: &TypedContract<A, O>,
+        arguments: &A,
+        handler: H,
+    ) -> Result<TypedResult<O>, ExecError>
+    where
+        A: Serialize + DeserializeOwned + 'static,
+        O: Serialize + DeserializeOwned + Send + 'static,
+        H: Fn(A, Option<String>) -> Result<O, HandlerError> + Send + Sync + 'static,
+    {
+        self.execute_typed_with(contract, arguments, CallOptions::default(), handler)
+    }
+
+    /// [`execute_typed`](Self::execute_typed) with per-call options (see
+    /// [`execute_with`](Self::execute_with) on deadlines).
+    ///
+    /// # Errors
+    ///
+    /// As [`execute_typed`](Self::execute_typed).
+    pub fn execute_typed_with<A, O, H>(
+        &self,
+        contract: &TypedContract<A, O>,
+        arguments: &A,
+        options: CallOptions,
+        handler: H,
+    ) -> Result<TypedResult<O>, ExecError>
+    where
+        A: Serialize + DeserializeOwned + 'static,
+        O: Serialize + DeserializeOwned + Send + 'static,
+        H: Fn(A, Option<String>) -> Result<O, HandlerError> + Send + Sync + 'static,
+    {
+        let value = check_round_trip(contract, arguments)?;
+        let result = self.execute_with(&contract.contract, &value, options, move |args, key| {
+            handler(decode_dispatched(&args)?, key)
+        })?;
+        decode_result(result)
+    }
+
+    /// The async form of [`execute_typed`](Self::execute_typed); see
+    /// [`execute_async`](Self::execute_async).
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// use std::sync::Arc;
+    /// use effect_core::MemoryLedger;
+    /// use effect_exec::{CallOptions, EffectExecutor, HandlerError, TypedContract};
+    ///
+    /// let contract = TypedContract::<String, u32>::builder("create_ticket", |title| {
+    ///     Ok(format!("ticket:{title}"))
+    /// })
+    /// .build()?;
+    /// let executor = EffectExecutor::new(Arc::new(MemoryLedger::new()));
+    /// let result = executor
+    ///     .execute_typed_async(&contract, &"disk full".to_owned(), CallOptions::default(), |title, _key| async move {
+    ///         Ok::<_, HandlerError>(title.len() as u32)
+    ///     })
+    ///     .await?;
+    /// assert_eq!(result.output, Some(9));
+    /// # Ok(())
+    /// # }
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// As [`execute_typed`](Self::execute_typed), plus [`ExecError::Runtime`].
+    #[cfg(feature = "tokio")]
+    pub async fn execute_typed_async<A, O, H, Fut>(
+        &self,
+        contract: &TypedContract<A, O>,
+        arguments: &A,
+        options: CallOptions,
+        handler: H,
+    ) -> Result<TypedResult<O>, ExecError>
+    where
+        A: Serialize + DeserializeOwned + Send + 'static,
+        O: Serialize + DeserializeOwned + Send + 'static,
+        H: Fn(A, Option<String>) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = Result<O, HandlerError>> + Send + 'static,
+    {
+        let value = check_round_trip(contract, arguments)?;
+        let handler = std::sync::Arc::new(handler);
+        let result = self
+            .execute_async(&contract.contract, &value, options, move |args, key| {
+                let handler = std::sync::Arc::clone(&handler);
+                async move { handler(decode_dispatched(&args)?, key).await }
+            })
+            .await?;
+        decode_result(result)
+    }
+}
+
+impl<A, O> Clone for TypedContract<A, O> {
+    fn clone(&self) -> Self {
+        TypedContract {
+            contract: self.contract.clone(),
+            types: PhantomData,
+        }
+    }
+}
+
+impl<A, O> fmt::Debug for TypedContract<A, O> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("TypedContract")
+            .field("arguments", &std::any::type_name::<A>())
+            .field("output", &std::any::type_name::<O>())
+            .field("contract", &self.contract)
+            .finish()
+    }
+}
+
+impl<A, O> fmt::Debug for TypedContractBuilder<A, O> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("TypedContractBuilder")
+            .field("arguments", &std::any::type_name::<A>())
+            .field("output", &std::any::type_name::<O>())
+            .finish_non_exhaustive()
+    }
+}
+
+/// Decodes the arguments a contract callback receives.
+fn decode_args<A: DeserializeOwned>(args: &Value) -> Result<A, CallbackError> {
+    A::deserialize(args).map_err(|err| {
+        CallbackError::new(format!(
+            "arguments do not decode as {}: {err}",
+            std::any::type_name::<A>()
+        ))
+    })
+}
+
+/// Decodes the arguments a handler receives. [`check_round_trip`] ran on the
+/// same JSON before anything was written, so this failing means nothing was
+/// sent: a rejection, not an unknown outcome.
+fn decode_dispatched<A: DeserializeOwned>(args: &Value) -> Result<A, HandlerError> {
+    A::deserialize(args).map_err(|err| {
+        HandlerError::rejected(format!(
+            "arguments do not decode as {}, nothing was sent: {err}",
+            std::any::type_name::<A>()
+        ))
+    })
+}
+
+/// The canonical JSON of `arguments`, once it is known to decode back as `A`.
+fn check_round_trip<A, O>(contract: &TypedContract<A, O>, arguments: &A) -> Result<Value, ExecError>
+where
+    A: Serialize + DeserializeOwned,
+{
+    let value =
+        to_json_value(arguments).map_err(|source| ExecError::InvalidArguments { source })?;
+    A::deserialize(&value).map_err(|source| ExecError::ArgumentsDecode {
+        contract: contract.contract.name().to_owned(),
+        type_name: std::any::type_name::<A>(),
+        source,
+    })?;
+    Ok(value)
+}
+
+fn decode_result<O: DeserializeOwned>(result: EffectResult) -> Result<TypedResult<O>, ExecError> {
+    let output = match &result.output {
+        Some(value) => Some(
+            O::deserialize(value).map_err(|source| ExecError::OutputDecode {
+                operation_id: result.operation_id.clone(),
+                type_name: std::any::type_name::<O>(),
+                source,
+            })?,
+        ),
+        None => None,
+    };
+    Ok(TypedResult { output, result })
+}
+
+#[cfg(test)]
+mod tests;

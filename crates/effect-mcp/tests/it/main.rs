@@ -1,0 +1,5 @@
+//! Integration tests of effect-mcp, over an in-process duplex transport.
+
+mod client;
+mod fixture;
+mod server;
