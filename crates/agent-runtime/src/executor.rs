@@ -131,7 +131,7 @@ pub struct InvocationReport {
 }
 
 impl InvocationReport {
-    fn failed(kind: FailureKind, message: impl Into<String>) -> Self {
+    pub(crate) fn failed(kind: FailureKind, message: impl Into<String>) -> Self {
         InvocationReport {
             outcome: InvocationOutcome::Failed(InvocationFailure::new(kind, message)),
             attempts: 0,
@@ -279,42 +279,51 @@ impl ToolExecutor {
     ///
     /// The contract callback's error, as a message.
     pub fn operation_id(&self, tool: &str, arguments: &Value) -> Result<Option<String>, String> {
-        let Some(contract) = self
-            .registry
-            .get(tool)
-            .and_then(|t| t.definition().contract())
-        else {
-            return Ok(None);
-        };
-        catch_unwind(AssertUnwindSafe(|| contract.operation_id(arguments)))
-            .map_err(|_| "the operation id callback panicked".to_owned())?
-            .map(Some)
-            .map_err(|err| err.to_string())
+        self.registry.get(tool).map_or(Ok(None), |registered| {
+            derive_operation_id(registered, arguments)
+        })
+    }
+
+    /// Looks the tool up, validates the arguments and derives the effect
+    /// operation id, once; [`ToolExecutor::invoke_prepared`] then runs it.
+    ///
+    /// # Errors
+    ///
+    /// [`FailureKind::UnknownTool`] or [`FailureKind::InvalidArguments`]. A
+    /// contract that cannot derive its operation id is not an error here: the
+    /// call carries it (see [`PreparedCall::operation_id`]).
+    pub fn prepare<'a>(
+        &'a self,
+        tool: &str,
+        arguments: &'a Value,
+    ) -> Result<PreparedCall<'a>, InvocationFailure> {
+        let registered = self.check(tool, arguments)?;
+        Ok(PreparedCall {
+            tool: registered,
+            arguments,
+            operation_id: derive_operation_id(registered, arguments),
+        })
     }
 
     /// Validates and runs one invocation.
+    ///
+    /// An effect-backed tool goes to the effect executor, which reconciles an
+    /// operation left uncertain (after a crash, or an earlier uncertain
+    /// outcome) through its contract before anything is dispatched, and
+    /// dispatches only where the ledger and the contract make that safe.
     pub fn invoke(&self, tool: &str, arguments: &Value) -> InvocationReport {
-        self.run(tool, arguments, false)
+        match self.prepare(tool, arguments) {
+            Ok(call) => self.invoke_prepared(&call),
+            Err(failure) => InvocationReport::failed(failure.kind, failure.message),
+        }
     }
 
-    /// Settles an effect-backed invocation that may already have been
-    /// dispatched (after a crash, or an uncertain outcome): an uncertain
-    /// operation is reconciled through its contract; the tool is dispatched
-    /// only where the ledger and the contract make that safe. A plain tool is
-    /// simply invoked.
-    pub fn recover(&self, tool: &str, arguments: &Value) -> InvocationReport {
-        self.run(tool, arguments, true)
-    }
-
-    fn run(&self, tool: &str, arguments: &Value, recovering: bool) -> InvocationReport {
-        let registered = match self.check(tool, arguments) {
-            Ok(registered) => registered,
-            Err(failure) => return InvocationReport::failed(failure.kind, failure.message),
-        };
-        if registered.definition().contract().is_some() {
-            self.invoke_effect(registered, arguments, recovering)
+    /// Runs a call made by [`ToolExecutor::prepare`].
+    pub fn invoke_prepared(&self, call: &PreparedCall<'_>) -> InvocationReport {
+        if call.tool.definition().contract().is_some() {
+            self.invoke_effect(call)
         } else {
-            self.invoke_plain(registered, arguments)
+            self.invoke_plain(call.tool, call.arguments)
         }
     }
 
@@ -384,24 +393,19 @@ impl ToolExecutor {
     }
 
     #[cfg(not(feature = "effects"))]
-    fn invoke_effect(&self, tool: &RegisteredTool, _: &Value, _: bool) -> InvocationReport {
+    fn invoke_effect(&self, call: &PreparedCall<'_>) -> InvocationReport {
         InvocationReport::failed(
             FailureKind::EffectsUnavailable,
             format!(
                 "tool {:?} has an effect contract but the `effects` feature is off",
-                tool.definition().name()
+                call.tool.definition().name()
             ),
         )
     }
 
     #[cfg(feature = "effects")]
-    fn invoke_effect(
-        &self,
-        tool: &RegisteredTool,
-        arguments: &Value,
-        recovering: bool,
-    ) -> InvocationReport {
-        let definition = tool.definition();
+    fn invoke_effect(&self, call: &PreparedCall<'_>) -> InvocationReport {
+        let definition = call.tool.definition();
         let (Some(effects), Some(contract)) = (&self.effects, definition.contract()) else {
             return InvocationReport::failed(
                 FailureKind::EffectsUnavailable,
@@ -411,22 +415,64 @@ impl ToolExecutor {
                 ),
             );
         };
-        let operation_id = match self.operation_id(definition.name(), arguments) {
-            Ok(id) => id,
-            Err(message) => return InvocationReport::failed(FailureKind::EffectExecutor, message),
+        let operation_id = match &call.operation_id {
+            Ok(id) => id.clone(),
+            Err(message) => {
+                return InvocationReport::failed(FailureKind::EffectExecutor, message.clone());
+            }
         };
-        let executed = if recovering {
-            effect_path::recover(effects, contract, definition, arguments)
-        } else {
-            effect_path::execute(effects, contract, definition, arguments)
-        };
-        let mut report = match executed {
+        let mut report = match effect_path::execute(effects, contract, definition, call.arguments) {
             Ok(result) => effect_path::report(result),
             Err(err) => InvocationReport::failed(FailureKind::EffectExecutor, error_chain(&err)),
         };
         report.operation_id = operation_id;
         report
     }
+}
+
+/// A tool invocation that passed validation, with its effect operation id
+/// derived once: made by [`ToolExecutor::prepare`].
+#[derive(Debug, Clone)]
+pub struct PreparedCall<'a> {
+    tool: &'a RegisteredTool,
+    arguments: &'a Value,
+    operation_id: Result<Option<String>, String>,
+}
+
+impl PreparedCall<'_> {
+    /// The tool.
+    pub fn tool(&self) -> &RegisteredTool {
+        self.tool
+    }
+
+    /// The validated arguments.
+    pub fn arguments(&self) -> &Value {
+        self.arguments
+    }
+
+    /// The effect operation id (`None` for a plain tool).
+    ///
+    /// # Errors
+    ///
+    /// The contract callback's error, as a message.
+    pub fn operation_id(&self) -> Result<Option<&str>, &str> {
+        match &self.operation_id {
+            Ok(id) => Ok(id.as_deref()),
+            Err(message) => Err(message),
+        }
+    }
+}
+
+/// The operation id `tool`'s contract derives from `arguments`, or `None` for
+/// a plain tool; a panicking callback is an error.
+fn derive_operation_id(tool: &RegisteredTool, arguments: &Value) -> Result<Option<String>, String> {
+    let Some(contract) = tool.definition().contract() else {
+        return Ok(None);
+    };
+    catch_unwind(AssertUnwindSafe(|| contract.operation_id(arguments)))
+        .map_err(|_| "the operation id callback panicked".to_owned())?
+        .map(Some)
+        .map_err(|err| err.to_string())
 }
 
 #[cfg(feature = "effects")]
@@ -439,7 +485,8 @@ mod effect_path {
     use crate::error::ToolErrorKind;
     use crate::tool::{ToolDefinition, ToolInput};
 
-    /// Dispatches through the executor's deadline path.
+    /// Dispatches through the executor's deadline path. The executor itself
+    /// reconciles an operation left uncertain before any dispatch.
     pub(super) fn execute(
         effects: &EffectExecutor,
         contract: &EffectContract,
@@ -461,39 +508,6 @@ mod effect_path {
                 _ => HandlerError::failed(err.to_string()),
             })
         })
-    }
-
-    /// Reconciles an uncertain operation first; dispatches only when the
-    /// reconciliation authorized a retry or nothing was ever recorded.
-    pub(super) fn recover(
-        effects: &EffectExecutor,
-        contract: &EffectContract,
-        definition: &ToolDefinition,
-        arguments: &Value,
-    ) -> Result<EffectResult, ExecError> {
-        let id = contract
-            .operation_id(arguments)
-            .map_err(|source| ExecError::Contract {
-                contract: contract.name().to_owned(),
-                source,
-            })?;
-        let record = effects
-            .ledger()
-            .get(&id)
-            .map_err(|source| ExecError::Ledger {
-                operation_id: id.clone(),
-                source,
-            })?;
-        if record.is_some_and(|r| r.status.is_uncertain()) {
-            let reconciled = effects.reconcile(contract, arguments)?;
-            if reconciled.status != EffectStatus::Prepared {
-                return Ok(reconciled);
-            }
-        }
-        // Absent (never recorded), prepared (retry authorized), confirmed or
-        // rejected (replayed), dispatched (in progress or an expired lease):
-        // the executor's own rules decide, and never dispatch twice unsafely.
-        execute(effects, contract, definition, arguments)
     }
 
     pub(super) fn report(result: EffectResult) -> InvocationReport {

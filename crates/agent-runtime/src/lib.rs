@@ -110,13 +110,15 @@ pub use error::{
     TransitionError,
 };
 pub use executor::{
-    FailureKind, InvocationFailure, InvocationOutcome, InvocationReport, RetryNote, ToolExecutor,
+    FailureKind, InvocationFailure, InvocationOutcome, InvocationReport, PreparedCall, RetryNote,
+    ToolExecutor,
 };
 pub use planner::{Action, DeterministicPlanner, Observation, PlanContext, Planner, Task};
 pub use policy::{PermissionPolicy, PolicyDecision};
 pub use replay::{ReplaySummary, ToolCallSummary};
 pub use resilience::{CircuitBreakerPolicy, CircuitState, RetryPolicy, Sleeper, ThreadSleeper};
-pub use runtime::{AgentRuntime, AgentRuntimeBuilder, RunOptions, RunReport};
+pub use run::{RunOptions, RunReport};
+pub use runtime::{AgentRuntime, AgentRuntimeBuilder};
 pub use schema::InputSchema;
 #[cfg(feature = "sqlite-checkpoints")]
 pub use sqlite::SqliteCheckpointStore;

@@ -1,19 +1,118 @@
-//! [`Run`]: one call of [`AgentRuntime::run`], stepping through the plan:
-//! policy, validation and confirmation, the invocation, and a checkpoint
-//! after every step.
+//! [`Run`]: one call of [`AgentRuntime::run`](crate::AgentRuntime::run):
+//! starting or resuming the run, then stepping through the plan: policy,
+//! validation and confirmation, the invocation, and a checkpoint after every
+//! step. Everything a run does lives here; the runtime only holds the parts.
 
+use std::collections::BTreeSet;
+use std::sync::Arc;
+
+use effect_core::Clock;
+use effect_core::clock::format_timestamp;
+use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::checkpoint::{Checkpoint, PendingStage, PendingStep, invocation_id};
 use crate::error::{RunError, StoreError};
-use crate::executor::{FailureKind, InvocationOutcome, InvocationReport};
-use crate::planner::{Action, Observation, PlanContext};
-use crate::policy::PolicyDecision;
-use crate::runtime::{AgentRuntime, RunOptions, RunReport};
+use crate::executor::{FailureKind, InvocationOutcome, InvocationReport, ToolExecutor};
+use crate::planner::{Action, Observation, PlanContext, Planner, Task};
+use crate::policy::{PermissionPolicy, PolicyDecision};
 use crate::status::RunStatus;
+use crate::store::{AuditStore, CheckpointStore, EventStore};
 use crate::tool::EffectKind;
 use crate::trace::{AuditKind, AuditRecord, ToolResultStatus, TraceEvent, TraceEventKind};
-use effect_core::clock::format_timestamp;
+
+/// How one call of [`AgentRuntime::run`](crate::AgentRuntime::run) behaves.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct RunOptions {
+    /// Continue the run from its checkpoint instead of starting it.
+    pub resume: bool,
+    /// Pause after this many steps of this call.
+    pub stop_after_steps: Option<u32>,
+    /// Invocation ids (see [`invocation_id`](crate::invocation_id)) that the trusted outer layer
+    /// confirmed for this call. Only mutations named here may run; the task
+    /// and the planner can never add to it.
+    pub confirmed_mutations: BTreeSet<String>,
+}
+
+impl RunOptions {
+    /// Start a run.
+    pub fn start() -> Self {
+        RunOptions::default()
+    }
+
+    /// Resume a run from its checkpoint.
+    pub fn resume() -> Self {
+        RunOptions {
+            resume: true,
+            ..RunOptions::default()
+        }
+    }
+
+    /// Pauses after `steps` steps.
+    #[must_use]
+    pub fn stop_after_steps(mut self, steps: u32) -> Self {
+        self.stop_after_steps = Some(steps);
+        self
+    }
+
+    /// Confirms one mutation invocation.
+    #[must_use]
+    pub fn confirm(mut self, invocation_id: impl Into<String>) -> Self {
+        self.confirmed_mutations.insert(invocation_id.into());
+        self
+    }
+}
+
+/// Where a run stands after a call of [`AgentRuntime::run`](crate::AgentRuntime::run).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[non_exhaustive]
+pub struct RunReport {
+    /// The run.
+    pub run_id: String,
+    /// Its status: `completed`, `failed`, `waiting` or `paused`.
+    pub status: RunStatus,
+    /// Completed steps.
+    pub steps: u32,
+    /// The answer of a completed run.
+    pub output: Option<Value>,
+    /// Why it failed or waits.
+    pub error: Option<String>,
+    /// The step it waits on: a mutation awaiting confirmation, or an
+    /// uncertain effect awaiting reconciliation.
+    pub pending: Option<PendingStep>,
+}
+
+impl RunReport {
+    pub(crate) fn of(checkpoint: &Checkpoint) -> Self {
+        RunReport {
+            run_id: checkpoint.run_id.clone(),
+            status: checkpoint.status,
+            steps: checkpoint.step,
+            output: checkpoint.output.clone(),
+            error: checkpoint.error.clone(),
+            pending: checkpoint.pending.clone(),
+        }
+    }
+
+    /// The invocation id to confirm, when the run waits for a confirmation.
+    pub fn awaiting_confirmation(&self) -> Option<&str> {
+        self.pending
+            .as_ref()
+            .filter(|p| p.stage == PendingStage::AwaitingConfirmation)
+            .map(|p| p.invocation_id.as_str())
+    }
+}
+
+/// What every run of a runtime shares: the tools, the policy and the stores.
+#[derive(Debug, Clone)]
+pub(crate) struct Engine {
+    pub(crate) tools: ToolExecutor,
+    pub(crate) policy: PermissionPolicy,
+    pub(crate) events: Arc<dyn EventStore>,
+    pub(crate) audit: Arc<dyn AuditStore>,
+    pub(crate) checkpoints: Arc<dyn CheckpointStore>,
+    pub(crate) clock: Arc<dyn Clock>,
+}
 
 /// How a step ended.
 pub(crate) enum StepEnd {
@@ -25,18 +124,109 @@ pub(crate) enum StepEnd {
 
 /// One call of `run`: the state and where it goes.
 pub(crate) struct Run<'a> {
-    runtime: &'a AgentRuntime,
+    runtime: &'a Engine,
+    planner: &'a dyn Planner,
     options: &'a RunOptions,
-    pub(crate) state: Checkpoint,
+    state: Checkpoint,
     next_event: u64,
     next_audit: u64,
-    pub(crate) resumed_from: Option<RunStatus>,
+    resumed_from: Option<RunStatus>,
     steps_this_call: u32,
 }
 
 impl<'a> Run<'a> {
-    pub(crate) fn new(
-        runtime: &'a AgentRuntime,
+    /// Starts `task` or, with `options.resume`, resumes it from its checkpoint.
+    ///
+    /// A resume decides a step awaiting confirmation again with this call's
+    /// confirmations, and hands an effect whose outcome was uncertain back to
+    /// the executor under the same operation id. A checkpoint still saying
+    /// `running` was left by a process that stopped mid-step; it is recorded as
+    /// `running → failed → running`.
+    pub(crate) fn open(
+        runtime: &'a Engine,
+        planner: &'a dyn Planner,
+        task: Task,
+        options: &'a RunOptions,
+    ) -> Result<Self, RunError> {
+        if task.id.trim().is_empty() {
+            return Err(RunError::BlankRunId);
+        }
+        let run_id = task.id.clone();
+        let existing = runtime
+            .checkpoints
+            .load(&run_id)
+            .map_err(|source| RunError::Store {
+                run_id: run_id.clone(),
+                source,
+            })?;
+        match (options.resume, existing) {
+            (false, Some(_)) => Err(RunError::AlreadyExists { run_id }),
+            (true, None) => Err(RunError::NoCheckpoint { run_id }),
+            (false, None) => Run::start(runtime, planner, task, options),
+            (true, Some(checkpoint)) => {
+                if checkpoint.task != task {
+                    return Err(RunError::TaskMismatch { run_id });
+                }
+                Run::resume(runtime, planner, checkpoint, options)
+            }
+        }
+    }
+
+    fn start(
+        runtime: &'a Engine,
+        planner: &'a dyn Planner,
+        task: Task,
+        options: &'a RunOptions,
+    ) -> Result<Self, RunError> {
+        let mut run = Run::new(runtime, planner, Checkpoint::new(task), options)?;
+        let input = run.state.task.input.clone();
+        run.emit(TraceEventKind::RunStarted { task: input })?;
+        run.transition(RunStatus::Running, "run started")?;
+        Ok(run)
+    }
+
+    fn resume(
+        runtime: &'a Engine,
+        planner: &'a dyn Planner,
+        checkpoint: Checkpoint,
+        options: &'a RunOptions,
+    ) -> Result<Self, RunError> {
+        let from = checkpoint.status;
+        // A checkpoint taken mid-step says `running`: the process that
+        // ran it stopped. That counts as a failure, which may resume.
+        let interrupted = from == RunStatus::Running;
+        let resumable = if interrupted { RunStatus::Failed } else { from };
+        // Checked before anything is written for this call.
+        resumable
+            .transition(RunStatus::Running)
+            .map_err(|source| RunError::InvalidTransition {
+                run_id: checkpoint.run_id.clone(),
+                source,
+            })?;
+        let mut run = Run::new(runtime, planner, checkpoint, options)?;
+        run.resumed_from = Some(from);
+        if interrupted {
+            run.transition(
+                RunStatus::Failed,
+                "the process running this run stopped mid-step",
+            )?;
+        }
+        run.transition(RunStatus::Running, "resumed from checkpoint")?;
+        let effect_pending = run
+            .state
+            .pending
+            .as_ref()
+            .is_some_and(|p| p.stage != PendingStage::AwaitingConfirmation);
+        if !effect_pending {
+            // An uncertain effect gets its recovery event once reconciled.
+            run.emit_recovery(None, None)?;
+        }
+        Ok(run)
+    }
+
+    fn new(
+        runtime: &'a Engine,
+        planner: &'a dyn Planner,
         state: Checkpoint,
         options: &'a RunOptions,
     ) -> Result<Self, RunError> {
@@ -59,6 +249,7 @@ impl<'a> Run<'a> {
             .max(state.last_audit_sequence);
         Ok(Run {
             runtime,
+            planner,
             options,
             state,
             next_event: last_event + 1,
@@ -100,7 +291,7 @@ impl<'a> Run<'a> {
             step: self.state.step,
             observations: &self.state.observations,
         };
-        let action = match self.runtime.planner.next_action(&context) {
+        let action = match self.planner.next_action(&context) {
             Ok(action) => action,
             Err(err) => return self.fail(err.to_string()),
         };
@@ -171,7 +362,8 @@ impl<'a> Run<'a> {
     fn authorize_and_invoke(&mut self, mut pending: PendingStep) -> Result<StepEnd, RunError> {
         let tool = pending.tool.clone();
         let invocation = pending.invocation_id.clone();
-        let policy = &self.runtime.policy;
+        let engine = self.runtime;
+        let policy = &engine.policy;
         if !policy.is_allowed(&tool) {
             self.emit(TraceEventKind::PolicyDecision {
                 tool: tool.clone(),
@@ -183,8 +375,9 @@ impl<'a> Run<'a> {
             self.state.pending = None;
             return self.fail(detail);
         }
-        let kind = match self.runtime.tools.check(&tool, &pending.arguments) {
-            Ok(registered) => registered.definition().effect_kind(),
+        let arguments = pending.arguments.clone();
+        let call = match engine.tools.prepare(&tool, &arguments) {
+            Ok(call) => call,
             Err(failure) => {
                 // Invalid input never reaches a handler or a circuit breaker.
                 self.emit(TraceEventKind::ToolResult {
@@ -201,6 +394,7 @@ impl<'a> Run<'a> {
                 return self.fail(failure.message);
             }
         };
+        let kind = call.tool().definition().effect_kind();
         let confirmed = self.options.confirmed_mutations.contains(&invocation);
         let decision = policy.decide(&tool, kind, confirmed);
         self.emit(TraceEventKind::PolicyDecision {
@@ -229,8 +423,8 @@ impl<'a> Run<'a> {
             };
             self.audit(&pending, AuditKind::MutationAuthorized, None, detail.into())?;
         }
-        let operation_id = match self.runtime.tools.operation_id(&tool, &pending.arguments) {
-            Ok(id) => id,
+        let operation_id = match call.operation_id() {
+            Ok(id) => id.map(str::to_owned),
             Err(message) => {
                 self.state.pending = None;
                 return self.fail(format!(
@@ -250,7 +444,7 @@ impl<'a> Run<'a> {
             self.state.pending = Some(pending.clone());
             self.checkpoint()?;
         }
-        let report = self.runtime.tools.invoke(&tool, &pending.arguments);
+        let report = engine.tools.invoke_prepared(&call);
         self.finish_invocation(pending, kind, report)
     }
 
@@ -261,22 +455,29 @@ impl<'a> Run<'a> {
             PendingStage::EffectDispatching { operation_id }
             | PendingStage::EffectUncertain { operation_id, .. } => operation_id.clone(),
         };
-        let report = self
-            .runtime
-            .tools
-            .recover(&pending.tool, &pending.arguments);
+        // The executor reconciles the operation before anything is dispatched
+        // again, and dispatches only where the ledger and the contract allow.
+        let engine = self.runtime;
+        let (kind, report) = match engine.tools.prepare(&pending.tool, &pending.arguments) {
+            Ok(call) => (
+                call.tool().definition().effect_kind(),
+                engine.tools.invoke_prepared(&call),
+            ),
+            Err(failure) => (
+                engine
+                    .tools
+                    .registry()
+                    .get(&pending.tool)
+                    .map_or(EffectKind::Mutation, |t| t.definition().effect_kind()),
+                InvocationReport::failed(failure.kind, failure.message),
+            ),
+        };
         let effect_status = match &report.outcome {
             InvocationOutcome::Succeeded { .. } => Some(effect_core::EffectStatus::Confirmed),
             InvocationOutcome::Uncertain { status, .. } => Some(*status),
             InvocationOutcome::Failed(_) => None,
         };
         self.emit_recovery(Some(operation_id), effect_status)?;
-        let kind = self
-            .runtime
-            .tools
-            .registry()
-            .get(&pending.tool)
-            .map_or(EffectKind::Mutation, |t| t.definition().effect_kind());
         self.finish_invocation(pending, kind, report)
     }
 
@@ -416,7 +617,7 @@ impl<'a> Run<'a> {
         Ok(StepEnd::Stop)
     }
 
-    pub(crate) fn transition(&mut self, to: RunStatus, reason: &str) -> Result<(), RunError> {
+    fn transition(&mut self, to: RunStatus, reason: &str) -> Result<(), RunError> {
         let from = self.state.status;
         from.transition(to)
             .map_err(|source| RunError::InvalidTransition {
@@ -433,7 +634,7 @@ impl<'a> Run<'a> {
         Ok(())
     }
 
-    pub(crate) fn emit_recovery(
+    fn emit_recovery(
         &mut self,
         operation_id: Option<String>,
         effect_status: Option<effect_core::EffectStatus>,
@@ -456,7 +657,7 @@ impl<'a> Run<'a> {
         saved.map_err(|source| self.store_error(source))
     }
 
-    pub(crate) fn emit(&mut self, kind: TraceEventKind) -> Result<(), RunError> {
+    fn emit(&mut self, kind: TraceEventKind) -> Result<(), RunError> {
         let event = TraceEvent {
             run_id: self.state.run_id.clone(),
             sequence: self.next_event,
