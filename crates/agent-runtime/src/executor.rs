@@ -14,7 +14,7 @@ use crate::error::{ToolError, ToolErrorKind};
 use crate::resilience::{
     CircuitBreakerPolicy, CircuitBreakers, CircuitState, RetryPolicy, Sleeper, ThreadSleeper,
 };
-use crate::tool::{RegisteredTool, ToolInput, ToolRegistry};
+use crate::tool::{RegisteredTool, ToolDefinition, ToolInput, ToolRegistry};
 
 /// Why an invocation failed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -141,13 +141,18 @@ impl InvocationReport {
     }
 }
 
+/// The default per-call timeout of plain tools, as in the Python package.
+pub const DEFAULT_TOOL_TIMEOUT: Duration = Duration::from_secs(2);
+
 /// Runs tool invocations.
 ///
 /// Every invocation is validated against the tool's schema first; invalid
 /// arguments never reach a handler and never count against a circuit.
-/// Plain tools are retried on `timeout` errors with bounded exponential
-/// backoff and guarded by a per-dependency circuit breaker. Tools with an
-/// effect contract go to the effect executor instead and bypass both.
+/// Plain tools run under a per-call timeout, are retried on the retry
+/// policy's error kinds (default `timeout`) with bounded exponential backoff,
+/// and are guarded by a per-dependency circuit breaker consulted before every
+/// attempt. Tools with an effect contract go to the effect executor instead
+/// and bypass all three.
 ///
 /// ```
 /// use agent_runtime::{EffectKind, InvocationOutcome, ToolDefinition, ToolExecutor, ToolRegistry};
@@ -175,6 +180,7 @@ pub struct ToolExecutor {
     breaker_policy: CircuitBreakerPolicy,
     breakers: CircuitBreakers,
     sleeper: Arc<dyn Sleeper>,
+    timeout: Option<Duration>,
     #[cfg(feature = "effects")]
     effects: Option<effect_exec::EffectExecutor>,
 }
@@ -190,6 +196,7 @@ impl ToolExecutor {
             breaker_policy,
             breakers: CircuitBreakers::new(breaker_policy, Arc::new(SystemClock)),
             sleeper: Arc::new(ThreadSleeper),
+            timeout: Some(DEFAULT_TOOL_TIMEOUT),
             #[cfg(feature = "effects")]
             effects: None,
         }
@@ -207,6 +214,17 @@ impl ToolExecutor {
     pub fn circuit_breaker(mut self, policy: CircuitBreakerPolicy, clock: Arc<dyn Clock>) -> Self {
         self.breaker_policy = policy;
         self.breakers = CircuitBreakers::new(policy, clock);
+        self
+    }
+
+    /// Sets the per-call timeout of plain tools (default 2 s; `None`: wait
+    /// for ever). A handler past it counts as a `timeout` error, retried per
+    /// the retry policy. Effect-backed tools ignore it: they keep their own
+    /// deadline ([`ToolDefinition::deadline`](crate::ToolDefinition::deadline))
+    /// or the effect executor's default.
+    #[must_use]
+    pub fn timeout(mut self, timeout: Option<Duration>) -> Self {
+        self.timeout = timeout;
         self
     }
 
@@ -330,24 +348,22 @@ impl ToolExecutor {
     fn invoke_plain(&self, tool: &RegisteredTool, arguments: &Value) -> InvocationReport {
         let definition = tool.definition();
         let dependency = definition.dependency_name();
-        if !self.breakers.allows(dependency) {
-            return InvocationReport::failed(
-                FailureKind::CircuitOpen,
-                format!("the circuit of dependency {dependency:?} is open"),
-            );
-        }
         let mut retries = Vec::new();
         let mut attempt = 0;
         loop {
+            // Consulted before every attempt, retries included.
+            if !self.breakers.allows(dependency) {
+                return InvocationReport {
+                    attempts: attempt,
+                    retries,
+                    ..InvocationReport::failed(
+                        FailureKind::CircuitOpen,
+                        format!("the circuit of dependency {dependency:?} is open"),
+                    )
+                };
+            }
             attempt += 1;
-            let handler = definition.handler();
-            let input = ToolInput {
-                arguments: arguments.clone(),
-                provider_key: None,
-            };
-            let result = catch_unwind(AssertUnwindSafe(|| handler(input)))
-                .unwrap_or_else(|_| Err(ToolError::failed("the handler panicked")));
-            let error = match result {
+            let error = match self.attempt(definition, arguments) {
                 Ok(output) => {
                     self.breakers.record_success(dependency);
                     return InvocationReport {
@@ -359,36 +375,85 @@ impl ToolExecutor {
                 }
                 Err(error) => error,
             };
-            if error.is_retryable() && attempt < self.retry.max_attempts {
+            // A definitive refusal says the dependency is up and answering.
+            let opened =
+                error.kind != ToolErrorKind::Rejected && self.breakers.record_failure(dependency);
+            let retryable = self.retry.retries(error.kind) && attempt < self.retry.max_attempts;
+            if retryable && !opened {
                 let delay = self.retry.delay_after(attempt);
-                retries.push(RetryNote {
-                    attempt,
-                    delay,
-                    error: error.message.clone(),
-                });
                 tracing::warn!(
                     tool = definition.name(),
                     attempt,
                     delay_ms = delay.as_millis(),
                     error = %error.message,
-                    "retrying a timed-out tool"
+                    "retrying a tool"
                 );
+                retries.push(RetryNote {
+                    attempt,
+                    delay,
+                    error: error.message,
+                });
                 self.sleeper.sleep(delay);
                 continue;
             }
-            // A definitive refusal says the dependency is up and answering.
-            if error.kind != ToolErrorKind::Rejected {
-                self.breakers.record_failure(dependency);
-            }
+            let message = if retryable {
+                format!(
+                    "{} (the circuit of dependency {dependency:?} opened; no further attempt)",
+                    error.message
+                )
+            } else {
+                error.message
+            };
             return InvocationReport {
                 outcome: InvocationOutcome::Failed(InvocationFailure::new(
                     FailureKind::of(error.kind),
-                    error.message,
+                    message,
                 )),
                 attempts: attempt,
                 retries,
                 operation_id: None,
             };
+        }
+    }
+
+    /// One call of a plain tool's handler, under the per-call timeout when one
+    /// is set. A handler past its timeout is not stopped (a thread cannot be):
+    /// it keeps running detached and its late answer is dropped.
+    fn attempt(&self, definition: &ToolDefinition, arguments: &Value) -> Result<Value, ToolError> {
+        let handler = Arc::clone(definition.handler());
+        let input = ToolInput {
+            arguments: arguments.clone(),
+            provider_key: None,
+        };
+        let call = move || {
+            catch_unwind(AssertUnwindSafe(|| handler(input)))
+                .unwrap_or_else(|_| Err(ToolError::failed("the handler panicked")))
+        };
+        let Some(timeout) = self.timeout else {
+            return call();
+        };
+        let (sender, receiver) = std::sync::mpsc::sync_channel(1);
+        let spawned = std::thread::Builder::new()
+            .name(format!("tool-{}", definition.name()))
+            .spawn(move || {
+                // The receiver is gone once the caller stopped waiting.
+                let _ = sender.send(call());
+            });
+        if let Err(err) = spawned {
+            return Err(ToolError::failed(format!(
+                "cannot start the handler thread: {err}"
+            )));
+        }
+        match receiver.recv_timeout(timeout) {
+            Ok(result) => result,
+            Err(std::sync::mpsc::RecvTimeoutError::Timeout) => Err(ToolError::timeout(format!(
+                "tool {:?} did not answer within {} ms",
+                definition.name(),
+                timeout.as_millis()
+            ))),
+            Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => Err(ToolError::failed(
+                "the handler thread ended without an answer",
+            )),
         }
     }
 

@@ -2,6 +2,7 @@
 //! run-status machine, traces, audit records and a checkpoint after every step.
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use effect_core::{Clock, SystemClock};
 
@@ -138,6 +139,17 @@ impl AgentRuntimeBuilder {
     #[must_use]
     pub fn circuit_breaker(mut self, policy: CircuitBreakerPolicy) -> Self {
         self.breaker = policy;
+        self
+    }
+
+    /// Sets the per-call timeout of plain tools (default
+    /// [`DEFAULT_TOOL_TIMEOUT`](crate::DEFAULT_TOOL_TIMEOUT), 2 s; `None`:
+    /// wait for ever). A handler past it counts as a `timeout` error and is
+    /// retried per the retry policy; it is not stopped, only no longer waited
+    /// for. Effect-backed tools keep their own deadline.
+    #[must_use]
+    pub fn tool_timeout(mut self, timeout: Option<Duration>) -> Self {
+        self.tools = self.tools.timeout(timeout);
         self
     }
 
