@@ -16,13 +16,16 @@
 //!   stable operation id, and an uncertain or quarantined outcome moves the run
 //!   to `waiting`, so a resume reconciles the same operation instead of
 //!   dispatching it again;
-//! - plain tools get a [`RetryPolicy`] (only `timeout` errors, bounded
-//!   exponential backoff) and a per-dependency circuit breaker. They have no
-//!   ledger, so a plain step interrupted by a crash runs again on resume: give
-//!   a tool an effect contract when its side effect must not repeat;
+//! - plain tools get a per-call timeout (default 2 s), a [`RetryPolicy`]
+//!   (retryable error kinds configurable, default `timeout`; bounded
+//!   exponential backoff) and a per-dependency circuit breaker consulted
+//!   before every attempt. They have no ledger, so a plain step interrupted
+//!   by a crash runs again on resume: give a tool an effect contract when its
+//!   side effect must not repeat;
 //! - each run follows the [`RunStatus`] machine, writes ordered
-//!   [`TraceEvent`]s and, separately, [`AuditRecord`]s, checkpoints after
-//!   every step, and resumes from its [`Checkpoint`];
+//!   [`TraceEvent`]s and, separately, [`AuditRecord`]s (every invocation:
+//!   requested, then succeeded or failed), checkpoints after every step with
+//!   its working data, and resumes from its [`Checkpoint`];
 //! - [`ReplaySummary`] reads a run back from its trace.
 //!
 //! It depends on `effect-core` and (feature `effects`) `effect-exec`, and on
@@ -110,10 +113,12 @@ pub use error::{
     TransitionError,
 };
 pub use executor::{
-    FailureKind, InvocationFailure, InvocationOutcome, InvocationReport, PreparedCall, RetryNote,
-    ToolExecutor,
+    DEFAULT_TOOL_TIMEOUT, FailureKind, InvocationFailure, InvocationOutcome, InvocationReport,
+    PreparedCall, RetryNote, ToolExecutor,
 };
-pub use planner::{Action, DeterministicPlanner, Observation, PlanContext, Planner, Task};
+pub use planner::{
+    Action, DeterministicPlanner, Observation, PLAN_EXHAUSTED, PlanContext, Planner, Task,
+};
 pub use policy::{PermissionPolicy, PolicyDecision};
 pub use replay::{ReplaySummary, ToolCallSummary};
 pub use resilience::{CircuitBreakerPolicy, CircuitState, RetryPolicy, Sleeper, ThreadSleeper};

@@ -290,6 +290,7 @@ impl<'a> Run<'a> {
             task: &self.state.task,
             step: self.state.step,
             observations: &self.state.observations,
+            working: &self.state.working,
         };
         let action = match self.planner.next_action(&context) {
             Ok(action) => action,
@@ -316,12 +317,11 @@ impl<'a> Run<'a> {
                 idempotency_key,
             } => {
                 let step = self.state.step;
-                if let Some(output) = idempotency_key
-                    .as_ref()
-                    .and_then(|key| self.state.results_by_key.get(key))
-                    .cloned()
-                {
-                    return self.reuse(tool, arguments, output);
+                if let Some((key, output)) = idempotency_key.as_ref().and_then(|key| {
+                    let output = self.state.results_by_key.get(key)?;
+                    Some((key.clone(), output.clone()))
+                }) {
+                    return self.reuse(tool, arguments, key, output);
                 }
                 let invocation_id = invocation_id(&self.state.run_id, step, &tool, &arguments);
                 self.authorize_and_invoke(PendingStep {
@@ -341,12 +341,13 @@ impl<'a> Run<'a> {
         &mut self,
         tool: String,
         arguments: Value,
+        key: String,
         output: Value,
     ) -> Result<StepEnd, RunError> {
         let invocation_id = invocation_id(&self.state.run_id, self.state.step, &tool, &arguments);
         self.emit(TraceEventKind::ToolResult {
             tool: tool.clone(),
-            invocation_id,
+            invocation_id: invocation_id.clone(),
             result: ToolResultStatus::Reused,
             output: Some(output.clone()),
             error_kind: None,
@@ -354,6 +355,20 @@ impl<'a> Run<'a> {
             operation_id: None,
             attempts: 0,
         })?;
+        let step = PendingStep {
+            step: self.state.step,
+            tool: tool.clone(),
+            arguments: Value::Null,
+            idempotency_key: Some(key.clone()),
+            invocation_id,
+            stage: PendingStage::AwaitingConfirmation,
+        };
+        self.audit(
+            &step,
+            AuditKind::ToolSucceeded,
+            None,
+            format!("reused the result of action idempotency key {key:?}"),
+        )?;
         self.complete_step(tool, output, true);
         Ok(StepEnd::Continue)
     }
@@ -380,6 +395,8 @@ impl<'a> Run<'a> {
             Ok(call) => call,
             Err(failure) => {
                 // Invalid input never reaches a handler or a circuit breaker.
+                let detail = format!("refused ({}): {}", failure.kind.as_str(), failure.message);
+                self.audit(&pending, AuditKind::ToolFailed, None, detail)?;
                 self.emit(TraceEventKind::ToolResult {
                     tool: tool.clone(),
                     invocation_id: invocation,
@@ -437,6 +454,18 @@ impl<'a> Run<'a> {
             invocation_id: invocation,
             effect_backed: operation_id.is_some(),
         })?;
+        let detail = match (kind, &operation_id) {
+            (EffectKind::Read, None) => "read",
+            (EffectKind::Mutation, None) => "mutation",
+            (EffectKind::Read, Some(_)) => "effect-backed read",
+            (EffectKind::Mutation, Some(_)) => "effect-backed mutation",
+        };
+        self.audit(
+            &pending,
+            AuditKind::ToolRequested,
+            operation_id.clone(),
+            detail.into(),
+        )?;
         if let Some(operation_id) = operation_id {
             // Recorded before dispatch: if the process stops during the call,
             // a resume reconciles this operation instead of planning afresh.
@@ -445,7 +474,7 @@ impl<'a> Run<'a> {
             self.checkpoint()?;
         }
         let report = engine.tools.invoke_prepared(&call);
-        self.finish_invocation(pending, kind, report)
+        self.finish_invocation(pending, report)
     }
 
     /// A resumed step that had started.
@@ -458,19 +487,9 @@ impl<'a> Run<'a> {
         // The executor reconciles the operation before anything is dispatched
         // again, and dispatches only where the ledger and the contract allow.
         let engine = self.runtime;
-        let (kind, report) = match engine.tools.prepare(&pending.tool, &pending.arguments) {
-            Ok(call) => (
-                call.tool().definition().effect_kind(),
-                engine.tools.invoke_prepared(&call),
-            ),
-            Err(failure) => (
-                engine
-                    .tools
-                    .registry()
-                    .get(&pending.tool)
-                    .map_or(EffectKind::Mutation, |t| t.definition().effect_kind()),
-                InvocationReport::failed(failure.kind, failure.message),
-            ),
+        let report = match engine.tools.prepare(&pending.tool, &pending.arguments) {
+            Ok(call) => engine.tools.invoke_prepared(&call),
+            Err(failure) => InvocationReport::failed(failure.kind, failure.message),
         };
         let effect_status = match &report.outcome {
             InvocationOutcome::Succeeded { .. } => Some(effect_core::EffectStatus::Confirmed),
@@ -478,13 +497,12 @@ impl<'a> Run<'a> {
             InvocationOutcome::Failed(_) => None,
         };
         self.emit_recovery(Some(operation_id), effect_status)?;
-        self.finish_invocation(pending, kind, report)
+        self.finish_invocation(pending, report)
     }
 
     fn finish_invocation(
         &mut self,
         mut pending: PendingStep,
-        kind: EffectKind,
         report: InvocationReport,
     ) -> Result<StepEnd, RunError> {
         let tool = pending.tool.clone();
@@ -514,14 +532,12 @@ impl<'a> Run<'a> {
                     *o = Some(output.clone());
                 }
                 self.emit(result)?;
-                if kind == EffectKind::Mutation {
-                    self.audit(
-                        &pending,
-                        AuditKind::MutationFinished,
-                        operation_id,
-                        "succeeded".into(),
-                    )?;
-                }
+                self.audit(
+                    &pending,
+                    AuditKind::ToolSucceeded,
+                    operation_id,
+                    format!("succeeded after {} attempt(s)", report.attempts),
+                )?;
                 if let Some(key) = &pending.idempotency_key {
                     self.state
                         .results_by_key
@@ -549,10 +565,8 @@ impl<'a> Run<'a> {
                 // reconciles it rather than re-planning.
                 let keep_pending = pending.stage != PendingStage::AwaitingConfirmation
                     && failure.kind != FailureKind::Rejected;
-                if kind == EffectKind::Mutation {
-                    let detail = format!("failed ({}): {}", failure.kind.as_str(), failure.message);
-                    self.audit(&pending, AuditKind::MutationFinished, operation_id, detail)?;
-                }
+                let detail = format!("failed ({}): {}", failure.kind.as_str(), failure.message);
+                self.audit(&pending, AuditKind::ToolFailed, operation_id, detail)?;
                 if !keep_pending {
                     self.state.pending = None;
                 }
@@ -590,6 +604,8 @@ impl<'a> Run<'a> {
     }
 
     fn complete_step(&mut self, tool: String, output: Value, reused: bool) {
+        // The latest output of each tool, as the planner's working data.
+        self.state.working.insert(tool.clone(), output.clone());
         self.state.observations.push(Observation {
             step: self.state.step,
             tool,

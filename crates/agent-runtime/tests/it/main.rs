@@ -4,6 +4,7 @@
 
 #[cfg(feature = "effects")]
 mod effects;
+mod parity;
 mod registry;
 mod resilience;
 mod restart;
