@@ -10,6 +10,7 @@ use effect_core::{Clock, EffectStatus, SystemClock};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+use crate::drive::{StepFuture, block_on};
 use crate::error::{ToolError, ToolErrorKind};
 use crate::resilience::{
     CircuitBreakerPolicy, CircuitBreakers, CircuitState, RetryPolicy, Sleeper, ThreadSleeper,
@@ -338,14 +339,29 @@ impl ToolExecutor {
 
     /// Runs a call made by [`ToolExecutor::prepare`].
     pub fn invoke_prepared(&self, call: &PreparedCall<'_>) -> InvocationReport {
+        block_on(self.invoke_with(call, &Blocking))
+    }
+
+    /// The one implementation of an invocation; `flavour` says how user code
+    /// is called and how retries wait (on this thread, or on tokio).
+    pub(crate) async fn invoke_with<F: Flavour>(
+        &self,
+        call: &PreparedCall<'_>,
+        flavour: &F,
+    ) -> InvocationReport {
         if call.tool.definition().contract().is_some() {
-            self.invoke_effect(call)
+            self.invoke_effect(call, flavour).await
         } else {
-            self.invoke_plain(call.tool, call.arguments)
+            self.invoke_plain(call.tool, call.arguments, flavour).await
         }
     }
 
-    fn invoke_plain(&self, tool: &RegisteredTool, arguments: &Value) -> InvocationReport {
+    async fn invoke_plain<F: Flavour>(
+        &self,
+        tool: &RegisteredTool,
+        arguments: &Value,
+        flavour: &F,
+    ) -> InvocationReport {
         let definition = tool.definition();
         let dependency = definition.dependency_name();
         let mut retries = Vec::new();
@@ -363,7 +379,7 @@ impl ToolExecutor {
                 };
             }
             attempt += 1;
-            let error = match self.attempt(definition, arguments) {
+            let error = match flavour.attempt(definition, arguments, self.timeout).await {
                 Ok(output) => {
                     self.breakers.record_success(dependency);
                     return InvocationReport {
@@ -393,7 +409,7 @@ impl ToolExecutor {
                     delay,
                     error: error.message,
                 });
-                self.sleeper.sleep(delay);
+                flavour.sleep(&self.sleeper, delay).await;
                 continue;
             }
             let message = if retryable {
@@ -416,49 +432,8 @@ impl ToolExecutor {
         }
     }
 
-    /// One call of a plain tool's handler, under the per-call timeout when one
-    /// is set. A handler past its timeout is not stopped (a thread cannot be):
-    /// it keeps running detached and its late answer is dropped.
-    fn attempt(&self, definition: &ToolDefinition, arguments: &Value) -> Result<Value, ToolError> {
-        let handler = Arc::clone(definition.handler());
-        let input = ToolInput {
-            arguments: arguments.clone(),
-            provider_key: None,
-        };
-        let call = move || {
-            catch_unwind(AssertUnwindSafe(|| handler(input)))
-                .unwrap_or_else(|_| Err(ToolError::failed("the handler panicked")))
-        };
-        let Some(timeout) = self.timeout else {
-            return call();
-        };
-        let (sender, receiver) = std::sync::mpsc::sync_channel(1);
-        let spawned = std::thread::Builder::new()
-            .name(format!("tool-{}", definition.name()))
-            .spawn(move || {
-                // The receiver is gone once the caller stopped waiting.
-                let _ = sender.send(call());
-            });
-        if let Err(err) = spawned {
-            return Err(ToolError::failed(format!(
-                "cannot start the handler thread: {err}"
-            )));
-        }
-        match receiver.recv_timeout(timeout) {
-            Ok(result) => result,
-            Err(std::sync::mpsc::RecvTimeoutError::Timeout) => Err(ToolError::timeout(format!(
-                "tool {:?} did not answer within {} ms",
-                definition.name(),
-                timeout.as_millis()
-            ))),
-            Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => Err(ToolError::failed(
-                "the handler thread ended without an answer",
-            )),
-        }
-    }
-
     #[cfg(not(feature = "effects"))]
-    fn invoke_effect(&self, call: &PreparedCall<'_>) -> InvocationReport {
+    async fn invoke_effect<F: Flavour>(&self, call: &PreparedCall<'_>, _: &F) -> InvocationReport {
         InvocationReport::failed(
             FailureKind::EffectsUnavailable,
             format!(
@@ -469,7 +444,11 @@ impl ToolExecutor {
     }
 
     #[cfg(feature = "effects")]
-    fn invoke_effect(&self, call: &PreparedCall<'_>) -> InvocationReport {
+    async fn invoke_effect<F: Flavour>(
+        &self,
+        call: &PreparedCall<'_>,
+        flavour: &F,
+    ) -> InvocationReport {
         let definition = call.tool.definition();
         let (Some(effects), Some(contract)) = (&self.effects, definition.contract()) else {
             return InvocationReport::failed(
@@ -486,12 +465,121 @@ impl ToolExecutor {
                 return InvocationReport::failed(FailureKind::EffectExecutor, message.clone());
             }
         };
-        let mut report = match effect_path::execute(effects, contract, definition, call.arguments) {
+        let executed = flavour
+            .execute_effect(effects, contract, definition, call.arguments)
+            .await;
+        let mut report = match executed {
             Ok(result) => effect_path::report(result),
-            Err(err) => InvocationReport::failed(FailureKind::EffectExecutor, error_chain(&err)),
+            Err(message) => InvocationReport::failed(FailureKind::EffectExecutor, message),
         };
         report.operation_id = operation_id;
         report
+    }
+}
+
+/// How an invocation calls user code and waits between retries: the one
+/// implementation of the invocation logic is written over it.
+pub(crate) trait Flavour: Sync {
+    /// One attempt of a plain tool.
+    fn attempt<'a>(
+        &'a self,
+        definition: &'a ToolDefinition,
+        arguments: &'a Value,
+        timeout: Option<Duration>,
+    ) -> StepFuture<'a, Result<Value, ToolError>>;
+
+    /// The wait before a retry.
+    fn sleep<'a>(&'a self, sleeper: &'a Arc<dyn Sleeper>, delay: Duration) -> StepFuture<'a, ()>;
+
+    /// An effect-backed tool, through the effect executor.
+    #[cfg(feature = "effects")]
+    fn execute_effect<'a>(
+        &'a self,
+        effects: &'a effect_exec::EffectExecutor,
+        contract: &'a effect_core::EffectContract,
+        definition: &'a ToolDefinition,
+        arguments: &'a Value,
+    ) -> StepFuture<'a, Result<effect_core::EffectResult, String>>;
+}
+
+/// The synchronous flavour: everything runs on the calling thread, and every
+/// future it returns is already complete.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Blocking;
+
+impl Flavour for Blocking {
+    fn attempt<'a>(
+        &'a self,
+        definition: &'a ToolDefinition,
+        arguments: &'a Value,
+        timeout: Option<Duration>,
+    ) -> StepFuture<'a, Result<Value, ToolError>> {
+        Box::pin(std::future::ready(attempt_blocking(
+            definition, arguments, timeout,
+        )))
+    }
+
+    fn sleep<'a>(&'a self, sleeper: &'a Arc<dyn Sleeper>, delay: Duration) -> StepFuture<'a, ()> {
+        sleeper.sleep(delay);
+        Box::pin(std::future::ready(()))
+    }
+
+    #[cfg(feature = "effects")]
+    fn execute_effect<'a>(
+        &'a self,
+        effects: &'a effect_exec::EffectExecutor,
+        contract: &'a effect_core::EffectContract,
+        definition: &'a ToolDefinition,
+        arguments: &'a Value,
+    ) -> StepFuture<'a, Result<effect_core::EffectResult, String>> {
+        let executed = effect_path::execute(effects, contract, definition, arguments)
+            .map_err(|err| error_chain(&err));
+        Box::pin(std::future::ready(executed))
+    }
+}
+
+/// One call of a plain tool's handler on this thread, or, under a timeout, on
+/// a thread of its own. A handler past its timeout is not stopped (a thread
+/// cannot be): it keeps running detached and its late answer is dropped.
+pub(crate) fn attempt_blocking(
+    definition: &ToolDefinition,
+    arguments: &Value,
+    timeout: Option<Duration>,
+) -> Result<Value, ToolError> {
+    let handler = Arc::clone(definition.handler());
+    let input = ToolInput {
+        arguments: arguments.clone(),
+        provider_key: None,
+    };
+    let call = move || {
+        catch_unwind(AssertUnwindSafe(|| handler(input)))
+            .unwrap_or_else(|_| Err(ToolError::failed("the handler panicked")))
+    };
+    let Some(timeout) = timeout else {
+        return call();
+    };
+    let (sender, receiver) = std::sync::mpsc::sync_channel(1);
+    let spawned = std::thread::Builder::new()
+        .name(format!("tool-{}", definition.name()))
+        .spawn(move || {
+            // The receiver is gone once the caller stopped waiting.
+            let _ = sender.send(call());
+        });
+    if let Err(err) = spawned {
+        return Err(ToolError::failed(format!(
+            "cannot start the handler thread: {err}"
+        )));
+    }
+    match receiver.recv_timeout(timeout) {
+        Ok(result) => result,
+        Err(std::sync::mpsc::RecvTimeoutError::Timeout) => Err(ToolError::timeout(format!(
+            "tool {:?} did not answer within {} ms",
+            definition.name(),
+            timeout.as_millis()
+        ))),
+        Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => Err(ToolError::failed(
+            "the handler thread ended without an answer",
+        )),
     }
 }
 
@@ -550,7 +638,7 @@ mod effect_path {
     use crate::error::ToolErrorKind;
     use crate::tool::{ToolDefinition, ToolInput};
 
-    /// Dispatches through the executor's deadline path. The executor itself
+    /// Dispatches through the executor's deadline path (synchronous handler). The executor itself
     /// reconciles an operation left uncertain before any dispatch.
     pub(super) fn execute(
         effects: &EffectExecutor,

@@ -91,6 +91,7 @@
 #![warn(missing_docs)]
 
 mod checkpoint;
+mod drive;
 mod error;
 mod executor;
 mod planner;

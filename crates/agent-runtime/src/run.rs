@@ -12,9 +12,10 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::checkpoint::{Checkpoint, PendingStage, PendingStep, invocation_id};
+use crate::drive::Driver;
 use crate::error::{RunError, StoreError};
 use crate::executor::{FailureKind, InvocationOutcome, InvocationReport, ToolExecutor};
-use crate::planner::{Action, Observation, PlanContext, Planner, Task};
+use crate::planner::{Action, Observation, PlanContext, Task};
 use crate::policy::{PermissionPolicy, PolicyDecision};
 use crate::status::RunStatus;
 use crate::store::{AuditStore, CheckpointStore, EventStore};
@@ -123,9 +124,9 @@ pub(crate) enum StepEnd {
 }
 
 /// One call of `run`: the state and where it goes.
-pub(crate) struct Run<'a> {
+pub(crate) struct Run<'a, D> {
     runtime: &'a Engine,
-    planner: &'a dyn Planner,
+    driver: &'a D,
     options: &'a RunOptions,
     state: Checkpoint,
     next_event: u64,
@@ -134,7 +135,7 @@ pub(crate) struct Run<'a> {
     steps_this_call: u32,
 }
 
-impl<'a> Run<'a> {
+impl<'a, D: Driver> Run<'a, D> {
     /// Starts `task` or, with `options.resume`, resumes it from its checkpoint.
     ///
     /// A resume decides a step awaiting confirmation again with this call's
@@ -144,7 +145,7 @@ impl<'a> Run<'a> {
     /// `running → failed → running`.
     pub(crate) fn open(
         runtime: &'a Engine,
-        planner: &'a dyn Planner,
+        driver: &'a D,
         task: Task,
         options: &'a RunOptions,
     ) -> Result<Self, RunError> {
@@ -162,23 +163,23 @@ impl<'a> Run<'a> {
         match (options.resume, existing) {
             (false, Some(_)) => Err(RunError::AlreadyExists { run_id }),
             (true, None) => Err(RunError::NoCheckpoint { run_id }),
-            (false, None) => Run::start(runtime, planner, task, options),
+            (false, None) => Run::start(runtime, driver, task, options),
             (true, Some(checkpoint)) => {
                 if checkpoint.task != task {
                     return Err(RunError::TaskMismatch { run_id });
                 }
-                Run::resume(runtime, planner, checkpoint, options)
+                Run::resume(runtime, driver, checkpoint, options)
             }
         }
     }
 
     fn start(
         runtime: &'a Engine,
-        planner: &'a dyn Planner,
+        driver: &'a D,
         task: Task,
         options: &'a RunOptions,
     ) -> Result<Self, RunError> {
-        let mut run = Run::new(runtime, planner, Checkpoint::new(task), options)?;
+        let mut run = Run::new(runtime, driver, Checkpoint::new(task), options)?;
         let input = run.state.task.input.clone();
         run.emit(TraceEventKind::RunStarted { task: input })?;
         run.transition(RunStatus::Running, "run started")?;
@@ -187,7 +188,7 @@ impl<'a> Run<'a> {
 
     fn resume(
         runtime: &'a Engine,
-        planner: &'a dyn Planner,
+        driver: &'a D,
         checkpoint: Checkpoint,
         options: &'a RunOptions,
     ) -> Result<Self, RunError> {
@@ -203,7 +204,7 @@ impl<'a> Run<'a> {
                 run_id: checkpoint.run_id.clone(),
                 source,
             })?;
-        let mut run = Run::new(runtime, planner, checkpoint, options)?;
+        let mut run = Run::new(runtime, driver, checkpoint, options)?;
         run.resumed_from = Some(from);
         if interrupted {
             run.transition(
@@ -226,7 +227,7 @@ impl<'a> Run<'a> {
 
     fn new(
         runtime: &'a Engine,
-        planner: &'a dyn Planner,
+        driver: &'a D,
         state: Checkpoint,
         options: &'a RunOptions,
     ) -> Result<Self, RunError> {
@@ -249,7 +250,7 @@ impl<'a> Run<'a> {
             .max(state.last_audit_sequence);
         Ok(Run {
             runtime,
-            planner,
+            driver,
             options,
             state,
             next_event: last_event + 1,
@@ -259,7 +260,7 @@ impl<'a> Run<'a> {
         })
     }
 
-    pub(crate) fn drive(mut self) -> Result<RunReport, RunError> {
+    pub(crate) async fn drive(mut self) -> Result<RunReport, RunError> {
         loop {
             if self
                 .options
@@ -272,8 +273,8 @@ impl<'a> Run<'a> {
                 return Ok(RunReport::of(&self.state));
             }
             let end = match self.state.pending.clone() {
-                Some(pending) => self.resume_pending(pending)?,
-                None => self.plan_and_act()?,
+                Some(pending) => self.resume_pending(pending).await?,
+                None => self.plan_and_act().await?,
             };
             match end {
                 StepEnd::Continue => {
@@ -285,14 +286,14 @@ impl<'a> Run<'a> {
         }
     }
 
-    fn plan_and_act(&mut self) -> Result<StepEnd, RunError> {
+    async fn plan_and_act(&mut self) -> Result<StepEnd, RunError> {
         let context = PlanContext {
             task: &self.state.task,
             step: self.state.step,
             observations: &self.state.observations,
             working: &self.state.working,
         };
-        let action = match self.planner.next_action(&context) {
+        let action = match self.driver.next_action(&context).await {
             Ok(action) => action,
             Err(err) => return self.fail(err.to_string()),
         };
@@ -332,6 +333,7 @@ impl<'a> Run<'a> {
                     invocation_id,
                     stage: PendingStage::AwaitingConfirmation,
                 })
+                .await
             }
         }
     }
@@ -374,7 +376,10 @@ impl<'a> Run<'a> {
     }
 
     /// Policy, validation and confirmation, then the invocation.
-    fn authorize_and_invoke(&mut self, mut pending: PendingStep) -> Result<StepEnd, RunError> {
+    async fn authorize_and_invoke(
+        &mut self,
+        mut pending: PendingStep,
+    ) -> Result<StepEnd, RunError> {
         let tool = pending.tool.clone();
         let invocation = pending.invocation_id.clone();
         let engine = self.runtime;
@@ -473,14 +478,14 @@ impl<'a> Run<'a> {
             self.state.pending = Some(pending.clone());
             self.checkpoint()?;
         }
-        let report = engine.tools.invoke_prepared(&call);
+        let report = self.driver.invoke(&engine.tools, &call).await;
         self.finish_invocation(pending, report)
     }
 
     /// A resumed step that had started.
-    fn resume_pending(&mut self, pending: PendingStep) -> Result<StepEnd, RunError> {
+    async fn resume_pending(&mut self, pending: PendingStep) -> Result<StepEnd, RunError> {
         let operation_id = match &pending.stage {
-            PendingStage::AwaitingConfirmation => return self.authorize_and_invoke(pending),
+            PendingStage::AwaitingConfirmation => return self.authorize_and_invoke(pending).await,
             PendingStage::EffectDispatching { operation_id }
             | PendingStage::EffectUncertain { operation_id, .. } => operation_id.clone(),
         };
@@ -488,7 +493,7 @@ impl<'a> Run<'a> {
         // again, and dispatches only where the ledger and the contract allow.
         let engine = self.runtime;
         let report = match engine.tools.prepare(&pending.tool, &pending.arguments) {
-            Ok(call) => engine.tools.invoke_prepared(&call),
+            Ok(call) => self.driver.invoke(&engine.tools, &call).await,
             Err(failure) => InvocationReport::failed(failure.kind, failure.message),
         };
         let effect_status = match &report.outcome {

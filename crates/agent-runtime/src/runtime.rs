@@ -6,6 +6,7 @@ use std::time::Duration;
 
 use effect_core::{Clock, SystemClock};
 
+use crate::drive::{SyncDriver, block_on};
 use crate::error::RunError;
 use crate::executor::ToolExecutor;
 use crate::planner::{Planner, Task};
@@ -95,7 +96,8 @@ impl AgentRuntime {
     /// [`RunError::InvalidTransition`] (resuming a completed run);
     /// [`RunError::Store`]. A run that fails or waits is not an error.
     pub fn run(&self, task: Task, options: RunOptions) -> Result<RunReport, RunError> {
-        Run::open(&self.engine, self.planner.as_ref(), task, &options)?.drive()
+        let driver = SyncDriver(self.planner.as_ref());
+        block_on(Run::open(&self.engine, &driver, task, &options)?.drive())
     }
 }
 
