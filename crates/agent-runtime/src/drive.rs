@@ -13,8 +13,9 @@ use crate::error::PlannerError;
 use crate::executor::{Blocking, InvocationReport, PreparedCall, ToolExecutor};
 use crate::planner::{Action, PlanContext, Planner};
 
-/// A boxed, sendable future borrowed for `'a`.
-pub(crate) type StepFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
+/// A boxed, sendable future borrowed for `'a`: what an
+/// [`AsyncPlanner`](crate::AsyncPlanner) returns.
+pub type StepFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
 
 /// What a run awaits: the planner's next action and a tool invocation.
 pub(crate) trait Driver: Sync {

@@ -230,6 +230,12 @@ pub enum RunError {
         /// The tool.
         tool: String,
     },
+    /// A tool has an async handler, which only the async runtime can run.
+    #[error("tool {tool:?} has an async handler: run it with AsyncAgentRuntime")]
+    AsyncToolInSyncRuntime {
+        /// The tool.
+        tool: String,
+    },
     /// A store failed.
     #[error("run {run_id:?}: a store failed")]
     Store {

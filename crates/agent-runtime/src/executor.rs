@@ -629,38 +629,53 @@ fn derive_operation_id(tool: &RegisteredTool, arguments: &Value) -> Result<Optio
 }
 
 #[cfg(feature = "effects")]
-mod effect_path {
+pub(crate) mod effect_path {
     use effect_core::{EffectContract, EffectResult, EffectStatus};
     use effect_exec::{CallOptions, EffectExecutor, ExecError, HandlerError};
     use serde_json::Value;
 
     use super::{FailureKind, InvocationFailure, InvocationOutcome, InvocationReport};
-    use crate::error::ToolErrorKind;
+    use crate::error::{ToolError, ToolErrorKind};
     use crate::tool::{ToolDefinition, ToolInput};
 
-    /// Dispatches through the executor's deadline path (synchronous handler). The executor itself
-    /// reconciles an operation left uncertain before any dispatch.
-    pub(super) fn execute(
+    /// Dispatches through the executor's deadline path (synchronous
+    /// handler). The executor itself reconciles an operation left uncertain
+    /// before any dispatch.
+    pub(crate) fn execute(
         effects: &EffectExecutor,
         contract: &EffectContract,
         definition: &ToolDefinition,
         arguments: &Value,
     ) -> Result<EffectResult, ExecError> {
         let handler = definition.handler().clone();
-        let options = definition
+        effects.execute_with(
+            contract,
+            arguments,
+            options(definition),
+            move |arguments, key| {
+                handler(ToolInput {
+                    arguments,
+                    provider_key: key,
+                })
+                .map_err(handler_error)
+            },
+        )
+    }
+
+    /// The call options of an effect-backed tool: its own deadline, if any.
+    pub(crate) fn options(definition: &ToolDefinition) -> CallOptions {
+        definition
             .handler_deadline()
             .map(CallOptions::deadline)
-            .unwrap_or_default();
-        effects.execute_with(contract, arguments, options, move |arguments, key| {
-            handler(ToolInput {
-                arguments,
-                provider_key: key,
-            })
-            .map_err(|err| match err.kind {
-                ToolErrorKind::Rejected => HandlerError::rejected(err.message),
-                _ => HandlerError::failed(err.to_string()),
-            })
-        })
+            .unwrap_or_default()
+    }
+
+    /// A tool error as the effect executor sees it: only `rejected` is definitive.
+    pub(crate) fn handler_error(err: ToolError) -> HandlerError {
+        match err.kind {
+            ToolErrorKind::Rejected => HandlerError::rejected(err.message),
+            _ => HandlerError::failed(err.to_string()),
+        }
     }
 
     pub(super) fn report(result: EffectResult) -> InvocationReport {
@@ -690,7 +705,7 @@ mod effect_path {
 
 /// An error and its sources, `: `-separated, for traces.
 #[cfg_attr(not(feature = "effects"), allow(dead_code))]
-fn error_chain(error: &dyn std::error::Error) -> String {
+pub(crate) fn error_chain(error: &dyn std::error::Error) -> String {
     let mut message = error.to_string();
     let mut source = error.source();
     while let Some(cause) = source {

@@ -87,9 +87,14 @@
 //!   registry holding such a tool is refused by [`AgentRuntimeBuilder::build`].
 //! - `sqlite-checkpoints` (default): [`SqliteCheckpointStore`], durable run
 //!   checkpoints in a SQLite file (bundled SQLite via rusqlite).
+//! - `tokio`: `AsyncAgentRuntime`, the same runs with an async planner
+//!   (`AsyncPlanner`) and async tool handlers (`ToolDefinition::new_async`);
+//!   effect-backed tools go through `EffectExecutor::execute_async`.
 
 #![warn(missing_docs)]
 
+#[cfg(feature = "tokio")]
+mod asynchronous;
 mod checkpoint;
 mod drive;
 mod error;
@@ -108,7 +113,10 @@ mod store;
 mod tool;
 mod trace;
 
+#[cfg(feature = "tokio")]
+pub use asynchronous::{AsyncAgentRuntime, AsyncPlanner};
 pub use checkpoint::{Checkpoint, PendingStage, PendingStep, invocation_id};
+pub use drive::StepFuture;
 pub use error::{
     PlannerError, RegistryError, RunError, SchemaError, StoreError, ToolError, ToolErrorKind,
     TransitionError,
@@ -133,5 +141,7 @@ pub use store::{
     AuditStore, CheckpointStore, EventStore, MemoryAuditStore, MemoryCheckpointStore,
     MemoryEventStore,
 };
+#[cfg(feature = "tokio")]
+pub use tool::AsyncToolHandler;
 pub use tool::{EffectKind, RegisteredTool, ToolDefinition, ToolHandler, ToolInput, ToolRegistry};
 pub use trace::{AuditKind, AuditRecord, ToolResultStatus, TraceEvent, TraceEventKind};

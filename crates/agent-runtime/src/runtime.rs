@@ -29,13 +29,14 @@ pub struct AgentRuntime {
     planner: Arc<dyn Planner>,
 }
 
-/// Builds an [`AgentRuntime`].
+/// Builds an [`AgentRuntime`] (or, over an async planner, an
+/// `AsyncAgentRuntime`: feature `tokio`).
 #[derive(Debug)]
-pub struct AgentRuntimeBuilder {
+pub struct AgentRuntimeBuilder<P: ?Sized = dyn Planner> {
     tools: ToolExecutor,
     breaker: CircuitBreakerPolicy,
     policy: PermissionPolicy,
-    planner: Arc<dyn Planner>,
+    planner: Arc<P>,
     events: Arc<dyn EventStore>,
     audit: Arc<dyn AuditStore>,
     checkpoints: Arc<dyn CheckpointStore>,
@@ -46,16 +47,7 @@ impl AgentRuntime {
     /// Starts a runtime over `registry` and `planner`, with a deny-all policy
     /// and in-memory stores.
     pub fn builder(registry: ToolRegistry, planner: impl Planner + 'static) -> AgentRuntimeBuilder {
-        AgentRuntimeBuilder {
-            tools: ToolExecutor::new(registry),
-            breaker: CircuitBreakerPolicy::default(),
-            policy: PermissionPolicy::deny_all(),
-            planner: Arc::new(planner),
-            events: Arc::new(MemoryEventStore::new()),
-            audit: Arc::new(MemoryAuditStore::new()),
-            checkpoints: Arc::new(MemoryCheckpointStore::new()),
-            clock: Arc::new(SystemClock),
-        }
+        AgentRuntimeBuilder::over(registry, Arc::new(planner))
     }
 
     /// The tool executor.
@@ -101,7 +93,22 @@ impl AgentRuntime {
     }
 }
 
-impl AgentRuntimeBuilder {
+impl<P: ?Sized> AgentRuntimeBuilder<P> {
+    /// A builder over `registry` and `planner`, with a deny-all policy and
+    /// in-memory stores.
+    pub(crate) fn over(registry: ToolRegistry, planner: Arc<P>) -> Self {
+        AgentRuntimeBuilder {
+            tools: ToolExecutor::new(registry),
+            breaker: CircuitBreakerPolicy::default(),
+            policy: PermissionPolicy::deny_all(),
+            planner,
+            events: Arc::new(MemoryEventStore::new()),
+            audit: Arc::new(MemoryAuditStore::new()),
+            checkpoints: Arc::new(MemoryCheckpointStore::new()),
+            clock: Arc::new(SystemClock),
+        }
+    }
+
     /// Sets the permission policy (default: deny all).
     #[must_use]
     pub fn policy(mut self, policy: PermissionPolicy) -> Self {
@@ -177,13 +184,8 @@ impl AgentRuntimeBuilder {
         self
     }
 
-    /// Builds the runtime.
-    ///
-    /// # Errors
-    ///
-    /// [`RunError::NoEffectExecutor`] when a tool has an effect contract but
-    /// no effect executor was given.
-    pub fn build(self) -> Result<AgentRuntime, RunError> {
+    /// The shared parts and the planner, checked.
+    pub(crate) fn into_parts(self) -> Result<(Engine, Arc<P>), RunError> {
         if !self.tools.has_effect_executor()
             && let Some(tool) = self
                 .tools
@@ -195,18 +197,40 @@ impl AgentRuntimeBuilder {
                 tool: tool.definition().name().to_owned(),
             });
         }
-        Ok(AgentRuntime {
-            engine: Engine {
-                tools: self
-                    .tools
-                    .circuit_breaker(self.breaker, Arc::clone(&self.clock)),
-                policy: self.policy,
-                events: self.events,
-                audit: self.audit,
-                checkpoints: self.checkpoints,
-                clock: self.clock,
-            },
-            planner: self.planner,
-        })
+        let engine = Engine {
+            tools: self
+                .tools
+                .circuit_breaker(self.breaker, Arc::clone(&self.clock)),
+            policy: self.policy,
+            events: self.events,
+            audit: self.audit,
+            checkpoints: self.checkpoints,
+            clock: self.clock,
+        };
+        Ok((engine, self.planner))
+    }
+}
+
+impl AgentRuntimeBuilder {
+    /// Builds the runtime.
+    ///
+    /// # Errors
+    ///
+    /// [`RunError::NoEffectExecutor`] when a tool has an effect contract but
+    /// no effect executor was given; [`RunError::AsyncToolInSyncRuntime`] when
+    /// a tool has an async handler.
+    pub fn build(self) -> Result<AgentRuntime, RunError> {
+        if let Some(tool) = self
+            .tools
+            .registry()
+            .tools()
+            .find(|t| t.definition().is_async())
+        {
+            return Err(RunError::AsyncToolInSyncRuntime {
+                tool: tool.definition().name().to_owned(),
+            });
+        }
+        let (engine, planner) = self.into_parts()?;
+        Ok(AgentRuntime { engine, planner })
     }
 }

@@ -58,7 +58,8 @@
 //! - `postgres`: the PostgreSQL ledger, as `postgres`.
 //! - `runtime`: the agent runtime, as `runtime`.
 //! - `testkit`: the test kit, as `testkit`.
-//! - `tokio`: `EffectExecutor::execute_async`.
+//! - `tokio`: `EffectExecutor::execute_async`; with `runtime`, also the async
+//!   agent runtime, `runtime::AsyncAgentRuntime`.
 
 #[cfg(feature = "runtime")]
 pub use agent_runtime as runtime;
