@@ -19,12 +19,13 @@ use effect_exec::EffectExecutor;
 use serde_json::Value;
 use tokio::task::JoinHandle;
 
-use crate::drive::{Driver, StepFuture};
+use crate::drive::Driver;
 use crate::error::{PlannerError, RunError, ToolError};
 use crate::executor::{
     Flavour, InvocationReport, PreparedCall, ToolExecutor, attempt_blocking, effect_path,
     error_chain,
 };
+use crate::future::StepFuture;
 use crate::planner::{Action, PlanContext, Planner, Task};
 use crate::resilience::Sleeper;
 use crate::run::{Engine, Run, RunOptions, RunReport};

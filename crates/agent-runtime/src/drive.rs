@@ -1,21 +1,12 @@
 //! The seam between the run logic, written once as async code, and its two
-//! flavours: the synchronous runtime drives it with [`block_on`] over a
+//! flavours: the synchronous runtime drives it with `block_on` over a
 //! driver whose futures are already complete; the async runtime (feature
 //! `tokio`) awaits it on tokio.
 
-use std::future::Future;
-use std::pin::{Pin, pin};
-use std::sync::Arc;
-use std::task::{Context, Poll, Wake, Waker};
-use std::thread::{self, Thread};
-
 use crate::error::PlannerError;
 use crate::executor::{Blocking, InvocationReport, PreparedCall, ToolExecutor};
+use crate::future::StepFuture;
 use crate::planner::{Action, PlanContext, Planner};
-
-/// A boxed, sendable future borrowed for `'a`: what an
-/// [`AsyncPlanner`](crate::AsyncPlanner) returns.
-pub type StepFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
 
 /// What a run awaits: the planner's next action and a tool invocation.
 pub(crate) trait Driver: Sync {
@@ -50,26 +41,5 @@ impl Driver for SyncDriver<'_> {
         call: &'a PreparedCall<'a>,
     ) -> StepFuture<'a, InvocationReport> {
         Box::pin(tools.invoke_with(call, &Blocking))
-    }
-}
-
-/// Runs `future` to completion on this thread. The synchronous flavour's
-/// futures never wait on anything, so this returns after the first poll; a
-/// pending future parks the thread until woken.
-pub(crate) fn block_on<F: Future>(future: F) -> F::Output {
-    struct Unpark(Thread);
-    impl Wake for Unpark {
-        fn wake(self: Arc<Self>) {
-            self.0.unpark();
-        }
-    }
-    let waker = Waker::from(Arc::new(Unpark(thread::current())));
-    let mut context = Context::from_waker(&waker);
-    let mut future = pin!(future);
-    loop {
-        match future.as_mut().poll(&mut context) {
-            Poll::Ready(output) => return output,
-            Poll::Pending => thread::park(),
-        }
     }
 }

@@ -62,7 +62,7 @@ pub enum RegistryError {
 #[serde(rename_all = "snake_case")]
 #[non_exhaustive]
 pub enum ToolErrorKind {
-    /// The dependency did not answer in time; the only retryable kind.
+    /// The dependency did not answer in time; retried by the default retry policy.
     Timeout,
     /// The dependency refused definitively, with reliable evidence that nothing
     /// was applied. For effect-backed tools this marks the operation `rejected`.
@@ -117,7 +117,8 @@ impl ToolError {
         }
     }
 
-    /// True for [`ToolErrorKind::Timeout`].
+    /// True for [`ToolErrorKind::Timeout`], the kind the default
+    /// [`RetryPolicy`](crate::RetryPolicy) retries.
     pub fn is_retryable(&self) -> bool {
         self.kind == ToolErrorKind::Timeout
     }

@@ -10,8 +10,8 @@ use effect_core::{Clock, EffectStatus, SystemClock};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use crate::drive::{StepFuture, block_on};
 use crate::error::{ToolError, ToolErrorKind};
+use crate::future::{StepFuture, block_on};
 use crate::resilience::{
     CircuitBreakerPolicy, CircuitBreakers, CircuitState, RetryPolicy, Sleeper, ThreadSleeper,
 };

@@ -99,6 +99,7 @@ mod checkpoint;
 mod drive;
 mod error;
 mod executor;
+mod future;
 mod planner;
 mod policy;
 mod replay;
@@ -116,7 +117,6 @@ mod trace;
 #[cfg(feature = "tokio")]
 pub use asynchronous::{AsyncAgentRuntime, AsyncPlanner};
 pub use checkpoint::{Checkpoint, PendingStage, PendingStep, invocation_id};
-pub use drive::StepFuture;
 pub use error::{
     PlannerError, RegistryError, RunError, SchemaError, StoreError, ToolError, ToolErrorKind,
     TransitionError,
@@ -125,6 +125,7 @@ pub use executor::{
     DEFAULT_TOOL_TIMEOUT, FailureKind, InvocationFailure, InvocationOutcome, InvocationReport,
     PreparedCall, RetryNote, ToolExecutor,
 };
+pub use future::StepFuture;
 pub use planner::{
     Action, DeterministicPlanner, Observation, PLAN_EXHAUSTED, PlanContext, Planner, Task,
 };

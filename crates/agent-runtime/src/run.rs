@@ -357,16 +357,8 @@ impl<'a, D: Driver> Run<'a, D> {
             operation_id: None,
             attempts: 0,
         })?;
-        let step = PendingStep {
-            step: self.state.step,
-            tool: tool.clone(),
-            arguments: Value::Null,
-            idempotency_key: Some(key.clone()),
-            invocation_id,
-            stage: PendingStage::AwaitingConfirmation,
-        };
-        self.audit(
-            &step,
+        self.audit_at(
+            (self.state.step, &tool, &invocation_id),
             AuditKind::ToolSucceeded,
             None,
             format!("reused the result of action idempotency key {key:?}"),
@@ -702,13 +694,29 @@ impl<'a, D: Driver> Run<'a, D> {
         operation_id: Option<String>,
         detail: String,
     ) -> Result<(), RunError> {
+        let at = (
+            pending.step,
+            pending.tool.as_str(),
+            pending.invocation_id.as_str(),
+        );
+        self.audit_at(at, kind, operation_id, detail)
+    }
+
+    /// Appends an audit record about the invocation `(step, tool, invocation_id)`.
+    fn audit_at(
+        &mut self,
+        (step, tool, invocation_id): (u32, &str, &str),
+        kind: AuditKind,
+        operation_id: Option<String>,
+        detail: String,
+    ) -> Result<(), RunError> {
         let record = AuditRecord {
             run_id: self.state.run_id.clone(),
             sequence: self.next_audit,
-            step: pending.step,
+            step,
             timestamp: format_timestamp(self.runtime.clock.now()),
-            tool: pending.tool.clone(),
-            invocation_id: pending.invocation_id.clone(),
+            tool: tool.to_owned(),
+            invocation_id: invocation_id.to_owned(),
             kind,
             operation_id,
             detail,

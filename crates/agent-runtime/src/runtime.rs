@@ -6,9 +6,10 @@ use std::time::Duration;
 
 use effect_core::{Clock, SystemClock};
 
-use crate::drive::{SyncDriver, block_on};
+use crate::drive::SyncDriver;
 use crate::error::RunError;
 use crate::executor::ToolExecutor;
+use crate::future::block_on;
 use crate::planner::{Planner, Task};
 use crate::policy::PermissionPolicy;
 use crate::resilience::{CircuitBreakerPolicy, RetryPolicy, Sleeper};
@@ -162,7 +163,9 @@ impl<P: ?Sized> AgentRuntimeBuilder<P> {
         self
     }
 
-    /// Sets what waits between retries (tests inject one that does not sleep).
+    /// Sets what waits between retries of the synchronous runtime (tests
+    /// inject one that does not sleep). The async runtime waits on tokio's
+    /// timer instead.
     #[must_use]
     pub fn sleeper(mut self, sleeper: Arc<dyn Sleeper>) -> Self {
         self.tools = self.tools.sleeper(sleeper);
