@@ -440,10 +440,10 @@ impl<'a, D: Driver> Run<'a, D> {
         let operation_id = match call.operation_id() {
             Ok(id) => id.map(str::to_owned),
             Err(message) => {
+                let detail = format!("tool {tool:?} could not derive its operation id: {message}");
+                self.audit(&pending, AuditKind::ToolFailed, None, detail.clone())?;
                 self.state.pending = None;
-                return self.fail(format!(
-                    "tool {tool:?} could not derive its operation id: {message}"
-                ));
+                return self.fail(detail);
             }
         };
         self.emit(TraceEventKind::ToolRequest {

@@ -372,3 +372,55 @@ fn effect_backed_tools_keep_the_executor_deadline_not_the_plain_tool_timeout() {
     assert_eq!(report.output, Some(json!("sent")));
     assert_eq!(commits.load(Ordering::SeqCst), 1);
 }
+
+#[cfg(feature = "effects")]
+#[test]
+fn a_contract_that_cannot_name_its_operation_fails_the_run_audited_before_any_dispatch() {
+    use effect_core::{EffectContract, MemoryLedger};
+    use effect_exec::EffectExecutor;
+
+    let calls = Arc::new(AtomicUsize::new(0));
+    let counted = Arc::clone(&calls);
+    let contract = EffectContract::builder("send_invoice", |args| {
+        Ok(format!(
+            "invoice:{}:send",
+            args["customer"].as_str().ok_or("missing customer")?
+        ))
+    })
+    .build()
+    .unwrap();
+    let mut registry = ToolRegistry::new();
+    registry
+        .register(
+            ToolDefinition::new(
+                "send_invoice",
+                "Sends an invoice",
+                invoice_schema(),
+                EffectKind::Mutation,
+                move |_| {
+                    counted.fetch_add(1, Ordering::SeqCst);
+                    Ok(json!({"sent": true}))
+                },
+            )
+            .effect_contract(contract),
+        )
+        .unwrap();
+    let rt = AgentRuntime::builder(
+        registry,
+        DeterministicPlanner::new([call("send_invoice", "INV-9")]),
+    )
+    .policy(PermissionPolicy::allow(["send_invoice"]).without_mutation_confirmation())
+    .effect_executor(EffectExecutor::new(Arc::new(MemoryLedger::new())))
+    .build()
+    .unwrap();
+    let report = check(&rt, "run-no-id", RunOptions::start(), RunStatus::Failed);
+    assert!(report.error.unwrap().contains("missing customer"));
+    assert_eq!(calls.load(Ordering::SeqCst), 0);
+    assert_eq!(
+        audit_kinds(&rt, "run-no-id"),
+        [
+            ("send_invoice".to_owned(), AuditKind::MutationAuthorized),
+            ("send_invoice".to_owned(), AuditKind::ToolFailed),
+        ]
+    );
+}
