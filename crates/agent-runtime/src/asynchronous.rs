@@ -18,6 +18,7 @@ use effect_core::{EffectContract, EffectResult};
 use effect_exec::EffectExecutor;
 use serde_json::Value;
 use tokio::task::JoinHandle;
+use tracing::Instrument;
 
 use crate::drive::Driver;
 use crate::error::{PlannerError, RunError, ToolError};
@@ -187,14 +188,22 @@ impl Flavour for Tokio {
     ) -> StepFuture<'a, Result<Value, ToolError>> {
         let name = definition.name().to_owned();
         let task = match definition.async_handler() {
-            Some(handler) => tokio::spawn(handler(ToolInput {
-                arguments: arguments.clone(),
-                provider_key: None,
-            })),
+            Some(handler) => tokio::spawn(
+                handler(ToolInput {
+                    arguments: arguments.clone(),
+                    provider_key: None,
+                })
+                .in_current_span(),
+            ),
             None => {
                 let definition = definition.clone();
                 let arguments = arguments.clone();
-                tokio::task::spawn_blocking(move || attempt_blocking(&definition, &arguments, None))
+                // The handler's logs stay in the caller's span.
+                let span = tracing::Span::current();
+                tokio::task::spawn_blocking(move || {
+                    let _entered = span.enter();
+                    attempt_blocking(&definition, &arguments, None)
+                })
             }
         };
         Box::pin(within(timeout, task, name))

@@ -559,9 +559,12 @@ pub(crate) fn attempt_blocking(
         return call();
     };
     let (sender, receiver) = std::sync::mpsc::sync_channel(1);
+    // The handler's logs stay in the caller's span.
+    let span = tracing::Span::current();
     let spawned = std::thread::Builder::new()
         .name(format!("tool-{}", definition.name()))
         .spawn(move || {
+            let _entered = span.enter();
             // The receiver is gone once the caller stopped waiting.
             let _ = sender.send(call());
         });
