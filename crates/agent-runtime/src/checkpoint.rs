@@ -6,7 +6,7 @@ use effect_core::EffectStatus;
 use effect_core::RequestFingerprint;
 use effect_core::canonical::canonical_json;
 use serde::{Deserialize, Serialize};
-use serde_json::Value;
+use serde_json::{Map, Value};
 
 use crate::planner::{Observation, Task};
 use crate::status::RunStatus;
@@ -27,6 +27,10 @@ pub struct Checkpoint {
     pub observations: Vec<Observation>,
     /// First results by action idempotency key.
     pub results_by_key: BTreeMap<String, Value>,
+    /// Free-form working data of the run, kept across checkpoints and
+    /// resumes: the latest output of each tool, under the tool's name.
+    #[serde(default)]
+    pub working: Map<String, Value>,
     /// A step that started and has not finished: it awaits a confirmation or
     /// the reconciliation of an effect.
     pub pending: Option<PendingStep>,
@@ -52,6 +56,7 @@ impl Checkpoint {
             step: 0,
             observations: Vec::new(),
             results_by_key: BTreeMap::new(),
+            working: Map::new(),
             pending: None,
             output: None,
             error: None,

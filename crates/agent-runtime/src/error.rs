@@ -64,7 +64,7 @@ pub enum RegistryError {
 #[serde(rename_all = "snake_case")]
 #[non_exhaustive]
 pub enum ToolErrorKind {
-    /// The dependency did not answer in time; the only retryable kind.
+    /// The dependency did not answer in time; retried by the default retry policy.
     Timeout,
     /// The dependency refused definitively, with reliable evidence that nothing
     /// was applied. For effect-backed tools this marks the operation `rejected`.
@@ -119,7 +119,8 @@ impl ToolError {
         }
     }
 
-    /// True for [`ToolErrorKind::Timeout`].
+    /// True for [`ToolErrorKind::Timeout`], the kind the default
+    /// [`RetryPolicy`](crate::RetryPolicy) retries.
     pub fn is_retryable(&self) -> bool {
         self.kind == ToolErrorKind::Timeout
     }
@@ -229,6 +230,12 @@ pub enum RunError {
     /// A tool with an effect contract is registered but no effect executor is set.
     #[error("tool {tool:?} has an effect contract but the runtime has no effect executor")]
     NoEffectExecutor {
+        /// The tool.
+        tool: String,
+    },
+    /// A tool has an async handler, which only the async runtime can run.
+    #[error("tool {tool:?} has an async handler: run it with AsyncAgentRuntime")]
+    AsyncToolInSyncRuntime {
         /// The tool.
         tool: String,
     },

@@ -11,10 +11,11 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::error::{ToolError, ToolErrorKind};
+use crate::future::{StepFuture, block_on};
 use crate::resilience::{
     CircuitBreakerPolicy, CircuitBreakers, CircuitState, RetryPolicy, Sleeper, ThreadSleeper,
 };
-use crate::tool::{RegisteredTool, ToolInput, ToolRegistry};
+use crate::tool::{RegisteredTool, ToolDefinition, ToolInput, ToolRegistry};
 
 /// Why an invocation failed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -131,7 +132,7 @@ pub struct InvocationReport {
 }
 
 impl InvocationReport {
-    fn failed(kind: FailureKind, message: impl Into<String>) -> Self {
+    pub(crate) fn failed(kind: FailureKind, message: impl Into<String>) -> Self {
         InvocationReport {
             outcome: InvocationOutcome::Failed(InvocationFailure::new(kind, message)),
             attempts: 0,
@@ -141,13 +142,18 @@ impl InvocationReport {
     }
 }
 
+/// The default per-call timeout of plain tools, as in the Python package.
+pub const DEFAULT_TOOL_TIMEOUT: Duration = Duration::from_secs(2);
+
 /// Runs tool invocations.
 ///
 /// Every invocation is validated against the tool's schema first; invalid
 /// arguments never reach a handler and never count against a circuit.
-/// Plain tools are retried on `timeout` errors with bounded exponential
-/// backoff and guarded by a per-dependency circuit breaker. Tools with an
-/// effect contract go to the effect executor instead and bypass both.
+/// Plain tools run under a per-call timeout, are retried on the retry
+/// policy's error kinds (default `timeout`) with bounded exponential backoff,
+/// and are guarded by a per-dependency circuit breaker consulted before every
+/// attempt. Tools with an effect contract go to the effect executor instead
+/// and bypass all three.
 ///
 /// ```
 /// use agent_runtime::{EffectKind, InvocationOutcome, ToolDefinition, ToolExecutor, ToolRegistry};
@@ -175,6 +181,7 @@ pub struct ToolExecutor {
     breaker_policy: CircuitBreakerPolicy,
     breakers: CircuitBreakers,
     sleeper: Arc<dyn Sleeper>,
+    timeout: Option<Duration>,
     #[cfg(feature = "effects")]
     effects: Option<effect_exec::EffectExecutor>,
 }
@@ -190,6 +197,7 @@ impl ToolExecutor {
             breaker_policy,
             breakers: CircuitBreakers::new(breaker_policy, Arc::new(SystemClock)),
             sleeper: Arc::new(ThreadSleeper),
+            timeout: Some(DEFAULT_TOOL_TIMEOUT),
             #[cfg(feature = "effects")]
             effects: None,
         }
@@ -207,6 +215,17 @@ impl ToolExecutor {
     pub fn circuit_breaker(mut self, policy: CircuitBreakerPolicy, clock: Arc<dyn Clock>) -> Self {
         self.breaker_policy = policy;
         self.breakers = CircuitBreakers::new(policy, clock);
+        self
+    }
+
+    /// Sets the per-call timeout of plain tools (default 2 s; `None`: wait
+    /// for ever). A handler past it counts as a `timeout` error, retried per
+    /// the retry policy. Effect-backed tools ignore it: they keep their own
+    /// deadline ([`ToolDefinition::deadline`](crate::ToolDefinition::deadline))
+    /// or the effect executor's default.
+    #[must_use]
+    pub fn timeout(mut self, timeout: Option<Duration>) -> Self {
+        self.timeout = timeout;
         self
     }
 
@@ -280,66 +299,88 @@ impl ToolExecutor {
     ///
     /// The contract callback's error, as a message.
     pub fn operation_id(&self, tool: &str, arguments: &Value) -> Result<Option<String>, String> {
-        let Some(contract) = self
-            .registry
-            .get(tool)
-            .and_then(|t| t.definition().contract())
-        else {
-            return Ok(None);
-        };
-        catch_unwind(AssertUnwindSafe(|| contract.operation_id(arguments)))
-            .map_err(|_| "the operation id callback panicked".to_owned())?
-            .map(Some)
-            .map_err(|err| err.to_string())
+        self.registry.get(tool).map_or(Ok(None), |registered| {
+            derive_operation_id(registered, arguments)
+        })
+    }
+
+    /// Looks the tool up, validates the arguments and derives the effect
+    /// operation id, once; [`ToolExecutor::invoke_prepared`] then runs it.
+    ///
+    /// # Errors
+    ///
+    /// [`FailureKind::UnknownTool`] or [`FailureKind::InvalidArguments`]. A
+    /// contract that cannot derive its operation id is not an error here: the
+    /// call carries it (see [`PreparedCall::operation_id`]).
+    pub fn prepare<'a>(
+        &'a self,
+        tool: &str,
+        arguments: &'a Value,
+    ) -> Result<PreparedCall<'a>, InvocationFailure> {
+        let registered = self.check(tool, arguments)?;
+        Ok(PreparedCall {
+            tool: registered,
+            arguments,
+            operation_id: derive_operation_id(registered, arguments),
+        })
     }
 
     /// Validates and runs one invocation.
+    ///
+    /// An effect-backed tool goes to the effect executor, which reconciles an
+    /// operation left uncertain (after a crash, or an earlier uncertain
+    /// outcome) through its contract before anything is dispatched, and
+    /// dispatches only where the ledger and the contract make that safe.
     pub fn invoke(&self, tool: &str, arguments: &Value) -> InvocationReport {
-        self.run(tool, arguments, false)
-    }
-
-    /// Settles an effect-backed invocation that may already have been
-    /// dispatched (after a crash, or an uncertain outcome): an uncertain
-    /// operation is reconciled through its contract; the tool is dispatched
-    /// only where the ledger and the contract make that safe. A plain tool is
-    /// simply invoked.
-    pub fn recover(&self, tool: &str, arguments: &Value) -> InvocationReport {
-        self.run(tool, arguments, true)
-    }
-
-    fn run(&self, tool: &str, arguments: &Value, recovering: bool) -> InvocationReport {
-        let registered = match self.check(tool, arguments) {
-            Ok(registered) => registered,
-            Err(failure) => return InvocationReport::failed(failure.kind, failure.message),
-        };
-        if registered.definition().contract().is_some() {
-            self.invoke_effect(registered, arguments, recovering)
-        } else {
-            self.invoke_plain(registered, arguments)
+        match self.prepare(tool, arguments) {
+            Ok(call) => self.invoke_prepared(&call),
+            Err(failure) => InvocationReport::failed(failure.kind, failure.message),
         }
     }
 
-    fn invoke_plain(&self, tool: &RegisteredTool, arguments: &Value) -> InvocationReport {
+    /// Runs a call made by [`ToolExecutor::prepare`].
+    pub fn invoke_prepared(&self, call: &PreparedCall<'_>) -> InvocationReport {
+        block_on(self.invoke_with(call, &Blocking))
+    }
+
+    /// The one implementation of an invocation; `flavour` says how user code
+    /// is called and how retries wait (on this thread, or on tokio).
+    pub(crate) async fn invoke_with<F: Flavour>(
+        &self,
+        call: &PreparedCall<'_>,
+        flavour: &F,
+    ) -> InvocationReport {
+        if call.tool.definition().contract().is_some() {
+            self.invoke_effect(call, flavour).await
+        } else {
+            self.invoke_plain(call.tool, call.arguments, flavour).await
+        }
+    }
+
+    async fn invoke_plain<F: Flavour>(
+        &self,
+        tool: &RegisteredTool,
+        arguments: &Value,
+        flavour: &F,
+    ) -> InvocationReport {
         let definition = tool.definition();
         let dependency = definition.dependency_name();
-        if !self.breakers.allows(dependency) {
-            return InvocationReport::failed(
-                FailureKind::CircuitOpen,
-                format!("the circuit of dependency {dependency:?} is open"),
-            );
-        }
         let mut retries = Vec::new();
         let mut attempt = 0;
         loop {
+            // Consulted before every attempt, retries included.
+            if !self.breakers.allows(dependency) {
+                return InvocationReport {
+                    attempts: attempt,
+                    retries,
+                    ..InvocationReport::failed(
+                        FailureKind::CircuitOpen,
+                        format!("the circuit of dependency {dependency:?} is open"),
+                    )
+                };
+            }
             attempt += 1;
-            let handler = definition.handler();
-            let input = ToolInput {
-                arguments: arguments.clone(),
-                provider_key: None,
-            };
-            let result = catch_unwind(AssertUnwindSafe(|| handler(input)))
-                .unwrap_or_else(|_| Err(ToolError::failed("the handler panicked")));
-            let error = match result {
+            let error = match flavour.attempt(definition, arguments, self.timeout).await {
                 Ok(output) => {
                     self.breakers.record_success(dependency);
                     return InvocationReport {
@@ -351,31 +392,39 @@ impl ToolExecutor {
                 }
                 Err(error) => error,
             };
-            if error.is_retryable() && attempt < self.retry.max_attempts {
+            // A definitive refusal says the dependency is up and answering.
+            let opened =
+                error.kind != ToolErrorKind::Rejected && self.breakers.record_failure(dependency);
+            let retryable = self.retry.retries(error.kind) && attempt < self.retry.max_attempts;
+            if retryable && !opened {
                 let delay = self.retry.delay_after(attempt);
-                retries.push(RetryNote {
-                    attempt,
-                    delay,
-                    error: error.message.clone(),
-                });
                 tracing::warn!(
                     tool = definition.name(),
                     attempt,
                     delay_ms = delay.as_millis(),
                     error = %error.message,
-                    "retrying a timed-out tool"
+                    "retrying a tool"
                 );
-                self.sleeper.sleep(delay);
+                retries.push(RetryNote {
+                    attempt,
+                    delay,
+                    error: error.message,
+                });
+                flavour.sleep(&self.sleeper, delay).await;
                 continue;
             }
-            // A definitive refusal says the dependency is up and answering.
-            if error.kind != ToolErrorKind::Rejected {
-                self.breakers.record_failure(dependency);
-            }
+            let message = if retryable {
+                format!(
+                    "{} (the circuit of dependency {dependency:?} opened; no further attempt)",
+                    error.message
+                )
+            } else {
+                error.message
+            };
             return InvocationReport {
                 outcome: InvocationOutcome::Failed(InvocationFailure::new(
                     FailureKind::of(error.kind),
-                    error.message,
+                    message,
                 )),
                 attempts: attempt,
                 retries,
@@ -385,24 +434,23 @@ impl ToolExecutor {
     }
 
     #[cfg(not(feature = "effects"))]
-    fn invoke_effect(&self, tool: &RegisteredTool, _: &Value, _: bool) -> InvocationReport {
+    async fn invoke_effect<F: Flavour>(&self, call: &PreparedCall<'_>, _: &F) -> InvocationReport {
         InvocationReport::failed(
             FailureKind::EffectsUnavailable,
             format!(
                 "tool {:?} has an effect contract but the `effects` feature is off",
-                tool.definition().name()
+                call.tool.definition().name()
             ),
         )
     }
 
     #[cfg(feature = "effects")]
-    fn invoke_effect(
+    async fn invoke_effect<F: Flavour>(
         &self,
-        tool: &RegisteredTool,
-        arguments: &Value,
-        recovering: bool,
+        call: &PreparedCall<'_>,
+        flavour: &F,
     ) -> InvocationReport {
-        let definition = tool.definition();
+        let definition = call.tool.definition();
         let (Some(effects), Some(contract)) = (&self.effects, definition.contract()) else {
             return InvocationReport::failed(
                 FailureKind::EffectsUnavailable,
@@ -412,89 +460,226 @@ impl ToolExecutor {
                 ),
             );
         };
-        let operation_id = match self.operation_id(definition.name(), arguments) {
-            Ok(id) => id,
-            Err(message) => return InvocationReport::failed(FailureKind::EffectExecutor, message),
+        let operation_id = match &call.operation_id {
+            Ok(id) => id.clone(),
+            Err(message) => {
+                return InvocationReport::failed(FailureKind::EffectExecutor, message.clone());
+            }
         };
-        let executed = if recovering {
-            effect_path::recover(effects, contract, definition, arguments)
-        } else {
-            effect_path::execute(effects, contract, definition, arguments)
-        };
+        let executed = flavour
+            .execute_effect(effects, contract, definition, call.arguments)
+            .await;
         let mut report = match executed {
             Ok(result) => effect_path::report(result),
-            Err(err) => InvocationReport::failed(FailureKind::EffectExecutor, error_chain(&err)),
+            Err(message) => InvocationReport::failed(FailureKind::EffectExecutor, message),
         };
         report.operation_id = operation_id;
         report
     }
 }
 
+/// How an invocation calls user code and waits between retries: the one
+/// implementation of the invocation logic is written over it.
+pub(crate) trait Flavour: Sync {
+    /// One attempt of a plain tool.
+    fn attempt<'a>(
+        &'a self,
+        definition: &'a ToolDefinition,
+        arguments: &'a Value,
+        timeout: Option<Duration>,
+    ) -> StepFuture<'a, Result<Value, ToolError>>;
+
+    /// The wait before a retry.
+    fn sleep<'a>(&'a self, sleeper: &'a Arc<dyn Sleeper>, delay: Duration) -> StepFuture<'a, ()>;
+
+    /// An effect-backed tool, through the effect executor.
+    #[cfg(feature = "effects")]
+    fn execute_effect<'a>(
+        &'a self,
+        effects: &'a effect_exec::EffectExecutor,
+        contract: &'a effect_core::EffectContract,
+        definition: &'a ToolDefinition,
+        arguments: &'a Value,
+    ) -> StepFuture<'a, Result<effect_core::EffectResult, String>>;
+}
+
+/// The synchronous flavour: everything runs on the calling thread, and every
+/// future it returns is already complete.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Blocking;
+
+impl Flavour for Blocking {
+    fn attempt<'a>(
+        &'a self,
+        definition: &'a ToolDefinition,
+        arguments: &'a Value,
+        timeout: Option<Duration>,
+    ) -> StepFuture<'a, Result<Value, ToolError>> {
+        Box::pin(std::future::ready(attempt_blocking(
+            definition, arguments, timeout,
+        )))
+    }
+
+    fn sleep<'a>(&'a self, sleeper: &'a Arc<dyn Sleeper>, delay: Duration) -> StepFuture<'a, ()> {
+        sleeper.sleep(delay);
+        Box::pin(std::future::ready(()))
+    }
+
+    #[cfg(feature = "effects")]
+    fn execute_effect<'a>(
+        &'a self,
+        effects: &'a effect_exec::EffectExecutor,
+        contract: &'a effect_core::EffectContract,
+        definition: &'a ToolDefinition,
+        arguments: &'a Value,
+    ) -> StepFuture<'a, Result<effect_core::EffectResult, String>> {
+        let executed = effect_path::execute(effects, contract, definition, arguments)
+            .map_err(|err| error_chain(&err));
+        Box::pin(std::future::ready(executed))
+    }
+}
+
+/// One call of a plain tool's handler on this thread, or, under a timeout, on
+/// a thread of its own. A handler past its timeout is not stopped (a thread
+/// cannot be): it keeps running detached and its late answer is dropped.
+pub(crate) fn attempt_blocking(
+    definition: &ToolDefinition,
+    arguments: &Value,
+    timeout: Option<Duration>,
+) -> Result<Value, ToolError> {
+    let handler = Arc::clone(definition.handler());
+    let input = ToolInput {
+        arguments: arguments.clone(),
+        provider_key: None,
+    };
+    let call = move || {
+        catch_unwind(AssertUnwindSafe(|| handler(input)))
+            .unwrap_or_else(|_| Err(ToolError::failed("the handler panicked")))
+    };
+    let Some(timeout) = timeout else {
+        return call();
+    };
+    let (sender, receiver) = std::sync::mpsc::sync_channel(1);
+    // The handler's logs stay in the caller's span.
+    let span = tracing::Span::current();
+    let spawned = std::thread::Builder::new()
+        .name(format!("tool-{}", definition.name()))
+        .spawn(move || {
+            let _entered = span.enter();
+            // The receiver is gone once the caller stopped waiting.
+            let _ = sender.send(call());
+        });
+    if let Err(err) = spawned {
+        return Err(ToolError::failed(format!(
+            "cannot start the handler thread: {err}"
+        )));
+    }
+    match receiver.recv_timeout(timeout) {
+        Ok(result) => result,
+        Err(std::sync::mpsc::RecvTimeoutError::Timeout) => Err(ToolError::timeout(format!(
+            "tool {:?} did not answer within {} ms",
+            definition.name(),
+            timeout.as_millis()
+        ))),
+        Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => Err(ToolError::failed(
+            "the handler thread ended without an answer",
+        )),
+    }
+}
+
+/// A tool invocation that passed validation, with its effect operation id
+/// derived once: made by [`ToolExecutor::prepare`].
+#[derive(Debug, Clone)]
+pub struct PreparedCall<'a> {
+    tool: &'a RegisteredTool,
+    arguments: &'a Value,
+    operation_id: Result<Option<String>, String>,
+}
+
+impl PreparedCall<'_> {
+    /// The tool.
+    pub fn tool(&self) -> &RegisteredTool {
+        self.tool
+    }
+
+    /// The validated arguments.
+    pub fn arguments(&self) -> &Value {
+        self.arguments
+    }
+
+    /// The effect operation id (`None` for a plain tool).
+    ///
+    /// # Errors
+    ///
+    /// The contract callback's error, as a message.
+    pub fn operation_id(&self) -> Result<Option<&str>, &str> {
+        match &self.operation_id {
+            Ok(id) => Ok(id.as_deref()),
+            Err(message) => Err(message),
+        }
+    }
+}
+
+/// The operation id `tool`'s contract derives from `arguments`, or `None` for
+/// a plain tool; a panicking callback is an error.
+fn derive_operation_id(tool: &RegisteredTool, arguments: &Value) -> Result<Option<String>, String> {
+    let Some(contract) = tool.definition().contract() else {
+        return Ok(None);
+    };
+    catch_unwind(AssertUnwindSafe(|| contract.operation_id(arguments)))
+        .map_err(|_| "the operation id callback panicked".to_owned())?
+        .map(Some)
+        .map_err(|err| err.to_string())
+}
+
 #[cfg(feature = "effects")]
-mod effect_path {
+pub(crate) mod effect_path {
     use effect_core::{EffectContract, EffectResult, EffectStatus};
     use effect_exec::{CallOptions, EffectExecutor, ExecError, HandlerError};
     use serde_json::Value;
 
     use super::{FailureKind, InvocationFailure, InvocationOutcome, InvocationReport};
-    use crate::error::ToolErrorKind;
+    use crate::error::{ToolError, ToolErrorKind};
     use crate::tool::{ToolDefinition, ToolInput};
 
-    /// Dispatches through the executor's deadline path.
-    pub(super) fn execute(
+    /// Dispatches through the executor's deadline path (synchronous
+    /// handler). The executor itself reconciles an operation left uncertain
+    /// before any dispatch.
+    pub(crate) fn execute(
         effects: &EffectExecutor,
         contract: &EffectContract,
         definition: &ToolDefinition,
         arguments: &Value,
     ) -> Result<EffectResult, ExecError> {
         let handler = definition.handler().clone();
-        let options = definition
-            .handler_deadline()
-            .map(CallOptions::deadline)
-            .unwrap_or_default();
-        effects.execute_with(contract, arguments, options, move |arguments, key| {
-            handler(ToolInput {
-                arguments,
-                provider_key: key,
-            })
-            .map_err(|err| match err.kind {
-                ToolErrorKind::Rejected => HandlerError::rejected(err.message),
-                _ => HandlerError::failed(err.to_string()),
-            })
-        })
+        effects.execute_with(
+            contract,
+            arguments,
+            options(definition),
+            move |arguments, key| {
+                handler(ToolInput {
+                    arguments,
+                    provider_key: key,
+                })
+                .map_err(handler_error)
+            },
+        )
     }
 
-    /// Reconciles an uncertain operation first; dispatches only when the
-    /// reconciliation authorized a retry or nothing was ever recorded.
-    pub(super) fn recover(
-        effects: &EffectExecutor,
-        contract: &EffectContract,
-        definition: &ToolDefinition,
-        arguments: &Value,
-    ) -> Result<EffectResult, ExecError> {
-        let id = contract
-            .operation_id(arguments)
-            .map_err(|source| ExecError::Contract {
-                contract: contract.name().to_owned(),
-                source,
-            })?;
-        let record = effects
-            .ledger()
-            .get(&id)
-            .map_err(|source| ExecError::Ledger {
-                operation_id: id.clone(),
-                source,
-            })?;
-        if record.is_some_and(|r| r.status.is_uncertain()) {
-            let reconciled = effects.reconcile(contract, arguments)?;
-            if reconciled.status != EffectStatus::Prepared {
-                return Ok(reconciled);
-            }
+    /// The call options of an effect-backed tool: its own deadline, if any.
+    pub(crate) fn options(definition: &ToolDefinition) -> CallOptions {
+        definition
+            .handler_deadline()
+            .map(CallOptions::deadline)
+            .unwrap_or_default()
+    }
+
+    /// A tool error as the effect executor sees it: only `rejected` is definitive.
+    pub(crate) fn handler_error(err: ToolError) -> HandlerError {
+        match err.kind {
+            ToolErrorKind::Rejected => HandlerError::rejected(err.message),
+            _ => HandlerError::failed(err.to_string()),
         }
-        // Absent (never recorded), prepared (retry authorized), confirmed or
-        // rejected (replayed), dispatched (in progress or an expired lease):
-        // the executor's own rules decide, and never dispatch twice unsafely.
-        execute(effects, contract, definition, arguments)
     }
 
     pub(super) fn report(result: EffectResult) -> InvocationReport {
@@ -524,7 +709,7 @@ mod effect_path {
 
 /// An error and its sources, `: `-separated, for traces.
 #[cfg_attr(not(feature = "effects"), allow(dead_code))]
-fn error_chain(error: &dyn std::error::Error) -> String {
+pub(crate) fn error_chain(error: &dyn std::error::Error) -> String {
     let mut message = error.to_string();
     let mut source = error.source();
     while let Some(cause) = source {

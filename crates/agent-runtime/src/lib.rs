@@ -16,13 +16,16 @@
 //!   stable operation id, and an uncertain or quarantined outcome moves the run
 //!   to `waiting`, so a resume reconciles the same operation instead of
 //!   dispatching it again;
-//! - plain tools get a [`RetryPolicy`] (only `timeout` errors, bounded
-//!   exponential backoff) and a per-dependency circuit breaker. They have no
-//!   ledger, so a plain step interrupted by a crash runs again on resume: give
-//!   a tool an effect contract when its side effect must not repeat;
+//! - plain tools get a per-call timeout (default 2 s), a [`RetryPolicy`]
+//!   (retryable error kinds configurable, default `timeout`; bounded
+//!   exponential backoff) and a per-dependency circuit breaker consulted
+//!   before every attempt. They have no ledger, so a plain step interrupted
+//!   by a crash runs again on resume: give a tool an effect contract when its
+//!   side effect must not repeat;
 //! - each run follows the [`RunStatus`] machine, writes ordered
-//!   [`TraceEvent`]s and, separately, [`AuditRecord`]s, checkpoints after
-//!   every step, and resumes from its [`Checkpoint`];
+//!   [`TraceEvent`]s and, separately, [`AuditRecord`]s (every invocation:
+//!   requested, then succeeded or failed), checkpoints after every step with
+//!   its working data, and resumes from its [`Checkpoint`];
 //! - [`ReplaySummary`] reads a run back from its trace.
 //!
 //! It depends on `effect-core` and (feature `effects`) `effect-exec`, and on
@@ -86,13 +89,20 @@
 //!   checkpoints in a SQLite file (bundled SQLite via rusqlite).
 //! - `schemars`: `InputSchema::for_type`, a tool's input schema derived from
 //!   its argument type.
+//! - `tokio`: `AsyncAgentRuntime`, the same runs with an async planner
+//!   (`AsyncPlanner`) and async tool handlers (`ToolDefinition::new_async`);
+//!   effect-backed tools go through `EffectExecutor::execute_async`.
 
 #![warn(missing_docs)]
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
+#[cfg(feature = "tokio")]
+mod asynchronous;
 mod checkpoint;
+mod drive;
 mod error;
 mod executor;
+mod future;
 mod planner;
 mod policy;
 mod replay;
@@ -107,19 +117,26 @@ mod store;
 mod tool;
 mod trace;
 
+#[cfg(feature = "tokio")]
+pub use asynchronous::{AsyncAgentRuntime, AsyncPlanner};
 pub use checkpoint::{Checkpoint, PendingStage, PendingStep, invocation_id};
 pub use error::{
     PlannerError, RegistryError, RunError, SchemaError, StoreError, ToolError, ToolErrorKind,
     TransitionError,
 };
 pub use executor::{
-    FailureKind, InvocationFailure, InvocationOutcome, InvocationReport, RetryNote, ToolExecutor,
+    DEFAULT_TOOL_TIMEOUT, FailureKind, InvocationFailure, InvocationOutcome, InvocationReport,
+    PreparedCall, RetryNote, ToolExecutor,
 };
-pub use planner::{Action, DeterministicPlanner, Observation, PlanContext, Planner, Task};
+pub use future::StepFuture;
+pub use planner::{
+    Action, DeterministicPlanner, Observation, PLAN_EXHAUSTED, PlanContext, Planner, Task,
+};
 pub use policy::{PermissionPolicy, PolicyDecision};
 pub use replay::{ReplaySummary, ToolCallSummary};
 pub use resilience::{CircuitBreakerPolicy, CircuitState, RetryPolicy, Sleeper, ThreadSleeper};
-pub use runtime::{AgentRuntime, AgentRuntimeBuilder, RunOptions, RunReport};
+pub use run::{RunOptions, RunReport};
+pub use runtime::{AgentRuntime, AgentRuntimeBuilder};
 pub use schema::InputSchema;
 #[cfg(feature = "schemars")]
 pub use schema::schema_for;
@@ -131,5 +148,7 @@ pub use store::{
     AuditStore, CheckpointStore, EventStore, MemoryAuditStore, MemoryCheckpointStore,
     MemoryEventStore,
 };
+#[cfg(feature = "tokio")]
+pub use tool::AsyncToolHandler;
 pub use tool::{EffectKind, RegisteredTool, ToolDefinition, ToolHandler, ToolInput, ToolRegistry};
 pub use trace::{AuditKind, AuditRecord, ToolResultStatus, TraceEvent, TraceEventKind};

@@ -3,7 +3,7 @@
 use std::fmt;
 
 use serde::{Deserialize, Serialize};
-use serde_json::Value;
+use serde_json::{Map, Value};
 
 use crate::error::PlannerError;
 
@@ -87,6 +87,23 @@ pub struct Observation {
     pub reused: bool,
 }
 
+impl<'a> PlanContext<'a> {
+    /// A context, for planners tested on their own.
+    pub fn new(
+        task: &'a Task,
+        step: u32,
+        observations: &'a [Observation],
+        working: &'a Map<String, Value>,
+    ) -> Self {
+        PlanContext {
+            task,
+            step,
+            observations,
+            working,
+        }
+    }
+}
+
 /// What a planner sees when choosing the next action.
 #[derive(Debug, Clone, Copy)]
 #[non_exhaustive]
@@ -97,6 +114,9 @@ pub struct PlanContext<'a> {
     pub step: u32,
     /// Results of the completed tool steps, in order.
     pub observations: &'a [Observation],
+    /// The run's working data: the latest output of each tool, by tool name
+    /// ([`Checkpoint::working`](crate::Checkpoint::working)).
+    pub working: &'a Map<String, Value>,
 }
 
 /// Chooses a run's next action. It must be a function of its context, so a
@@ -110,7 +130,8 @@ pub trait Planner: Send + Sync + fmt::Debug {
     fn next_action(&self, context: &PlanContext<'_>) -> Result<Action, PlannerError>;
 }
 
-/// A planner that plays a fixed script: step `n` gets action `n`.
+/// A planner that plays a fixed script: step `n` gets action `n`. Once the
+/// script is exhausted it finishes the run with the output `"plan exhausted"`.
 ///
 /// ```
 /// use agent_runtime::{Action, DeterministicPlanner, PlanContext, Planner, Task};
@@ -121,6 +142,11 @@ pub trait Planner: Send + Sync + fmt::Debug {
 ///     Action::finish(json!("done")),
 /// ]);
 /// assert_eq!(planner.len(), 2);
+/// let task = Task::new("run-1", json!("pay"));
+/// let working = serde_json::Map::new();
+/// let context = PlanContext::new(&task, 2, &[], &working);
+/// assert_eq!(planner.next_action(&context)?, Action::finish(json!("plan exhausted")));
+/// # Ok::<(), agent_runtime::PlannerError>(())
 /// ```
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct DeterministicPlanner {
@@ -148,16 +174,14 @@ impl DeterministicPlanner {
 
 impl Planner for DeterministicPlanner {
     fn next_action(&self, context: &PlanContext<'_>) -> Result<Action, PlannerError> {
-        usize::try_from(context.step)
+        Ok(usize::try_from(context.step)
             .ok()
             .and_then(|step| self.script.get(step))
             .cloned()
-            .ok_or_else(|| {
-                PlannerError::new(format!(
-                    "the script has {} actions and no action for step {}",
-                    self.script.len(),
-                    context.step
-                ))
-            })
+            .unwrap_or_else(|| Action::finish(Value::from(PLAN_EXHAUSTED))))
     }
 }
+
+/// The output of a run whose [`DeterministicPlanner`] script ran out, as in
+/// the Python package's planner.
+pub const PLAN_EXHAUSTED: &str = "plan exhausted";

@@ -10,8 +10,20 @@ use std::time::{Duration, SystemTime};
 
 use effect_core::Clock;
 
-/// How a plain tool is retried: only errors of kind
-/// [`Timeout`](crate::ToolErrorKind::Timeout), with bounded exponential backoff.
+use crate::error::ToolErrorKind;
+
+/// How a plain tool is retried: errors of the retryable kinds (default: only
+/// [`Timeout`](crate::ToolErrorKind::Timeout)), with bounded exponential backoff.
+///
+/// ```
+/// use agent_runtime::{RetryPolicy, ToolErrorKind};
+///
+/// let default = RetryPolicy::default();
+/// assert!(default.retries(ToolErrorKind::Timeout));
+/// assert!(!default.retries(ToolErrorKind::Failed));
+/// let broad = RetryPolicy::default().retryable_errors([ToolErrorKind::Timeout, ToolErrorKind::Failed]);
+/// assert!(broad.retries(ToolErrorKind::Failed));
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct RetryPolicy {
@@ -21,6 +33,8 @@ pub struct RetryPolicy {
     pub initial_backoff: Duration,
     /// The largest delay. Default 2 s.
     pub max_backoff: Duration,
+    /// The retryable kinds, one bit per kind.
+    retryable: u8,
 }
 
 impl Default for RetryPolicy {
@@ -29,7 +43,16 @@ impl Default for RetryPolicy {
             max_attempts: 3,
             initial_backoff: Duration::from_millis(100),
             max_backoff: Duration::from_secs(2),
+            retryable: kind_bit(ToolErrorKind::Timeout),
         }
+    }
+}
+
+fn kind_bit(kind: ToolErrorKind) -> u8 {
+    match kind {
+        ToolErrorKind::Timeout => 1,
+        ToolErrorKind::Rejected => 2,
+        ToolErrorKind::Failed => 4,
     }
 }
 
@@ -47,6 +70,22 @@ impl RetryPolicy {
     pub fn max_attempts(mut self, attempts: u32) -> Self {
         self.max_attempts = attempts.max(1);
         self
+    }
+
+    /// Sets the error kinds that are retried (default: only `timeout`); an
+    /// empty set retries nothing. Only plain tools are retried: an effect's
+    /// retry is always its contract's decision.
+    #[must_use]
+    pub fn retryable_errors(mut self, kinds: impl IntoIterator<Item = ToolErrorKind>) -> Self {
+        self.retryable = kinds
+            .into_iter()
+            .fold(0, |bits, kind| bits | kind_bit(kind));
+        self
+    }
+
+    /// Whether an error of `kind` is retried (while attempts remain).
+    pub fn retries(&self, kind: ToolErrorKind) -> bool {
+        self.retryable & kind_bit(kind) != 0
     }
 
     /// Sets the first delay and the cap.

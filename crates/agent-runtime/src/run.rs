@@ -1,19 +1,119 @@
-//! [`Run`]: one call of [`AgentRuntime::run`], stepping through the plan:
-//! policy, validation and confirmation, the invocation, and a checkpoint
-//! after every step.
+//! [`Run`]: one call of [`AgentRuntime::run`](crate::AgentRuntime::run):
+//! starting or resuming the run, then stepping through the plan: policy,
+//! validation and confirmation, the invocation, and a checkpoint after every
+//! step. Everything a run does lives here; the runtime only holds the parts.
 
+use std::collections::BTreeSet;
+use std::sync::Arc;
+
+use effect_core::Clock;
+use effect_core::clock::format_timestamp;
+use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::checkpoint::{Checkpoint, PendingStage, PendingStep, invocation_id};
+use crate::drive::Driver;
 use crate::error::{RunError, StoreError};
-use crate::executor::{FailureKind, InvocationOutcome, InvocationReport};
-use crate::planner::{Action, Observation, PlanContext};
-use crate::policy::PolicyDecision;
-use crate::runtime::{AgentRuntime, RunOptions, RunReport};
+use crate::executor::{FailureKind, InvocationOutcome, InvocationReport, ToolExecutor};
+use crate::planner::{Action, Observation, PlanContext, Task};
+use crate::policy::{PermissionPolicy, PolicyDecision};
 use crate::status::RunStatus;
+use crate::store::{AuditStore, CheckpointStore, EventStore};
 use crate::tool::EffectKind;
 use crate::trace::{AuditKind, AuditRecord, ToolResultStatus, TraceEvent, TraceEventKind};
-use effect_core::clock::format_timestamp;
+
+/// How one call of [`AgentRuntime::run`](crate::AgentRuntime::run) behaves.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct RunOptions {
+    /// Continue the run from its checkpoint instead of starting it.
+    pub resume: bool,
+    /// Pause after this many steps of this call.
+    pub stop_after_steps: Option<u32>,
+    /// Invocation ids (see [`invocation_id`](crate::invocation_id)) that the trusted outer layer
+    /// confirmed for this call. Only mutations named here may run; the task
+    /// and the planner can never add to it.
+    pub confirmed_mutations: BTreeSet<String>,
+}
+
+impl RunOptions {
+    /// Start a run.
+    pub fn start() -> Self {
+        RunOptions::default()
+    }
+
+    /// Resume a run from its checkpoint.
+    pub fn resume() -> Self {
+        RunOptions {
+            resume: true,
+            ..RunOptions::default()
+        }
+    }
+
+    /// Pauses after `steps` steps.
+    #[must_use]
+    pub fn stop_after_steps(mut self, steps: u32) -> Self {
+        self.stop_after_steps = Some(steps);
+        self
+    }
+
+    /// Confirms one mutation invocation.
+    #[must_use]
+    pub fn confirm(mut self, invocation_id: impl Into<String>) -> Self {
+        self.confirmed_mutations.insert(invocation_id.into());
+        self
+    }
+}
+
+/// Where a run stands after a call of [`AgentRuntime::run`](crate::AgentRuntime::run).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[non_exhaustive]
+pub struct RunReport {
+    /// The run.
+    pub run_id: String,
+    /// Its status: `completed`, `failed`, `waiting` or `paused`.
+    pub status: RunStatus,
+    /// Completed steps.
+    pub steps: u32,
+    /// The answer of a completed run.
+    pub output: Option<Value>,
+    /// Why it failed or waits.
+    pub error: Option<String>,
+    /// The step it waits on: a mutation awaiting confirmation, or an
+    /// uncertain effect awaiting reconciliation.
+    pub pending: Option<PendingStep>,
+}
+
+impl RunReport {
+    pub(crate) fn of(checkpoint: &Checkpoint) -> Self {
+        RunReport {
+            run_id: checkpoint.run_id.clone(),
+            status: checkpoint.status,
+            steps: checkpoint.step,
+            output: checkpoint.output.clone(),
+            error: checkpoint.error.clone(),
+            pending: checkpoint.pending.clone(),
+        }
+    }
+
+    /// The invocation id to confirm, when the run waits for a confirmation.
+    pub fn awaiting_confirmation(&self) -> Option<&str> {
+        self.pending
+            .as_ref()
+            .filter(|p| p.stage == PendingStage::AwaitingConfirmation)
+            .map(|p| p.invocation_id.as_str())
+    }
+}
+
+/// What every run of a runtime shares: the tools, the policy and the stores.
+#[derive(Debug, Clone)]
+pub(crate) struct Engine {
+    pub(crate) tools: ToolExecutor,
+    pub(crate) policy: PermissionPolicy,
+    pub(crate) events: Arc<dyn EventStore>,
+    pub(crate) audit: Arc<dyn AuditStore>,
+    pub(crate) checkpoints: Arc<dyn CheckpointStore>,
+    pub(crate) clock: Arc<dyn Clock>,
+}
 
 /// How a step ended.
 pub(crate) enum StepEnd {
@@ -24,19 +124,110 @@ pub(crate) enum StepEnd {
 }
 
 /// One call of `run`: the state and where it goes.
-pub(crate) struct Run<'a> {
-    runtime: &'a AgentRuntime,
+pub(crate) struct Run<'a, D> {
+    runtime: &'a Engine,
+    driver: &'a D,
     options: &'a RunOptions,
-    pub(crate) state: Checkpoint,
+    state: Checkpoint,
     next_event: u64,
     next_audit: u64,
-    pub(crate) resumed_from: Option<RunStatus>,
+    resumed_from: Option<RunStatus>,
     steps_this_call: u32,
 }
 
-impl<'a> Run<'a> {
-    pub(crate) fn new(
-        runtime: &'a AgentRuntime,
+impl<'a, D: Driver> Run<'a, D> {
+    /// Starts `task` or, with `options.resume`, resumes it from its checkpoint.
+    ///
+    /// A resume decides a step awaiting confirmation again with this call's
+    /// confirmations, and hands an effect whose outcome was uncertain back to
+    /// the executor under the same operation id. A checkpoint still saying
+    /// `running` was left by a process that stopped mid-step; it is recorded as
+    /// `running → failed → running`.
+    pub(crate) fn open(
+        runtime: &'a Engine,
+        driver: &'a D,
+        task: Task,
+        options: &'a RunOptions,
+    ) -> Result<Self, RunError> {
+        if task.id.trim().is_empty() {
+            return Err(RunError::BlankRunId);
+        }
+        let run_id = task.id.clone();
+        let existing = runtime
+            .checkpoints
+            .load(&run_id)
+            .map_err(|source| RunError::Store {
+                run_id: run_id.clone(),
+                source,
+            })?;
+        match (options.resume, existing) {
+            (false, Some(_)) => Err(RunError::AlreadyExists { run_id }),
+            (true, None) => Err(RunError::NoCheckpoint { run_id }),
+            (false, None) => Run::start(runtime, driver, task, options),
+            (true, Some(checkpoint)) => {
+                if checkpoint.task != task {
+                    return Err(RunError::TaskMismatch { run_id });
+                }
+                Run::resume(runtime, driver, checkpoint, options)
+            }
+        }
+    }
+
+    fn start(
+        runtime: &'a Engine,
+        driver: &'a D,
+        task: Task,
+        options: &'a RunOptions,
+    ) -> Result<Self, RunError> {
+        let mut run = Run::new(runtime, driver, Checkpoint::new(task), options)?;
+        let input = run.state.task.input.clone();
+        run.emit(TraceEventKind::RunStarted { task: input })?;
+        run.transition(RunStatus::Running, "run started")?;
+        Ok(run)
+    }
+
+    fn resume(
+        runtime: &'a Engine,
+        driver: &'a D,
+        checkpoint: Checkpoint,
+        options: &'a RunOptions,
+    ) -> Result<Self, RunError> {
+        let from = checkpoint.status;
+        // A checkpoint taken mid-step says `running`: the process that
+        // ran it stopped. That counts as a failure, which may resume.
+        let interrupted = from == RunStatus::Running;
+        let resumable = if interrupted { RunStatus::Failed } else { from };
+        // Checked before anything is written for this call.
+        resumable
+            .transition(RunStatus::Running)
+            .map_err(|source| RunError::InvalidTransition {
+                run_id: checkpoint.run_id.clone(),
+                source,
+            })?;
+        let mut run = Run::new(runtime, driver, checkpoint, options)?;
+        run.resumed_from = Some(from);
+        if interrupted {
+            run.transition(
+                RunStatus::Failed,
+                "the process running this run stopped mid-step",
+            )?;
+        }
+        run.transition(RunStatus::Running, "resumed from checkpoint")?;
+        let effect_pending = run
+            .state
+            .pending
+            .as_ref()
+            .is_some_and(|p| p.stage != PendingStage::AwaitingConfirmation);
+        if !effect_pending {
+            // An uncertain effect gets its recovery event once reconciled.
+            run.emit_recovery(None, None)?;
+        }
+        Ok(run)
+    }
+
+    fn new(
+        runtime: &'a Engine,
+        driver: &'a D,
         state: Checkpoint,
         options: &'a RunOptions,
     ) -> Result<Self, RunError> {
@@ -59,6 +250,7 @@ impl<'a> Run<'a> {
             .max(state.last_audit_sequence);
         Ok(Run {
             runtime,
+            driver,
             options,
             state,
             next_event: last_event + 1,
@@ -68,7 +260,7 @@ impl<'a> Run<'a> {
         })
     }
 
-    pub(crate) fn drive(mut self) -> Result<RunReport, RunError> {
+    pub(crate) async fn drive(mut self) -> Result<RunReport, RunError> {
         loop {
             if self
                 .options
@@ -81,8 +273,8 @@ impl<'a> Run<'a> {
                 return Ok(RunReport::of(&self.state));
             }
             let end = match self.state.pending.clone() {
-                Some(pending) => self.resume_pending(pending)?,
-                None => self.plan_and_act()?,
+                Some(pending) => self.resume_pending(pending).await?,
+                None => self.plan_and_act().await?,
             };
             match end {
                 StepEnd::Continue => {
@@ -94,13 +286,14 @@ impl<'a> Run<'a> {
         }
     }
 
-    fn plan_and_act(&mut self) -> Result<StepEnd, RunError> {
+    async fn plan_and_act(&mut self) -> Result<StepEnd, RunError> {
         let context = PlanContext {
             task: &self.state.task,
             step: self.state.step,
             observations: &self.state.observations,
+            working: &self.state.working,
         };
-        let action = match self.runtime.planner.next_action(&context) {
+        let action = match self.driver.next_action(&context).await {
             Ok(action) => action,
             Err(err) => return self.fail(err.to_string()),
         };
@@ -125,12 +318,11 @@ impl<'a> Run<'a> {
                 idempotency_key,
             } => {
                 let step = self.state.step;
-                if let Some(output) = idempotency_key
-                    .as_ref()
-                    .and_then(|key| self.state.results_by_key.get(key))
-                    .cloned()
-                {
-                    return self.reuse(tool, arguments, output);
+                if let Some((key, output)) = idempotency_key.as_ref().and_then(|key| {
+                    let output = self.state.results_by_key.get(key)?;
+                    Some((key.clone(), output.clone()))
+                }) {
+                    return self.reuse(tool, arguments, key, output);
                 }
                 let invocation_id = invocation_id(&self.state.run_id, step, &tool, &arguments);
                 self.authorize_and_invoke(PendingStep {
@@ -141,6 +333,7 @@ impl<'a> Run<'a> {
                     invocation_id,
                     stage: PendingStage::AwaitingConfirmation,
                 })
+                .await
             }
         }
     }
@@ -150,12 +343,13 @@ impl<'a> Run<'a> {
         &mut self,
         tool: String,
         arguments: Value,
+        key: String,
         output: Value,
     ) -> Result<StepEnd, RunError> {
         let invocation_id = invocation_id(&self.state.run_id, self.state.step, &tool, &arguments);
         self.emit(TraceEventKind::ToolResult {
             tool: tool.clone(),
-            invocation_id,
+            invocation_id: invocation_id.clone(),
             result: ToolResultStatus::Reused,
             output: Some(output.clone()),
             error_kind: None,
@@ -163,15 +357,25 @@ impl<'a> Run<'a> {
             operation_id: None,
             attempts: 0,
         })?;
+        self.audit_at(
+            (self.state.step, &tool, &invocation_id),
+            AuditKind::ToolSucceeded,
+            None,
+            format!("reused the result of action idempotency key {key:?}"),
+        )?;
         self.complete_step(tool, output, true);
         Ok(StepEnd::Continue)
     }
 
     /// Policy, validation and confirmation, then the invocation.
-    fn authorize_and_invoke(&mut self, mut pending: PendingStep) -> Result<StepEnd, RunError> {
+    async fn authorize_and_invoke(
+        &mut self,
+        mut pending: PendingStep,
+    ) -> Result<StepEnd, RunError> {
         let tool = pending.tool.clone();
         let invocation = pending.invocation_id.clone();
-        let policy = &self.runtime.policy;
+        let engine = self.runtime;
+        let policy = &engine.policy;
         if !policy.is_allowed(&tool) {
             self.emit(TraceEventKind::PolicyDecision {
                 tool: tool.clone(),
@@ -183,10 +387,13 @@ impl<'a> Run<'a> {
             self.state.pending = None;
             return self.fail(detail);
         }
-        let kind = match self.runtime.tools.check(&tool, &pending.arguments) {
-            Ok(registered) => registered.definition().effect_kind(),
+        let arguments = pending.arguments.clone();
+        let call = match engine.tools.prepare(&tool, &arguments) {
+            Ok(call) => call,
             Err(failure) => {
                 // Invalid input never reaches a handler or a circuit breaker.
+                let detail = format!("refused ({}): {}", failure.kind.as_str(), failure.message);
+                self.audit(&pending, AuditKind::ToolFailed, None, detail)?;
                 self.emit(TraceEventKind::ToolResult {
                     tool: tool.clone(),
                     invocation_id: invocation,
@@ -201,6 +408,7 @@ impl<'a> Run<'a> {
                 return self.fail(failure.message);
             }
         };
+        let kind = call.tool().definition().effect_kind();
         let confirmed = self.options.confirmed_mutations.contains(&invocation);
         let decision = policy.decide(&tool, kind, confirmed);
         self.emit(TraceEventKind::PolicyDecision {
@@ -229,13 +437,13 @@ impl<'a> Run<'a> {
             };
             self.audit(&pending, AuditKind::MutationAuthorized, None, detail.into())?;
         }
-        let operation_id = match self.runtime.tools.operation_id(&tool, &pending.arguments) {
-            Ok(id) => id,
+        let operation_id = match call.operation_id() {
+            Ok(id) => id.map(str::to_owned),
             Err(message) => {
+                let detail = format!("tool {tool:?} could not derive its operation id: {message}");
+                self.audit(&pending, AuditKind::ToolFailed, None, detail.clone())?;
                 self.state.pending = None;
-                return self.fail(format!(
-                    "tool {tool:?} could not derive its operation id: {message}"
-                ));
+                return self.fail(detail);
             }
         };
         self.emit(TraceEventKind::ToolRequest {
@@ -243,6 +451,18 @@ impl<'a> Run<'a> {
             invocation_id: invocation,
             effect_backed: operation_id.is_some(),
         })?;
+        let detail = match (kind, &operation_id) {
+            (EffectKind::Read, None) => "read",
+            (EffectKind::Mutation, None) => "mutation",
+            (EffectKind::Read, Some(_)) => "effect-backed read",
+            (EffectKind::Mutation, Some(_)) => "effect-backed mutation",
+        };
+        self.audit(
+            &pending,
+            AuditKind::ToolRequested,
+            operation_id.clone(),
+            detail.into(),
+        )?;
         if let Some(operation_id) = operation_id {
             // Recorded before dispatch: if the process stops during the call,
             // a resume reconciles this operation instead of planning afresh.
@@ -250,40 +470,36 @@ impl<'a> Run<'a> {
             self.state.pending = Some(pending.clone());
             self.checkpoint()?;
         }
-        let report = self.runtime.tools.invoke(&tool, &pending.arguments);
-        self.finish_invocation(pending, kind, report)
+        let report = self.driver.invoke(&engine.tools, &call).await;
+        self.finish_invocation(pending, report)
     }
 
     /// A resumed step that had started.
-    fn resume_pending(&mut self, pending: PendingStep) -> Result<StepEnd, RunError> {
+    async fn resume_pending(&mut self, pending: PendingStep) -> Result<StepEnd, RunError> {
         let operation_id = match &pending.stage {
-            PendingStage::AwaitingConfirmation => return self.authorize_and_invoke(pending),
+            PendingStage::AwaitingConfirmation => return self.authorize_and_invoke(pending).await,
             PendingStage::EffectDispatching { operation_id }
             | PendingStage::EffectUncertain { operation_id, .. } => operation_id.clone(),
         };
-        let report = self
-            .runtime
-            .tools
-            .recover(&pending.tool, &pending.arguments);
+        // The executor reconciles the operation before anything is dispatched
+        // again, and dispatches only where the ledger and the contract allow.
+        let engine = self.runtime;
+        let report = match engine.tools.prepare(&pending.tool, &pending.arguments) {
+            Ok(call) => self.driver.invoke(&engine.tools, &call).await,
+            Err(failure) => InvocationReport::failed(failure.kind, failure.message),
+        };
         let effect_status = match &report.outcome {
             InvocationOutcome::Succeeded { .. } => Some(effect_core::EffectStatus::Confirmed),
             InvocationOutcome::Uncertain { status, .. } => Some(*status),
             InvocationOutcome::Failed(_) => None,
         };
         self.emit_recovery(Some(operation_id), effect_status)?;
-        let kind = self
-            .runtime
-            .tools
-            .registry()
-            .get(&pending.tool)
-            .map_or(EffectKind::Mutation, |t| t.definition().effect_kind());
-        self.finish_invocation(pending, kind, report)
+        self.finish_invocation(pending, report)
     }
 
     fn finish_invocation(
         &mut self,
         mut pending: PendingStep,
-        kind: EffectKind,
         report: InvocationReport,
     ) -> Result<StepEnd, RunError> {
         let tool = pending.tool.clone();
@@ -313,14 +529,12 @@ impl<'a> Run<'a> {
                     *o = Some(output.clone());
                 }
                 self.emit(result)?;
-                if kind == EffectKind::Mutation {
-                    self.audit(
-                        &pending,
-                        AuditKind::MutationFinished,
-                        operation_id,
-                        "succeeded".into(),
-                    )?;
-                }
+                self.audit(
+                    &pending,
+                    AuditKind::ToolSucceeded,
+                    operation_id,
+                    format!("succeeded after {} attempt(s)", report.attempts),
+                )?;
                 if let Some(key) = &pending.idempotency_key {
                     self.state
                         .results_by_key
@@ -348,10 +562,8 @@ impl<'a> Run<'a> {
                 // reconciles it rather than re-planning.
                 let keep_pending = pending.stage != PendingStage::AwaitingConfirmation
                     && failure.kind != FailureKind::Rejected;
-                if kind == EffectKind::Mutation {
-                    let detail = format!("failed ({}): {}", failure.kind.as_str(), failure.message);
-                    self.audit(&pending, AuditKind::MutationFinished, operation_id, detail)?;
-                }
+                let detail = format!("failed ({}): {}", failure.kind.as_str(), failure.message);
+                self.audit(&pending, AuditKind::ToolFailed, operation_id, detail)?;
                 if !keep_pending {
                     self.state.pending = None;
                 }
@@ -389,6 +601,8 @@ impl<'a> Run<'a> {
     }
 
     fn complete_step(&mut self, tool: String, output: Value, reused: bool) {
+        // The latest output of each tool, as the planner's working data.
+        self.state.working.insert(tool.clone(), output.clone());
         self.state.observations.push(Observation {
             step: self.state.step,
             tool,
@@ -416,7 +630,7 @@ impl<'a> Run<'a> {
         Ok(StepEnd::Stop)
     }
 
-    pub(crate) fn transition(&mut self, to: RunStatus, reason: &str) -> Result<(), RunError> {
+    fn transition(&mut self, to: RunStatus, reason: &str) -> Result<(), RunError> {
         let from = self.state.status;
         from.transition(to)
             .map_err(|source| RunError::InvalidTransition {
@@ -433,7 +647,7 @@ impl<'a> Run<'a> {
         Ok(())
     }
 
-    pub(crate) fn emit_recovery(
+    fn emit_recovery(
         &mut self,
         operation_id: Option<String>,
         effect_status: Option<effect_core::EffectStatus>,
@@ -456,7 +670,7 @@ impl<'a> Run<'a> {
         saved.map_err(|source| self.store_error(source))
     }
 
-    pub(crate) fn emit(&mut self, kind: TraceEventKind) -> Result<(), RunError> {
+    fn emit(&mut self, kind: TraceEventKind) -> Result<(), RunError> {
         let event = TraceEvent {
             run_id: self.state.run_id.clone(),
             sequence: self.next_event,
@@ -480,13 +694,29 @@ impl<'a> Run<'a> {
         operation_id: Option<String>,
         detail: String,
     ) -> Result<(), RunError> {
+        let at = (
+            pending.step,
+            pending.tool.as_str(),
+            pending.invocation_id.as_str(),
+        );
+        self.audit_at(at, kind, operation_id, detail)
+    }
+
+    /// Appends an audit record about the invocation `(step, tool, invocation_id)`.
+    fn audit_at(
+        &mut self,
+        (step, tool, invocation_id): (u32, &str, &str),
+        kind: AuditKind,
+        operation_id: Option<String>,
+        detail: String,
+    ) -> Result<(), RunError> {
         let record = AuditRecord {
             run_id: self.state.run_id.clone(),
             sequence: self.next_audit,
-            step: pending.step,
+            step,
             timestamp: format_timestamp(self.runtime.clock.now()),
-            tool: pending.tool.clone(),
-            invocation_id: pending.invocation_id.clone(),
+            tool: tool.to_owned(),
+            invocation_id: invocation_id.to_owned(),
             kind,
             operation_id,
             detail,

@@ -36,6 +36,18 @@ pub struct ToolInput {
 /// A tool's handler.
 pub type ToolHandler = Arc<dyn Fn(ToolInput) -> Result<Value, ToolError> + Send + Sync>;
 
+/// A tool's async handler (feature `tokio`), run by
+/// [`AsyncAgentRuntime`](crate::AsyncAgentRuntime).
+#[cfg(feature = "tokio")]
+pub type AsyncToolHandler = Arc<
+    dyn Fn(
+            ToolInput,
+        )
+            -> std::pin::Pin<Box<dyn std::future::Future<Output = Result<Value, ToolError>> + Send>>
+        + Send
+        + Sync,
+>;
+
 /// One tool the planner may call.
 ///
 /// ```
@@ -62,6 +74,8 @@ pub struct ToolDefinition {
     contract: Option<EffectContract>,
     dependency: Option<String>,
     deadline: Option<Duration>,
+    #[cfg(feature = "tokio")]
+    async_handler: Option<AsyncToolHandler>,
 }
 
 impl fmt::Debug for ToolDefinition {
@@ -99,7 +113,50 @@ impl ToolDefinition {
             contract: None,
             dependency: None,
             deadline: None,
+            #[cfg(feature = "tokio")]
+            async_handler: None,
         }
+    }
+
+    /// A plain tool with an async handler, version `"1"` (feature `tokio`).
+    /// Only [`AsyncAgentRuntime`](crate::AsyncAgentRuntime) runs it; the
+    /// synchronous runtime refuses a registry holding it.
+    ///
+    /// ```
+    /// use agent_runtime::{EffectKind, ToolDefinition};
+    /// use serde_json::json;
+    ///
+    /// let lookup = ToolDefinition::new_async(
+    ///     "lookup_invoice",
+    ///     "Reads an invoice",
+    ///     json!({"type": "object", "properties": {"invoice_id": {"type": "string"}}}),
+    ///     EffectKind::Read,
+    ///     |input| async move { Ok(json!({"invoice_id": input.arguments["invoice_id"]})) },
+    /// );
+    /// assert!(lookup.async_handler().is_some());
+    /// ```
+    #[cfg(feature = "tokio")]
+    pub fn new_async<H, F>(
+        name: impl Into<String>,
+        description: impl Into<String>,
+        input_schema: Value,
+        effect_kind: EffectKind,
+        handler: H,
+    ) -> Self
+    where
+        H: Fn(ToolInput) -> F + Send + Sync + 'static,
+        F: std::future::Future<Output = Result<Value, ToolError>> + Send + 'static,
+    {
+        let name = name.into();
+        let blocking_name = name.clone();
+        let mut tool =
+            ToolDefinition::new(name, description, input_schema, effect_kind, move |_| {
+                Err(ToolError::failed(format!(
+                    "tool {blocking_name:?} has an async handler: run it with AsyncAgentRuntime"
+                )))
+            });
+        tool.async_handler = Some(Arc::new(move |input| Box::pin(handler(input))));
+        tool
     }
 
     /// Sets the version.
@@ -178,6 +235,24 @@ impl ToolDefinition {
     /// The handler deadline of an effect-backed tool.
     pub fn handler_deadline(&self) -> Option<Duration> {
         self.deadline
+    }
+
+    /// The async handler, for tools made by [`ToolDefinition::new_async`].
+    #[cfg(feature = "tokio")]
+    pub fn async_handler(&self) -> Option<&AsyncToolHandler> {
+        self.async_handler.as_ref()
+    }
+
+    /// True for a tool only the async runtime can run.
+    pub(crate) fn is_async(&self) -> bool {
+        #[cfg(feature = "tokio")]
+        {
+            self.async_handler.is_some()
+        }
+        #[cfg(not(feature = "tokio"))]
+        {
+            false
+        }
     }
 }
 

@@ -194,8 +194,18 @@ pub enum AuditKind {
     ConfirmationRequired,
     /// A confirmed mutation was allowed to run.
     MutationAuthorized,
-    /// A mutation finished (succeeded, failed or rejected).
+    /// A mutation finished (succeeded, failed or rejected). Written by
+    /// earlier versions; every tool now gets [`AuditKind::ToolSucceeded`] or
+    /// [`AuditKind::ToolFailed`] instead.
     MutationFinished,
+    /// A tool was invoked (read or mutation), after policy and validation.
+    ToolRequested,
+    /// A tool invocation succeeded, or reused an earlier result through its
+    /// action idempotency key.
+    ToolSucceeded,
+    /// A tool invocation failed (or its arguments were refused); nothing
+    /// uncertain is left behind.
+    ToolFailed,
     /// An effect's outcome is uncertain; the run waits for reconciliation.
     EffectUncertain,
 }

@@ -60,7 +60,8 @@
 //! - `postgres`: the PostgreSQL ledger, as `postgres`.
 //! - `runtime`: the agent runtime, as `runtime`.
 //! - `testkit`: the test kit, as `testkit`.
-//! - `tokio`: `EffectExecutor::execute_async` and `execute_typed_async`.
+//! - `tokio`: `EffectExecutor::execute_async` and `execute_typed_async`; with
+//!   `runtime`, also the async agent runtime, `runtime::AsyncAgentRuntime`.
 //! - `rig`: the rig adapter, as `rig` (brings `tokio`).
 //! - `mcp`: the MCP adapter, as `mcp` (brings `tokio`).
 

@@ -224,10 +224,13 @@ fn lost_acknowledgement_waits_then_resume_completes_with_one_payment() {
     assert_eq!(
         audit,
         [
+            AuditKind::ToolRequested,
+            AuditKind::ToolSucceeded,
             AuditKind::ConfirmationRequired,
             AuditKind::MutationAuthorized,
+            AuditKind::ToolRequested,
             AuditKind::EffectUncertain,
-            AuditKind::MutationFinished
+            AuditKind::ToolSucceeded
         ]
     );
 }

@@ -2,8 +2,11 @@
 //! and restarts, counting what the fake tools actually did.
 #![allow(clippy::unwrap_used)] // Tests unwrap: a panic is a failing test with its message.
 
+#[cfg(feature = "tokio")]
+mod asynchronous;
 #[cfg(feature = "effects")]
 mod effects;
+mod parity;
 mod registry;
 mod resilience;
 mod restart;

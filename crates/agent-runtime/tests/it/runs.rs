@@ -103,7 +103,11 @@ fn confirmation_given_up_front_runs_the_mutation_without_waiting() {
     let audit_kinds: Vec<AuditKind> = audit.iter().map(|r| r.kind).collect();
     assert_eq!(
         audit_kinds,
-        [AuditKind::MutationAuthorized, AuditKind::MutationFinished]
+        [
+            AuditKind::MutationAuthorized,
+            AuditKind::ToolRequested,
+            AuditKind::ToolSucceeded
+        ]
     );
 }
 
@@ -256,23 +260,37 @@ fn audit_records_are_kept_apart_from_trace_events() {
     assert_eq!(
         audit_kinds,
         [
+            AuditKind::ToolRequested,
+            AuditKind::ToolSucceeded,
             AuditKind::ConfirmationRequired,
             AuditKind::MutationAuthorized,
-            AuditKind::MutationFinished
+            AuditKind::ToolRequested,
+            AuditKind::ToolSucceeded
         ]
     );
-    // The read is traced but not audited; audit sequences are their own.
-    assert!(audit.iter().all(|r| r.tool == "send_receipt"));
+    // Reads are audited as well as mutations; audit sequences are their own.
+    assert_eq!(
+        audit.iter().map(|r| r.tool.as_str()).collect::<Vec<_>>(),
+        [
+            "lookup_invoice",
+            "lookup_invoice",
+            "send_receipt",
+            "send_receipt",
+            "send_receipt",
+            "send_receipt"
+        ]
+    );
     assert_eq!(
         audit.iter().map(|r| r.sequence).collect::<Vec<_>>(),
-        [1, 2, 3]
+        [1, 2, 3, 4, 5, 6]
     );
     // The trace has no audit entries mixed in, and no audit store is a trace.
     let events = rt.events().events("run-audit").unwrap();
     let json = serde_json::to_string(&events).unwrap();
     for audit_only in [
         "mutation_authorized",
-        "mutation_finished",
+        "tool_requested",
+        "tool_succeeded",
         "permission_denied",
     ] {
         assert!(!json.contains(audit_only), "{audit_only} in the trace");
