@@ -178,7 +178,7 @@ impl PostgresLedger {
                     &[
                         &operation_id,
                         &event.event_type,
-                        &event.data.to_string(),
+                        &effect_core::canonical::canonical_json(&event.data),
                         &event.timestamp,
                     ],
                 )

@@ -1,5 +1,6 @@
 //! Converting between table rows and effect-core's records and events.
 
+use effect_core::canonical::canonical_json;
 use effect_core::{EffectRecord, EffectStatus, Evidence, LedgerError, LedgerEvent};
 use postgres::Row;
 use postgres::types::{FromSql, ToSql};
@@ -131,8 +132,10 @@ impl RecordParams {
             ))
         })?;
         Ok(RecordParams {
-            result_json: record.output.as_ref().map(Value::to_string),
-            evidence_json: Value::Object(record.evidence.clone()).to_string(),
+            // Key-sorted compact text, whatever serde_json features the
+            // build has (another crate may turn on `preserve_order`).
+            result_json: record.output.as_ref().map(canonical_json),
+            evidence_json: canonical_json(&Value::Object(record.evidence.clone())),
             attempts,
             status: record.status.as_str(),
         })

@@ -7,6 +7,7 @@
 
 use std::sync::LazyLock;
 
+use effect_core::canonical::canonical_json;
 use effect_core::transition::PendingEvent;
 use effect_core::{BoxError, EffectRecord, EffectStatus, LedgerError, LedgerEvent};
 use rusqlite::types::{FromSql, ToSql};
@@ -270,23 +271,10 @@ pub(crate) fn write_record(
     how: RecordWrite,
 ) -> Result<(), LedgerError> {
     let doing = || format!("writing operation {:?}", record.operation_id);
-    let output = record
-        .output
-        .as_ref()
-        .map(serde_json::to_string)
-        .transpose()
-        .map_err(|e| {
-            LedgerError::backend(
-                format!("cannot encode the output while {}", doing()),
-                boxed(e),
-            )
-        })?;
-    let evidence = serde_json::to_string(&record.evidence).map_err(|e| {
-        LedgerError::backend(
-            format!("cannot encode the evidence while {}", doing()),
-            boxed(e),
-        )
-    })?;
+    // Key-sorted compact text, whatever serde_json features the build has
+    // (another crate may turn on `preserve_order`).
+    let output = record.output.as_ref().map(canonical_json);
+    let evidence = canonical_json(&Value::Object(record.evidence.clone()));
     let (sql, last_event) = match how {
         RecordWrite::Insert { last_event } => (
             "INSERT INTO effect_operations (operation_id, contract_name, contract_version, \
@@ -381,12 +369,7 @@ pub(crate) fn insert_event(
             event.event_type
         )
     };
-    let data = serde_json::to_string(&event.data).map_err(|e| {
-        LedgerError::backend(
-            format!("cannot encode the event data while {}", doing()),
-            boxed(e),
-        )
-    })?;
+    let data = canonical_json(&event.data);
     let mut stmt = conn
         .prepare_cached(
             "INSERT INTO effect_events (sequence, operation_id, event_type, data_json, timestamp) \
