@@ -10,12 +10,14 @@ use effect_testkit::scenario::ContractVariant;
 #[derive(Debug, Clone, Parser)]
 #[command(name = "agent-effect", version)]
 #[command(group(
-    ArgGroup::new("mode")
-        .required(true)
-        .args(["scenario", "matrix", "list", "worker"]),
+    ArgGroup::new("mode").args(["scenario", "matrix", "list"]),
 ))]
+#[command(
+    after_help = "Without --scenario, --matrix or --list, runs the after-commit-before-ack scenario."
+)]
 pub struct Cli {
-    /// Run one scenario and print its JSON report; exit 0 iff it passed.
+    /// Run one scenario and print its JSON report; exit 0 iff it passed
+    /// (default: after-commit-before-ack).
     #[arg(long, value_name = "NAME")]
     pub scenario: Option<String>,
 
@@ -60,7 +62,13 @@ pub struct Cli {
     pub dir: Option<PathBuf>,
 
     /// Internal: run as the crash-after-commit worker process.
-    #[arg(long, hide = true, value_name = "NAME", requires = "dir")]
+    #[arg(
+        long,
+        hide = true,
+        value_name = "NAME",
+        requires = "dir",
+        conflicts_with_all = ["scenario", "matrix", "list"]
+    )]
     pub worker: Option<String>,
 }
 

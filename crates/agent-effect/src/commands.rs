@@ -72,12 +72,16 @@ pub fn run(cli: &Cli, out: &mut dyn Write) -> Result<Outcome, CliError> {
     if cli.matrix {
         return matrix(cli, out).map_err(CliError::failed);
     }
-    let name = cli.scenario.as_deref().unwrap_or_default();
+    // With no mode, the main job: as the Python CLI does.
+    let name = cli.scenario.as_deref().unwrap_or(DEFAULT_SCENARIO);
     let fault = name
         .parse::<FaultPoint>()
         .map_err(|e| CliError::usage(anyhow!(e)))?;
     scenario(cli, fault, out).map_err(CliError::failed)
 }
+
+/// The scenario `agent-effect` runs without arguments.
+pub const DEFAULT_SCENARIO: &str = "after-commit-before-ack";
 
 fn list(out: &mut dyn Write) -> anyhow::Result<Outcome> {
     for fault in FaultPoint::ALL {

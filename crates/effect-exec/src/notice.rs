@@ -17,14 +17,11 @@ use serde::{Deserialize, Serialize};
 /// ```
 /// use effect_core::{EffectResult, EffectStatus};
 /// use effect_exec::UncertainOutcome;
-/// # let record = effect_core::EffectRecord {
-/// #     operation_id: "invoice:INV-1:capture".into(), contract_name: "capture_payment".into(),
-/// #     contract_version: "1".into(), request_fingerprint: String::new(),
-/// #     provider_idempotency_key: None, status: EffectStatus::Quarantined, output: None,
-/// #     provider_operation_id: None, error: Some("timed out".into()), attempts: 1,
-/// #     evidence: Default::default(), owner_token: None, lease_until: None,
-/// #     created_at: String::new(), updated_at: String::new(),
-/// # };
+/// let mut record = effect_core::EffectRecord::new(
+///     "invoice:INV-1:capture", "capture_payment", "1", "blake3:00", "2026-01-01T00:00:00+00:00",
+/// );
+/// record.status = EffectStatus::Quarantined;
+/// record.attempts = 1;
 /// let result = EffectResult::from_record(&record);
 /// let notice = UncertainOutcome::from_result("capture_payment", &result).expect("not confirmed");
 /// assert!(!notice.retry);

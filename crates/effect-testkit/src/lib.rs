@@ -40,7 +40,10 @@
 
 pub mod conformance;
 pub mod faults;
+mod injecting;
 pub mod matrix;
 pub mod provider;
 pub mod scenario;
 pub mod snapshots;
+
+pub use injecting::{FaultInjectingProvider, UnsupportedFaultPoint};

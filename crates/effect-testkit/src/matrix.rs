@@ -208,7 +208,7 @@ impl MatrixReport {
                 baseline.fault.as_str(),
                 baseline.naive.attempts,
                 baseline.naive.committed_effect_count,
-                if baseline.naive.duplicate_detected {
+                if baseline.naive.duplicate_effect_detected {
                     "yes"
                 } else {
                     "no"

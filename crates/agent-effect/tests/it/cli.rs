@@ -163,3 +163,27 @@ fn usage_errors_are_one_line_with_exit_2() {
         assert!(output.stdout.is_empty());
     }
 }
+
+#[test]
+fn without_arguments_it_runs_the_main_job_as_the_python_cli_does() {
+    let output = agent_effect(&[]);
+    assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
+    let report: Value = serde_json::from_str(&stdout(&output)).unwrap();
+    assert_eq!(report["scenario"], "after-commit-before-ack");
+    assert_eq!(report["committed_effect_count"], 1);
+    assert_eq!(report["duplicate_effect_detected"], false);
+    assert_eq!(report["passed"], true);
+    assert!(
+        report.get("duplicate_detected").is_none(),
+        "the Python name only"
+    );
+}
+
+#[test]
+fn the_hidden_worker_mode_is_not_in_the_usage() {
+    let help = agent_effect(&["--help"]);
+    let text = stdout(&help);
+    assert!(!text.contains("--worker"), "{text}");
+    let usage = stderr(&agent_effect(&["--bogus"]));
+    assert!(!usage.contains("worker"), "{usage}");
+}

@@ -1,5 +1,6 @@
 //! docs/spec.md §7, one test per row (sync).
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use effect_core::{EffectContract, EffectStatus};
@@ -473,4 +474,44 @@ fn panicking_handler_is_an_unknown_outcome_not_a_crash() {
         .unwrap();
     assert_eq!(result.status, EffectStatus::Quarantined);
     assert_eq!(provider.committed(), 0);
+}
+
+#[test]
+fn a_postcondition_failure_with_a_negative_probe_is_not_dispatched_again_in_the_call() {
+    // The handler returns an output the postcondition refuses; the probe then
+    // says nothing committed. As in the Python package, the handler ran once
+    // in this call; the operation stays retryable for a later call.
+    let provider = FakeProvider::new(false).probe_script(&[ProbeAnswer::Lookup]);
+    let ledger = ledger();
+    let exec = executor(&ledger);
+    let probe = Arc::clone(&provider);
+    let contract = EffectContract::builder("capture_payment", |args| {
+        Ok(format!(
+            "invoice:{}:capture",
+            args["invoice_id"].as_str().ok_or("missing")?
+        ))
+    })
+    .provider_idempotency_key(|args| {
+        Ok(args["invoice_id"].as_str().map(|i| format!("capture:{i}")))
+    })
+    .outcome_probe(move |_args, _key| probe.probe(Some("capture:nothing-here")))
+    .postcondition(|_args, output| Ok(output["status"] == "captured"))
+    .build()
+    .unwrap();
+    let calls = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let counted = Arc::clone(&calls);
+    let result = exec
+        .execute(&contract, &invoice("INV-PC"), move |_, _| {
+            counted.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            Ok::<_, HandlerError>(json!({"status": "declined"}))
+        })
+        .unwrap();
+    assert_eq!(
+        calls.load(std::sync::atomic::Ordering::SeqCst),
+        1,
+        "dispatched once in the call"
+    );
+    assert_eq!(result.status, EffectStatus::OutcomeUnknown, "{result:?}");
+    assert!(!result.in_progress);
+    assert_eq!(result.evidence["postcondition"], "failed");
 }

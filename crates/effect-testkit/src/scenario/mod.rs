@@ -525,7 +525,7 @@ impl Scenario {
             committed_effect_count: committed,
             expected_committed_effects: self.expected_committed,
             expected_status: self.expected_status,
-            duplicate_detected: committed > 1,
+            duplicate_effect_detected: committed > 1,
             provider_result: record.output,
             event_types: events.into_iter().map(|e| e.event_type).collect(),
             guarantee,

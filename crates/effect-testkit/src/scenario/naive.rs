@@ -59,7 +59,7 @@ pub(crate) fn run(
         attempts: faulted.perform_calls(),
         succeeded: outcomes.iter().all(|ok| *ok),
         committed_effect_count: committed,
-        duplicate_detected: committed > 1,
+        duplicate_effect_detected: committed > 1,
     })
 }
 

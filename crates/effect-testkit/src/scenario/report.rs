@@ -45,7 +45,7 @@ pub struct ScenarioReport {
     /// The final status the scenario expects, if it states one.
     pub expected_status: Option<EffectStatus>,
     /// More than one effect committed.
-    pub duplicate_detected: bool,
+    pub duplicate_effect_detected: bool,
     /// The stored output (the provider's result) of a confirmed operation.
     pub provider_result: Option<Value>,
     /// The operation's ledger event types, in order.
@@ -106,7 +106,7 @@ pub struct NaiveReport {
     /// Effects the provider committed.
     pub committed_effect_count: usize,
     /// More than one effect committed.
-    pub duplicate_detected: bool,
+    pub duplicate_effect_detected: bool,
 }
 
 /// True when an event history dispatches again after an uncertain outcome

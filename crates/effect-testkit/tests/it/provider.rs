@@ -106,3 +106,76 @@ fn a_corrupt_provider_file_is_an_error_naming_the_line() {
     );
     assert!(std::error::Error::source(&err).is_some());
 }
+
+mod fault_injecting {
+    use std::sync::Arc;
+
+    use effect_core::{EffectContract, EffectStatus, MemoryLedger};
+    use effect_exec::EffectExecutor;
+    use effect_testkit::FaultInjectingProvider;
+    use effect_testkit::scenario::FaultPoint;
+    use serde_json::json;
+
+    /// A user's own contract over the provider: a stable key and a probe.
+    fn contract(provider: &Arc<FaultInjectingProvider>) -> EffectContract {
+        let probe = Arc::clone(provider);
+        EffectContract::builder("my_capture", |args| {
+            Ok(format!(
+                "my:{}",
+                args["invoice_id"].as_str().ok_or("missing invoice_id")?
+            ))
+        })
+        .provider_idempotency_key(|args| {
+            Ok(args["invoice_id"].as_str().map(|i| format!("key:{i}")))
+        })
+        .outcome_probe(move |args, key| probe.probe(&args, key))
+        .build()
+        .unwrap()
+    }
+
+    #[test]
+    fn every_provider_fault_point_ends_with_one_effect_under_a_users_contract() {
+        for fault in [
+            FaultPoint::None,
+            FaultPoint::BeforeCommit,
+            FaultPoint::AfterCommitBeforeAck,
+            FaultPoint::TimeoutLateCommit,
+            FaultPoint::ProbeUnavailable,
+            FaultPoint::EventuallyConsistent,
+            FaultPoint::NoProviderIdempotency,
+        ] {
+            let provider = Arc::new(FaultInjectingProvider::new(fault).unwrap());
+            let executor = EffectExecutor::new(Arc::new(MemoryLedger::new()));
+            let contract = contract(&provider);
+            let args = json!({"invoice_id": "INV-7", "amount_cents": 700});
+            // The agent calls again until the outcome settles, as a resume would.
+            let mut statuses = Vec::new();
+            for _ in 0..4 {
+                let capture = Arc::clone(&provider);
+                let result = executor
+                    .execute(&contract, &args, move |args, key| {
+                        capture.capture(&args, key.as_deref())
+                    })
+                    .unwrap();
+                statuses.push(result.status);
+                if result.is_confirmed() {
+                    break;
+                }
+            }
+            assert_eq!(
+                provider.committed_count().unwrap(),
+                1,
+                "{fault:?}: {statuses:?}"
+            );
+            assert_eq!(statuses.last(), Some(&EffectStatus::Confirmed), "{fault:?}");
+        }
+    }
+
+    #[test]
+    fn harness_fault_points_are_refused_with_a_reason() {
+        for fault in [FaultPoint::ConcurrentCallers, FaultPoint::CrashAfterCommit] {
+            let err = FaultInjectingProvider::new(fault).unwrap_err();
+            assert!(err.to_string().contains("scenario harness"), "{err}");
+        }
+    }
+}

@@ -82,7 +82,7 @@ fn a_lost_ack_is_confirmed_by_the_probe_and_the_naive_retry_duplicates() {
     assert_eq!(report.provider_result, Some(json!({"ticket": 1})));
     let naive = report.naive_baseline.as_ref().unwrap();
     assert_eq!((naive.attempts, naive.committed_effect_count), (2, 2));
-    assert!(naive.duplicate_detected && naive.succeeded);
+    assert!(naive.duplicate_effect_detected && naive.succeeded);
     snapshots::settings().bind(|| {
         insta::assert_json_snapshot!("scenario_ticket_ack_lost", report);
     });

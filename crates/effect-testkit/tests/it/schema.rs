@@ -23,7 +23,7 @@ struct ScenarioReport {
     committed_effect_count: usize,
     expected_committed_effects: Option<usize>,
     expected_status: Option<String>,
-    duplicate_detected: bool,
+    duplicate_effect_detected: bool,
     provider_result: Option<Value>,
     event_types: Vec<String>,
     guarantee: Guarantee,
@@ -49,7 +49,7 @@ struct Naive {
     attempts: usize,
     succeeded: bool,
     committed_effect_count: usize,
-    duplicate_detected: bool,
+    duplicate_effect_detected: bool,
 }
 
 #[derive(Debug, Deserialize)]
