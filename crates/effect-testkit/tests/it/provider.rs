@@ -128,7 +128,7 @@ mod fault_injecting {
         .provider_idempotency_key(|args| {
             Ok(args["invoice_id"].as_str().map(|i| format!("key:{i}")))
         })
-        .outcome_probe(move |args, key| probe.probe(&args, key))
+        .outcome_probe(move |args, key| probe.probe(args, key))
         .build()
         .unwrap()
     }
