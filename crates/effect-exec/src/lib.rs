@@ -54,8 +54,10 @@ mod executor;
 mod heartbeat;
 mod options;
 mod reconcile;
+mod sweep;
 
 pub use error::{ExecError, HandlerError};
 pub use executor::EffectExecutor;
 pub use options::{CallOptions, ExecutorOptions};
 pub use reconcile::Audit;
+pub use sweep::{ArgumentLookup, SweepHandle, SweepReport, Sweeper};

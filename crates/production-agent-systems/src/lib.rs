@@ -76,7 +76,8 @@ pub use effect_core::{
     OutcomeProbeResult, ProbeStatus, UnknownOutcomePolicy,
 };
 pub use effect_exec::{
-    Audit, CallOptions, EffectExecutor, ExecError, ExecutorOptions, HandlerError,
+    Audit, CallOptions, EffectExecutor, ExecError, ExecutorOptions, HandlerError, SweepReport,
+    Sweeper,
 };
 #[cfg(feature = "sqlite")]
 pub use effect_ledger_sqlite::{Durability, SqliteLedger, SqliteOptions, TempLedger};

@@ -6,3 +6,4 @@ mod durability;
 mod fixtures;
 mod race;
 mod support;
+mod sweep;
