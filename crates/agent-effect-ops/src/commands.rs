@@ -144,7 +144,10 @@ fn list(
     limit: usize,
     printer: &mut Printer<'_>,
 ) -> anyhow::Result<()> {
-    let query = ListQuery { status, limit };
+    let query = match status {
+        Some(status) => ListQuery::with_status(status, limit),
+        None => ListQuery::new(limit),
+    };
     let operations: Vec<OperationSummary> = ledger
         .list(&query)?
         .iter()

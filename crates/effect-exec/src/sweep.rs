@@ -29,10 +29,9 @@ use std::sync::mpsc::{self, RecvTimeoutError};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
-use effect_core::clock::unix_seconds;
 use effect_core::{
-    CallbackError, Clock, EffectContract, EffectLedger, EffectRecord, EffectStatus, ListQuery,
-    MAX_LIST_LIMIT, NewOperation, RequestFingerprint, SystemClock,
+    CallbackError, EffectContract, EffectLedger, EffectRecord, EffectStatus, ListQuery,
+    MAX_LIST_LIMIT, NewOperation, RequestFingerprint,
 };
 use serde::Serialize;
 use serde_json::Value;
@@ -69,7 +68,6 @@ pub type ArgumentLookup =
 #[derive(Clone)]
 pub struct Sweeper {
     executor: EffectExecutor,
-    clock: Arc<dyn Clock>,
     contracts: HashMap<(String, String), Registered>,
 }
 
@@ -142,16 +140,12 @@ impl SweepHandle {
 }
 
 impl Sweeper {
-    /// A sweeper with no contracts yet, over the executor's ledger.
+    /// A sweeper with no contracts yet, over the executor's ledger. Which
+    /// leases have expired is judged by the ledger's clock, as for any
+    /// transition.
     pub fn new(executor: EffectExecutor) -> Self {
-        Sweeper::with_clock(executor, Arc::new(SystemClock))
-    }
-
-    /// A sweeper that decides which leases expired by `clock`.
-    pub fn with_clock(executor: EffectExecutor, clock: Arc<dyn Clock>) -> Self {
         Sweeper {
             executor,
-            clock,
             contracts: HashMap::new(),
         }
     }
@@ -190,10 +184,14 @@ impl Sweeper {
         let span = tracing::info_span!("effect.sweep");
         let _entered = span.enter();
         let mut report = SweepReport::default();
-        let now = unix_seconds(self.clock.now());
-        let mut stuck = self.list(EffectStatus::Dispatched)?;
-        stuck.retain(|r| r.lease_until.is_none_or(|until| until <= now));
-        stuck.extend(self.list(EffectStatus::OutcomeUnknown)?);
+        // Everything is listed before anything is touched: a reconciled
+        // operation moves to the front of the list, which would shift the
+        // pages under a cursor.
+        let mut stuck = self.list(ListQuery::stale(MAX_LIST_LIMIT))?;
+        stuck.extend(self.list(ListQuery::with_status(
+            EffectStatus::OutcomeUnknown,
+            MAX_LIST_LIMIT,
+        ))?);
         for record in stuck {
             report.examined += 1;
             self.sweep_one(&record, &mut report);
@@ -244,16 +242,25 @@ impl Sweeper {
         );
     }
 
-    /// Every operation in `status` (the list's page limit is the ledger's
-    /// largest; operations settled by this sweep leave the status).
-    fn list(&self, status: EffectStatus) -> Result<Vec<EffectRecord>, ExecError> {
+    /// Every operation the query selects, page by page.
+    fn list(&self, query: ListQuery) -> Result<Vec<EffectRecord>, ExecError> {
         let ledger: &dyn EffectLedger = self.executor.ledger().as_ref();
-        ledger
-            .list(&ListQuery::with_status(status, MAX_LIST_LIMIT))
-            .map_err(|source| ExecError::Ledger {
-                operation_id: format!("<every {status} operation>"),
+        let mut all: Vec<EffectRecord> = Vec::new();
+        loop {
+            let query = match all.last() {
+                Some(last) => query.clone().after(last.operation_id.clone()),
+                None => query.clone(),
+            };
+            let page = ledger.list(&query).map_err(|source| ExecError::Ledger {
+                operation_id: "(listing stuck operations)".to_owned(),
                 source,
-            })
+            })?;
+            let full = page.len() == query.limit;
+            all.extend(page);
+            if !full {
+                return Ok(all);
+            }
+        }
     }
 
     fn sweep_one(&self, record: &EffectRecord, report: &mut SweepReport) {

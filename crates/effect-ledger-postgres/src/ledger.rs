@@ -245,9 +245,27 @@ impl EffectLedger for PostgresLedger {
     fn list(&self, query: &ListQuery) -> Result<Vec<EffectRecord>, LedgerError> {
         query.validate()?;
         let limit = i64::try_from(query.limit).unwrap_or(i64::MAX);
-        let rows = self.read("listing operations", |c, sql| match query.status {
-            Some(status) => c.query(&sql.list_status, &[&status.as_str(), &limit]),
-            None => c.query(&sql.list, &[&limit]),
+        if let Some(after) = &query.after {
+            let found = self.read("reading the list cursor", |c, sql| {
+                c.query(&sql.get, &[after])
+            })?;
+            if found.is_empty() {
+                return Err(ListQuery::unknown_cursor(after));
+            }
+        }
+        let rows = self.read("listing operations", |c, sql| {
+            if query.after.is_some() || query.stale {
+                let status = query.status_filter().map(EffectStatus::as_str);
+                c.query(
+                    &sql.list_page,
+                    &[&status, &query.stale, &query.after, &limit],
+                )
+            } else {
+                match query.status {
+                    Some(status) => c.query(&sql.list_status, &[&status.as_str(), &limit]),
+                    None => c.query(&sql.list, &[&limit]),
+                }
+            }
         })?;
         rows.iter().map(row::record).collect()
     }
@@ -272,7 +290,18 @@ impl EffectLedger for PostgresLedger {
     }
 
     fn stats(&self) -> Result<LedgerStats, LedgerError> {
-        let rows = self.read("counting operations", |c, sql| c.query(&sql.stats, &[]))?;
+        let (rows, stale) = self.read("counting operations", |c, sql| {
+            // One snapshot, so the counts and the stale count agree.
+            let mut tx = c
+                .build_transaction()
+                .isolation_level(postgres::IsolationLevel::RepeatableRead)
+                .read_only(true)
+                .start()?;
+            let rows = tx.query(&sql.stats, &[])?;
+            let stale: i64 = tx.query_one(&sql.stale, &[])?.try_get(0)?;
+            tx.commit()?;
+            Ok((rows, stale))
+        })?;
         let mut counts: Vec<(EffectStatus, u64)> =
             EffectStatus::ALL.into_iter().map(|s| (s, 0)).collect();
         let mut oldest: Option<String> = None;
@@ -297,6 +326,7 @@ impl EffectLedger for PostgresLedger {
         Ok(LedgerStats {
             counts,
             oldest_unresolved_updated_at: oldest,
+            stale_dispatched: u64::try_from(stale).unwrap_or(0),
         })
     }
 }

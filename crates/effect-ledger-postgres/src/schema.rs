@@ -188,9 +188,11 @@ pub(crate) struct Statements<S> {
     pub(crate) get: S,
     pub(crate) list: S,
     pub(crate) list_status: S,
+    pub(crate) list_page: S,
     pub(crate) events: S,
     pub(crate) events_after: S,
     pub(crate) stats: S,
+    pub(crate) stale: S,
 }
 
 impl Statements<String> {
@@ -230,6 +232,17 @@ impl Statements<String> {
                 "SELECT {COLUMNS} FROM {ops} WHERE status = $1 \
                  ORDER BY updated_at DESC, operation_id DESC LIMIT $2"
             ),
+            // A page after a cursor and/or of stale dispatches: `$1` a status
+            // or NULL, `$2` only leases ended by the database clock, `$3` the
+            // cursor's operation or NULL, `$4` the limit.
+            list_page: format!(
+                "SELECT {COLUMNS} FROM {ops} WHERE ($1::text IS NULL OR status = $1) \
+                 AND (NOT $2::boolean OR lease_until IS NULL \
+                      OR lease_until <= extract(epoch FROM clock_timestamp())) \
+                 AND ($3::text IS NULL OR (updated_at, operation_id) < \
+                      (SELECT updated_at, operation_id FROM {ops} WHERE operation_id = $3)) \
+                 ORDER BY updated_at DESC, operation_id DESC LIMIT $4"
+            ),
             events: format!(
                 "SELECT {EVENT_COLUMNS} FROM {events} WHERE operation_id = $1 ORDER BY sequence"
             ),
@@ -237,6 +250,10 @@ impl Statements<String> {
                 "SELECT {EVENT_COLUMNS} FROM {events} WHERE sequence > $1 ORDER BY sequence LIMIT $2"
             ),
             stats: format!("SELECT status, count(*), min(updated_at) FROM {ops} GROUP BY status"),
+            stale: format!(
+                "SELECT count(*) FROM {ops} WHERE status = 'dispatched' \
+                 AND (lease_until IS NULL OR lease_until <= extract(epoch FROM clock_timestamp()))"
+            ),
         }
     }
 
@@ -256,9 +273,11 @@ impl Statements<String> {
             get: client.prepare(&self.get)?,
             list: client.prepare(&self.list)?,
             list_status: client.prepare(&self.list_status)?,
+            list_page: client.prepare(&self.list_page)?,
             events: client.prepare(&self.events)?,
             events_after: client.prepare(&self.events_after)?,
             stats: client.prepare(&self.stats)?,
+            stale: client.prepare(&self.stale)?,
         })
     }
 }

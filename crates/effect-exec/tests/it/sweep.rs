@@ -58,7 +58,7 @@ impl World {
 
     fn sweeper(&self) -> Sweeper {
         let executor = EffectExecutor::new(Arc::clone(&self.ledger));
-        Sweeper::with_clock(executor, self.clock.clone())
+        Sweeper::new(executor)
     }
 
     fn status(&self, id: &str) -> EffectStatus {
@@ -193,4 +193,19 @@ fn a_spawned_sweeper_runs_until_stopped() {
     assert!(!reports.is_empty());
     assert_eq!(reports.iter().map(|r| r.confirmed).sum::<u64>(), 1);
     assert_eq!(w.provider.committed(), 1);
+}
+
+#[test]
+fn a_sweep_reaches_more_stuck_operations_than_one_list_page() {
+    let w = world();
+    let capture = contract(&w.provider, PROBE_ONLY);
+    let count = effect_core::MAX_LIST_LIMIT + 5;
+    for i in 0..count {
+        w.abandoned(&capture, &invoice(&format!("INV-{i}")), true);
+    }
+    w.clock.advance(LEASE + Duration::from_secs(1));
+    let report = w.sweeper().register(capture).sweep().unwrap();
+    let n = u64::try_from(count).unwrap();
+    check(&report, [n, n, 0, 0, 0, 0]);
+    assert_eq!(w.provider.committed(), count);
 }
