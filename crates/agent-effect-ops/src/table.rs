@@ -8,7 +8,7 @@ use std::fmt::Write as _;
 
 use serde_json::Value;
 
-use crate::view::{EventView, OperationDetail, OperationList, Resolution, Stats};
+use crate::view::{EventView, OperationDetail, OperationSummary, Resolution, Stats};
 
 /// Left-aligned columns separated by two spaces; the last column is not padded.
 pub fn columns(headers: &[&str], rows: &[Vec<String>]) -> String {
@@ -65,13 +65,12 @@ fn indented(value: &Value) -> String {
     pretty.lines().map(|line| format!("  {line}\n")).collect()
 }
 
-/// `list`.
-pub fn list(list: &OperationList) -> String {
-    if list.operations.is_empty() {
+/// `list`; below a full page, the flag that lists the next one.
+pub fn list(operations: &[OperationSummary], limit: usize) -> String {
+    if operations.is_empty() {
         return "no operations\n".to_owned();
     }
-    let rows: Vec<Vec<String>> = list
-        .operations
+    let rows: Vec<Vec<String>> = operations
         .iter()
         .map(|op| {
             vec![
@@ -86,7 +85,7 @@ pub fn list(list: &OperationList) -> String {
             ]
         })
         .collect();
-    columns(
+    let mut out = columns(
         &[
             "OPERATION_ID",
             "CONTRACT",
@@ -98,7 +97,13 @@ pub fn list(list: &OperationList) -> String {
             "ERROR",
         ],
         &rows,
-    )
+    );
+    if operations.len() == limit
+        && let Some(last) = operations.last()
+    {
+        let _ = writeln!(out, "next page: --after {}", cell(Some(&last.operation_id)));
+    }
+    out
 }
 
 /// Events of one operation (`events`, `show`) or of many (`export`).
@@ -135,7 +140,9 @@ pub fn events(events: &[EventView], with_operation: bool) -> String {
 /// `show`.
 pub fn detail(detail: &OperationDetail) -> String {
     let op = &detail.summary;
-    let lease = detail.lease_until.map(|until| until.to_string());
+    let lease = detail
+        .lease_until
+        .map(crate::timestamp::format_unix_seconds);
     let fields: Vec<Vec<String>> = [
         ("operation_id", Some(op.operation_id.as_str())),
         ("contract", Some(op.contract_name.as_str())),
@@ -205,6 +212,7 @@ pub fn stats(stats: &Stats) -> String {
         }
         (None, _) => out.push_str("oldest unresolved: none\n"),
     }
+    let _ = writeln!(out, "stale dispatches: {}", stats.stale);
     out
 }
 

@@ -1,6 +1,13 @@
 //! Reading the ledger's ISO-8601 timestamps back, to compute ages.
 
-use std::time::{SystemTime, UNIX_EPOCH};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+/// `lease_until` (seconds since the Unix epoch) as an ISO-8601 UTC timestamp,
+/// the format of every other time the ledger stores.
+pub fn format_unix_seconds(seconds: f64) -> String {
+    let since = Duration::try_from_secs_f64(seconds).unwrap_or_default();
+    effect_core::clock::format_timestamp(UNIX_EPOCH + since)
+}
 
 /// Seconds from `timestamp` to `now`, rounded down; 0 when `timestamp` lies in
 /// the future (clock skew between writers). `None` when it cannot be read.

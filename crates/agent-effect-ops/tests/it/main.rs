@@ -9,4 +9,5 @@ mod fixtures;
 mod incident;
 mod postgres;
 mod resolve;
+mod stale;
 mod support;
