@@ -55,7 +55,7 @@ pub struct SqliteLedger {
     group: Arc<GroupCommit>,
     /// The file opened, checked before every commit.
     pub(crate) file: Arc<LedgerFile>,
-    confirmed: Arc<ConfirmedCache>,
+    pub(crate) confirmed: Arc<ConfirmedCache>,
     /// How `list` reads this file (a file opened read-only keeps its layout).
     list_sql: &'static ListSql,
 }

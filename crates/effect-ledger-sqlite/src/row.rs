@@ -32,6 +32,9 @@ macro_rules! event_columns {
     };
 }
 
+/// The operation columns, in [`decode_record`]'s order.
+pub(crate) const RECORD_COLUMNS: &str = record_columns!();
+
 /// One operation by id.
 pub(crate) const SELECT_RECORD: &str = concat!(
     "SELECT ",

@@ -1,9 +1,11 @@
 //! Integration tests of the SQLite ledger, one module per topic.
 
+mod backup;
 mod bad_input;
 mod conformance;
 mod durability;
 mod fixtures;
+mod prune;
 mod race;
 mod support;
 mod sweep;
