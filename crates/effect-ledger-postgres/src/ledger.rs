@@ -31,8 +31,8 @@ type Pooled = r2d2::PooledConnection<Manager>;
 /// Cloning is cheap and shares the connection pool.
 #[derive(Clone)]
 pub struct PostgresLedger {
-    pool: Pool,
-    schema: Schema,
+    pub(crate) pool: Pool,
+    pub(crate) schema: Schema,
     retries: u32,
 }
 

@@ -169,11 +169,11 @@ pub(crate) fn migrate(client: &mut Client, schema: &Schema) -> Result<(), Ledger
 const NOW_ISO: &str =
     r#"to_char(clock_timestamp() AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"+00:00"')"#;
 
-const COLUMNS: &str = "operation_id, contract_name, contract_version, request_fingerprint, \
+pub(crate) const COLUMNS: &str = "operation_id, contract_name, contract_version, request_fingerprint, \
      provider_idempotency_key, status, result_json, provider_operation_id, error, attempts, \
      evidence_json, owner_token, lease_until, created_at, updated_at";
 
-const EVENT_COLUMNS: &str = "sequence, operation_id, event_type, data_json, timestamp";
+pub(crate) const EVENT_COLUMNS: &str = "sequence, operation_id, event_type, data_json, timestamp";
 
 /// Every statement the ledger runs: as SQL text with the schema name filled in
 /// (`Statements<String>`), or prepared on one connection (`Statements<Statement>`).
