@@ -133,6 +133,32 @@ pub enum Command {
         #[command(flatten)]
         audit: AuditArgs,
     },
+    /// Delete confirmed and rejected operations last updated before --before,
+    /// and their events, after writing them to a JSON Lines archive. Never
+    /// touches unresolved or active operations. A pruned operation is
+    /// forgotten: executing the same call again dispatches it anew.
+    Prune {
+        /// The cutoff: an ISO-8601 timestamp with offset (2026-01-01T00:00:00+00:00).
+        #[arg(long, value_name = "TIMESTAMP")]
+        before: String,
+        /// Only these statuses (comma-separated): confirmed, rejected.
+        #[arg(long, value_name = "STATUS,...", value_delimiter = ',',
+              default_value = "confirmed,rejected", value_parser = parse_status)]
+        status: Vec<EffectStatus>,
+        /// The archive to write (it must not exist). Default:
+        /// effect-archive-<UTC time>.jsonl in the current directory.
+        #[arg(long, value_name = "PATH")]
+        archive: Option<PathBuf>,
+        /// Say what would be pruned; write and delete nothing.
+        #[arg(long)]
+        dry_run: bool,
+    },
+    /// Copy a SQLite ledger to DEST (a new file) with SQLite's online backup
+    /// API: complete and consistent while agents write.
+    Backup {
+        /// The copy to create; it must not exist.
+        dest: PathBuf,
+    },
     /// Record that the effect happened, with the output the provider shows.
     /// The next execution replays this output instead of dispatching.
     Confirm {

@@ -8,7 +8,7 @@ use anyhow::Context as _;
 use effect_core::evidence::HANDLER_MAY_STILL_BE_RUNNING;
 use effect_core::{
     Clock, EffectLedger, EffectRecord, Evidence, Guard, LedgerError, ListQuery, ManualAction,
-    ManualResolution, Transition,
+    ManualResolution, PruneRequest, Transition,
 };
 use effect_exec::{EffectExecutor, ExecutorOptions};
 use serde::Serialize;
@@ -16,6 +16,7 @@ use serde_json::Value;
 
 use crate::cli::{AuditArgs, Cli, Command, Format, Since};
 use crate::error::InputError;
+use crate::maintenance;
 use crate::open::{Opened, open};
 use crate::table;
 use crate::timestamp::{age_seconds, parse_unix_micros};
@@ -66,6 +67,18 @@ pub fn run(cli: &Cli, clock: Arc<dyn Clock>, out: &mut dyn Write) -> anyhow::Res
         Command::Stats => stats(ledger, clock.as_ref(), &mut printer),
         Command::Export { since } => export(ledger, *since, &mut printer),
         Command::Expire { id, audit } => expire(&opened, id, audit, clock, &mut printer),
+        Command::Prune {
+            before,
+            status,
+            archive,
+            dry_run,
+        } => {
+            let request = PruneRequest::before(maintenance::cutoff(before)?)
+                .statuses(status.clone())
+                .dry_run(*dry_run);
+            maintenance::prune(&opened, &request, archive.as_deref(), clock, &mut printer)
+        }
+        Command::Backup { dest } => maintenance::backup(&opened, dest, &mut printer),
         Command::Confirm { id, .. }
         | Command::Reject { id, .. }
         | Command::AuthorizeRetry { id, .. } => {
@@ -109,7 +122,9 @@ fn manual_resolution(command: &Command) -> Result<Option<ManualResolution>, Inpu
         | Command::Events { .. }
         | Command::Stats
         | Command::Export { .. }
-        | Command::Expire { .. } => return Ok(None),
+        | Command::Expire { .. }
+        | Command::Prune { .. }
+        | Command::Backup { .. } => return Ok(None),
     };
     check_id(id)?;
     check_audit(audit)?;
@@ -122,14 +137,14 @@ fn manual_resolution(command: &Command) -> Result<Option<ManualResolution>, Inpu
 }
 
 /// Writes reports in the chosen format.
-struct Printer<'a> {
+pub(crate) struct Printer<'a> {
     out: &'a mut dyn Write,
     format: Format,
 }
 
 impl Printer<'_> {
     /// One pretty JSON document, or the table `render` makes.
-    fn report<T: Serialize>(
+    pub(crate) fn report<T: Serialize>(
         &mut self,
         value: &T,
         render: impl Fn(&T) -> String,

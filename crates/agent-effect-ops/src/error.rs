@@ -40,6 +40,16 @@ pub enum InputError {
         "--db names a PostgreSQL ledger, but agent-effect-ops was built without the postgres feature; rebuild with --features postgres"
     )]
     PostgresNotBuilt,
+    /// `backup` of a ledger that is not a SQLite file.
+    #[error(
+        "backup copies a SQLite ledger file; back a PostgreSQL ledger up with the server's own tools (pg_dump)"
+    )]
+    BackupNotSqlite,
+    /// `prune --before` is not a timestamp.
+    #[error(
+        "--before must be an ISO-8601 timestamp with offset, such as 2026-01-01T00:00:00+00:00"
+    )]
+    InvalidBefore,
     /// `--output-json` is not JSON.
     #[error("--output-json is not valid JSON")]
     InvalidOutputJson {

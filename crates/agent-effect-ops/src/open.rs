@@ -13,7 +13,10 @@ use crate::error::InputError;
 pub struct Opened {
     ledger: Arc<dyn EffectLedger>,
     /// The SQLite file, reopened read-write for a resolution.
-    sqlite_path: Option<PathBuf>,
+    pub(crate) sqlite_path: Option<PathBuf>,
+    /// The PostgreSQL ledger, for what the trait does not cover (prune).
+    #[cfg(feature = "postgres")]
+    pub(crate) postgres: Option<Arc<effect_ledger_postgres::PostgresLedger>>,
 }
 
 impl Opened {
@@ -47,6 +50,8 @@ pub fn open(db: &Path, migrate: bool, clock: Arc<dyn Clock>) -> anyhow::Result<O
     Ok(Opened {
         sqlite_path: Some(ledger.path().to_owned()),
         ledger: Arc::new(ledger),
+        #[cfg(feature = "postgres")]
+        postgres: None,
     })
 }
 
@@ -57,9 +62,11 @@ fn open_postgres(url: &str) -> anyhow::Result<Opened> {
         .unwrap_or_else(|_| effect_ledger_postgres::DEFAULT_SCHEMA.to_owned());
     let ledger = PostgresLedger::connect(url, PostgresOptions::default().schema(schema))
         .context("cannot open the PostgreSQL ledger")?;
+    let ledger = Arc::new(ledger);
     Ok(Opened {
-        ledger: Arc::new(ledger),
+        ledger: Arc::clone(&ledger) as Arc<dyn EffectLedger>,
         sqlite_path: None,
+        postgres: Some(ledger),
     })
 }
 

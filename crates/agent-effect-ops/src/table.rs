@@ -8,7 +8,9 @@ use std::fmt::Write as _;
 
 use serde_json::Value;
 
-use crate::view::{EventView, OperationDetail, OperationSummary, Resolution, Stats};
+use crate::view::{
+    BackupView, EventView, OperationDetail, OperationSummary, PruneView, Resolution, Stats,
+};
 
 /// Left-aligned columns separated by two spaces; the last column is not padded.
 pub fn columns(headers: &[&str], rows: &[Vec<String>]) -> String {
@@ -234,6 +236,34 @@ pub fn resolution(resolution: &Resolution) -> String {
     }
     out.push('\n');
     out
+}
+
+/// `prune`.
+pub fn prune(prune: &PruneView) -> String {
+    let verb = if prune.dry_run {
+        "would prune"
+    } else {
+        "pruned"
+    };
+    let mut out = format!(
+        "{verb} {} operations and {} events last updated before {}\n",
+        prune.operations,
+        prune.events,
+        cell(Some(&prune.before))
+    );
+    if let Some(archive) = &prune.archive {
+        let _ = writeln!(out, "archive: {}", cell(Some(archive)));
+    }
+    out
+}
+
+/// `backup`.
+pub fn backup(backup: &BackupView) -> String {
+    format!(
+        "backed up {} to {}\n",
+        cell(Some(&backup.source)),
+        cell(Some(&backup.destination))
+    )
 }
 
 #[cfg(test)]

@@ -205,3 +205,31 @@ where
 {
     Option::<Value>::deserialize(deserializer).map(Some)
 }
+
+/// `prune`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PruneView {
+    /// True for `--dry-run`: nothing was written or deleted.
+    pub dry_run: bool,
+    /// The cutoff, in the ledger's timestamp format.
+    pub before: String,
+    /// The statuses pruned.
+    pub statuses: Vec<EffectStatus>,
+    /// Operations archived and deleted (or that would be).
+    pub operations: u64,
+    /// Their events.
+    pub events: u64,
+    /// The archive written, or null (a dry run, or nothing to prune).
+    pub archive: Option<String>,
+}
+
+/// `backup`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct BackupView {
+    /// The ledger copied.
+    pub source: String,
+    /// The copy written.
+    pub destination: String,
+}
