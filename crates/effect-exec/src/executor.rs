@@ -1,11 +1,9 @@
 //! [`EffectExecutor`]: execute an effect at most once under its contract (SPEC §5).
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use effect_core::canonical::{canonical_json, to_json_value};
-use effect_core::clock::unix_seconds;
 use effect_core::evidence::{
     DISPATCH_INTERRUPTION, HANDLER_MAY_STILL_BE_RUNNING, INTERRUPTED_BY_HANDLER_EXCEPTION,
     INTERRUPTED_BY_HANDLER_TIMEOUT, INTERRUPTED_BY_UNSTORABLE_OUTPUT, POSTCONDITION, SOURCE,
@@ -24,6 +22,7 @@ use crate::error::{ExecError, HandlerError};
 use crate::heartbeat::LeaseKeeper;
 use crate::options::{CallOptions, ExecutorOptions};
 use crate::reconcile::{Reconciled, is_unstorable};
+use crate::token::TokenSource;
 
 /// Executes effects through a ledger so that each operation is dispatched only
 /// when that is safe, and its outcome is recorded durably.
@@ -105,16 +104,21 @@ impl EffectExecutor {
         EffectExecutor::with_clock(ledger, options, Arc::new(SystemClock))
     }
 
-    /// An executor whose owner tokens are seeded from `clock` (for reproducible tests).
+    /// An executor with these options and a clock.
+    ///
+    /// Owner tokens no longer derive from the clock: they come from the
+    /// operating system's randomness (see [`Claim`]), so that two processes,
+    /// on one host or many sharing a ledger, never draw the same one. The
+    /// clock is accepted for callers that inject one for time-based behaviour.
     pub fn with_clock(
         ledger: Arc<dyn EffectLedger>,
         options: ExecutorOptions,
-        clock: Arc<dyn Clock>,
+        _clock: Arc<dyn Clock>,
     ) -> Self {
         EffectExecutor {
             ledger,
             options,
-            tokens: Arc::new(TokenSource::new(clock.as_ref())),
+            tokens: Arc::new(TokenSource::new()),
             keeper: LeaseKeeper::default(),
         }
     }
@@ -555,36 +559,4 @@ pub(crate) fn evidence_of<const N: usize>(entries: [(&str, Value); N]) -> Eviden
         .into_iter()
         .map(|(k, v)| (k.to_owned(), v))
         .collect()
-}
-
-/// Owner tokens: unique per process start and per claim.
-#[derive(Debug)]
-struct TokenSource {
-    prefix: String,
-    counter: AtomicU64,
-}
-
-impl TokenSource {
-    fn new(clock: &dyn Clock) -> Self {
-        static INSTANCES: AtomicU64 = AtomicU64::new(0);
-        let seed = format!(
-            "{}:{}:{}",
-            std::process::id(),
-            unix_seconds(clock.now()),
-            INSTANCES.fetch_add(1, Ordering::Relaxed)
-        );
-        let digest = effect_core::RequestFingerprint::of_canonical(&seed);
-        TokenSource {
-            prefix: digest.blake3_hex()[..16].to_owned(),
-            counter: AtomicU64::new(0),
-        }
-    }
-
-    fn next(&self) -> String {
-        format!(
-            "{}-{}",
-            self.prefix,
-            self.counter.fetch_add(1, Ordering::Relaxed) + 1
-        )
-    }
 }

@@ -55,6 +55,7 @@ mod heartbeat;
 mod options;
 mod reconcile;
 mod sweep;
+mod token;
 
 pub use error::{ExecError, HandlerError};
 pub use executor::EffectExecutor;
