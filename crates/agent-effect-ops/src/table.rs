@@ -12,26 +12,22 @@ use crate::view::{
     BackupView, EventView, OperationDetail, OperationSummary, PruneView, Resolution, Stats,
 };
 
-/// Left-aligned columns separated by two spaces; the last column is not padded.
+/// Left-aligned columns separated by two spaces; the last column is not
+/// padded. Widths are display widths (comfy-table), so wide characters such
+/// as CJK text keep the columns aligned.
 pub fn columns(headers: &[&str], rows: &[Vec<String>]) -> String {
-    let mut widths: Vec<usize> = headers.iter().map(|h| h.chars().count()).collect();
-    for row in rows {
-        for (width, cell) in widths.iter_mut().zip(row) {
-            *width = (*width).max(cell.chars().count());
-        }
+    let mut table = comfy_table::Table::new();
+    table
+        .load_preset(comfy_table::presets::NOTHING)
+        .set_content_arrangement(comfy_table::ContentArrangement::Disabled)
+        .set_header(headers.iter().copied())
+        .add_rows(rows.iter().cloned());
+    let last = headers.len().saturating_sub(1);
+    for (i, column) in table.column_iter_mut().enumerate() {
+        column.set_padding((0, if i == last { 0 } else { 2 }));
     }
     let mut out = String::new();
-    let header: Vec<String> = headers.iter().map(|h| (*h).to_owned()).collect();
-    for row in std::iter::once(&header).chain(rows) {
-        let mut line = String::new();
-        for (i, (cell, width)) in row.iter().zip(&widths).enumerate() {
-            if i + 1 == row.len() {
-                line.push_str(cell);
-            } else {
-                let pad = width - cell.chars().count();
-                let _ = write!(line, "{cell}{}  ", " ".repeat(pad));
-            }
-        }
+    for line in table.lines() {
         out.push_str(line.trim_end());
         out.push('\n');
     }
