@@ -44,7 +44,7 @@ impl Opened {
 pub fn open(db: &Path, migrate: bool, clock: Arc<dyn Clock>) -> anyhow::Result<Opened> {
     let text = db.to_string_lossy();
     if text.starts_with("postgres://") || text.starts_with("postgresql://") {
-        return open_postgres(&text);
+        return open_postgres(&text, migrate);
     }
     let ledger = open_sqlite(db, migrate, clock)?;
     Ok(Opened {
@@ -56,12 +56,15 @@ pub fn open(db: &Path, migrate: bool, clock: Arc<dyn Clock>) -> anyhow::Result<O
 }
 
 #[cfg(feature = "postgres")]
-fn open_postgres(url: &str) -> anyhow::Result<Opened> {
+fn open_postgres(url: &str, migrate: bool) -> anyhow::Result<Opened> {
     use effect_ledger_postgres::{PostgresLedger, PostgresOptions};
     let schema = std::env::var("EFFECT_LEDGER_SCHEMA")
         .unwrap_or_else(|_| effect_ledger_postgres::DEFAULT_SCHEMA.to_owned());
-    let ledger = PostgresLedger::connect(url, PostgresOptions::default().schema(schema))
-        .context("cannot open the PostgreSQL ledger")?;
+    // Without --migrate nothing is created or migrated: a misspelled schema
+    // is an error, and a role with only SELECT can read.
+    let options = PostgresOptions::default().schema(schema).migrate(migrate);
+    let ledger =
+        PostgresLedger::connect(url, options).context("cannot open the PostgreSQL ledger")?;
     let ledger = Arc::new(ledger);
     Ok(Opened {
         ledger: Arc::clone(&ledger) as Arc<dyn EffectLedger>,
@@ -71,7 +74,7 @@ fn open_postgres(url: &str) -> anyhow::Result<Opened> {
 }
 
 #[cfg(not(feature = "postgres"))]
-fn open_postgres(_url: &str) -> anyhow::Result<Opened> {
+fn open_postgres(_url: &str, _migrate: bool) -> anyhow::Result<Opened> {
     Err(InputError::PostgresNotBuilt.into())
 }
 

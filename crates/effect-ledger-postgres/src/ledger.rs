@@ -51,7 +51,9 @@ impl PostgresLedger {
     /// Connects to the server at `url` (`postgres://user:password@host:port/database`,
     /// or the `key=value` form), creates the schema if needed and runs the
     /// forward-only migrations. Several processes may open the same schema at
-    /// once: migrations are serialized by an advisory lock.
+    /// once: migrations are serialized by an advisory lock. With
+    /// [`PostgresOptions::migrate`] `false` it only checks that the ledger
+    /// exists at the current version, and writes nothing.
     ///
     /// # Errors
     ///
@@ -60,7 +62,9 @@ impl PostgresLedger {
     /// within the connect timeout or refuses connections for now;
     /// [`LedgerError::Backend`] when it rejects them (authentication, unknown
     /// database), when the schema was written by a newer version of this crate,
-    /// or when a migration fails. The driver's error is the source.
+    /// or when a migration fails. The driver's error is the source. Without
+    /// migrations, [`LedgerError::InvalidInput`] when the schema holds no
+    /// ledger or one that needs migrating.
     pub fn connect(url: &str, options: PostgresOptions) -> Result<PostgresLedger, LedgerError> {
         let schema = Schema::new(&options.schema)?;
         let mut config: postgres::Config = url.parse().map_err(|err| {
@@ -76,7 +80,11 @@ impl PostgresLedger {
         let mut client = config
             .connect(NoTls)
             .map_err(|err| from_pg("connecting", err))?;
-        schema::migrate(&mut client, &schema)?;
+        if options.migrate {
+            schema::migrate(&mut client, &schema)?;
+        } else {
+            schema::check(&mut client, &schema)?;
+        }
         drop(client);
         let manager = Manager::new(config, std::sync::Arc::new(Statements::new(&schema)));
         let pool = r2d2::Pool::builder()

@@ -165,6 +165,54 @@ pub(crate) fn migrate(client: &mut Client, schema: &Schema) -> Result<(), Ledger
     tx.commit().map_err(pg)
 }
 
+/// Checks, without writing, that `schema` holds a ledger at [`SCHEMA_VERSION`].
+pub(crate) fn check(client: &mut Client, schema: &Schema) -> Result<(), LedgerError> {
+    let pg = |err| from_pg("checking the ledger schema", err);
+    let q = &schema.quoted;
+    let tables: Vec<Option<String>> = [
+        "effect_schema_version",
+        "effect_operations",
+        "effect_events",
+    ]
+    .iter()
+    .map(|table| {
+        client
+            .query_one("SELECT to_regclass($1)::text", &[&format!("{q}.{table}")])
+            .and_then(|row| row.try_get(0))
+            .map_err(pg)
+    })
+    .collect::<Result<_, _>>()?;
+    if tables.iter().any(Option::is_none) {
+        return Err(LedgerError::invalid_input(format!(
+            "no ledger in schema {:?}",
+            schema.name
+        )));
+    }
+    let current: Option<i32> = client
+        .query_one(
+            &format!("SELECT max(version) FROM {q}.effect_schema_version"),
+            &[],
+        )
+        .map_err(pg)?
+        .try_get(0)
+        .map_err(|err| corrupt("schema version is not an integer".to_owned(), err))?;
+    match current.unwrap_or(0) {
+        SCHEMA_VERSION => Ok(()),
+        found if found > SCHEMA_VERSION => Err(LedgerError::backend(
+            format!(
+                "schema {:?} is at version {found}, newer than the {SCHEMA_VERSION} \
+                 this library knows; upgrade effect-ledger-postgres",
+                schema.name
+            ),
+            None,
+        )),
+        found => Err(LedgerError::invalid_input(format!(
+            "the ledger in schema {:?} is at version {found} and needs migrating to {SCHEMA_VERSION}",
+            schema.name
+        ))),
+    }
+}
+
 /// The database clock as SPEC §8 timestamp text.
 const NOW_ISO: &str =
     r#"to_char(clock_timestamp() AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"+00:00"')"#;
