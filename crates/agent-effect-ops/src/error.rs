@@ -65,6 +65,36 @@ pub enum InputError {
     },
 }
 
+/// A ledger file the CLI cannot use, in the CLI's words (exit code 1). The
+/// store's error is not kept as a source: its text would repeat SQLite's
+/// and name library options.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum OpenError {
+    /// Not a SQLite database, or someone else's database.
+    #[error("{path:?} is not a ledger: {why}")]
+    NotALedger {
+        /// The file.
+        path: std::path::PathBuf,
+        /// Why not.
+        why: &'static str,
+    },
+    /// Another process held the lock too long.
+    #[error("ledger {path:?} stayed locked by another process for more than 5 seconds; retry")]
+    Busy {
+        /// The file.
+        path: std::path::PathBuf,
+    },
+    /// The file or its directory cannot be written.
+    #[error(
+        "ledger {path:?} cannot be opened for writing: the file or its directory is read-only for this user (writing needs the -wal and -shm files beside it)"
+    )]
+    ReadOnly {
+        /// The file.
+        path: std::path::PathBuf,
+    },
+}
+
 /// A documented exit code (see `--help` and docs/operations.md).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 #[non_exhaustive]

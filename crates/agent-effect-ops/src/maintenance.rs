@@ -90,7 +90,8 @@ pub(crate) fn backup(
         return Err(InputError::BackupNotSqlite.into());
     };
     // The read-only ledger is enough: a backup only reads.
-    let ledger = SqliteLedger::open(source, SqliteOptions::default().read_only(true))?;
+    let ledger = SqliteLedger::open(source, SqliteOptions::default().read_only(true))
+        .map_err(crate::open::in_cli_words)?;
     ledger.backup(dest)?;
     let view = BackupView {
         source: source.display().to_string(),
@@ -110,7 +111,7 @@ fn run_prune(
         let options = SqliteOptions::default()
             .clock(Arc::clone(clock))
             .read_only(request.dry_run);
-        let ledger = SqliteLedger::open(path, options)?;
+        let ledger = SqliteLedger::open(path, options).map_err(crate::open::in_cli_words)?;
         return Ok(ledger.prune(request, archive)?);
     }
     #[cfg(feature = "postgres")]

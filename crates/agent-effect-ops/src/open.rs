@@ -7,7 +7,7 @@ use anyhow::Context as _;
 use effect_core::{Clock, EffectLedger};
 use effect_ledger_sqlite::{SqliteError, SqliteLedger, SqliteOptions};
 
-use crate::error::InputError;
+use crate::error::{InputError, OpenError};
 
 /// An opened ledger: read-only where the store allows it.
 pub struct Opened {
@@ -30,10 +30,10 @@ impl Opened {
     /// process would); a PostgreSQL ledger is already writable.
     pub fn writable(&self, clock: Arc<dyn Clock>) -> anyhow::Result<Arc<dyn EffectLedger>> {
         match &self.sqlite_path {
-            Some(path) => Ok(Arc::new(SqliteLedger::open(
-                path,
-                SqliteOptions::default().clock(clock),
-            )?)),
+            Some(path) => Ok(Arc::new(
+                SqliteLedger::open(path, SqliteOptions::default().clock(clock))
+                    .map_err(in_cli_words)?,
+            )),
             None => Ok(Arc::clone(&self.ledger)),
         }
     }
@@ -111,12 +111,34 @@ pub fn open_sqlite(
     }
     let options = SqliteOptions::default().clock(clock);
     if migrate {
-        return Ok(SqliteLedger::open(path, options)?);
+        return SqliteLedger::open(path, options).map_err(in_cli_words);
     }
-    SqliteLedger::open(path, options.read_only(true)).map_err(|err| match err {
+    SqliteLedger::open(path, options.read_only(true)).map_err(in_cli_words)
+}
+
+/// The store's open errors a user can act on, in the CLI's language.
+pub(crate) fn in_cli_words(err: SqliteError) -> anyhow::Error {
+    match err {
         SqliteError::NeedsMigration { path, found, .. } => {
-            anyhow::Error::from(InputError::NeedsMigration { path, found })
+            InputError::NeedsMigration { path, found }.into()
         }
-        other => anyhow::Error::from(other),
-    })
+        SqliteError::NotADatabase { path, .. } => OpenError::NotALedger {
+            path,
+            why: "not a SQLite database",
+        }
+        .into(),
+        SqliteError::NotALedger { path } => OpenError::NotALedger {
+            path,
+            why: "a SQLite database without the ledger's tables",
+        }
+        .into(),
+        SqliteError::IncompatibleSchema { path, .. } => OpenError::NotALedger {
+            path,
+            why: "its effect_operations table belongs to something else",
+        }
+        .into(),
+        SqliteError::Busy { path, .. } => OpenError::Busy { path }.into(),
+        SqliteError::ReadOnly { path, .. } => OpenError::ReadOnly { path }.into(),
+        other => other.into(),
+    }
 }

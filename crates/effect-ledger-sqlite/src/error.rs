@@ -98,6 +98,15 @@ pub enum SqliteError {
         /// The missing column.
         column: &'static str,
     },
+    /// The database has tables, but none of the ledger's: it is someone
+    /// else's database, and opening it never adds ledger tables to it.
+    #[error(
+        "sqlite database {path:?} is not an effect ledger: it has other tables but no effect_operations"
+    )]
+    NotALedger {
+        /// The database file.
+        path: PathBuf,
+    },
     /// A read-only ledger still needs a migration that only a writer can run.
     #[error(
         "sqlite ledger {path:?} has schema version {found} and needs migrating to {supported}; open it once without read_only"
@@ -160,9 +169,9 @@ impl SqliteError {
             SqliteError::InvalidPath { .. } | SqliteError::InvalidOption { .. } => {
                 LedgerErrorKind::InvalidInput
             }
-            SqliteError::NotADatabase { .. } | SqliteError::IncompatibleSchema { .. } => {
-                LedgerErrorKind::Corrupt
-            }
+            SqliteError::NotADatabase { .. }
+            | SqliteError::IncompatibleSchema { .. }
+            | SqliteError::NotALedger { .. } => LedgerErrorKind::Corrupt,
             SqliteError::Busy { .. } | SqliteError::Pool { .. } => LedgerErrorKind::Unavailable,
             SqliteError::NewerSchema { .. } | SqliteError::NeedsMigration { .. } => {
                 LedgerErrorKind::Unsupported

@@ -49,3 +49,44 @@ fn an_empty_file_is_not_turned_into_a_ledger() {
     assert_eq!(std::fs::read(&db).unwrap(), b"");
     assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 1);
 }
+
+#[test]
+fn a_foreign_database_is_not_a_ledger_and_migrate_never_adds_ledger_tables() {
+    let dir = tempfile::tempdir().unwrap();
+    let garbage = dir.path().join("garbage.db");
+    std::fs::write(&garbage, vec![0x5a_u8; 4096]).unwrap();
+    let (code, stderr) = failure(&bin_on(&garbage, &["list"]));
+    assert_eq!(code, 1);
+    assert_eq!(
+        stderr,
+        format!("error: {garbage:?} is not a ledger: not a SQLite database")
+    );
+
+    let foreign = dir.path().join("foreign.db");
+    let conn = rusqlite::Connection::open(&foreign).unwrap();
+    conn.execute_batch("CREATE TABLE customers (id INTEGER)")
+        .unwrap();
+    drop(conn);
+    for args in [
+        &["list"][..],
+        &["--migrate", "list"],
+        &["--migrate", "stats"],
+    ] {
+        let (code, stderr) = failure(&bin_on(&foreign, args));
+        assert_eq!(code, 1, "{args:?}");
+        assert!(stderr.contains("is not a ledger"), "{stderr}");
+        assert!(
+            !stderr.contains("SqliteOptions") && !stderr.contains("Error code"),
+            "{stderr}"
+        );
+    }
+    let conn = rusqlite::Connection::open(&foreign).unwrap();
+    let tables: Vec<String> = conn
+        .prepare("SELECT name FROM sqlite_master WHERE type = 'table'")
+        .unwrap()
+        .query_map([], |row| row.get(0))
+        .unwrap()
+        .collect::<Result<_, _>>()
+        .unwrap();
+    assert_eq!(tables, ["customers"], "no ledger table was added");
+}
