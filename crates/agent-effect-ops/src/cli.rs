@@ -146,7 +146,7 @@ pub enum Command {
               default_value = "confirmed,rejected", value_parser = parse_status)]
         status: Vec<EffectStatus>,
         /// The archive to write (it must not exist). Default:
-        /// effect-archive-<UTC time>.jsonl in the current directory.
+        /// effect-archive-TIME.jsonl (UTC) in the current directory.
         #[arg(long, value_name = "PATH")]
         archive: Option<PathBuf>,
         /// Say what would be pruned; write and delete nothing.
