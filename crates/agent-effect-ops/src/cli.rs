@@ -27,7 +27,8 @@ Inspect an effect ledger and resolve uncertain operations with an audit trail.
 Read commands (list, show, events, stats, export) open the ledger read-only.
 confirm, reject and authorize-retry apply an audited manual resolution through the
 executor's rules: only from outcome_unknown or quarantined, with a non-empty actor,
-reason and evidence reference. The tool does not authenticate --actor; that is the
+reason and evidence reference. expire records a stale dispatch (lease expired) as
+outcome_unknown, with the same audit fields. The tool does not authenticate --actor; that is the
 deployment's job.
 
 --db must name an existing ledger file: the tool never creates one.
@@ -90,6 +91,14 @@ pub enum Command {
         #[arg(long, value_name = "N", default_value_t = 100,
               value_parser = clap::value_parser!(u16).range(1..=1000))]
         limit: u16,
+        /// Only stale dispatches: dispatched operations whose lease has
+        /// expired (their worker is gone); see `expire`.
+        #[arg(long)]
+        stale: bool,
+        /// The next page: the operations listed after this one (the
+        /// operation_id of the last element of the previous page).
+        #[arg(long, value_name = "ID")]
+        after: Option<String>,
     },
     /// One operation: summary, evidence and event history; its stored output
     /// only with --include-output.
@@ -116,6 +125,41 @@ pub enum Command {
         /// (2026-01-01T00:00:00+00:00): export events stamped at or after it.
         #[arg(long, value_name = "SEQ|TIMESTAMP", default_value = "0", value_parser = parse_since)]
         since: Since,
+    },
+    /// Record that a stale dispatch (lease expired, its worker gone) has an
+    /// unknown outcome, so it can be confirmed, rejected or retried. Refused
+    /// while the lease is live.
+    Expire {
+        /// The operation id.
+        id: String,
+        #[command(flatten)]
+        audit: AuditArgs,
+    },
+    /// Delete confirmed and rejected operations last updated before --before,
+    /// and their events, after writing them to a JSON Lines archive. Never
+    /// touches unresolved or active operations. A pruned operation is
+    /// forgotten: executing the same call again dispatches it anew.
+    Prune {
+        /// The cutoff: an ISO-8601 timestamp with offset (2026-01-01T00:00:00+00:00).
+        #[arg(long, value_name = "TIMESTAMP")]
+        before: String,
+        /// Only these statuses (comma-separated): confirmed, rejected.
+        #[arg(long, value_name = "STATUS,...", value_delimiter = ',',
+              default_value = "confirmed,rejected", value_parser = parse_status)]
+        status: Vec<EffectStatus>,
+        /// The archive to write (it must not exist). Default:
+        /// effect-archive-TIME.jsonl (UTC) in the current directory.
+        #[arg(long, value_name = "PATH")]
+        archive: Option<PathBuf>,
+        /// Say what would be pruned; write and delete nothing.
+        #[arg(long)]
+        dry_run: bool,
+    },
+    /// Copy a SQLite ledger to DEST (a new file) with SQLite's online backup
+    /// API: complete and consistent while agents write.
+    Backup {
+        /// The copy to create; it must not exist.
+        dest: PathBuf,
     },
     /// Record that the effect happened, with the output the provider shows.
     /// The next execution replays this output instead of dispatching.

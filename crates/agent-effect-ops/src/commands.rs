@@ -5,9 +5,10 @@ use std::io::Write;
 use std::sync::Arc;
 
 use anyhow::Context as _;
+use effect_core::evidence::HANDLER_MAY_STILL_BE_RUNNING;
 use effect_core::{
-    Clock, EffectLedger, EffectStatus, LedgerError, ListQuery, ManualAction, ManualResolution,
-    Transition,
+    Clock, EffectLedger, EffectRecord, Evidence, Guard, LedgerError, ListQuery, ManualAction,
+    ManualResolution, PruneRequest, Transition,
 };
 use effect_exec::{EffectExecutor, ExecutorOptions};
 use serde::Serialize;
@@ -15,13 +16,11 @@ use serde_json::Value;
 
 use crate::cli::{AuditArgs, Cli, Command, Format, Since};
 use crate::error::InputError;
+use crate::maintenance;
 use crate::open::{Opened, open};
 use crate::table;
 use crate::timestamp::{age_seconds, parse_unix_micros};
-use crate::view::{
-    EventList, EventView, OperationDetail, OperationList, OperationSummary, Resolution, Stats,
-    StatusCounts,
-};
+use crate::view::{EventView, OperationDetail, OperationSummary, Resolution, Stats, StatusCounts};
 
 /// How many events `export` reads per ledger query.
 const EXPORT_PAGE: usize = 1000;
@@ -40,6 +39,10 @@ pub fn run(cli: &Cli, clock: Arc<dyn Clock>, out: &mut dyn Write) -> anyhow::Res
     if let Command::Show { id, .. } | Command::Events { id } = &cli.command {
         check_id(id)?;
     }
+    if let Command::Expire { id, audit } = &cli.command {
+        check_id(id)?;
+        check_audit(audit)?;
+    }
     let opened = open(&cli.db, cli.migrate, Arc::clone(&clock))?;
     let ledger = opened.ledger();
     let mut printer = Printer {
@@ -47,11 +50,35 @@ pub fn run(cli: &Cli, clock: Arc<dyn Clock>, out: &mut dyn Write) -> anyhow::Res
         format: cli.format,
     };
     match &cli.command {
-        Command::List { status, limit } => list(ledger, *status, usize::from(*limit), &mut printer),
+        Command::List {
+            status,
+            limit,
+            stale,
+            after,
+        } => {
+            let mut query = ListQuery::new(usize::from(*limit));
+            query.status = *status;
+            query.stale = *stale;
+            query.after.clone_from(after);
+            list(ledger, &query, &mut printer)
+        }
         Command::Show { id, include_output } => show(ledger, id, *include_output, &mut printer),
         Command::Events { id } => events(ledger, id, &mut printer),
         Command::Stats => stats(ledger, clock.as_ref(), &mut printer),
         Command::Export { since } => export(ledger, *since, &mut printer),
+        Command::Expire { id, audit } => expire(&opened, id, audit, clock, &mut printer),
+        Command::Prune {
+            before,
+            status,
+            archive,
+            dry_run,
+        } => {
+            let request = PruneRequest::before(maintenance::cutoff(before)?)
+                .statuses(status.clone())
+                .dry_run(*dry_run);
+            maintenance::prune(&opened, &request, archive.as_deref(), clock, &mut printer)
+        }
+        Command::Backup { dest } => maintenance::backup(&opened, dest, &mut printer),
         Command::Confirm { id, .. }
         | Command::Reject { id, .. }
         | Command::AuthorizeRetry { id, .. } => {
@@ -94,7 +121,10 @@ fn manual_resolution(command: &Command) -> Result<Option<ManualResolution>, Inpu
         | Command::Show { .. }
         | Command::Events { .. }
         | Command::Stats
-        | Command::Export { .. } => return Ok(None),
+        | Command::Export { .. }
+        | Command::Expire { .. }
+        | Command::Prune { .. }
+        | Command::Backup { .. } => return Ok(None),
     };
     check_id(id)?;
     check_audit(audit)?;
@@ -107,14 +137,14 @@ fn manual_resolution(command: &Command) -> Result<Option<ManualResolution>, Inpu
 }
 
 /// Writes reports in the chosen format.
-struct Printer<'a> {
+pub(crate) struct Printer<'a> {
     out: &'a mut dyn Write,
     format: Format,
 }
 
 impl Printer<'_> {
     /// One pretty JSON document, or the table `render` makes.
-    fn report<T: Serialize>(
+    pub(crate) fn report<T: Serialize>(
         &mut self,
         value: &T,
         render: impl Fn(&T) -> String,
@@ -138,28 +168,21 @@ impl Printer<'_> {
     }
 }
 
+/// `list`: a JSON array of summaries. The cursor of the next page is the
+/// `operation_id` of the last element (`--after`); a table says it below
+/// a full page.
 fn list(
     ledger: &dyn EffectLedger,
-    status: Option<EffectStatus>,
-    limit: usize,
+    query: &ListQuery,
     printer: &mut Printer<'_>,
 ) -> anyhow::Result<()> {
-    let query = match status {
-        Some(status) => ListQuery::with_status(status, limit),
-        None => ListQuery::new(limit),
-    };
     let operations: Vec<OperationSummary> = ledger
-        .list(&query)?
+        .list(query)?
         .iter()
         .map(OperationSummary::from)
         .collect();
-    let list = OperationList {
-        status,
-        limit,
-        count: operations.len(),
-        operations,
-    };
-    printer.report(&list, table::list)
+    let limit = query.limit;
+    printer.report(&operations, |operations| table::list(operations, limit))
 }
 
 fn show(
@@ -188,11 +211,8 @@ fn events(ledger: &dyn EffectLedger, id: &str, printer: &mut Printer<'_>) -> any
     // An operation may have no events (ledgers older than the events table),
     // so existence is decided by the record, not by an empty history.
     ledger.get(id)?.ok_or_else(|| not_found(id))?;
-    let list = EventList {
-        operation_id: id.to_owned(),
-        events: ledger.events(id)?.iter().map(EventView::from).collect(),
-    };
-    printer.report(&list, |list| table::events(&list.events, false))
+    let events: Vec<EventView> = ledger.events(id)?.iter().map(EventView::from).collect();
+    printer.report(&events, |events| table::events(events, false))
 }
 
 fn stats(
@@ -212,6 +232,7 @@ fn stats(
         unresolved: counts.outcome_unknown + counts.quarantined,
         oldest_unresolved_updated_at: raw.oldest_unresolved_updated_at,
         oldest_unresolved_age_seconds: age,
+        stale: raw.stale_dispatched,
     };
     printer.report(&stats, table::stats)
 }
@@ -297,7 +318,13 @@ fn resolve(
         .rev()
         .find(|event| event.event_type == event_type)
         .map(EventView::from);
+    let is_retry = matches!(resolution.action, ManualAction::AuthorizeRetry);
     let report = Resolution {
+        operation_id: record.operation_id.clone(),
+        status: record.status,
+        resolved: (!is_retry).then_some(true),
+        retry_authorized: is_retry.then_some(true),
+        provider_operation_id: record.provider_operation_id.clone(),
         action: action.to_owned(),
         operation: OperationSummary::from(&record),
         event,
@@ -305,6 +332,101 @@ fn resolve(
     printer.report(&report, table::resolution)
 }
 
+/// `expire`: a stale dispatch becomes `outcome_unknown`, with the operator's
+/// audit fields.
+///
+/// Two transitions, each conditional on the record the decision was made
+/// on: the store's own lease expiry (refused while the lease is live by
+/// the store's clock, so a live worker is never overtaken), then the audit
+/// fields, merged into the evidence with an `outcome_unknown` event of
+/// their own. Should the second not be written, the operation is where any
+/// execution finding the expired lease would have left it.
+fn expire(
+    opened: &Opened,
+    id: &str,
+    audit: &AuditArgs,
+    clock: Arc<dyn Clock>,
+    printer: &mut Printer<'_>,
+) -> anyhow::Result<()> {
+    let current = opened.ledger().get(id)?.ok_or_else(|| not_found(id))?;
+    let now = effect_core::clock::unix_seconds(clock.now());
+    if !current.is_stale_at(now) {
+        return Err(not_stale(&current));
+    }
+    let writable = opened.writable(Arc::clone(&clock))?;
+    let expired = writable.apply(
+        id,
+        &Transition::Guarded(
+            Guard::unchanged(&current),
+            Box::new(Transition::ExpireLease),
+        ),
+    )?;
+    if !expired.applied {
+        return Err(not_stale(&expired.record));
+    }
+    let mut evidence = Evidence::new();
+    evidence.insert(HANDLER_MAY_STILL_BE_RUNNING.into(), true.into());
+    evidence.insert(EXPIRED_BY.into(), audit.actor.clone().into());
+    evidence.insert(EXPIRE_REASON.into(), audit.reason.clone().into());
+    evidence.insert(
+        EXPIRE_EVIDENCE_REFERENCE.into(),
+        audit.evidence_reference.clone().into(),
+    );
+    let error = format!(
+        "an operator expired the stale dispatch: {}; the previous handler may still be running",
+        audit.reason
+    );
+    let audited = writable.apply(
+        id,
+        &Transition::Guarded(
+            Guard::unchanged(&expired.record),
+            Box::new(Transition::MarkOutcomeUnknown {
+                owner_token: None,
+                error,
+                evidence,
+            }),
+        ),
+    )?;
+    let record = audited.record;
+    let event = audited
+        .applied
+        .then(|| writable.events(id))
+        .transpose()?
+        .and_then(|events| events.last().map(EventView::from));
+    let report = Resolution {
+        operation_id: record.operation_id.clone(),
+        status: record.status,
+        resolved: None,
+        retry_authorized: None,
+        provider_operation_id: record.provider_operation_id.clone(),
+        action: "expire".to_owned(),
+        operation: OperationSummary::from(&record),
+        event,
+    };
+    printer.report(&report, table::resolution)
+}
+
+/// Evidence keys of an operator's `expire`.
+const EXPIRED_BY: &str = "expired_by";
+const EXPIRE_REASON: &str = "expire_reason";
+const EXPIRE_EVIDENCE_REFERENCE: &str = "expire_evidence_reference";
+
+/// Why `expire` refuses: the operation is not a stale dispatch (exit 4).
+fn not_stale(record: &EffectRecord) -> anyhow::Error {
+    let refused = anyhow::Error::from(LedgerError::InvalidTransition {
+        operation_id: record.operation_id.clone(),
+        transition: "expire the dispatch of",
+        status: record.status,
+    });
+    match (record.status, record.lease_until) {
+        (effect_core::EffectStatus::Dispatched, Some(until)) => refused.context(format!(
+            "the dispatch lease of {:?} is live until {}: its worker may still be running",
+            record.operation_id,
+            crate::timestamp::format_unix_seconds(until)
+        )),
+        _ => refused,
+    }
+}
 fn check_id(id: &str) -> Result<(), InputError> {
     if id.trim().is_empty() {
         return Err(InputError::Blank {

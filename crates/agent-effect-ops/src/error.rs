@@ -40,6 +40,16 @@ pub enum InputError {
         "--db names a PostgreSQL ledger, but agent-effect-ops was built without the postgres feature; rebuild with --features postgres"
     )]
     PostgresNotBuilt,
+    /// `backup` of a ledger that is not a SQLite file.
+    #[error(
+        "backup copies a SQLite ledger file; back a PostgreSQL ledger up with the server's own tools (pg_dump)"
+    )]
+    BackupNotSqlite,
+    /// `prune --before` is not a timestamp.
+    #[error(
+        "--before must be an ISO-8601 timestamp with offset, such as 2026-01-01T00:00:00+00:00"
+    )]
+    InvalidBefore,
     /// `--output-json` is not JSON.
     #[error("--output-json is not valid JSON")]
     InvalidOutputJson {
@@ -59,6 +69,36 @@ pub enum InputError {
     Blank {
         /// The flag, e.g. `--actor`.
         flag: &'static str,
+    },
+}
+
+/// A ledger file the CLI cannot use, in the CLI's words (exit code 1). The
+/// store's error is not kept as a source: its text would repeat SQLite's
+/// and name library options.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum OpenError {
+    /// Not a SQLite database, or someone else's database.
+    #[error("{path:?} is not a ledger: {why}")]
+    NotALedger {
+        /// The file.
+        path: std::path::PathBuf,
+        /// Why not.
+        why: &'static str,
+    },
+    /// Another process held the lock too long.
+    #[error("ledger {path:?} stayed locked by another process for more than 5 seconds; retry")]
+    Busy {
+        /// The file.
+        path: std::path::PathBuf,
+    },
+    /// The file or its directory cannot be written.
+    #[error(
+        "ledger {path:?} cannot be opened for writing: the file or its directory is read-only for this user (writing needs the -wal and -shm files beside it)"
+    )]
+    ReadOnly {
+        /// The file.
+        path: std::path::PathBuf,
     },
 }
 

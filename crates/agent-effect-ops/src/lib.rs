@@ -30,6 +30,7 @@
 mod cli;
 mod commands;
 mod error;
+mod maintenance;
 mod open;
 mod table;
 mod timestamp;

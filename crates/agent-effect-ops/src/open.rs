@@ -7,15 +7,18 @@ use anyhow::Context as _;
 use effect_core::{Clock, EffectLedger};
 use effect_ledger_sqlite::{SqliteError, SqliteLedger, SqliteOptions};
 
-use crate::error::InputError;
+use crate::error::{InputError, OpenError};
 
 /// An opened ledger: read-only where the store allows it.
 pub struct Opened {
     ledger: Arc<dyn EffectLedger>,
     /// The SQLite file, reopened read-write for a resolution.
-    sqlite_path: Option<PathBuf>,
+    pub(crate) sqlite_path: Option<PathBuf>,
     /// Whether `--migrate` was given: the only way a file is migrated.
     migrate: bool,
+    /// The PostgreSQL ledger, for what the trait does not cover (prune).
+    #[cfg(feature = "postgres")]
+    pub(crate) postgres: Option<Arc<effect_ledger_postgres::PostgresLedger>>,
 }
 
 impl Opened {
@@ -33,7 +36,7 @@ impl Opened {
             Some(path) => {
                 let options = SqliteOptions::default().clock(clock).migrate(self.migrate);
                 Ok(Arc::new(
-                    SqliteLedger::open(path, options).map_err(needs_migration_hint)?,
+                    SqliteLedger::open(path, options).map_err(in_cli_words)?,
                 ))
             }
             None => Ok(Arc::clone(&self.ledger)),
@@ -46,32 +49,39 @@ impl Opened {
 pub fn open(db: &Path, migrate: bool, clock: Arc<dyn Clock>) -> anyhow::Result<Opened> {
     let text = db.to_string_lossy();
     if text.starts_with("postgres://") || text.starts_with("postgresql://") {
-        return open_postgres(&text);
+        return open_postgres(&text, migrate);
     }
     let ledger = open_sqlite(db, migrate, clock)?;
     Ok(Opened {
         sqlite_path: Some(ledger.path().to_owned()),
         ledger: Arc::new(ledger),
         migrate,
+        #[cfg(feature = "postgres")]
+        postgres: None,
     })
 }
 
 #[cfg(feature = "postgres")]
-fn open_postgres(url: &str) -> anyhow::Result<Opened> {
+fn open_postgres(url: &str, migrate: bool) -> anyhow::Result<Opened> {
     use effect_ledger_postgres::{PostgresLedger, PostgresOptions};
     let schema = std::env::var("EFFECT_LEDGER_SCHEMA")
         .unwrap_or_else(|_| effect_ledger_postgres::DEFAULT_SCHEMA.to_owned());
-    let ledger = PostgresLedger::connect(url, PostgresOptions::default().schema(schema))
-        .context("cannot open the PostgreSQL ledger")?;
+    // Without --migrate nothing is created or migrated: a misspelled schema
+    // is an error, and a role with only SELECT can read.
+    let options = PostgresOptions::default().schema(schema).migrate(migrate);
+    let ledger =
+        PostgresLedger::connect(url, options).context("cannot open the PostgreSQL ledger")?;
+    let ledger = Arc::new(ledger);
     Ok(Opened {
-        ledger: Arc::new(ledger),
+        ledger: Arc::clone(&ledger) as Arc<dyn EffectLedger>,
         sqlite_path: None,
         migrate: false,
+        postgres: Some(ledger),
     })
 }
 
 #[cfg(not(feature = "postgres"))]
-fn open_postgres(_url: &str) -> anyhow::Result<Opened> {
+fn open_postgres(_url: &str, _migrate: bool) -> anyhow::Result<Opened> {
     Err(InputError::PostgresNotBuilt.into())
 }
 
@@ -108,17 +118,34 @@ pub fn open_sqlite(
     }
     let options = SqliteOptions::default().clock(clock);
     if migrate {
-        return Ok(SqliteLedger::open(path, options)?);
+        return SqliteLedger::open(path, options).map_err(in_cli_words);
     }
-    SqliteLedger::open(path, options.read_only(true)).map_err(needs_migration_hint)
+    SqliteLedger::open(path, options.read_only(true)).map_err(in_cli_words)
 }
 
-/// The store's "needs migrating" as the command line's: re-run with `--migrate`.
-fn needs_migration_hint(err: SqliteError) -> anyhow::Error {
+/// The store's open errors a user can act on, in the CLI's language.
+pub(crate) fn in_cli_words(err: SqliteError) -> anyhow::Error {
     match err {
         SqliteError::NeedsMigration { path, found, .. } => {
-            anyhow::Error::from(InputError::NeedsMigration { path, found })
+            InputError::NeedsMigration { path, found }.into()
         }
-        other => anyhow::Error::from(other),
+        SqliteError::NotADatabase { path, .. } => OpenError::NotALedger {
+            path,
+            why: "not a SQLite database",
+        }
+        .into(),
+        SqliteError::NotALedger { path } => OpenError::NotALedger {
+            path,
+            why: "a SQLite database without the ledger's tables",
+        }
+        .into(),
+        SqliteError::IncompatibleSchema { path, .. } => OpenError::NotALedger {
+            path,
+            why: "its effect_operations table belongs to something else",
+        }
+        .into(),
+        SqliteError::Busy { path, .. } => OpenError::Busy { path }.into(),
+        SqliteError::ReadOnly { path, .. } => OpenError::ReadOnly { path }.into(),
+        other => other.into(),
     }
 }

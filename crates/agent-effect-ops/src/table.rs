@@ -8,28 +8,26 @@ use std::fmt::Write as _;
 
 use serde_json::Value;
 
-use crate::view::{EventView, OperationDetail, OperationList, Resolution, Stats};
+use crate::view::{
+    BackupView, EventView, OperationDetail, OperationSummary, PruneView, Resolution, Stats,
+};
 
-/// Left-aligned columns separated by two spaces; the last column is not padded.
+/// Left-aligned columns separated by two spaces; the last column is not
+/// padded. Widths are display widths (comfy-table), so wide characters such
+/// as CJK text keep the columns aligned.
 pub fn columns(headers: &[&str], rows: &[Vec<String>]) -> String {
-    let mut widths: Vec<usize> = headers.iter().map(|h| h.chars().count()).collect();
-    for row in rows {
-        for (width, cell) in widths.iter_mut().zip(row) {
-            *width = (*width).max(cell.chars().count());
-        }
+    let mut table = comfy_table::Table::new();
+    table
+        .load_preset(comfy_table::presets::NOTHING)
+        .set_content_arrangement(comfy_table::ContentArrangement::Disabled)
+        .set_header(headers.iter().copied())
+        .add_rows(rows.iter().cloned());
+    let last = headers.len().saturating_sub(1);
+    for (i, column) in table.column_iter_mut().enumerate() {
+        column.set_padding((0, if i == last { 0 } else { 2 }));
     }
     let mut out = String::new();
-    let header: Vec<String> = headers.iter().map(|h| (*h).to_owned()).collect();
-    for row in std::iter::once(&header).chain(rows) {
-        let mut line = String::new();
-        for (i, (cell, width)) in row.iter().zip(&widths).enumerate() {
-            if i + 1 == row.len() {
-                line.push_str(cell);
-            } else {
-                let pad = width - cell.chars().count();
-                let _ = write!(line, "{cell}{}  ", " ".repeat(pad));
-            }
-        }
+    for line in table.lines() {
         out.push_str(line.trim_end());
         out.push('\n');
     }
@@ -65,13 +63,12 @@ fn indented(value: &Value) -> String {
     pretty.lines().map(|line| format!("  {line}\n")).collect()
 }
 
-/// `list`.
-pub fn list(list: &OperationList) -> String {
-    if list.operations.is_empty() {
+/// `list`; below a full page, the flag that lists the next one.
+pub fn list(operations: &[OperationSummary], limit: usize) -> String {
+    if operations.is_empty() {
         return "no operations\n".to_owned();
     }
-    let rows: Vec<Vec<String>> = list
-        .operations
+    let rows: Vec<Vec<String>> = operations
         .iter()
         .map(|op| {
             vec![
@@ -86,7 +83,7 @@ pub fn list(list: &OperationList) -> String {
             ]
         })
         .collect();
-    columns(
+    let mut out = columns(
         &[
             "OPERATION_ID",
             "CONTRACT",
@@ -98,7 +95,13 @@ pub fn list(list: &OperationList) -> String {
             "ERROR",
         ],
         &rows,
-    )
+    );
+    if operations.len() == limit
+        && let Some(last) = operations.last()
+    {
+        let _ = writeln!(out, "next page: --after {}", cell(Some(&last.operation_id)));
+    }
+    out
 }
 
 /// Events of one operation (`events`, `show`) or of many (`export`).
@@ -135,7 +138,9 @@ pub fn events(events: &[EventView], with_operation: bool) -> String {
 /// `show`.
 pub fn detail(detail: &OperationDetail) -> String {
     let op = &detail.summary;
-    let lease = detail.lease_until.map(|until| until.to_string());
+    let lease = detail
+        .lease_until
+        .map(crate::timestamp::format_unix_seconds);
     let fields: Vec<Vec<String>> = [
         ("operation_id", Some(op.operation_id.as_str())),
         ("contract", Some(op.contract_name.as_str())),
@@ -205,6 +210,7 @@ pub fn stats(stats: &Stats) -> String {
         }
         (None, _) => out.push_str("oldest unresolved: none\n"),
     }
+    let _ = writeln!(out, "stale dispatches: {}", stats.stale);
     out
 }
 
@@ -226,6 +232,34 @@ pub fn resolution(resolution: &Resolution) -> String {
     }
     out.push('\n');
     out
+}
+
+/// `prune`.
+pub fn prune(prune: &PruneView) -> String {
+    let verb = if prune.dry_run {
+        "would prune"
+    } else {
+        "pruned"
+    };
+    let mut out = format!(
+        "{verb} {} operations and {} events last updated before {}\n",
+        prune.operations,
+        prune.events,
+        cell(Some(&prune.before))
+    );
+    if let Some(archive) = &prune.archive {
+        let _ = writeln!(out, "archive: {}", cell(Some(archive)));
+    }
+    out
+}
+
+/// `backup`.
+pub fn backup(backup: &BackupView) -> String {
+    format!(
+        "backed up {} to {}\n",
+        cell(Some(&backup.source)),
+        cell(Some(&backup.destination))
+    )
 }
 
 #[cfg(test)]

@@ -45,20 +45,6 @@ impl From<&EffectRecord> for OperationSummary {
     }
 }
 
-/// `list`.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct OperationList {
-    /// The `--status` filter, or null.
-    pub status: Option<EffectStatus>,
-    /// The `--limit`.
-    pub limit: usize,
-    /// How many operations follow.
-    pub count: usize,
-    /// Most recently updated first.
-    pub operations: Vec<OperationSummary>,
-}
-
 /// One ledger event (`events`, `show`, and each line of `export`).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -85,16 +71,6 @@ impl From<&LedgerEvent> for EventView {
             data: event.data.clone(),
         }
     }
-}
-
-/// `events ID`.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct EventList {
-    /// The operation id.
-    pub operation_id: String,
-    /// In sequence order.
-    pub events: Vec<EventView>,
 }
 
 /// `show ID`.
@@ -189,18 +165,35 @@ pub struct Stats {
     pub oldest_unresolved_updated_at: Option<String>,
     /// Its age in whole seconds when the command ran, or null.
     pub oldest_unresolved_age_seconds: Option<u64>,
+    /// Stale dispatches: `dispatched` operations whose lease has expired
+    /// (their worker is gone); alert when it stays above zero.
+    pub stale: u64,
 }
 
-/// `confirm`, `reject` and `authorize-retry`.
+/// `confirm`, `reject`, `authorize-retry` and `expire`: the fields the Python
+/// CLI prints first, then the whole summary and the audited event.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Resolution {
-    /// `confirm`, `reject` or `authorize_retry`.
+    /// The operation id.
+    pub operation_id: String,
+    /// Its status after the command.
+    pub status: EffectStatus,
+    /// `confirm` and `reject`: true (the operation is resolved).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub resolved: Option<bool>,
+    /// `authorize-retry`: true (the next execution dispatches it again).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub retry_authorized: Option<bool>,
+    /// The provider's id for the effect, when known.
+    pub provider_operation_id: Option<String>,
+    /// `confirm`, `reject`, `authorize_retry` or `expire`.
     pub action: String,
-    /// The operation after the resolution.
+    /// The operation after the command.
     pub operation: OperationSummary,
-    /// The audited event the resolution appended (`manually_confirmed`,
-    /// `manually_rejected` or `manual_retry_authorized`).
+    /// The audited event the command appended (`manually_confirmed`,
+    /// `manually_rejected`, `manual_retry_authorized`, or for `expire` the
+    /// `outcome_unknown` event carrying the audit fields).
     pub event: Option<EventView>,
 }
 
@@ -211,4 +204,32 @@ where
     D: serde::Deserializer<'de>,
 {
     Option::<Value>::deserialize(deserializer).map(Some)
+}
+
+/// `prune`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PruneView {
+    /// True for `--dry-run`: nothing was written or deleted.
+    pub dry_run: bool,
+    /// The cutoff, in the ledger's timestamp format.
+    pub before: String,
+    /// The statuses pruned.
+    pub statuses: Vec<EffectStatus>,
+    /// Operations archived and deleted (or that would be).
+    pub operations: u64,
+    /// Their events.
+    pub events: u64,
+    /// The archive written, or null (a dry run, or nothing to prune).
+    pub archive: Option<String>,
+}
+
+/// `backup`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct BackupView {
+    /// The ledger copied.
+    pub source: String,
+    /// The copy written.
+    pub destination: String,
 }

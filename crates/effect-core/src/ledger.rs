@@ -17,15 +17,30 @@ pub const MAX_LIST_LIMIT: usize = 1000;
 
 /// Which operations to list: newest update first.
 ///
-/// It will gain filters; build one with [`ListQuery::new`] or
-/// [`ListQuery::with_status`].
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// ```
+/// use effect_core::{EffectStatus, ListQuery};
+/// let first = ListQuery::with_status(EffectStatus::Quarantined, 100);
+/// // The next page: the operations listed after the last one of this page.
+/// let next = first.clone().after("invoice:INV-7:capture");
+/// assert_eq!(next.after.as_deref(), Some("invoice:INV-7:capture"));
+/// // Dispatches whose lease has expired (their worker is gone).
+/// assert!(ListQuery::stale(100).stale);
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct ListQuery {
     /// Only operations in this status.
     pub status: Option<EffectStatus>,
     /// At most this many, `1..=1000`.
     pub limit: usize,
+    /// A cursor: only the operations listed after this one (the last one of
+    /// the previous page), in the list's order as it is now. An operation
+    /// updated while a caller pages moves to the front: it may be missed by
+    /// that pass or listed twice, never lost from the ledger.
+    pub after: Option<String>,
+    /// Only `dispatched` operations whose lease has expired by the store's
+    /// clock (the one that judges leases): "stale", their worker gone.
+    pub stale: bool,
 }
 
 impl ListQuery {
@@ -34,6 +49,8 @@ impl ListQuery {
         ListQuery {
             status: None,
             limit,
+            after: None,
+            stale: false,
         }
     }
 
@@ -41,23 +58,60 @@ impl ListQuery {
     pub fn with_status(status: EffectStatus, limit: usize) -> Self {
         ListQuery {
             status: Some(status),
-            limit,
+            ..ListQuery::new(limit)
         }
     }
 
-    /// Checks the limit.
+    /// Up to `limit` stale dispatches (see [`ListQuery::stale`](Self#structfield.stale)).
+    pub fn stale(limit: usize) -> Self {
+        ListQuery {
+            stale: true,
+            ..ListQuery::new(limit)
+        }
+    }
+
+    /// The page after the operation `operation_id`.
+    #[must_use]
+    pub fn after(mut self, operation_id: impl Into<String>) -> Self {
+        self.after = Some(operation_id.into());
+        self
+    }
+
+    /// Checks the limit and the filters.
     ///
     /// # Errors
     ///
-    /// [`LedgerError::InvalidInput`] when the limit is outside `1..=1000`.
+    /// [`LedgerError::InvalidInput`] when the limit is outside `1..=1000`, or
+    /// when `stale` is combined with a status other than `dispatched`.
     pub fn validate(&self) -> Result<(), LedgerError> {
-        if (1..=MAX_LIST_LIMIT).contains(&self.limit) {
-            Ok(())
-        } else {
-            Err(LedgerError::invalid_input(format!(
+        if !(1..=MAX_LIST_LIMIT).contains(&self.limit) {
+            return Err(LedgerError::invalid_input(format!(
                 "list limit must be between 1 and {MAX_LIST_LIMIT}, got {}",
                 self.limit
-            )))
+            )));
+        }
+        if self.stale && self.status.is_some_and(|s| s != EffectStatus::Dispatched) {
+            return Err(LedgerError::invalid_input(
+                "only dispatched operations can be stale",
+            ));
+        }
+        Ok(())
+    }
+
+    /// The error of a cursor (`after`) that names no operation, worded alike
+    /// by every store.
+    pub fn unknown_cursor(operation_id: &str) -> LedgerError {
+        LedgerError::invalid_input(format!(
+            "the list cursor names no operation: {operation_id:?}"
+        ))
+    }
+
+    /// The status the query reads: `dispatched` for stale dispatches.
+    pub fn status_filter(&self) -> Option<EffectStatus> {
+        if self.stale {
+            Some(EffectStatus::Dispatched)
+        } else {
+            self.status
         }
     }
 }
@@ -70,6 +124,10 @@ pub struct LedgerStats {
     /// `updated_at` of the least recently updated operation in
     /// `outcome_unknown` or `quarantined`.
     pub oldest_unresolved_updated_at: Option<String>,
+    /// `dispatched` operations whose lease has expired by the store's clock
+    /// (see [`ListQuery::stale`](ListQuery#structfield.stale)).
+    #[serde(default)]
+    pub stale_dispatched: u64,
 }
 
 /// Durable storage of effect operations (docs/spec.md §4).
@@ -107,7 +165,8 @@ pub trait EffectLedger: Send + Sync + fmt::Debug {
     ///
     /// # Errors
     ///
-    /// [`LedgerError::InvalidInput`] for a limit outside `1..=1000`; store failures.
+    /// [`LedgerError::InvalidInput`] for a query [`ListQuery::validate`]
+    /// refuses, or a cursor (`after`) that names no operation; store failures.
     fn list(&self, query: &ListQuery) -> Result<Vec<EffectRecord>, LedgerError>;
 
     /// An operation's events in sequence order (empty when it does not exist).

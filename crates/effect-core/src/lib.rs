@@ -39,6 +39,7 @@ pub mod event;
 pub mod evidence;
 mod ledger;
 mod memory;
+mod prune;
 mod record;
 mod status;
 pub mod transition;
@@ -55,6 +56,7 @@ pub use error::{
 };
 pub use ledger::{EffectLedger, EffectLedgerExt, LedgerStats, ListQuery, MAX_LIST_LIMIT};
 pub use memory::MemoryLedger;
+pub use prune::{ArchivedOperation, PruneReport, PruneRequest};
 pub use record::{EffectRecord, EffectResult, Evidence, LedgerEvent, OutcomeProbeResult, Revision};
 pub use status::{EffectStatus, ProbeStatus, UnknownOutcomePolicy};
 pub use transition::{

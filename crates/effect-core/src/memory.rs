@@ -3,7 +3,7 @@
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard};
 
-use crate::clock::{Clock, SystemClock};
+use crate::clock::{Clock, SystemClock, unix_seconds};
 use crate::error::LedgerError;
 use crate::ledger::{EffectLedger, LedgerStats, ListQuery};
 use crate::record::{EffectRecord, LedgerEvent};
@@ -128,11 +128,21 @@ impl EffectLedger for MemoryLedger {
 
     fn list(&self, query: &ListQuery) -> Result<Vec<EffectRecord>, LedgerError> {
         query.validate()?;
+        let now = unix_seconds(self.clock.now());
         let state = self.state();
+        let before = match &query.after {
+            Some(id) => match state.records.get(id) {
+                Some(entry) => entry.last_write,
+                None => return Err(ListQuery::unknown_cursor(id)),
+            },
+            None => u64::MAX,
+        };
         let mut entries: Vec<&Entry> = state
             .records
             .values()
-            .filter(|e| query.status.is_none_or(|s| e.record.status == s))
+            .filter(|e| query.status_filter().is_none_or(|s| e.record.status == s))
+            .filter(|e| !query.stale || e.record.is_stale_at(now))
+            .filter(|e| e.last_write < before)
             .collect();
         entries.sort_unstable_by_key(|e| std::cmp::Reverse(e.last_write));
         Ok(entries
@@ -166,17 +176,25 @@ impl EffectLedger for MemoryLedger {
     fn stats(&self) -> Result<LedgerStats, LedgerError> {
         let state = self.state();
         let records = state.records.values().map(|e| &e.record);
-        Ok(LedgerStats::from_records(records))
+        Ok(LedgerStats::from_records(
+            records,
+            unix_seconds(self.clock.now()),
+        ))
     }
 }
 
 impl LedgerStats {
-    /// Computes stats from records (for stores that hold them in memory).
-    pub fn from_records<'a>(records: impl IntoIterator<Item = &'a EffectRecord>) -> Self {
+    /// Computes stats from records (for stores that hold them in memory);
+    /// `now` (seconds since the Unix epoch) decides which dispatches are stale.
+    pub fn from_records<'a>(records: impl IntoIterator<Item = &'a EffectRecord>, now: f64) -> Self {
         let mut counts: Vec<(EffectStatus, u64)> =
             EffectStatus::ALL.into_iter().map(|s| (s, 0)).collect();
         let mut oldest: Option<&str> = None;
+        let mut stale_dispatched = 0;
         for record in records {
+            if record.is_stale_at(now) {
+                stale_dispatched += 1;
+            }
             if let Some(count) = counts.iter_mut().find(|(s, _)| *s == record.status) {
                 count.1 += 1;
             }
@@ -188,6 +206,7 @@ impl LedgerStats {
         LedgerStats {
             counts,
             oldest_unresolved_updated_at: oldest.map(str::to_owned),
+            stale_dispatched,
         }
     }
 }

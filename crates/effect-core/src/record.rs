@@ -102,6 +102,14 @@ impl EffectRecord {
         }
     }
 
+    /// True when the operation is `dispatched` and its lease has ended by
+    /// `now` (seconds since the Unix epoch): a stale dispatch, whose worker is
+    /// gone or stopped renewing, which [`Transition::ExpireLease`](crate::Transition::ExpireLease)
+    /// would record as uncertain.
+    pub fn is_stale_at(&self, now: f64) -> bool {
+        self.status == EffectStatus::Dispatched && self.lease_until.is_none_or(|until| until <= now)
+    }
+
     /// True when the record says that a previous handler may still be running
     /// (evidence `handler_may_still_be_running=true`: a missed deadline or an
     /// expired lease), so an authoritative `not_committed` does not prove that

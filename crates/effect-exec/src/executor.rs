@@ -1,11 +1,9 @@
 //! [`EffectExecutor`]: execute an effect at most once under its contract (docs/spec.md §5).
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use effect_core::canonical::to_json_value;
-use effect_core::clock::unix_seconds;
 use effect_core::evidence::{
     DISPATCH_INTERRUPTION, HANDLER_MAY_STILL_BE_RUNNING, INTERRUPTED_BY_HANDLER_EXCEPTION,
     INTERRUPTED_BY_HANDLER_TIMEOUT, INTERRUPTED_BY_UNSTORABLE_OUTPUT, POSTCONDITION, SOURCE,
@@ -24,6 +22,7 @@ use crate::error::{ExecError, HandlerError};
 use crate::heartbeat::LeaseKeeper;
 use crate::options::{CallOptions, ExecutorOptions};
 use crate::reconcile::{Reconciled, is_unstorable};
+use crate::token::TokenSource;
 
 /// Executes effects through a ledger so that each operation is dispatched only
 /// when that is safe, and its outcome is recorded durably.
@@ -113,8 +112,10 @@ impl EffectExecutor {
     }
 
     /// An executor on `clock`: its bounded wait for a live owner
-    /// ([`ExecutorOptions::wait_for_in_progress`]) is timed on it, and its
-    /// owner tokens are seeded from it (for reproducible tests).
+    /// ([`ExecutorOptions::wait_for_in_progress`]) is timed on it. Owner
+    /// tokens do not derive from it: they come from the operating system's
+    /// randomness (see [`Claim`]), so that two processes, on one host or many
+    /// sharing a ledger, never draw the same one.
     pub fn with_clock(
         ledger: Arc<dyn EffectLedger>,
         options: ExecutorOptions,
@@ -123,7 +124,7 @@ impl EffectExecutor {
         EffectExecutor {
             ledger,
             options,
-            tokens: Arc::new(TokenSource::new(clock.as_ref())),
+            tokens: Arc::new(TokenSource::new()),
             keeper: LeaseKeeper::default(),
             clock,
             sleeper: Arc::new(ThreadSleeper),
@@ -590,36 +591,4 @@ pub(crate) fn evidence_of<const N: usize>(entries: [(&str, Value); N]) -> Eviden
         .into_iter()
         .map(|(k, v)| (k.to_owned(), v))
         .collect()
-}
-
-/// Owner tokens: unique per process start and per claim.
-#[derive(Debug)]
-struct TokenSource {
-    prefix: String,
-    counter: AtomicU64,
-}
-
-impl TokenSource {
-    fn new(clock: &dyn Clock) -> Self {
-        static INSTANCES: AtomicU64 = AtomicU64::new(0);
-        let seed = format!(
-            "{}:{}:{}",
-            std::process::id(),
-            unix_seconds(clock.now()),
-            INSTANCES.fetch_add(1, Ordering::Relaxed)
-        );
-        let digest = effect_core::RequestFingerprint::of_canonical(&seed);
-        TokenSource {
-            prefix: digest.blake3_hex()[..16].to_owned(),
-            counter: AtomicU64::new(0),
-        }
-    }
-
-    fn next(&self) -> String {
-        format!(
-            "{}-{}",
-            self.prefix,
-            self.counter.fetch_add(1, Ordering::Relaxed) + 1
-        )
-    }
 }

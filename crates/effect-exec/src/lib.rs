@@ -64,6 +64,8 @@ mod heartbeat;
 mod notice;
 mod options;
 mod reconcile;
+mod sweep;
+mod token;
 mod typed;
 
 pub use error::{ExecError, HandlerError};
@@ -71,4 +73,5 @@ pub use executor::EffectExecutor;
 pub use notice::UncertainOutcome;
 pub use options::{CallOptions, ExecutorOptions};
 pub use reconcile::Audit;
+pub use sweep::{ArgumentLookup, SweepHandle, SweepReport, Sweeper};
 pub use typed::{TypedContract, TypedContractBuilder, TypedProbe, TypedResult};

@@ -13,7 +13,7 @@ use serde_json::Value;
 
 use crate::dispatch::SyncInvoke;
 use crate::error::{ExecError, HandlerError};
-use crate::executor::{Call, EffectExecutor, evidence_of, identify, settled_result};
+use crate::executor::{Call, EffectExecutor, Identity, evidence_of, identify, settled_result};
 
 /// How a reconciliation ended.
 pub(crate) enum Reconciled {
@@ -52,6 +52,16 @@ impl EffectExecutor {
         arguments: &A,
     ) -> Result<EffectResult, ExecError> {
         let identity = identify(contract, arguments, self.options.fingerprint_form)?;
+        self.reconcile_identity(contract, &identity)
+    }
+
+    /// [`reconcile`](Self::reconcile) of an identity already derived (the
+    /// sweep derives it from the stored record).
+    pub(crate) fn reconcile_identity(
+        &self,
+        contract: &EffectContract,
+        identity: &Identity,
+    ) -> Result<EffectResult, ExecError> {
         let invoke = SyncInvoke::<Value> {
             handler: std::sync::Arc::new(|_, _| {
                 Err(HandlerError::failed("reconciliation never dispatches"))
@@ -59,7 +69,7 @@ impl EffectExecutor {
         };
         let call = Call {
             contract,
-            identity: &identity,
+            identity,
             deadline: None,
             invoke: &invoke,
         };

@@ -31,8 +31,8 @@ type Pooled = r2d2::PooledConnection<Manager>;
 /// Cloning is cheap and shares the connection pool.
 #[derive(Clone)]
 pub struct PostgresLedger {
-    pool: Pool,
-    schema: Schema,
+    pub(crate) pool: Pool,
+    pub(crate) schema: Schema,
     retries: u32,
 }
 
@@ -51,7 +51,9 @@ impl PostgresLedger {
     /// Connects to the server at `url` (`postgres://user:password@host:port/database`,
     /// or the `key=value` form), creates the schema if needed and runs the
     /// forward-only migrations. Several processes may open the same schema at
-    /// once: migrations are serialized by an advisory lock.
+    /// once: migrations are serialized by an advisory lock. With
+    /// [`PostgresOptions::migrate`] `false` it only checks that the ledger
+    /// exists at the current version, and writes nothing.
     ///
     /// # Errors
     ///
@@ -60,7 +62,9 @@ impl PostgresLedger {
     /// within the connect timeout or refuses connections for now;
     /// [`LedgerError::Backend`] when it rejects them (authentication, unknown
     /// database), when the schema was written by a newer version of this crate,
-    /// or when a migration fails. The driver's error is the source.
+    /// or when a migration fails. The driver's error is the source. Without
+    /// migrations, [`LedgerError::InvalidInput`] when the schema holds no
+    /// ledger or one that needs migrating.
     pub fn connect(url: &str, options: PostgresOptions) -> Result<PostgresLedger, LedgerError> {
         let schema = Schema::new(&options.schema)?;
         let mut config: postgres::Config = url.parse().map_err(|err| {
@@ -76,7 +80,11 @@ impl PostgresLedger {
         let mut client = config
             .connect(NoTls)
             .map_err(|err| from_pg("connecting", err))?;
-        schema::migrate(&mut client, &schema)?;
+        if options.migrate {
+            schema::migrate(&mut client, &schema)?;
+        } else {
+            schema::check(&mut client, &schema)?;
+        }
         drop(client);
         let manager = Manager::new(config, std::sync::Arc::new(Statements::new(&schema)));
         let pool = r2d2::Pool::builder()
@@ -245,9 +253,27 @@ impl EffectLedger for PostgresLedger {
     fn list(&self, query: &ListQuery) -> Result<Vec<EffectRecord>, LedgerError> {
         query.validate()?;
         let limit = i64::try_from(query.limit).unwrap_or(i64::MAX);
-        let rows = self.read("listing operations", |c, sql| match query.status {
-            Some(status) => c.query(&sql.list_status, &[&status.as_str(), &limit]),
-            None => c.query(&sql.list, &[&limit]),
+        if let Some(after) = &query.after {
+            let found = self.read("reading the list cursor", |c, sql| {
+                c.query(&sql.get, &[after])
+            })?;
+            if found.is_empty() {
+                return Err(ListQuery::unknown_cursor(after));
+            }
+        }
+        let rows = self.read("listing operations", |c, sql| {
+            if query.after.is_some() || query.stale {
+                let status = query.status_filter().map(EffectStatus::as_str);
+                c.query(
+                    &sql.list_page,
+                    &[&status, &query.stale, &query.after, &limit],
+                )
+            } else {
+                match query.status {
+                    Some(status) => c.query(&sql.list_status, &[&status.as_str(), &limit]),
+                    None => c.query(&sql.list, &[&limit]),
+                }
+            }
         })?;
         rows.iter().map(row::listed).collect()
     }
@@ -272,7 +298,18 @@ impl EffectLedger for PostgresLedger {
     }
 
     fn stats(&self) -> Result<LedgerStats, LedgerError> {
-        let rows = self.read("counting operations", |c, sql| c.query(&sql.stats, &[]))?;
+        let (rows, stale) = self.read("counting operations", |c, sql| {
+            // One snapshot, so the counts and the stale count agree.
+            let mut tx = c
+                .build_transaction()
+                .isolation_level(postgres::IsolationLevel::RepeatableRead)
+                .read_only(true)
+                .start()?;
+            let rows = tx.query(&sql.stats, &[])?;
+            let stale: i64 = tx.query_one(&sql.stale, &[])?.try_get(0)?;
+            tx.commit()?;
+            Ok((rows, stale))
+        })?;
         let mut counts: Vec<(EffectStatus, u64)> =
             EffectStatus::ALL.into_iter().map(|s| (s, 0)).collect();
         let mut oldest: Option<String> = None;
@@ -297,6 +334,7 @@ impl EffectLedger for PostgresLedger {
         Ok(LedgerStats {
             counts,
             oldest_unresolved_updated_at: oldest,
+            stale_dispatched: u64::try_from(stale).unwrap_or(0),
         })
     }
 }

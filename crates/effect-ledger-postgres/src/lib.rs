@@ -114,6 +114,7 @@ mod error;
 mod ledger;
 mod options;
 mod pool;
+mod prune;
 mod row;
 mod schema;
 

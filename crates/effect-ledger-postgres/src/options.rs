@@ -32,6 +32,8 @@ pub struct PostgresOptions {
     pub connect_timeout: Duration,
     /// See [`PostgresOptions::transaction_retries`].
     pub transaction_retries: u32,
+    /// See [`PostgresOptions::migrate`].
+    pub migrate: bool,
 }
 
 impl Default for PostgresOptions {
@@ -41,6 +43,7 @@ impl Default for PostgresOptions {
             pool_size: 8,
             connect_timeout: Duration::from_secs(10),
             transaction_retries: 16,
+            migrate: true,
         }
     }
 }
@@ -67,6 +70,18 @@ impl PostgresOptions {
     #[must_use]
     pub fn connect_timeout(mut self, connect_timeout: Duration) -> Self {
         self.connect_timeout = connect_timeout;
+        self
+    }
+
+    /// Whether opening creates the schema and runs pending migrations (the
+    /// default), under the migration lock. With `false` the ledger must
+    /// already exist at the current schema version: nothing is created or
+    /// altered, so a role with only `SELECT` (and `USAGE` on the schema) can
+    /// open it to read, and a misspelled schema is an error rather than a new,
+    /// empty ledger.
+    #[must_use]
+    pub fn migrate(mut self, migrate: bool) -> Self {
+        self.migrate = migrate;
         self
     }
 

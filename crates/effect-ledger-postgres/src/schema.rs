@@ -165,15 +165,63 @@ pub(crate) fn migrate(client: &mut Client, schema: &Schema) -> Result<(), Ledger
     tx.commit().map_err(pg)
 }
 
+/// Checks, without writing, that `schema` holds a ledger at [`SCHEMA_VERSION`].
+pub(crate) fn check(client: &mut Client, schema: &Schema) -> Result<(), LedgerError> {
+    let pg = |err| from_pg("checking the ledger schema", err);
+    let q = &schema.quoted;
+    let tables: Vec<Option<String>> = [
+        "effect_schema_version",
+        "effect_operations",
+        "effect_events",
+    ]
+    .iter()
+    .map(|table| {
+        client
+            .query_one("SELECT to_regclass($1)::text", &[&format!("{q}.{table}")])
+            .and_then(|row| row.try_get(0))
+            .map_err(pg)
+    })
+    .collect::<Result<_, _>>()?;
+    if tables.iter().any(Option::is_none) {
+        return Err(LedgerError::invalid_input(format!(
+            "no ledger in schema {:?}",
+            schema.name
+        )));
+    }
+    let current: Option<i32> = client
+        .query_one(
+            &format!("SELECT max(version) FROM {q}.effect_schema_version"),
+            &[],
+        )
+        .map_err(pg)?
+        .try_get(0)
+        .map_err(|err| corrupt("schema version is not an integer".to_owned(), err))?;
+    match current.unwrap_or(0) {
+        SCHEMA_VERSION => Ok(()),
+        found if found > SCHEMA_VERSION => Err(LedgerError::backend(
+            format!(
+                "schema {:?} is at version {found}, newer than the {SCHEMA_VERSION} \
+                 this library knows; upgrade effect-ledger-postgres",
+                schema.name
+            ),
+            None,
+        )),
+        found => Err(LedgerError::invalid_input(format!(
+            "the ledger in schema {:?} is at version {found} and needs migrating to {SCHEMA_VERSION}",
+            schema.name
+        ))),
+    }
+}
+
 /// The database clock as docs/spec.md §8 timestamp text.
 const NOW_ISO: &str =
     r#"to_char(clock_timestamp() AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"+00:00"')"#;
 
-const COLUMNS: &str = "operation_id, contract_name, contract_version, request_fingerprint, \
+pub(crate) const COLUMNS: &str = "operation_id, contract_name, contract_version, request_fingerprint, \
      provider_idempotency_key, status, result_json, provider_operation_id, error, attempts, \
      evidence_json, owner_token, lease_until, created_at, updated_at";
 
-const EVENT_COLUMNS: &str = "sequence, operation_id, event_type, data_json, timestamp";
+pub(crate) const EVENT_COLUMNS: &str = "sequence, operation_id, event_type, data_json, timestamp";
 
 /// Every statement the ledger runs: as SQL text with the schema name filled in
 /// (`Statements<String>`), or prepared on one connection (`Statements<Statement>`).
@@ -188,9 +236,11 @@ pub(crate) struct Statements<S> {
     pub(crate) get: S,
     pub(crate) list: S,
     pub(crate) list_status: S,
+    pub(crate) list_page: S,
     pub(crate) events: S,
     pub(crate) events_after: S,
     pub(crate) stats: S,
+    pub(crate) stale: S,
 }
 
 impl Statements<String> {
@@ -230,6 +280,17 @@ impl Statements<String> {
                 "SELECT {COLUMNS} FROM {ops} WHERE status = $1 \
                  ORDER BY updated_at DESC, operation_id DESC LIMIT $2"
             ),
+            // A page after a cursor and/or of stale dispatches: `$1` a status
+            // or NULL, `$2` only leases ended by the database clock, `$3` the
+            // cursor's operation or NULL, `$4` the limit.
+            list_page: format!(
+                "SELECT {COLUMNS} FROM {ops} WHERE ($1::text IS NULL OR status = $1) \
+                 AND (NOT $2::boolean OR lease_until IS NULL \
+                      OR lease_until <= extract(epoch FROM clock_timestamp())) \
+                 AND ($3::text IS NULL OR (updated_at, operation_id) < \
+                      (SELECT updated_at, operation_id FROM {ops} WHERE operation_id = $3)) \
+                 ORDER BY updated_at DESC, operation_id DESC LIMIT $4"
+            ),
             events: format!(
                 "SELECT {EVENT_COLUMNS} FROM {events} WHERE operation_id = $1 ORDER BY sequence"
             ),
@@ -237,6 +298,10 @@ impl Statements<String> {
                 "SELECT {EVENT_COLUMNS} FROM {events} WHERE sequence > $1 ORDER BY sequence LIMIT $2"
             ),
             stats: format!("SELECT status, count(*), min(updated_at) FROM {ops} GROUP BY status"),
+            stale: format!(
+                "SELECT count(*) FROM {ops} WHERE status = 'dispatched' \
+                 AND (lease_until IS NULL OR lease_until <= extract(epoch FROM clock_timestamp()))"
+            ),
         }
     }
 
@@ -256,9 +321,11 @@ impl Statements<String> {
             get: client.prepare(&self.get)?,
             list: client.prepare(&self.list)?,
             list_status: client.prepare(&self.list_status)?,
+            list_page: client.prepare(&self.list_page)?,
             events: client.prepare(&self.events)?,
             events_after: client.prepare(&self.events_after)?,
             stats: client.prepare(&self.stats)?,
+            stale: client.prepare(&self.stale)?,
         })
     }
 }

@@ -3,7 +3,9 @@
 //!
 //! `confirmed` is terminal (docs/spec.md §4): no transition changes a confirmed
 //! record, in this process or any other sharing the file, so a cached copy
-//! never goes stale. A transition on a cached record is still decided by
+//! never goes stale. Only `prune` deletes one: this process forgets it; a
+//! cache in another process may replay it until that process restarts,
+//! which replays the output of an effect that did happen. A transition on a cached record is still decided by
 //! [`plan`](effect_core::transition::plan), exactly as on the stored one; the
 //! cache answers only when the plan writes nothing, and otherwise the
 //! transition goes to the database as usual.
@@ -50,6 +52,13 @@ impl ConfirmedCache {
             records.clear();
         }
         records.insert(record.operation_id.clone(), record.clone());
+    }
+
+    /// Forgets `operation_id` (its record was pruned).
+    pub(crate) fn forget(&self, operation_id: &str) {
+        if self.capacity > 0 {
+            self.lock().remove(operation_id);
+        }
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, EffectRecord>> {

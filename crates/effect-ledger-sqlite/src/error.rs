@@ -98,6 +98,15 @@ pub enum SqliteError {
         /// The missing column.
         column: &'static str,
     },
+    /// The database has tables, but none of the ledger's: it is someone
+    /// else's database, and opening it never adds ledger tables to it.
+    #[error(
+        "sqlite database {path:?} is not an effect ledger: it has other tables but no effect_operations"
+    )]
+    NotALedger {
+        /// The database file.
+        path: PathBuf,
+    },
     /// The ledger still needs a migration, which this open may not run: it is
     /// read-only, or [`SqliteOptions::migrate`](crate::SqliteOptions::migrate) is off.
     #[error(
@@ -161,9 +170,9 @@ impl SqliteError {
             SqliteError::InvalidPath { .. } | SqliteError::InvalidOption { .. } => {
                 LedgerErrorKind::InvalidInput
             }
-            SqliteError::NotADatabase { .. } | SqliteError::IncompatibleSchema { .. } => {
-                LedgerErrorKind::Corrupt
-            }
+            SqliteError::NotADatabase { .. }
+            | SqliteError::IncompatibleSchema { .. }
+            | SqliteError::NotALedger { .. } => LedgerErrorKind::Corrupt,
             SqliteError::Busy { .. } | SqliteError::Pool { .. } => LedgerErrorKind::Unavailable,
             SqliteError::NewerSchema { .. } | SqliteError::NeedsMigration { .. } => {
                 LedgerErrorKind::Unsupported

@@ -55,7 +55,7 @@ pub struct SqliteLedger {
     group: Arc<GroupCommit>,
     /// The file opened, checked before every commit.
     pub(crate) file: Arc<LedgerFile>,
-    confirmed: Arc<ConfirmedCache>,
+    pub(crate) confirmed: Arc<ConfirmedCache>,
     /// How `list` reads this file (a file opened read-only keeps its layout).
     list_sql: &'static ListSql,
 }
@@ -221,21 +221,57 @@ impl EffectLedger for SqliteLedger {
         let doing = || "listing operations".to_owned();
         let conn = self.connection(doing)?;
         let limit = i64::try_from(query.limit).unwrap_or(i64::MAX);
-        match query.status {
-            Some(status) => collect(
+        let sql = self.list_sql;
+        if query.after.is_none() && !query.stale {
+            return match query.status {
+                Some(status) => collect(
+                    &conn,
+                    &sql.by_status,
+                    params![status.as_str(), limit],
+                    decode_listed,
+                    &doing,
+                ),
+                None => collect(&conn, &sql.all, params![limit], decode_listed, &doing),
+            };
+        }
+        let cursor: Option<(String, i64, i64)> = match &query.after {
+            Some(id) => Some(
+                conn.prepare_cached(&sql.cursor)
+                    .and_then(|mut stmt| {
+                        stmt.query_row(params![id], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))
+                            .optional()
+                    })
+                    .map_err(|e| ledger_error(doing(), e))?
+                    .ok_or_else(|| ListQuery::unknown_cursor(id))?,
+            ),
+            None => None,
+        };
+        let now = query
+            .stale
+            .then(|| effect_core::clock::unix_seconds(self.clock.now()));
+        match (query.status_filter(), cursor) {
+            (None, Some((updated_at, sequence, rowid))) => collect(
                 &conn,
-                &self.list_sql.by_status,
-                params![status.as_str(), limit],
+                &sql.all_after,
+                params![limit, updated_at, sequence, rowid],
                 decode_listed,
                 &doing,
             ),
-            None => collect(
-                &conn,
-                &self.list_sql.all,
-                params![limit],
-                decode_listed,
-                &doing,
-            ),
+            (Some(status), cursor) => {
+                let (updated_at, sequence, rowid) = match cursor {
+                    Some((u, s, r)) => (Some(u), Some(s), Some(r)),
+                    None => (None, None, None),
+                };
+                collect(
+                    &conn,
+                    &sql.by_status_after,
+                    params![status.as_str(), limit, updated_at, sequence, rowid, now],
+                    decode_listed,
+                    &doing,
+                )
+            }
+            // Neither a cursor nor a status: handled above.
+            (None, None) => collect(&conn, &sql.all, params![limit], decode_listed, &doing),
         }
     }
 
@@ -301,9 +337,18 @@ impl EffectLedger for SqliteLedger {
             )
             .and_then(|mut stmt| stmt.query_row([], |row| row.get(0)))
             .map_err(|e| ledger_error(doing(), e))?;
+        let now = effect_core::clock::unix_seconds(self.clock.now());
+        let stale: i64 = tx
+            .prepare_cached(
+                "SELECT COUNT(*) FROM effect_operations WHERE status = 'dispatched' \
+                 AND (lease_until IS NULL OR lease_until <= ?1)",
+            )
+            .and_then(|mut stmt| stmt.query_row(params![now], |row| row.get(0)))
+            .map_err(|e| ledger_error(doing(), e))?;
         Ok(LedgerStats {
             counts,
             oldest_unresolved_updated_at: oldest,
+            stale_dispatched: u64::try_from(stale).unwrap_or(0),
         })
     }
 }

@@ -92,6 +92,7 @@
 
 #![warn(missing_docs)]
 
+mod backup;
 mod batch;
 mod confirmed;
 mod error;
@@ -99,6 +100,7 @@ mod file;
 mod group;
 mod ledger;
 mod options;
+mod prune;
 mod row;
 mod schema;
 mod temp;

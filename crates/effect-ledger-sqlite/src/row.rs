@@ -33,6 +33,9 @@ macro_rules! event_columns {
     };
 }
 
+/// The operation columns, in [`decode_record`]'s order.
+pub(crate) const RECORD_COLUMNS: &str = record_columns!();
+
 /// One operation by id.
 pub(crate) const SELECT_RECORD: &str = concat!(
     "SELECT ",
@@ -47,6 +50,16 @@ pub(crate) struct ListSql {
     pub(crate) all: String,
     /// A page of operations in status `?1`, newest update first; `?2` is the limit.
     pub(crate) by_status: String,
+    /// The sort key of operation `?1`, for a cursor: `updated_at`, the
+    /// last event's sequence (0 before version 3) and the rowid.
+    pub(crate) cursor: String,
+    /// [`all`](Self::all) after a cursor: `?1` the limit, `?2`..`?4` the
+    /// cursor's sort key.
+    pub(crate) all_after: String,
+    /// [`by_status`](Self::by_status) after an optional cursor (`?3`..`?5`,
+    /// NULL for none), and, when `?6` is not NULL, only leases ended by
+    /// `?6` (seconds since the epoch).
+    pub(crate) by_status_after: String,
 }
 
 /// The `list` queries for a file of this layout.
@@ -58,22 +71,24 @@ pub(crate) struct ListSql {
 /// limit (plus one over the ranges between statuses, for a row whose status
 /// is unknown): no query reads more than the statuses times the limit,
 /// whatever the ledger's size. Files read as they are from before version 3 order
-/// ties by rowid alone.
+/// ties by rowid alone. A cursor continues below the sort key of the
+/// operation it names, the same key the order uses.
 pub(crate) fn list_sql(layout: Layout) -> &'static ListSql {
     static CURRENT: LazyLock<ListSql> = LazyLock::new(|| {
         const ORDER: &str = "ORDER BY updated_at DESC, last_event_sequence DESC, rowid DESC";
-        let walk = |filter: &str| {
+        const KEY: &str = "(updated_at, last_event_sequence, rowid)";
+        let walk = |filter: &str, after: &str| {
             format!(
                 "SELECT * FROM (SELECT {}, last_event_sequence, rowid AS list_rowid \
-                 FROM effect_operations WHERE {filter} {ORDER} LIMIT ?1)",
+                 FROM effect_operations WHERE ({filter}){after} {ORDER} LIMIT ?1)",
                 record_columns!()
             )
         };
         let mut known: Vec<&str> = EffectStatus::ALL.iter().map(|s| s.as_str()).collect();
         known.sort_unstable();
-        let mut walks: Vec<String> = known
+        let mut filters: Vec<String> = known
             .iter()
-            .map(|status| walk(&format!("status = '{status}'")))
+            .map(|status| format!("status = '{status}'"))
             .collect();
         // A status no version of the ledger writes sorts between, before or
         // after the known ones: these ranges are empty in a healthy ledger, and
@@ -85,30 +100,62 @@ pub(crate) fn list_sql(layout: Layout) -> &'static ListSql {
             .map(|w| format!("(status > '{}' AND status < '{}')", w[0], w[1]));
         let above = known.last().map(|last| format!("status > '{last}'"));
         let others: Vec<String> = below.into_iter().chain(between).chain(above).collect();
-        walks.push(walk(&others.join(" OR ")));
-        ListSql {
-            all: format!(
+        filters.push(others.join(" OR "));
+        let merged = |after: &str| {
+            let walks: Vec<String> = filters.iter().map(|f| walk(f, after)).collect();
+            format!(
                 "SELECT {} FROM ({}) \
                  ORDER BY updated_at DESC, last_event_sequence DESC, list_rowid DESC LIMIT ?1",
                 record_columns!(),
                 walks.join(" UNION ALL ")
+            )
+        };
+        ListSql {
+            all: merged(""),
+            by_status: format!(
+                "SELECT {} FROM effect_operations WHERE status = ?1 {ORDER} LIMIT ?2",
+                record_columns!()
+            ),
+            cursor: "SELECT updated_at, last_event_sequence, rowid FROM effect_operations \
+                     WHERE operation_id = ?1"
+                .to_owned(),
+            all_after: merged(&format!(" AND {KEY} < (?2, ?3, ?4)")),
+            by_status_after: format!(
+                "SELECT {} FROM effect_operations WHERE status = ?1 \
+                 AND (?3 IS NULL OR {KEY} < (?3, ?4, ?5)) \
+                 AND (?6 IS NULL OR lease_until IS NULL OR lease_until <= ?6) \
+                 {ORDER} LIMIT ?2",
+                record_columns!()
+            ),
+        }
+    });
+    static BEFORE_LAST_EVENT: LazyLock<ListSql> = LazyLock::new(|| {
+        const ORDER: &str = "ORDER BY updated_at DESC, rowid DESC";
+        // The middle term of the cursor is always 0 on these files.
+        const KEY: &str = "(updated_at, 0, rowid)";
+        ListSql {
+            all: format!(
+                "SELECT {} FROM effect_operations {ORDER} LIMIT ?1",
+                record_columns!()
             ),
             by_status: format!(
                 "SELECT {} FROM effect_operations WHERE status = ?1 {ORDER} LIMIT ?2",
                 record_columns!()
             ),
+            cursor: "SELECT updated_at, 0, rowid FROM effect_operations WHERE operation_id = ?1"
+                .to_owned(),
+            all_after: format!(
+                "SELECT {} FROM effect_operations WHERE {KEY} < (?2, ?3, ?4) {ORDER} LIMIT ?1",
+                record_columns!()
+            ),
+            by_status_after: format!(
+                "SELECT {} FROM effect_operations WHERE status = ?1 \
+                 AND (?3 IS NULL OR {KEY} < (?3, ?4, ?5)) \
+                 AND (?6 IS NULL OR lease_until IS NULL OR lease_until <= ?6) \
+                 {ORDER} LIMIT ?2",
+                record_columns!()
+            ),
         }
-    });
-    static BEFORE_LAST_EVENT: LazyLock<ListSql> = LazyLock::new(|| ListSql {
-        all: format!(
-            "SELECT {} FROM effect_operations ORDER BY updated_at DESC, rowid DESC LIMIT ?1",
-            record_columns!()
-        ),
-        by_status: format!(
-            "SELECT {} FROM effect_operations WHERE status = ?1 \
-             ORDER BY updated_at DESC, rowid DESC LIMIT ?2",
-            record_columns!()
-        ),
     });
     match layout {
         Layout::Current => &CURRENT,

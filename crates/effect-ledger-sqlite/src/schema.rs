@@ -77,6 +77,11 @@ pub(crate) fn migrate(conn: &mut Connection, path: &Path) -> Result<(), SqliteEr
     // migration adds contract_version, so only that column may be missing yet.
     if table_exists(&tx, "effect_operations").map_err(fail("reading the schema"))? {
         check_columns(&tx, path, &["contract_version"])?;
+    } else if has_other_tables(&tx).map_err(fail("reading the schema"))? {
+        // Someone else's database: never add ledger tables to it.
+        return Err(SqliteError::NotALedger {
+            path: path.to_owned(),
+        });
     }
     let from = usize::try_from(found).unwrap_or(0);
     for migration in MIGRATIONS.iter().skip(from) {
@@ -114,6 +119,11 @@ pub(crate) fn check_readable(conn: &Connection, path: &Path) -> Result<Layout, S
     let has_operations =
         table_exists(conn, "effect_operations").map_err(fail("reading the schema"))?;
     let has_events = table_exists(conn, "effect_events").map_err(fail("reading the schema"))?;
+    if !has_operations && has_other_tables(conn).map_err(fail("reading the schema"))? {
+        return Err(SqliteError::NotALedger {
+            path: path.to_owned(),
+        });
+    }
     if !has_operations || !has_events {
         return Err(needs_migration());
     }
@@ -177,6 +187,16 @@ fn check_columns(conn: &Connection, path: &Path, may_lack: &[&str]) -> Result<()
 
 fn user_version(conn: &Connection) -> rusqlite::Result<i64> {
     conn.pragma_query_value(None, "user_version", |row| row.get(0))
+}
+
+/// Whether the database has any table of its own (not SQLite's internal ones).
+fn has_other_tables(conn: &Connection) -> rusqlite::Result<bool> {
+    conn.query_row(
+        "SELECT EXISTS (SELECT 1 FROM sqlite_master WHERE type = 'table' \
+         AND name NOT LIKE 'sqlite\\_%' ESCAPE '\\')",
+        [],
+        |row| row.get(0),
+    )
 }
 
 fn table_exists(conn: &Connection, table: &str) -> rusqlite::Result<bool> {

@@ -91,8 +91,8 @@ pub use effect_core::{
     OutcomeProbeResult, ProbeStatus, UnknownOutcomePolicy,
 };
 pub use effect_exec::{
-    Audit, CallOptions, EffectExecutor, ExecError, ExecutorOptions, HandlerError, TypedContract,
-    TypedProbe, TypedResult, UncertainOutcome,
+    Audit, CallOptions, EffectExecutor, ExecError, ExecutorOptions, HandlerError, SweepReport,
+    Sweeper, TypedContract, TypedProbe, TypedResult, UncertainOutcome,
 };
 #[cfg(feature = "sqlite")]
 #[cfg_attr(docsrs, doc(cfg(feature = "sqlite")))]

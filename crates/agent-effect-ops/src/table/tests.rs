@@ -23,3 +23,13 @@ fn columns_align_by_characters_not_bytes() {
         "ID      N\nzürich  1\nb       22\n"
     );
 }
+
+#[test]
+fn columns_align_wide_characters_by_display_width() {
+    let rows = vec![
+        vec!["東京".to_owned(), "1".to_owned()],
+        vec!["ab".to_owned(), "2".to_owned()],
+    ];
+    // 東京 takes four terminal columns.
+    assert_eq!(columns(&["ID", "N"], &rows), "ID    N\n東京  1\nab    2\n");
+}

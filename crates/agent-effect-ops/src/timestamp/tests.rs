@@ -34,6 +34,10 @@ fn reads_python_variants_and_offsets() {
         parse_unix_micros("2025-12-31T23:00:00-01:00"),
         Some(midnight)
     );
+    assert_eq!(
+        parse_unix_micros("2026-01-01T00:00:00+0000"),
+        Some(midnight)
+    );
 }
 
 #[test]
@@ -45,8 +49,9 @@ fn refuses_what_is_not_a_timestamp() {
         "2026-01-01T00:00:00",
         "2026-13-01T00:00:00+00:00",
         "2026-01-01T00:00:00.+00:00",
-        "2026-01-01T00:00:00+0000",
         "2026-01-01T24:00:00+00:00",
+        "2026-02-31T00:00:00+00:00",
+        "2026-01-01T00:00:00+99:99",
     ] {
         assert_eq!(parse_unix_micros(bad), None, "{bad:?}");
     }

@@ -232,7 +232,11 @@ fn a_file_that_is_not_a_ledger_exits_1() {
     .unwrap();
     let (exit, stderr) = failure(&bin_on(&db, &["list"]));
     assert_eq!(exit, code(Exit::Failure));
-    assert!(stderr.contains("not a usable sqlite ledger"), "{stderr}");
+    // In the CLI's words, once: no library option, no repeated SQLite text.
+    assert_eq!(
+        stderr,
+        format!("error: {db:?} is not a ledger: not a SQLite database")
+    );
 }
 
 #[test]

@@ -1,7 +1,7 @@
 //! Ledgers written by the Python package (docs/spec.md §8), read through the CLI.
 
 use agent_effect_ops::Exit;
-use agent_effect_ops::view::{EventList, OperationDetail, OperationList, Stats};
+use agent_effect_ops::view::{EventView, OperationDetail, OperationSummary, Stats};
 use effect_testkit::snapshots::settings;
 use insta::{assert_json_snapshot, assert_snapshot};
 use serde_json::Value;
@@ -11,14 +11,14 @@ use crate::support::{fixture, fixtures_dir, ops, python_ledger, snapshot_dir};
 #[test]
 fn list_reads_every_status_the_python_package_wrote() {
     let (_dir, db) = python_ledger();
-    let list: OperationList = ops(&db, &["list"]).json();
+    let list: Vec<OperationSummary> = ops(&db, &["list"]).json();
     let expected: Value = serde_json::from_str(
         &std::fs::read_to_string(fixtures_dir().join("python-ledger-v1.expected.json")).unwrap(),
     )
     .unwrap();
     let expected = expected.as_object().unwrap();
-    assert_eq!(list.count, expected.len());
-    for op in &list.operations {
+    assert_eq!(list.len(), expected.len());
+    for op in &list {
         let want = &expected[&op.operation_id];
         assert_eq!(op.status.as_str(), want["status"], "{}", op.operation_id);
         assert_eq!(op.attempts, want["attempts"], "{}", op.operation_id);
@@ -36,10 +36,9 @@ fn list_reads_every_status_the_python_package_wrote() {
 #[test]
 fn list_filters_by_status_and_limits() {
     let (_dir, db) = python_ledger();
-    let confirmed: OperationList =
+    let confirmed: Vec<OperationSummary> =
         ops(&db, &["list", "--status", "confirmed", "--limit", "2"]).json();
     let ids: Vec<&str> = confirmed
-        .operations
         .iter()
         .map(|op| op.operation_id.as_str())
         .collect();
@@ -141,12 +140,12 @@ fn show_as_a_table_keeps_non_ascii_text() {
 #[test]
 fn events_lists_the_audited_manual_confirmation() {
     let (_dir, db) = python_ledger();
-    let events: EventList = ops(&db, &["events", "ticket:T-8:create"]).json();
-    let last = events.events.last().unwrap();
+    let events: Vec<EventView> = ops(&db, &["events", "ticket:T-8:create"]).json();
+    let last = events.last().unwrap();
     assert_eq!(last.event_type, "manually_confirmed");
     assert_eq!(last.data["evidence"]["actor"], "on-call");
     assert_eq!(last.data["evidence"]["evidence_reference"], "INC-8");
-    let sequences: Vec<u64> = events.events.iter().map(|e| e.sequence).collect();
+    let sequences: Vec<u64> = events.iter().map(|e| e.sequence).collect();
     assert_eq!(sequences, [16, 17, 18, 19, 20]);
     settings().bind(|| assert_json_snapshot!("python_events", events));
     let table = ops(&db, &["events", "ticket:T-8:create", "--format", "table"]);
@@ -201,13 +200,13 @@ fn a_legacy_ledger_needs_migrate_and_then_reads() {
         "refusing wrote to the file"
     );
 
-    let list: OperationList = ops(&db, &["--migrate", "list"]).json();
+    let list: Vec<OperationSummary> = ops(&db, &["--migrate", "list"]).json();
     let detail: OperationDetail = ops(&db, &["show", "legacy-operation"]).json();
-    let events: EventList = ops(&db, &["events", "legacy-operation"]).json();
+    let events: Vec<EventView> = ops(&db, &["events", "legacy-operation"]).json();
     let stats: Stats = ops(&db, &["stats"]).json();
-    assert_eq!(list.operations[0].contract_version, "1");
+    assert_eq!(list[0].contract_version, "1");
     // Written before the events table existed: an operation with no history.
-    assert!(events.events.is_empty());
+    assert!(events.is_empty());
     assert_eq!(stats.counts.quarantined, 1);
     settings().bind(|| {
         assert_json_snapshot!("legacy_list", list);

@@ -9,7 +9,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 use agent_effect_ops::Exit;
-use agent_effect_ops::view::{EventList, OperationDetail, OperationList, Resolution};
+use agent_effect_ops::view::{EventView, OperationDetail, OperationSummary, Resolution};
 use effect_core::{EffectContract, EffectStatus};
 use effect_exec::{EffectExecutor, ExecutorOptions, HandlerError};
 use effect_ledger_sqlite::{SqliteLedger, SqliteOptions};
@@ -78,9 +78,9 @@ fn an_operator_confirms_a_quarantined_payment_and_the_agent_replays_it() {
 
     // 1. Find it.
     let listed = success(&bin_on(&db, &["list", "--status", "quarantined"]));
-    let list: OperationList = json(&listed);
-    assert_eq!(list.count, 1);
-    assert_eq!(list.operations[0].operation_id, ID);
+    let list: Vec<OperationSummary> = json(&listed);
+    assert_eq!(list.len(), 1);
+    assert_eq!(list[0].operation_id, ID);
     settings().bind(|| assert_json_snapshot!("incident_list", list));
 
     // 2. Inspect it: why it is quarantined, and its history.
@@ -137,12 +137,8 @@ fn an_operator_confirms_a_quarantined_payment_and_the_agent_replays_it() {
     settings().bind(|| assert_snapshot!("incident_second_resolution", stderr));
 
     // 4. The history shows the audited decision.
-    let events: EventList = json(&success(&bin_on(&db, &["events", ID])));
-    let types: Vec<&str> = events
-        .events
-        .iter()
-        .map(|e| e.event_type.as_str())
-        .collect();
+    let events: Vec<EventView> = json(&success(&bin_on(&db, &["events", ID])));
+    let types: Vec<&str> = events.iter().map(|e| e.event_type.as_str()).collect();
     assert_eq!(
         types,
         [
@@ -153,7 +149,7 @@ fn an_operator_confirms_a_quarantined_payment_and_the_agent_replays_it() {
             "manually_confirmed"
         ]
     );
-    let audit = &events.events[4].data;
+    let audit = &events[4].data;
     assert_eq!(audit["evidence"]["actor"], "alice@example.com");
     assert_eq!(
         audit["evidence"]["reason"],

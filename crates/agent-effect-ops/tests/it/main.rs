@@ -7,6 +7,8 @@ mod errors;
 mod export;
 mod fixtures;
 mod incident;
+mod maintenance;
 mod postgres;
 mod resolve;
+mod stale;
 mod support;

@@ -108,3 +108,93 @@ fn operator_resolves_a_quarantined_payment_in_postgres() {
         .batch_execute(&format!("DROP SCHEMA IF EXISTS {schema} CASCADE"))
         .unwrap();
 }
+
+/// `url` with its user replaced by `user` (the test server trusts loopback).
+fn as_user(url: &str, user: &str) -> String {
+    let (scheme, rest) = url.split_once("://").unwrap();
+    let host = rest.rsplit_once('@').map_or(rest, |(_, host)| host);
+    format!("{scheme}://{user}@{host}")
+}
+
+#[test]
+fn read_commands_neither_create_nor_migrate_and_run_with_select_only() {
+    let Some(url) = server() else { return };
+    let pid = std::process::id();
+    let mut admin = postgres::Client::connect(&url, postgres::NoTls).unwrap();
+
+    // A misspelled schema is an error (exit 2), and is not created.
+    let missing = format!("ops_missing_{pid}");
+    for command in [
+        &["list"][..],
+        &["stats"],
+        &["export"],
+        &["show", "x"],
+        &["events", "x"],
+    ] {
+        let output = ops(&url, &missing, command);
+        let (code, stderr) = crate::support::failure(&output);
+        assert_eq!(code, 2, "{command:?}: {stderr}");
+        assert!(
+            stderr.contains(&format!("no ledger in schema \"{missing}\"")),
+            "{stderr}"
+        );
+    }
+    let exists: bool = admin
+        .query_one(
+            "SELECT exists(SELECT 1 FROM pg_namespace WHERE nspname = $1)",
+            &[&missing],
+        )
+        .unwrap()
+        .get(0);
+    assert!(!exists, "a read command created the schema");
+
+    // A role with only SELECT reads everything.
+    let schema = format!("ops_readonly_{pid}");
+    let role = format!("ops_reader_{pid}");
+    let ledger =
+        PostgresLedger::connect(&url, PostgresOptions::default().schema(schema.clone())).unwrap();
+    let executor = EffectExecutor::new(Arc::new(ledger));
+    let contract = EffectContract::builder("notify", |args| {
+        Ok(format!("notify:{}", args["to"].as_str().ok_or("missing")?))
+    })
+    .build()
+    .unwrap();
+    executor
+        .execute(&contract, &json!({"to": "ada"}), |_: Value, _| {
+            Ok::<_, HandlerError>(json!({"sent": true}))
+        })
+        .unwrap();
+    admin
+        .batch_execute(&format!(
+            "DROP ROLE IF EXISTS {role};
+             CREATE ROLE {role} LOGIN;
+             GRANT USAGE ON SCHEMA {schema} TO {role};
+             GRANT SELECT ON ALL TABLES IN SCHEMA {schema} TO {role};"
+        ))
+        .unwrap();
+    let reader = as_user(&url, &role);
+    for command in [
+        &["list"][..],
+        &["stats"],
+        &["export"],
+        &["show", "notify:ada"],
+        &["events", "notify:ada"],
+    ] {
+        success(&ops(&reader, &schema, command));
+    }
+    let list: Value = serde_json::from_str(&success(&ops(&reader, &schema, &["list"]))).unwrap();
+    assert_eq!(list[0]["operation_id"], "notify:ada");
+    // A write is refused by the server, not silently attempted elsewhere.
+    let refused = ops(
+        &reader,
+        &schema,
+        &["prune", "--before", "9999-01-01T00:00:00+00:00"],
+    );
+    assert!(!refused.status.success());
+
+    admin
+        .batch_execute(&format!(
+            "DROP SCHEMA IF EXISTS {schema} CASCADE; DROP ROLE IF EXISTS {role};"
+        ))
+        .unwrap();
+}

@@ -10,6 +10,7 @@ mod provider;
 mod resolution;
 mod scenarios;
 mod stale;
+mod sweep;
 
 use std::sync::Arc;
 

@@ -10,6 +10,7 @@
 mod conformance;
 mod leases;
 mod processes;
+mod prune;
 mod schema;
 mod storage;
 mod support;

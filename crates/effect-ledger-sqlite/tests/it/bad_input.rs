@@ -596,3 +596,23 @@ fn a_row_too_deep_to_read_fails_alone() -> TestResult {
     );
     Ok(())
 }
+
+#[test]
+fn a_database_without_ledger_tables_is_not_a_ledger_and_gains_none() -> TestResult {
+    let dir = tempfile::tempdir()?;
+    let path = dir.path().join("app.db");
+    raw(&path)?.execute_batch("CREATE TABLE customers (id INTEGER)")?;
+    for read_only in [false, true] {
+        let err = SqliteLedger::open(&path, SqliteOptions::default().read_only(read_only))
+            .err()
+            .ok_or("a foreign database opened as a ledger")?;
+        assert!(matches!(err, SqliteError::NotALedger { .. }), "{err:?}");
+    }
+    let tables: i64 = raw(&path)?.query_row(
+        "SELECT count(*) FROM sqlite_master WHERE type = 'table'",
+        [],
+        |row| row.get(0),
+    )?;
+    assert_eq!(tables, 1, "no ledger table was added");
+    Ok(())
+}

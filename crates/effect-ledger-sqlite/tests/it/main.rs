@@ -1,9 +1,12 @@
 //! Integration tests of the SQLite ledger, one module per topic.
 #![allow(clippy::disallowed_methods)] // Tests time real stores and processes.
 
+mod backup;
 mod bad_input;
 mod conformance;
 mod durability;
 mod fixtures;
+mod prune;
 mod race;
 mod support;
+mod sweep;

@@ -43,6 +43,7 @@ mod finalize;
 mod guards;
 mod harness;
 mod manual;
+mod paging;
 mod prepare;
 mod races;
 mod reads;
@@ -68,6 +69,7 @@ pub use manual::{
     manual_authorize_retry, manual_confirm, manual_only_from_uncertain, manual_reject,
     manual_requires_audit_fields,
 };
+pub use paging::{list_pages_after_cursor, list_stale_dispatches, stats_counts_stale};
 pub use prepare::{
     prepare_and_claim_claims_prepared, prepare_and_claim_conflicts,
     prepare_and_claim_creates_and_claims, prepare_and_claim_leaves_others,
@@ -202,6 +204,9 @@ pub const CHECKS: &[NamedCheck] = &[
     ("list_filters_by_status", list_filters_by_status),
     ("events_after_pages", events_after_pages),
     ("stats_counts", stats_counts),
+    ("list_pages_after_cursor", list_pages_after_cursor),
+    ("list_stale_dispatches", list_stale_dispatches),
+    ("stats_counts_stale", stats_counts_stale),
     (
         "stale_reconciliation_is_refused",
         stale_reconciliation_is_refused,

@@ -55,6 +55,12 @@ enum Bug {
     ListIgnoresStatus,
     EventsAfterIgnoresLimit,
     StatsMissingZeros,
+    /// Lists from the top whatever the cursor.
+    ListIgnoresCursor,
+    /// Lists every dispatch as stale, live leases included.
+    StaleIgnoresLease,
+    /// Counts every dispatch as stale.
+    StatsStaleCountsEveryDispatch,
     TruncatesLargeOutput,
     TrimsIds,
     /// Applies a guarded transition without checking its guard.
@@ -167,6 +173,9 @@ const CAUGHT_BY: &[(&str, Bug)] = &[
     ("list_filters_by_status", Bug::ListIgnoresStatus),
     ("events_after_pages", Bug::EventsAfterIgnoresLimit),
     ("stats_counts", Bug::StatsMissingZeros),
+    ("list_pages_after_cursor", Bug::ListIgnoresCursor),
+    ("list_stale_dispatches", Bug::StaleIgnoresLease),
+    ("stats_counts_stale", Bug::StatsStaleCountsEveryDispatch),
     ("large_output_round_trips", Bug::TruncatesLargeOutput),
     ("unusual_operation_ids_round_trip", Bug::TrimsIds),
     ("stale_reconciliation_is_refused", Bug::IgnoresGuard),
@@ -552,11 +561,16 @@ impl EffectLedger for Mutant {
     }
 
     fn list(&self, query: &ListQuery) -> Result<Vec<EffectRecord>, LedgerError> {
-        let mut query = *query;
+        let mut query = query.clone();
         match self.bug {
             Bug::UncheckedListLimit if query.limit == 0 => return Ok(Vec::new()),
             Bug::UncheckedListLimit => query.limit = query.limit.min(1000),
             Bug::ListIgnoresStatus => query.status = None,
+            Bug::ListIgnoresCursor => query.after = None,
+            Bug::StaleIgnoresLease if query.stale => {
+                query.stale = false;
+                query.status = Some(EffectStatus::Dispatched);
+            }
             _ => {}
         }
         let mut records = self.inner.list(&query)?;
@@ -605,6 +619,14 @@ impl EffectLedger for Mutant {
         let mut stats = self.inner.stats()?;
         if self.bug == Bug::StatsMissingZeros {
             stats.counts.retain(|(_, n)| *n > 0);
+        }
+        if self.bug == Bug::StatsStaleCountsEveryDispatch {
+            stats.stale_dispatched = stats
+                .counts
+                .iter()
+                .filter(|(s, _)| *s == EffectStatus::Dispatched)
+                .map(|(_, n)| *n)
+                .sum();
         }
         Ok(stats)
     }

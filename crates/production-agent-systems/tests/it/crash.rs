@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use production_agent_systems::{
     EffectExecutor, EffectLedger, EffectStatus, ExecutorOptions, HandlerError, SqliteLedger,
-    SqliteOptions,
+    SqliteOptions, Sweeper,
 };
 use serde_json::{Value, json};
 
@@ -163,4 +163,36 @@ fn process_killed_after_the_provider_committed_is_reconciled_without_rerunning()
         unknown.data["evidence"]["dispatch_interruption"],
         "lease_expired"
     );
+}
+
+#[test]
+fn a_sweep_in_a_new_process_settles_a_dispatch_killed_after_the_provider_committed() {
+    let dir = tempfile::tempdir().unwrap();
+    run_worker(dir.path(), false);
+    let (db, provider) = paths(dir.path());
+    assert_eq!(provider.commits(), ["capture:INV-77"]);
+
+    // A service starting up: it registers its contracts and sweeps, with no
+    // agent ever calling the same operation again.
+    let ledger: Arc<dyn EffectLedger> =
+        Arc::new(SqliteLedger::open(&db, SqliteOptions::default()).unwrap());
+    let executor = EffectExecutor::with_options(
+        Arc::clone(&ledger),
+        ExecutorOptions::default().dispatch_lease(LEASE),
+    );
+    let sweeper = Sweeper::new(executor).register(capture_contract(&provider));
+    let mut report = sweeper.sweep().unwrap();
+    if report.examined == 0 {
+        // The dead worker's lease was still live: nothing was stuck yet.
+        std::thread::sleep(LEASE + Duration::from_millis(100));
+        report = sweeper.sweep().unwrap();
+    }
+    assert_eq!((report.examined, report.confirmed), (1, 1), "{report:?}");
+    let record = ledger.get("invoice:INV-77:capture").unwrap().unwrap();
+    assert_eq!(record.status, EffectStatus::Confirmed);
+    assert_eq!(
+        record.provider_operation_id.as_deref(),
+        Some("pay-capture:INV-77")
+    );
+    assert_eq!(provider.commits(), ["capture:INV-77"], "exactly one effect");
 }

@@ -1,0 +1,148 @@
+//! `prune` and `backup`: retiring old operations and copying a live ledger.
+
+use std::fs::OpenOptions;
+use std::io::{BufWriter, Write as _};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::{Duration, UNIX_EPOCH};
+
+use anyhow::Context as _;
+use effect_core::clock::format_timestamp;
+use effect_core::{Clock, PruneReport, PruneRequest};
+use effect_ledger_sqlite::{SqliteLedger, SqliteOptions};
+
+use crate::commands::Printer;
+use crate::error::InputError;
+use crate::open::Opened;
+use crate::table;
+use crate::timestamp::parse_unix_micros;
+use crate::view::{BackupView, PruneView};
+
+/// `--before` in the ledger's own timestamp format, which the stores compare
+/// as text.
+pub(crate) fn cutoff(text: &str) -> Result<String, InputError> {
+    let micros = parse_unix_micros(text).ok_or(InputError::InvalidBefore)?;
+    let micros = u64::try_from(micros).map_err(|_| InputError::InvalidBefore)?;
+    Ok(format_timestamp(UNIX_EPOCH + Duration::from_micros(micros)))
+}
+
+/// `prune`: writes the archive (a new file, owner-only), then deletes.
+pub(crate) fn prune(
+    opened: &Opened,
+    request: &PruneRequest,
+    archive: Option<&Path>,
+    clock: Arc<dyn Clock>,
+    printer: &mut Printer<'_>,
+) -> anyhow::Result<()> {
+    request.validate()?;
+    let path = match archive {
+        Some(path) => path.to_owned(),
+        None => default_archive(clock.as_ref()),
+    };
+    let (report, written) = if request.dry_run {
+        (
+            run_prune(opened, request, &mut std::io::sink(), &clock)?,
+            None,
+        )
+    } else {
+        let file = create_archive(&path)?;
+        let mut writer = BufWriter::new(file);
+        let result = run_prune(opened, request, &mut writer, &clock);
+        let report = match result {
+            Ok(report) => report,
+            Err(err) => {
+                // Nothing was deleted; an archive of a prune that did not
+                // happen would mislead.
+                drop(writer);
+                let _ = std::fs::remove_file(&path);
+                return Err(err);
+            }
+        };
+        let file = writer
+            .into_inner()
+            .context("cannot write the prune archive")?;
+        file.sync_all().context("cannot sync the prune archive")?;
+        if report.operations == 0 {
+            std::fs::remove_file(&path).context("cannot remove the empty prune archive")?;
+            (report, None)
+        } else {
+            (report, Some(path.display().to_string()))
+        }
+    };
+    let view = PruneView {
+        dry_run: request.dry_run,
+        before: request.before.clone(),
+        statuses: request.statuses.clone(),
+        operations: report.operations,
+        events: report.events,
+        archive: written,
+    };
+    printer.report(&view, table::prune)
+}
+
+/// `backup DEST`: SQLite's online backup of the ledger file.
+pub(crate) fn backup(
+    opened: &Opened,
+    dest: &Path,
+    printer: &mut Printer<'_>,
+) -> anyhow::Result<()> {
+    let Some(source) = &opened.sqlite_path else {
+        return Err(InputError::BackupNotSqlite.into());
+    };
+    // The read-only ledger is enough: a backup only reads.
+    let ledger = SqliteLedger::open(source, SqliteOptions::default().read_only(true))
+        .map_err(crate::open::in_cli_words)?;
+    ledger.backup(dest)?;
+    let view = BackupView {
+        source: source.display().to_string(),
+        destination: dest.display().to_string(),
+    };
+    printer.report(&view, table::backup)
+}
+
+fn run_prune(
+    opened: &Opened,
+    request: &PruneRequest,
+    archive: &mut dyn std::io::Write,
+    clock: &Arc<dyn Clock>,
+) -> anyhow::Result<PruneReport> {
+    if let Some(path) = &opened.sqlite_path {
+        // A dry run only reads: it never opens the file for writing.
+        let options = SqliteOptions::default()
+            .clock(Arc::clone(clock))
+            .read_only(request.dry_run);
+        let ledger = SqliteLedger::open(path, options).map_err(crate::open::in_cli_words)?;
+        return Ok(ledger.prune(request, archive)?);
+    }
+    #[cfg(feature = "postgres")]
+    if let Some(ledger) = &opened.postgres {
+        return Ok(ledger.prune(request, archive)?);
+    }
+    Err(anyhow::anyhow!("this ledger cannot be pruned"))
+}
+
+fn default_archive(clock: &dyn Clock) -> PathBuf {
+    let stamp: String = format_timestamp(clock.now())
+        .chars()
+        .take(19)
+        .filter(char::is_ascii_digit)
+        .collect();
+    PathBuf::from(format!("effect-archive-{stamp}.jsonl"))
+}
+
+/// A new archive file, readable by its owner only (it holds outputs and
+/// evidence); an existing file is never overwritten.
+fn create_archive(path: &Path) -> anyhow::Result<std::fs::File> {
+    let mut options = OpenOptions::new();
+    options.write(true).create_new(true);
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::OpenOptionsExt as _;
+        options.mode(0o600);
+    }
+    let mut file = options
+        .open(path)
+        .with_context(|| format!("cannot create the prune archive {path:?}"))?;
+    file.flush().context("cannot write the prune archive")?;
+    Ok(file)
+}

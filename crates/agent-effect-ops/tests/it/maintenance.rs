@@ -1,0 +1,96 @@
+//! `prune` and `backup` through the real binary.
+
+use agent_effect_ops::Exit;
+use effect_core::ArchivedOperation;
+use serde_json::Value;
+
+use crate::support::{bin_on, failure, python_ledger, snapshot_dir, success};
+
+const BEFORE: &str = "2026-12-01T00:00:00+00:00";
+
+fn json(output: &std::process::Output) -> Value {
+    serde_json::from_str(&success(output)).unwrap()
+}
+
+fn statuses(db: &std::path::Path) -> Vec<String> {
+    let list = json(&bin_on(db, &["list", "--limit", "1000"]));
+    let mut statuses: Vec<String> = list
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|op| op["status"].as_str().unwrap().to_owned())
+        .collect();
+    statuses.sort();
+    statuses
+}
+
+#[test]
+fn prune_archives_then_deletes_terminal_operations_and_a_dry_run_changes_nothing() {
+    let (dir, db) = python_ledger();
+    let before_files = snapshot_dir(dir.path());
+    let before = statuses(&db);
+    let terminal = before
+        .iter()
+        .filter(|s| matches!(s.as_str(), "confirmed" | "rejected"))
+        .count();
+    assert!(terminal > 0 && terminal < before.len());
+
+    let dry = json(&bin_on(&db, &["prune", "--before", BEFORE, "--dry-run"]));
+    assert_eq!(dry["dry_run"], true);
+    assert_eq!(dry["operations"], terminal);
+    assert_eq!(dry["archive"], Value::Null);
+    assert_eq!(
+        snapshot_dir(dir.path()),
+        before_files,
+        "a dry run writes nothing"
+    );
+
+    let unresolved = bin_on(
+        &db,
+        &["prune", "--before", BEFORE, "--status", "quarantined"],
+    );
+    assert_eq!(failure(&unresolved).0, i32::from(Exit::Usage.code()));
+
+    let archive = dir.path().join("archive.jsonl");
+    let archive_arg = archive.to_str().unwrap();
+    let pruned = json(&bin_on(
+        &db,
+        &["prune", "--before", BEFORE, "--archive", archive_arg],
+    ));
+    assert_eq!(pruned["operations"], terminal);
+    assert_eq!(pruned["archive"], archive_arg);
+    let lines: Vec<ArchivedOperation> = std::fs::read_to_string(&archive)
+        .unwrap()
+        .lines()
+        .map(|line| serde_json::from_str(line).unwrap())
+        .collect();
+    assert_eq!(lines.len(), terminal);
+    assert!(lines.iter().all(|a| !a.events.is_empty()));
+    let after = statuses(&db);
+    assert_eq!(after.len(), before.len() - terminal);
+    assert!(after.iter().all(|s| s != "confirmed" && s != "rejected"));
+
+    // An existing archive is never overwritten.
+    let again = bin_on(
+        &db,
+        &["prune", "--before", BEFORE, "--archive", archive_arg],
+    );
+    assert_eq!(failure(&again).0, i32::from(Exit::Failure.code()));
+    let bad = bin_on(&db, &["prune", "--before", "2026-02-31T00:00:00+00:00"]);
+    assert_eq!(failure(&bad).0, i32::from(Exit::Usage.code()));
+}
+
+#[test]
+fn backup_copies_the_ledger_and_never_overwrites() {
+    let (dir, db) = python_ledger();
+    let copy = dir.path().join("copy.sqlite3");
+    let copy_arg = copy.to_str().unwrap();
+    let report = json(&bin_on(&db, &["backup", copy_arg]));
+    assert_eq!(report["destination"], copy_arg);
+    assert_eq!(
+        success(&bin_on(&copy, &["list", "--limit", "1000"])),
+        success(&bin_on(&db, &["list", "--limit", "1000"]))
+    );
+    let again = failure(&bin_on(&db, &["backup", copy_arg]));
+    assert_eq!(again.0, i32::from(Exit::Usage.code()), "{}", again.1);
+}

@@ -1,0 +1,366 @@
+//! [`Sweeper`]: find every stuck operation of the registered contracts and
+//! reconcile it, without waiting for the same call to come back.
+//!
+//! An operation is stuck when it is `dispatched` under an expired lease (its
+//! worker died) or `outcome_unknown`. Each is reconciled through the same
+//! rules as [`EffectExecutor::execute`] (probe, guaranteed provider key,
+//! unknown-outcome policy); no handler is ever called. A retry the rules
+//! authorize leaves the operation `prepared`, for the next execution of the
+//! same call to dispatch.
+//!
+//! A probe needs the operation's arguments, which the ledger does not store.
+//! A contract is registered in one of two ways:
+//!
+//! - [`Sweeper::register`]: its probe works from the stored provider key
+//!   alone. The sweep calls the probe (and the postcondition) with
+//!   `Value::Null` as the arguments.
+//! - [`Sweeper::register_with_arguments`]: the service looks the arguments up
+//!   in its own records (by operation id). The sweep checks that they derive
+//!   the same operation id and match the stored request fingerprint before
+//!   using them, and skips the operation when they do not.
+//!
+//! Operations of contracts not registered (by name and version) are counted
+//! and logged, never touched.
+
+use std::collections::HashMap;
+use std::fmt;
+use std::sync::Arc;
+use std::sync::mpsc::{self, RecvTimeoutError};
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+use effect_core::{
+    CallbackError, EffectContract, EffectLedger, EffectRecord, EffectStatus, ListQuery,
+    MAX_LIST_LIMIT, NewOperation, RequestFingerprint,
+};
+use serde::Serialize;
+use serde_json::Value;
+
+use crate::error::ExecError;
+use crate::executor::{EffectExecutor, Identity, identify};
+
+/// Looks up the arguments of a stored operation; `None` when unknown.
+pub type ArgumentLookup =
+    Arc<dyn Fn(&EffectRecord) -> Result<Option<Value>, CallbackError> + Send + Sync>;
+
+/// Reconciles the stuck operations of registered contracts.
+///
+/// ```
+/// use std::sync::Arc;
+/// use effect_core::{EffectContract, EffectLedger, MemoryLedger, OutcomeProbeResult};
+/// use effect_exec::{EffectExecutor, Sweeper};
+/// use serde_json::json;
+///
+/// let contract = EffectContract::builder("capture", |args| {
+///     Ok(format!("capture:{}", args["invoice"].as_str().ok_or("missing invoice")?))
+/// })
+/// .provider_idempotency_key(|args| Ok(args["invoice"].as_str().map(str::to_owned)))
+/// // The probe works from the provider key alone.
+/// .outcome_probe(|_args, key| {
+///     Ok(OutcomeProbeResult::committed(json!({"captured": key})))
+/// })
+/// .build()?;
+/// let executor = EffectExecutor::new(Arc::new(MemoryLedger::new()));
+/// let report = Sweeper::new(executor).register(contract).sweep()?;
+/// assert_eq!(report.examined, 0);
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+#[derive(Clone)]
+pub struct Sweeper {
+    executor: EffectExecutor,
+    contracts: HashMap<(String, String), Registered>,
+}
+
+#[derive(Clone)]
+struct Registered {
+    contract: EffectContract,
+    arguments: Option<ArgumentLookup>,
+}
+
+impl fmt::Debug for Sweeper {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let mut contracts: Vec<String> = self
+            .contracts
+            .keys()
+            .map(|(name, version)| format!("{name}@{version}"))
+            .collect();
+        contracts.sort_unstable();
+        f.debug_struct("Sweeper")
+            .field("contracts", &contracts)
+            .finish_non_exhaustive()
+    }
+}
+
+/// What one sweep did.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+#[non_exhaustive]
+pub struct SweepReport {
+    /// Stuck operations found: stale dispatches and `outcome_unknown` ones.
+    pub examined: u64,
+    /// Reconciled to `confirmed`.
+    pub confirmed: u64,
+    /// A retry was authorized: the operation is `prepared` again, for the next
+    /// execution of the same call to dispatch.
+    pub retried: u64,
+    /// Quarantined for an operator.
+    pub quarantined: u64,
+    /// Still `outcome_unknown` (the policy keeps them so).
+    pub still_unknown: u64,
+    /// Not touched: an unregistered contract, no arguments available, a lease
+    /// renewed meanwhile, or a failing store (see `failed`).
+    pub skipped: u64,
+    /// Of the skipped, those whose contract is not registered.
+    pub unregistered: u64,
+    /// Of the skipped, those whose reconciliation failed (a store error).
+    pub failed: u64,
+}
+
+/// Stops a sweeper started with [`Sweeper::spawn`].
+#[derive(Debug)]
+pub struct SweepHandle {
+    stop: mpsc::Sender<()>,
+    thread: JoinHandle<Vec<SweepReport>>,
+}
+
+impl SweepHandle {
+    /// Stops the sweeper after its current sweep and returns the reports of
+    /// every sweep it ran.
+    ///
+    /// # Panics
+    ///
+    /// When the sweeper thread panicked (the panic is resumed here).
+    pub fn stop(self) -> Vec<SweepReport> {
+        // A closed channel also stops the thread; nothing to do on error.
+        let _ = self.stop.send(());
+        match self.thread.join() {
+            Ok(reports) => reports,
+            Err(panic) => std::panic::resume_unwind(panic),
+        }
+    }
+}
+
+impl Sweeper {
+    /// A sweeper with no contracts yet, over the executor's ledger. Which
+    /// leases have expired is judged by the ledger's clock, as for any
+    /// transition.
+    pub fn new(executor: EffectExecutor) -> Self {
+        Sweeper {
+            executor,
+            contracts: HashMap::new(),
+        }
+    }
+
+    /// Registers a contract whose probe works from the stored provider key
+    /// alone: the sweep calls the probe and the postcondition with
+    /// `Value::Null` as the arguments. A later registration of the same name
+    /// and version replaces this one.
+    #[must_use]
+    pub fn register(mut self, contract: EffectContract) -> Self {
+        self.insert(contract, None);
+        self
+    }
+
+    /// Registers a contract whose arguments the service can look up from the
+    /// stored record (by `operation_id`). Arguments that derive another
+    /// operation id or do not match the stored request fingerprint are not
+    /// used: the operation is skipped, and so is one the lookup does not know.
+    #[must_use]
+    pub fn register_with_arguments<F>(mut self, contract: EffectContract, lookup: F) -> Self
+    where
+        F: Fn(&EffectRecord) -> Result<Option<Value>, CallbackError> + Send + Sync + 'static,
+    {
+        self.insert(contract, Some(Arc::new(lookup)));
+        self
+    }
+
+    /// Finds every stale dispatch and every `outcome_unknown` operation and
+    /// reconciles those of registered contracts. An error on one operation is
+    /// logged and counted in `failed`; the sweep goes on with the others.
+    ///
+    /// # Errors
+    ///
+    /// [`ExecError::Ledger`] when the ledger cannot list operations.
+    pub fn sweep(&self) -> Result<SweepReport, ExecError> {
+        let span = tracing::info_span!("effect.sweep");
+        let _entered = span.enter();
+        let mut report = SweepReport::default();
+        // Everything is listed before anything is touched: a reconciled
+        // operation moves to the front of the list, which would shift the
+        // pages under a cursor.
+        let mut stuck = self.list(ListQuery::stale(MAX_LIST_LIMIT))?;
+        stuck.extend(self.list(ListQuery::with_status(
+            EffectStatus::OutcomeUnknown,
+            MAX_LIST_LIMIT,
+        ))?);
+        for record in stuck {
+            report.examined += 1;
+            self.sweep_one(&record, &mut report);
+        }
+        tracing::info!(
+            examined = report.examined,
+            confirmed = report.confirmed,
+            retried = report.retried,
+            quarantined = report.quarantined,
+            still_unknown = report.still_unknown,
+            skipped = report.skipped,
+            unregistered = report.unregistered,
+            failed = report.failed,
+            "sweep finished"
+        );
+        Ok(report)
+    }
+
+    /// Runs [`sweep`](Self::sweep) now and then every `every` on a thread of
+    /// its own, until the handle is stopped. A sweep whose listing fails is
+    /// logged and tried again at the next tick.
+    pub fn spawn(self, every: Duration) -> SweepHandle {
+        let (stop, stopped) = mpsc::channel::<()>();
+        let thread = std::thread::spawn(move || {
+            let mut reports = Vec::new();
+            loop {
+                match self.sweep() {
+                    Ok(report) => reports.push(report),
+                    Err(err) => tracing::warn!(error = %err, "sweep failed"),
+                }
+                match stopped.recv_timeout(every) {
+                    Err(RecvTimeoutError::Timeout) => {}
+                    Ok(()) | Err(RecvTimeoutError::Disconnected) => return reports,
+                }
+            }
+        });
+        SweepHandle { stop, thread }
+    }
+
+    fn insert(&mut self, contract: EffectContract, arguments: Option<ArgumentLookup>) {
+        let key = (contract.name().to_owned(), contract.version().to_owned());
+        self.contracts.insert(
+            key,
+            Registered {
+                contract,
+                arguments,
+            },
+        );
+    }
+
+    /// Every operation the query selects, page by page.
+    fn list(&self, query: ListQuery) -> Result<Vec<EffectRecord>, ExecError> {
+        let ledger: &dyn EffectLedger = self.executor.ledger().as_ref();
+        let mut all: Vec<EffectRecord> = Vec::new();
+        loop {
+            let query = match all.last() {
+                Some(last) => query.clone().after(last.operation_id.clone()),
+                None => query.clone(),
+            };
+            let page = ledger.list(&query).map_err(|source| ExecError::Ledger {
+                operation_id: "(listing stuck operations)".to_owned(),
+                source,
+            })?;
+            let full = page.len() == query.limit;
+            all.extend(page);
+            if !full {
+                return Ok(all);
+            }
+        }
+    }
+
+    fn sweep_one(&self, record: &EffectRecord, report: &mut SweepReport) {
+        let id = record.operation_id.as_str();
+        let key = (
+            record.contract_name.clone(),
+            record.contract_version.clone(),
+        );
+        let Some(registered) = self.contracts.get(&key) else {
+            tracing::warn!(
+                operation_id = id,
+                contract = record.contract_name,
+                version = record.contract_version,
+                status = %record.status,
+                "stuck operation of an unregistered contract left as it is"
+            );
+            report.skipped += 1;
+            report.unregistered += 1;
+            return;
+        };
+        let identity = match self.identity(registered, record) {
+            Ok(Some(identity)) => identity,
+            Ok(None) => {
+                report.skipped += 1;
+                return;
+            }
+            Err(err) => {
+                tracing::warn!(operation_id = id, error = %err, "arguments lookup failed");
+                report.skipped += 1;
+                report.failed += 1;
+                return;
+            }
+        };
+        match self
+            .executor
+            .reconcile_identity(&registered.contract, &identity)
+        {
+            Ok(result) => match result.status {
+                EffectStatus::Confirmed => report.confirmed += 1,
+                EffectStatus::Prepared => report.retried += 1,
+                EffectStatus::Quarantined => report.quarantined += 1,
+                EffectStatus::OutcomeUnknown => report.still_unknown += 1,
+                // A lease renewed meanwhile, or another caller settled it.
+                EffectStatus::Dispatched | EffectStatus::Rejected => report.skipped += 1,
+            },
+            Err(err) => {
+                tracing::warn!(operation_id = id, error = %err, "reconciliation failed");
+                report.skipped += 1;
+                report.failed += 1;
+            }
+        }
+    }
+
+    /// The identity to reconcile `record` under; `None` to skip it.
+    fn identity(
+        &self,
+        registered: &Registered,
+        record: &EffectRecord,
+    ) -> Result<Option<Identity>, ExecError> {
+        let id = record.operation_id.as_str();
+        let Some(lookup) = &registered.arguments else {
+            return Ok(Some(Identity {
+                operation_id: record.operation_id.clone(),
+                // Reconciliation never prepares, so this operation is never
+                // written; it describes the stored record.
+                operation: NewOperation {
+                    contract_name: record.contract_name.clone(),
+                    contract_version: record.contract_version.clone(),
+                    fingerprint: RequestFingerprint::of_value(&Value::Null),
+                    provider_idempotency_key: record.provider_idempotency_key.clone(),
+                },
+                arguments: Value::Null,
+            }));
+        };
+        let arguments = lookup(record).map_err(|source| ExecError::Contract {
+            contract: record.contract_name.clone(),
+            source,
+        })?;
+        let Some(arguments) = arguments else {
+            tracing::warn!(operation_id = id, "no arguments for a stuck operation");
+            return Ok(None);
+        };
+        let identity = identify(
+            &registered.contract,
+            &arguments,
+            self.executor.options().fingerprint_form,
+        )?;
+        if identity.operation_id != record.operation_id
+            || !identity
+                .operation
+                .fingerprint
+                .matches(&record.request_fingerprint)
+        {
+            tracing::warn!(
+                operation_id = id,
+                derived = identity.operation_id,
+                "looked-up arguments do not describe the stored operation"
+            );
+            return Ok(None);
+        }
+        Ok(Some(identity))
+    }
+}

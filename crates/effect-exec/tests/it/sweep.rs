@@ -1,0 +1,211 @@
+//! The reconciliation sweep: stuck operations of abandoned runs are settled
+//! without the same call coming back, and without running a handler.
+
+use std::sync::Arc;
+use std::time::{Duration, SystemTime};
+
+use effect_core::{
+    Claim, EffectContract, EffectLedger, EffectLedgerExt, EffectStatus, ManualClock, MemoryLedger,
+    NewOperation, RequestFingerprint, UnknownOutcomePolicy,
+};
+use effect_exec::{EffectExecutor, SweepReport, Sweeper};
+use serde_json::{Value, json};
+
+use crate::provider::{FakeProvider, PROBE_ONLY, contract, handler, invoice};
+
+const LEASE: Duration = Duration::from_secs(30);
+
+struct World {
+    clock: Arc<ManualClock>,
+    ledger: Arc<dyn EffectLedger>,
+    provider: Arc<FakeProvider>,
+}
+
+fn world() -> World {
+    let clock = Arc::new(ManualClock::new(
+        SystemTime::UNIX_EPOCH + Duration::from_secs(1_800_000_000),
+    ));
+    World {
+        ledger: Arc::new(MemoryLedger::with_clock(clock.clone())),
+        clock,
+        provider: FakeProvider::new(false),
+    }
+}
+
+impl World {
+    /// A worker claims the dispatch of `args` under `contract` and dies; when
+    /// `sent`, its request reached the provider first.
+    fn abandoned(&self, contract: &EffectContract, args: &Value, sent: bool) -> String {
+        let id = contract.operation_id(args).unwrap();
+        let key = contract.provider_idempotency_key(args).unwrap();
+        let op = NewOperation {
+            contract_name: contract.name().to_owned(),
+            contract_version: contract.version().to_owned(),
+            fingerprint: RequestFingerprint::of_value(args),
+            provider_idempotency_key: key.clone(),
+        };
+        self.ledger.prepare(&id, &op).unwrap();
+        let claim = Claim {
+            owner_token: format!("dead-worker-{id}"),
+            lease: LEASE,
+        };
+        assert!(self.ledger.claim_dispatch(&id, &claim).unwrap());
+        if sent {
+            handler(&self.provider)(args.clone(), key).unwrap();
+        }
+        id
+    }
+
+    fn sweeper(&self) -> Sweeper {
+        let executor = EffectExecutor::new(Arc::clone(&self.ledger));
+        Sweeper::new(executor)
+    }
+
+    fn status(&self, id: &str) -> EffectStatus {
+        self.ledger.get(id).unwrap().unwrap().status
+    }
+}
+
+fn check(report: &SweepReport, expected: [u64; 6]) {
+    let got = [
+        report.examined,
+        report.confirmed,
+        report.retried,
+        report.quarantined,
+        report.still_unknown,
+        report.skipped,
+    ];
+    assert_eq!(
+        got, expected,
+        "[examined, confirmed, retried, quarantined, still_unknown, skipped] of {report:?}"
+    );
+}
+
+#[test]
+fn stale_dispatches_are_reconciled_and_live_ones_left_alone() {
+    let w = world();
+    let capture = contract(&w.provider, PROBE_ONLY);
+    let committed = w.abandoned(&capture, &invoice("INV-1"), true);
+    let lost = w.abandoned(&capture, &invoice("INV-2"), false);
+    let sweeper = w.sweeper().register(capture.clone());
+
+    // While the leases are live nothing is stuck.
+    check(&sweeper.sweep().unwrap(), [0, 0, 0, 0, 0, 0]);
+    w.clock.advance(LEASE + Duration::from_secs(1));
+    let live = w.abandoned(&capture, &invoice("INV-3"), false);
+
+    let report = sweeper.sweep().unwrap();
+    // INV-1 committed: confirmed from the probe. INV-2 did not, but the dead
+    // worker's request may still be in flight: quarantined, never resent.
+    check(&report, [2, 1, 0, 1, 0, 0]);
+    assert_eq!(w.status(&committed), EffectStatus::Confirmed);
+    assert_eq!(w.status(&lost), EffectStatus::Quarantined);
+    assert_eq!(w.status(&live), EffectStatus::Dispatched);
+    assert_eq!(w.provider.committed(), 1, "exactly one effect");
+    assert_eq!(w.provider.handler_calls(), 1, "the sweep ran no handler");
+
+    // A second sweep finds nothing left to do.
+    check(&sweeper.sweep().unwrap(), [0, 0, 0, 0, 0, 0]);
+}
+
+#[test]
+fn operations_of_unregistered_contracts_are_reported_and_never_touched() {
+    let w = world();
+    let capture = contract(&w.provider, PROBE_ONLY);
+    let id = w.abandoned(&capture, &invoice("INV-1"), true);
+    w.clock.advance(LEASE + Duration::from_secs(1));
+    let other_version = EffectContract::builder("capture_payment", |_| Ok("x".into()))
+        .version("2")
+        .build()
+        .unwrap();
+
+    let report = w.sweeper().register(other_version).sweep().unwrap();
+    check(&report, [1, 0, 0, 0, 0, 1]);
+    assert_eq!(report.unregistered, 1);
+    assert_eq!(w.status(&id), EffectStatus::Dispatched, "untouched");
+    assert_eq!(w.provider.probe_calls(), 0);
+}
+
+#[test]
+fn outcome_unknown_operations_follow_the_contract_policy() {
+    let w = world();
+    let keep = EffectContract::builder("notify", |args| {
+        Ok(format!(
+            "notify:{}",
+            args["to"].as_str().ok_or("missing to")?
+        ))
+    })
+    .unknown_outcome(UnknownOutcomePolicy::KeepUnknown)
+    .build()
+    .unwrap();
+    let id = w.abandoned(&keep, &json!({"to": "ada"}), false);
+    // The worker recorded the failure, then its run was abandoned.
+    let owner = format!("dead-worker-{id}");
+    let marked = w
+        .ledger
+        .mark_outcome_unknown(&id, Some(&owner), "connection reset", &Default::default())
+        .unwrap();
+    assert!(marked);
+
+    // No probe, no guaranteed key: nothing can settle it, and the policy keeps it.
+    let report = w.sweeper().register(keep).sweep().unwrap();
+    check(&report, [1, 0, 0, 0, 1, 0]);
+    assert_eq!(w.status(&id), EffectStatus::OutcomeUnknown);
+}
+
+#[test]
+fn looked_up_arguments_must_describe_the_stored_operation() {
+    let w = world();
+    let capture = contract(&w.provider, PROBE_ONLY);
+    let id = w.abandoned(&capture, &invoice("INV-1"), true);
+    w.clock.advance(LEASE + Duration::from_secs(1));
+
+    // Arguments with another amount do not match the stored fingerprint.
+    let wrong = w.sweeper().register_with_arguments(capture.clone(), |_| {
+        Ok(Some(json!({"invoice_id": "INV-1", "amount_cents": 1})))
+    });
+    check(&wrong.sweep().unwrap(), [1, 0, 0, 0, 0, 1]);
+    assert_eq!(w.status(&id), EffectStatus::Dispatched);
+
+    let right = w.sweeper().register_with_arguments(capture, |record| {
+        assert_eq!(record.operation_id, "invoice:INV-1:capture");
+        Ok(Some(invoice("INV-1")))
+    });
+    check(&right.sweep().unwrap(), [1, 1, 0, 0, 0, 0]);
+    assert_eq!(w.provider.committed(), 1);
+}
+
+#[test]
+fn a_spawned_sweeper_runs_until_stopped() {
+    let w = world();
+    let capture = contract(&w.provider, PROBE_ONLY);
+    let id = w.abandoned(&capture, &invoice("INV-1"), true);
+    w.clock.advance(LEASE + Duration::from_secs(1));
+
+    let handle = w
+        .sweeper()
+        .register(capture)
+        .spawn(Duration::from_millis(10));
+    while w.status(&id) != EffectStatus::Confirmed {
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    let reports = handle.stop();
+    assert!(!reports.is_empty());
+    assert_eq!(reports.iter().map(|r| r.confirmed).sum::<u64>(), 1);
+    assert_eq!(w.provider.committed(), 1);
+}
+
+#[test]
+fn a_sweep_reaches_more_stuck_operations_than_one_list_page() {
+    let w = world();
+    let capture = contract(&w.provider, PROBE_ONLY);
+    let count = effect_core::MAX_LIST_LIMIT + 5;
+    for i in 0..count {
+        w.abandoned(&capture, &invoice(&format!("INV-{i}")), true);
+    }
+    w.clock.advance(LEASE + Duration::from_secs(1));
+    let report = w.sweeper().register(capture).sweep().unwrap();
+    let n = u64::try_from(count).unwrap();
+    check(&report, [n, n, 0, 0, 0, 0]);
+    assert_eq!(w.provider.committed(), count);
+}

@@ -1,0 +1,74 @@
+//! Pruning in PostgreSQL: old terminal operations are archived, then deleted
+//! with their events; unresolved ones stay; a dry run changes nothing.
+
+use std::time::{Duration, UNIX_EPOCH};
+
+use effect_core::clock::format_timestamp;
+use effect_core::{
+    ArchivedOperation, Claim, Confirmation, EffectLedger, EffectLedgerExt, EffectStatus, Evidence,
+    LedgerErrorKind, ListQuery, PruneRequest,
+};
+
+use crate::support::{TestResult, TestSchema, db_epoch, new_operation, server_url};
+
+#[test]
+fn prune_archives_then_deletes_old_terminal_operations_only() -> TestResult {
+    let Some(url) = server_url("prune_archives_then_deletes_old_terminal_operations_only") else {
+        return Ok(());
+    };
+    let schema = TestSchema::new(&url, "prune")?;
+    let ledger = schema.ledger()?;
+    let confirmation = Confirmation {
+        output: serde_json::json!({"ok": true}),
+        provider_operation_id: None,
+        evidence: Evidence::new(),
+    };
+    let claim = Claim {
+        owner_token: "w".into(),
+        lease: Duration::from_secs(60),
+    };
+    ledger.prepare("old confirmed", &new_operation(1))?;
+    ledger.mark_confirmed("old confirmed", None, &confirmation)?;
+    ledger.prepare("old rejected", &new_operation(2))?;
+    ledger.claim_dispatch("old rejected", &claim)?;
+    ledger.mark_rejected("old rejected", "w", "declined")?;
+    ledger.prepare("old dispatched", &new_operation(3))?;
+    ledger.claim_dispatch("old dispatched", &claim)?;
+    std::thread::sleep(Duration::from_millis(5));
+    let now = db_epoch(&mut schema.admin()?)?;
+    let cutoff = format_timestamp(UNIX_EPOCH + Duration::from_secs_f64(now));
+    std::thread::sleep(Duration::from_millis(5));
+    ledger.prepare("new confirmed", &new_operation(4))?;
+    ledger.mark_confirmed("new confirmed", None, &confirmation)?;
+
+    let refused = PruneRequest::before(&cutoff).statuses(vec![EffectStatus::Dispatched]);
+    let err = ledger.prune(&refused, &mut Vec::new()).unwrap_err();
+    assert_eq!(err.kind(), LedgerErrorKind::InvalidInput);
+
+    let mut archive = Vec::new();
+    let dry = ledger.prune(&PruneRequest::before(&cutoff).dry_run(true), &mut archive)?;
+    assert_eq!((dry.operations, dry.events), (2, 5));
+    assert!(archive.is_empty());
+    assert_eq!(ledger.list(&ListQuery::new(10))?.len(), 4);
+
+    let report = ledger.prune(&PruneRequest::before(&cutoff), &mut archive)?;
+    assert_eq!((report.operations, report.events), (2, 5));
+    let archived: Vec<ArchivedOperation> = String::from_utf8(archive)?
+        .lines()
+        .map(serde_json::from_str)
+        .collect::<Result<_, _>>()?;
+    let ids: Vec<&str> = archived
+        .iter()
+        .map(|a| a.operation.operation_id.as_str())
+        .collect();
+    assert_eq!(ids, ["old confirmed", "old rejected"]);
+    let mut left: Vec<String> = ledger
+        .list(&ListQuery::new(10))?
+        .into_iter()
+        .map(|r| r.operation_id)
+        .collect();
+    left.sort();
+    assert_eq!(left, ["new confirmed", "old dispatched"]);
+    assert!(ledger.events("old rejected")?.is_empty());
+    Ok(())
+}
