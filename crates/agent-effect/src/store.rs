@@ -88,7 +88,7 @@ fn open_local(
             } else {
                 format!("ledger-{n}.sqlite3")
             };
-            let ledger = SqliteLedger::open(dir.join(name), SqliteOptions::default().clock(clock))?;
+            let ledger = SqliteLedger::open(dir.join(name), sqlite_options().clock(clock))?;
             Ok(Arc::new(ledger) as Arc<dyn EffectLedger>)
         }
     }
@@ -208,8 +208,13 @@ fn drop_schemas(_url: &str, _schemas: &[String]) {}
 
 /// Opens the SQLite ledger at `path` on the system clock.
 pub(crate) fn open_sqlite(path: &Path) -> Result<Arc<dyn EffectLedger>, LedgerError> {
-    Ok(Arc::new(SqliteLedger::open(
-        path,
-        SqliteOptions::default(),
-    )?))
+    Ok(Arc::new(SqliteLedger::open(path, sqlite_options())?))
+}
+
+/// Scenario ledgers: the crash scenario's worker holds a lease of a few
+/// hundred milliseconds, which a renewal waiting SQLite's default 5 s busy
+/// timeout could outlive, so the executor would refuse it. One process
+/// writes a scenario's file at a time: a short wait is enough.
+fn sqlite_options() -> SqliteOptions {
+    SqliteOptions::default().busy_timeout(std::time::Duration::from_millis(50))
 }

@@ -194,6 +194,15 @@ pub trait EffectLedger: Send + Sync + fmt::Debug {
     ///
     /// Store failures.
     fn stats(&self) -> Result<LedgerStats, LedgerError>;
+
+    /// How long one transition may wait for the store's lock before it
+    /// fails (SQLite's busy timeout), when that is bounded and can be long.
+    /// A lease renewal can wait that long while another process writes, so
+    /// the executor refuses a dispatch lease shorter than twice this. `None`
+    /// (the default) when waits are short or unbounded by the store.
+    fn longest_lock_wait(&self) -> Option<Duration> {
+        None
+    }
 }
 
 /// Named transitions over [`EffectLedger::apply`], for every ledger.
@@ -385,5 +394,9 @@ impl<L: EffectLedger + ?Sized> EffectLedger for std::sync::Arc<L> {
 
     fn stats(&self) -> Result<LedgerStats, LedgerError> {
         (**self).stats()
+    }
+
+    fn longest_lock_wait(&self) -> Option<Duration> {
+        (**self).longest_lock_wait()
     }
 }

@@ -60,6 +60,20 @@ pub enum ExecError {
         #[source]
         source: serde_json::Error,
     },
+    /// The dispatch lease is shorter than the store can keep alive: a lease
+    /// renewal may wait up to `lock_wait` for the store's lock (another
+    /// process writing back to back), so a lease shorter than twice that can
+    /// run out under a live handler. Nothing was written.
+    #[error(
+        "the dispatch lease of {lease:?} is shorter than twice the ledger's longest lock wait of {lock_wait:?}; \
+         lengthen ExecutorOptions::dispatch_lease or shorten the ledger's busy timeout"
+    )]
+    LeaseTooShort {
+        /// The executor's dispatch lease.
+        lease: std::time::Duration,
+        /// The ledger's longest lock wait.
+        lock_wait: std::time::Duration,
+    },
     /// The async runtime could not run a blocking ledger step.
     #[error("async execution of operation {operation_id:?} was interrupted: {message}")]
     Runtime {

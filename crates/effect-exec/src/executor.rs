@@ -226,6 +226,7 @@ impl EffectExecutor {
             version = call.contract.version(),
         );
         let _entered = span.enter();
+        self.check_lease()?;
         let claim = self.new_claim();
         let first = self.apply(
             call.id(),
@@ -538,6 +539,21 @@ impl EffectExecutor {
                 operation_id: id.to_owned(),
             })
         })
+    }
+
+    /// Refuses a dispatch lease the ledger cannot keep alive: a renewal may
+    /// wait the ledger's longest lock wait, so the lease must be at least
+    /// twice that (see docs/production.md#sizing-leases-and-deadlines).
+    pub(crate) fn check_lease(&self) -> Result<(), ExecError> {
+        match self.ledger.longest_lock_wait() {
+            Some(lock_wait) if self.options.dispatch_lease < lock_wait.saturating_mul(2) => {
+                Err(ExecError::LeaseTooShort {
+                    lease: self.options.dispatch_lease,
+                    lock_wait,
+                })
+            }
+            _ => Ok(()),
+        }
     }
 
     fn new_claim(&self) -> Claim {

@@ -53,6 +53,8 @@ pub struct SqliteLedger {
     /// (a batch of one without group commit); other processes still meet the
     /// file lock and the busy timeout.
     group: Arc<GroupCommit>,
+    /// How long a transition waits for another process's lock.
+    busy_timeout: Duration,
     /// The file opened, checked before every commit.
     pub(crate) file: Arc<LedgerFile>,
     pub(crate) confirmed: Arc<ConfirmedCache>,
@@ -154,6 +156,7 @@ impl SqliteLedger {
                 1
             })),
             file: Arc::new(LedgerFile::at(path)),
+            busy_timeout: options.busy_timeout,
             confirmed: Arc::new(ConfirmedCache::new(options.confirmed_cache)),
             list_sql: list_sql(layout),
         })
@@ -305,6 +308,10 @@ impl EffectLedger for SqliteLedger {
             decode_event,
             &doing,
         )
+    }
+
+    fn longest_lock_wait(&self) -> Option<Duration> {
+        Some(self.busy_timeout)
     }
 
     fn stats(&self) -> Result<LedgerStats, LedgerError> {

@@ -133,4 +133,8 @@ impl EffectLedger for TempLedger {
     fn stats(&self) -> Result<LedgerStats, LedgerError> {
         self.ledger.stats()
     }
+
+    fn longest_lock_wait(&self) -> Option<std::time::Duration> {
+        self.ledger.longest_lock_wait()
+    }
 }

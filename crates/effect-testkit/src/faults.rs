@@ -35,6 +35,7 @@
 
 use std::fmt;
 use std::sync::{Mutex, MutexGuard};
+use std::time::Duration;
 
 use effect_core::{
     EffectLedger, EffectRecord, LedgerError, LedgerEvent, LedgerStats, ListQuery, Transition,
@@ -260,5 +261,9 @@ impl<L: EffectLedger> EffectLedger for FaultyLedger<L> {
 
     fn stats(&self) -> Result<LedgerStats, LedgerError> {
         self.call(CallKind::Read, "stats", |l| l.stats())
+    }
+
+    fn longest_lock_wait(&self) -> Option<Duration> {
+        self.inner.longest_lock_wait()
     }
 }

@@ -60,7 +60,10 @@ fn sweep_worker_role() -> TestResult {
         return Ok(());
     };
     let dir = Path::new(&dir).to_owned();
-    let ledger = SqliteLedger::open(dir.join("effects.sqlite3"), SqliteOptions::default())?;
+    let ledger = SqliteLedger::open(
+        dir.join("effects.sqlite3"),
+        SqliteOptions::default().busy_timeout(LEASE / 3),
+    )?;
     let executor = EffectExecutor::with_options(
         Arc::new(ledger),
         ExecutorOptions::default().dispatch_lease(LEASE),
@@ -96,7 +99,7 @@ fn a_sweep_after_a_kill_mid_dispatch_leaves_exactly_one_effect() -> TestResult {
 
     let ledger: Arc<dyn EffectLedger> = Arc::new(SqliteLedger::open(
         dir.path().join("effects.sqlite3"),
-        SqliteOptions::default(),
+        SqliteOptions::default().busy_timeout(LEASE / 3),
     )?);
     assert_eq!(
         ledger.get(ID)?.map(|r| r.status),

@@ -254,6 +254,10 @@ impl EffectLedger for ProcessLedger {
     fn stats(&self) -> Result<LedgerStats, LedgerError> {
         self.alive()?.stats()
     }
+
+    fn longest_lock_wait(&self) -> Option<std::time::Duration> {
+        self.inner.longest_lock_wait()
+    }
 }
 
 #[cfg(test)]

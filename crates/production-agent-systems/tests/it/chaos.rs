@@ -112,7 +112,7 @@ fn chaos_worker_role() {
     };
     fastrand::seed(seed.parse().unwrap());
     let (db, provider, non_answers) = files(Path::new(&dir));
-    let ledger = SqliteLedger::open(&db, SqliteOptions::default()).unwrap();
+    let ledger = SqliteLedger::open(&db, SqliteOptions::default().busy_timeout(LEASE / 3)).unwrap();
     let options = ExecutorOptions::default().dispatch_lease(LEASE);
     let executor = EffectExecutor::with_options(Arc::new(ledger), options);
     let contract = slow_probe_contract(&provider);
@@ -161,7 +161,7 @@ fn run_seed(seed: u64) {
     let dir = tempfile::tempdir().unwrap();
     let (db, provider, non_answers) = files(dir.path());
     // Create the ledger once, so workers do not race to create the schema.
-    drop(SqliteLedger::open(&db, SqliteOptions::default()).unwrap());
+    drop(SqliteLedger::open(&db, SqliteOptions::default().busy_timeout(LEASE / 3)).unwrap());
     let mut rng = fastrand::Rng::with_seed(seed);
     let mut spawned = 0;
     let mut workers: Vec<Child> = Vec::new();
@@ -211,8 +211,9 @@ fn run_seed(seed: u64) {
     // (an expired lease, a negative probe, no guaranteed key) an operator
     // retries, knowing that every worker has stopped.
     std::thread::sleep(LEASE + Duration::from_millis(100));
-    let ledger: Arc<dyn EffectLedger> =
-        Arc::new(SqliteLedger::open(&db, SqliteOptions::default()).unwrap());
+    let ledger: Arc<dyn EffectLedger> = Arc::new(
+        SqliteLedger::open(&db, SqliteOptions::default().busy_timeout(LEASE / 3)).unwrap(),
+    );
     let options = ExecutorOptions::default().dispatch_lease(LEASE);
     let executor = EffectExecutor::with_options(Arc::clone(&ledger), options);
     let contract = slow_probe_contract(&provider);

@@ -42,7 +42,7 @@ fn crash_worker_role() {
         return;
     };
     let (db, provider) = paths(std::path::Path::new(&dir));
-    let ledger = SqliteLedger::open(&db, SqliteOptions::default()).unwrap();
+    let ledger = SqliteLedger::open(&db, SqliteOptions::default().busy_timeout(LEASE / 3)).unwrap();
     let options = ExecutorOptions::default().dispatch_lease(LEASE);
     let executor = EffectExecutor::with_options(Arc::new(ledger), options);
     let contract = capture_contract(&provider);
@@ -87,8 +87,9 @@ fn process_killed_after_its_claim_but_before_sending_is_never_blindly_resent() {
         provider.commits().is_empty(),
         "nothing reached the provider"
     );
-    let ledger: Arc<dyn EffectLedger> =
-        Arc::new(SqliteLedger::open(&db, SqliteOptions::default()).unwrap());
+    let ledger: Arc<dyn EffectLedger> = Arc::new(
+        SqliteLedger::open(&db, SqliteOptions::default().busy_timeout(LEASE / 3)).unwrap(),
+    );
     let record = ledger.get("invoice:INV-77:capture").unwrap().unwrap();
     assert_eq!(
         record.status,
@@ -120,8 +121,9 @@ fn process_killed_after_the_provider_committed_is_reconciled_without_rerunning()
         "the provider committed before the crash"
     );
 
-    let ledger: Arc<dyn EffectLedger> =
-        Arc::new(SqliteLedger::open(&db, SqliteOptions::default()).unwrap());
+    let ledger: Arc<dyn EffectLedger> = Arc::new(
+        SqliteLedger::open(&db, SqliteOptions::default().busy_timeout(LEASE / 3)).unwrap(),
+    );
     let record = ledger.get("invoice:INV-77:capture").unwrap().unwrap();
     assert_eq!(
         record.status,
@@ -174,8 +176,9 @@ fn a_sweep_in_a_new_process_settles_a_dispatch_killed_after_the_provider_committ
 
     // A service starting up: it registers its contracts and sweeps, with no
     // agent ever calling the same operation again.
-    let ledger: Arc<dyn EffectLedger> =
-        Arc::new(SqliteLedger::open(&db, SqliteOptions::default()).unwrap());
+    let ledger: Arc<dyn EffectLedger> = Arc::new(
+        SqliteLedger::open(&db, SqliteOptions::default().busy_timeout(LEASE / 3)).unwrap(),
+    );
     let executor = EffectExecutor::with_options(
         Arc::clone(&ledger),
         ExecutorOptions::default().dispatch_lease(LEASE),

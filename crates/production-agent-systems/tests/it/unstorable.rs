@@ -112,3 +112,41 @@ fn a_deleted_ledger_file_fails_the_call_before_any_dispatch() {
         "R-2 was never dispatched"
     );
 }
+
+#[test]
+fn a_lease_the_ledger_cannot_keep_alive_is_refused_before_anything_is_written() {
+    use production_agent_systems::{ExecError, ExecutorOptions};
+    use std::time::Duration;
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("effects.sqlite3");
+    // A renewal may wait the whole 5 s busy timeout: a 2 s lease could run
+    // out under a live handler while another process writes.
+    let ledger: Arc<dyn EffectLedger> =
+        Arc::new(SqliteLedger::open(&db, SqliteOptions::default()).unwrap());
+    let options = ExecutorOptions::default().dispatch_lease(Duration::from_secs(2));
+    let executor = EffectExecutor::with_options(Arc::clone(&ledger), options.clone());
+    let err = executor
+        .execute(&bare_contract(), &json!({"id": "R-9"}), forbidden_handler)
+        .expect_err("a lease shorter than twice the busy timeout is refused");
+    assert!(
+        matches!(err, ExecError::LeaseTooShort { lock_wait, .. } if lock_wait == Duration::from_secs(5)),
+        "{err}"
+    );
+    assert!(
+        ledger.get("report:R-9").unwrap().is_none(),
+        "nothing was written"
+    );
+    // With a busy timeout to match, the same lease is accepted.
+    let ledger = SqliteLedger::open(
+        &db,
+        SqliteOptions::default().busy_timeout(Duration::from_millis(500)),
+    )
+    .unwrap();
+    let executor = EffectExecutor::with_options(Arc::new(ledger), options);
+    let result = executor
+        .execute(&bare_contract(), &json!({"id": "R-9"}), |_, _| {
+            Ok::<_, HandlerError>(json!({"sent": true}))
+        })
+        .unwrap();
+    assert!(result.is_confirmed());
+}
