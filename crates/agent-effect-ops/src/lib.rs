@@ -17,7 +17,8 @@
 //! Manual resolutions go through [`effect_exec::EffectExecutor`]'s audited
 //! resolution, so the same rules apply as in code: only from `outcome_unknown`
 //! or `quarantined`, with a non-empty actor, reason and evidence reference. The
-//! store chosen here is `effect-ledger-sqlite`. The runbook and the JSON field
+//! store is chosen here from `--db`: a SQLite file (`effect-ledger-sqlite`), or
+//! a `postgres://` URL (`effect-ledger-postgres`, feature `postgres`). The runbook and the JSON field
 //! names are in `docs/operations.md`; the exit codes are [`Exit`].
 //!
 //! The library target exists so the commands can be tested in-process

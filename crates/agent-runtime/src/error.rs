@@ -2,7 +2,7 @@
 
 use effect_core::BoxError;
 
-use crate::status::RunStatus;
+use crate::status::TransitionError;
 
 /// A tool's input schema that cannot be used (rejected at registration).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -124,17 +124,6 @@ impl ToolError {
     pub fn is_retryable(&self) -> bool {
         self.kind == ToolErrorKind::Timeout
     }
-}
-
-/// A run-status change that the state machine forbids.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
-#[error("run status cannot change from {from} to {to}")]
-#[non_exhaustive]
-pub struct TransitionError {
-    /// The current status.
-    pub from: RunStatus,
-    /// The requested status.
-    pub to: RunStatus,
 }
 
 /// A planner that could not choose the next action.

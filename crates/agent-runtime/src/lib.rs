@@ -122,7 +122,6 @@ pub use asynchronous::{AsyncAgentRuntime, AsyncPlanner};
 pub use checkpoint::{Checkpoint, PendingStage, PendingStep, invocation_id};
 pub use error::{
     PlannerError, RegistryError, RunError, SchemaError, StoreError, ToolError, ToolErrorKind,
-    TransitionError,
 };
 pub use executor::{
     DEFAULT_TOOL_TIMEOUT, FailureKind, InvocationFailure, InvocationOutcome, InvocationReport,
@@ -143,7 +142,7 @@ pub use schema::schema_for;
 #[cfg(feature = "sqlite-checkpoints")]
 #[cfg_attr(docsrs, doc(cfg(feature = "sqlite-checkpoints")))]
 pub use sqlite::SqliteCheckpointStore;
-pub use status::RunStatus;
+pub use status::{RunStatus, TransitionError};
 pub use store::{
     AuditStore, CheckpointStore, EventStore, MemoryAuditStore, MemoryCheckpointStore,
     MemoryEventStore,

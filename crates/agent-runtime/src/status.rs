@@ -4,7 +4,16 @@ use std::fmt;
 
 use serde::{Deserialize, Serialize};
 
-use crate::error::TransitionError;
+/// A run-status change that the state machine forbids.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[error("run status cannot change from {from} to {to}")]
+#[non_exhaustive]
+pub struct TransitionError {
+    /// The current status.
+    pub from: RunStatus,
+    /// The requested status.
+    pub to: RunStatus,
+}
 
 /// Where a run stands.
 ///

@@ -7,17 +7,6 @@ use crate::status::EffectStatus;
 /// A boxed error from a lower layer, kept as the `source` of ours.
 pub type BoxError = Box<dyn std::error::Error + Send + Sync + 'static>;
 
-/// A status string that is not one of the docs/spec.md §2 strings.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("unknown status {value:?} (expected one of: {expected})")]
-#[non_exhaustive]
-pub struct ParseStatusError {
-    /// The string that was read.
-    pub value: String,
-    /// The accepted strings.
-    pub expected: &'static str,
-}
-
 /// Arguments or outputs that cannot be represented as canonical JSON.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]

@@ -52,13 +52,12 @@ pub use contract::{
 };
 pub use error::{
     BoxError, CallbackError, CanonicalError, ContractError, LedgerError, LedgerErrorKind,
-    ParseStatusError,
 };
 pub use ledger::{EffectLedger, EffectLedgerExt, LedgerStats, ListQuery, MAX_LIST_LIMIT};
 pub use memory::MemoryLedger;
 pub use prune::{ArchivedOperation, PruneReport, PruneRequest};
 pub use record::{EffectRecord, EffectResult, Evidence, LedgerEvent, OutcomeProbeResult, Revision};
-pub use status::{EffectStatus, ProbeStatus, UnknownOutcomePolicy};
+pub use status::{EffectStatus, ParseStatusError, ProbeStatus, UnknownOutcomePolicy};
 pub use transition::{
     Claim, Confirmation, Guard, ManualAction, ManualResolution, NewOperation, Transition,
     TransitionOutcome,

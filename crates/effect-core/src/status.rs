@@ -5,7 +5,16 @@ use std::str::FromStr;
 
 use serde::{Deserialize, Serialize};
 
-use crate::error::ParseStatusError;
+/// A status string that is not one of the docs/spec.md §2 strings.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("unknown status {value:?} (expected one of: {expected})")]
+#[non_exhaustive]
+pub struct ParseStatusError {
+    /// The string that was read.
+    pub value: String,
+    /// The accepted strings.
+    pub expected: &'static str,
+}
 
 /// Where an operation stands. The storage and JSON strings are fixed by docs/spec.md §2.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
