@@ -205,6 +205,11 @@ pub struct AuditArgs {
     /// reference. Never a secret or customer data.
     #[arg(long, value_name = "REF")]
     pub evidence_reference: String,
+    /// Resolve only if the operation still has this many attempts (the
+    /// number `show` gave you): refused, writing nothing, when it was
+    /// dispatched again since you looked.
+    #[arg(long, value_name = "N")]
+    pub expect_attempts: Option<u32>,
 }
 
 /// Where `export` starts.

@@ -15,7 +15,7 @@ use serde::Serialize;
 use serde_json::Value;
 
 use crate::cli::{AuditArgs, Cli, Command, Format, Since};
-use crate::error::InputError;
+use crate::error::{ChangedSinceSeen, InputError};
 use crate::maintenance;
 use crate::open::{Opened, open};
 use crate::table;
@@ -79,11 +79,18 @@ pub fn run(cli: &Cli, clock: Arc<dyn Clock>, out: &mut dyn Write) -> anyhow::Res
             maintenance::prune(&opened, &request, archive.as_deref(), clock, &mut printer)
         }
         Command::Backup { dest } => maintenance::backup(&opened, dest, &mut printer),
-        Command::Confirm { id, .. }
-        | Command::Reject { id, .. }
-        | Command::AuthorizeRetry { id, .. } => {
+        Command::Confirm { id, audit, .. }
+        | Command::Reject { id, audit }
+        | Command::AuthorizeRetry { id, audit } => {
             match &resolution {
-                Some(resolution) => resolve(&opened, id, resolution, clock, &mut printer),
+                Some(resolution) => resolve(
+                    &opened,
+                    id,
+                    resolution,
+                    audit.expect_attempts,
+                    clock,
+                    &mut printer,
+                ),
                 // `manual_resolution` returns one for every resolving command.
                 None => Err(anyhow::anyhow!("internal error: no resolution for {id:?}")),
             }
@@ -287,6 +294,7 @@ fn resolve(
     opened: &Opened,
     id: &str,
     resolution: &ManualResolution,
+    expect_attempts: Option<u32>,
     clock: Arc<dyn Clock>,
     printer: &mut Printer<'_>,
 ) -> anyhow::Result<()> {
@@ -302,9 +310,22 @@ fn resolve(
         }
         .into());
     }
+    let changed = |record: &effect_core::EffectRecord| ChangedSinceSeen {
+        operation_id: id.to_owned(),
+        attempts: record.attempts,
+        status: record.status,
+    };
+    if expect_attempts.is_some_and(|n| n != current.attempts) {
+        return Err(changed(&current).into());
+    }
     let writable = opened.writable(Arc::clone(&clock))?;
     let executor = EffectExecutor::with_clock(writable, ExecutorOptions::default(), clock);
-    let record = executor.resolve(id, resolution)?;
+    // Applied only to the record checked above: a dispatch in between makes
+    // the decision stale, and it is refused rather than applied to it.
+    let Some(record) = executor.resolve_if_unchanged(id, resolution, &current)? else {
+        let now = executor.ledger().get(id)?.ok_or_else(|| not_found(id))?;
+        return Err(changed(&now).into());
+    };
     let (action, event_type) = match resolution.action {
         ManualAction::Confirm { .. } => ("confirm", "manually_confirmed"),
         ManualAction::Reject => ("reject", "manually_rejected"),

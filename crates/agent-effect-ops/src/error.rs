@@ -133,6 +133,9 @@ impl Exit {
     /// Classifies an error by the first cause in its chain that has a kind.
     pub fn of(error: &anyhow::Error) -> Exit {
         for cause in error.chain() {
+            if cause.downcast_ref::<ChangedSinceSeen>().is_some() {
+                return Exit::NotAllowed;
+            }
             if cause.downcast_ref::<InputError>().is_some() {
                 return Exit::Usage;
             }
@@ -172,4 +175,20 @@ pub fn is_broken_pipe(error: &anyhow::Error) -> bool {
             .downcast_ref::<std::io::Error>()
             .is_some_and(|io| io.kind() == std::io::ErrorKind::BrokenPipe)
     })
+}
+
+/// A resolution refused because the operation moved on since the operator
+/// looked at it (`--expect-attempts`, or a change between the check and the write).
+#[derive(Debug, thiserror::Error)]
+#[error(
+    "operation {operation_id:?} changed since you looked (attempts now {attempts}, status {status}); \
+     look again with show before resolving it"
+)]
+pub struct ChangedSinceSeen {
+    /// The operation id.
+    pub operation_id: String,
+    /// Its attempts now.
+    pub attempts: u32,
+    /// Its status now.
+    pub status: effect_core::EffectStatus,
 }

@@ -39,4 +39,4 @@ pub mod view;
 
 pub use cli::{AuditArgs, Cli, Command, Format, Since, usage_line};
 pub use commands::run;
-pub use error::{Exit, InputError, is_broken_pipe};
+pub use error::{ChangedSinceSeen, Exit, InputError, is_broken_pipe};

@@ -322,6 +322,31 @@ impl EffectExecutor {
             .record)
     }
 
+    /// [`resolve`](Self::resolve), only if the operation is still as the
+    /// operator saw it in `seen` (same status, attempts and last status
+    /// change): `None`, with nothing written, when it moved on meanwhile (for
+    /// example another dispatch), since the decision was about the older
+    /// attempt. Checked inside the ledger's write transaction.
+    ///
+    /// # Errors
+    ///
+    /// As [`resolve`](Self::resolve).
+    pub fn resolve_if_unchanged(
+        &self,
+        operation_id: &str,
+        resolution: &ManualResolution,
+        seen: &EffectRecord,
+    ) -> Result<Option<EffectRecord>, ExecError> {
+        let span = tracing::info_span!("effect.resolve", operation_id, actor = %resolution.actor);
+        let _entered = span.enter();
+        let guarded = Transition::Guarded(
+            Guard::unchanged(seen),
+            Box::new(Transition::Resolve(resolution.clone())),
+        );
+        let outcome = self.apply(operation_id, guarded)?;
+        Ok(outcome.applied.then_some(outcome.record))
+    }
+
     /// Manually confirms an uncertain operation with the output the provider shows.
     ///
     /// # Errors

@@ -112,3 +112,35 @@ fn confirm_stores_the_given_output_for_replay() {
     assert_eq!(detail.summary.status, EffectStatus::Confirmed);
     assert_eq!(detail.summary.error, None);
 }
+
+#[test]
+fn a_resolution_about_an_older_attempt_is_refused_and_writes_nothing() {
+    let (_dir, db) = python_ledger();
+    let id = "ticket:T-7:create";
+    let detail: OperationDetail = ops(&db, &["show", id]).json();
+    let seen = detail.summary.attempts;
+    // The operator looked at attempt `seen`; another dispatch happened since,
+    // as far as this command knows: its decision is about an older attempt.
+    let stale = (seen + 1).to_string();
+    let refused = ops(
+        &db,
+        &with_audit(&["--migrate", "reject", id, "--expect-attempts", &stale]),
+    );
+    assert_eq!(refused.exit, Exit::NotAllowed, "{:?}", refused.error);
+    let message = format!("{:?}", refused.error);
+    assert!(message.contains("changed since you looked"), "{message}");
+    let after: OperationDetail = ops(&db, &["show", id]).json();
+    assert_eq!(
+        after.summary.status, detail.summary.status,
+        "nothing written"
+    );
+    assert_eq!(after.events.len(), detail.events.len(), "no event appended");
+    // The attempt the operator saw: applied.
+    let current = seen.to_string();
+    let rejected: Resolution = ops(
+        &db,
+        &with_audit(&["reject", id, "--expect-attempts", &current]),
+    )
+    .json();
+    assert_eq!(rejected.operation.status, EffectStatus::Rejected);
+}
