@@ -219,6 +219,13 @@ const FORBIDDEN: &[(&str, &[&str])] = &[
         "effect-ledger-sqlite",
         &["effect-exec", "effect-ledger-postgres", "agent-runtime"],
     ),
+    (
+        "effect-ledger-postgres",
+        &["effect-exec", "effect-ledger-sqlite", "agent-runtime"],
+    ),
+    // The two CLIs are where a store is chosen; neither depends on the other.
+    ("agent-effect", &["agent-effect-ops"]),
+    ("agent-effect-ops", &["agent-effect"]),
     // The framework adapters build on core and exec; a user picks the store.
     (
         "effect-rig",
