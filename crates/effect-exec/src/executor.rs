@@ -22,6 +22,7 @@ use crate::error::{ExecError, HandlerError};
 use crate::heartbeat::LeaseKeeper;
 use crate::options::{CallOptions, ExecutorOptions};
 use crate::reconcile::{Reconciled, is_unstorable};
+use crate::telemetry;
 use crate::token::TokenSource;
 
 /// Executes effects through a ledger so that each operation is dispatched only
@@ -224,8 +225,16 @@ impl EffectExecutor {
             operation_id = call.id(),
             contract = call.contract.name(),
             version = call.contract.version(),
+            status = tracing::field::Empty,
         );
         let _entered = span.enter();
+        let result = self.run_rounds(call)?;
+        span.record("status", result.status.as_str());
+        telemetry::executed(call.contract.name(), &result);
+        Ok(result)
+    }
+
+    fn run_rounds(&self, call: &Call<'_>) -> Result<EffectResult, ExecError> {
         self.check_lease()?;
         let claim = self.new_claim();
         let first = self.apply(
@@ -508,6 +517,8 @@ impl EffectExecutor {
         transition: Transition,
     ) -> Result<TransitionOutcome, ExecError> {
         let name = transition.name();
+        #[cfg(feature = "metrics")]
+        let started = self.clock.now();
         let outcome = self
             .ledger
             .apply(id, &transition)
@@ -515,6 +526,11 @@ impl EffectExecutor {
                 operation_id: id.to_owned(),
                 source,
             })?;
+        #[cfg(feature = "metrics")]
+        telemetry::transition(
+            name,
+            self.clock.now().duration_since(started).unwrap_or_default(),
+        );
         if outcome.applied {
             tracing::info!(
                 operation_id = id,

@@ -20,6 +20,11 @@
 //!
 //! - `tokio`: [`EffectExecutor::execute_async`] and
 //!   [`EffectExecutor::execute_typed_async`], with async handlers and probes.
+//! - `metrics`: counters and timings through the `metrics` facade:
+//!   `effect_executions_total{contract,status}`, `effect_replays_total`,
+//!   `effect_in_progress_total`, `effect_reconciliations_total{probe_status}`,
+//!   `effect_quarantined_total`, `effect_transition_duration_seconds`, and
+//!   the gauge `effect_stale_dispatches` (set by each sweep).
 //! - `anyhow` (default): `?` on an `anyhow::Error` inside a handler converts it
 //!   into [`HandlerError::Failed`] with its context chain.
 //!
@@ -65,6 +70,7 @@ mod notice;
 mod options;
 mod reconcile;
 mod sweep;
+mod telemetry;
 mod token;
 mod typed;
 

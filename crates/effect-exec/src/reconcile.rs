@@ -14,6 +14,7 @@ use serde_json::Value;
 use crate::dispatch::SyncInvoke;
 use crate::error::{ExecError, HandlerError};
 use crate::executor::{Call, EffectExecutor, Identity, evidence_of, identify, settled_result};
+use crate::telemetry;
 
 /// How a reconciliation ended.
 pub(crate) enum Reconciled {
@@ -128,6 +129,7 @@ impl EffectExecutor {
             record.provider_idempotency_key.clone(),
         );
         let Some(probed) = probed else {
+            telemetry::reconciled(contract.name(), "none");
             return if guaranteed_retry {
                 self.reset(&read, retry_basis)
             } else {
@@ -138,6 +140,7 @@ impl EffectExecutor {
         let probe = match probed.and_then(storable_evidence) {
             Ok(probe) => probe,
             Err(err) => {
+                telemetry::reconciled(contract.name(), "failed");
                 let mut evidence = evidence_of([(PROBE_ERROR, err.message().into())]);
                 return if guaranteed_retry {
                     evidence.extend(retry_basis);
@@ -148,6 +151,7 @@ impl EffectExecutor {
             }
         };
         tracing::info!(operation_id = call.id(), probe_status = %probe.status, "outcome probed");
+        telemetry::reconciled(contract.name(), probe.status.as_str());
         let mut evidence = probe.evidence.clone();
         evidence.insert(PROBE_STATUS.into(), probe.status.as_str().into());
         match probe.status {
@@ -270,6 +274,12 @@ impl EffectExecutor {
         transition: Transition,
     ) -> Result<Reconciled, ExecError> {
         let outcome = self.apply(read.call.id(), read.guarded(transition))?;
+        if outcome.applied
+            && outcome.record.status == EffectStatus::Quarantined
+            && read.record.status != EffectStatus::Quarantined
+        {
+            telemetry::quarantined(read.call.contract.name());
+        }
         Ok(read.reconciled(outcome, Reconciled::Settled))
     }
 

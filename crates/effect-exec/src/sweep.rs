@@ -188,6 +188,7 @@ impl Sweeper {
         // operation moves to the front of the list, which would shift the
         // pages under a cursor.
         let mut stuck = self.list(ListQuery::stale(MAX_LIST_LIMIT))?;
+        crate::telemetry::stale_dispatches(stuck.len() as u64);
         stuck.extend(self.list(ListQuery::with_status(
             EffectStatus::OutcomeUnknown,
             MAX_LIST_LIMIT,

@@ -62,6 +62,8 @@
 //! - `testkit`: the test kit, as `testkit`.
 //! - `tokio`: `EffectExecutor::execute_async` and `execute_typed_async`; with
 //!   `runtime`, also the async agent runtime, `runtime::AsyncAgentRuntime`.
+//! - `metrics`: counters and timings through the `metrics` facade (see
+//!   `effect_exec`'s `metrics` feature); install any recorder.
 //! - `rig`: the rig adapter, as `rig` (brings `tokio`).
 //! - `mcp`: the MCP adapter, as `mcp` (brings `tokio`).
 

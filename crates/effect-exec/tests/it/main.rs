@@ -11,6 +11,8 @@ mod resolution;
 mod scenarios;
 mod stale;
 mod sweep;
+#[cfg(feature = "metrics")]
+mod telemetry;
 
 use std::sync::Arc;
 
