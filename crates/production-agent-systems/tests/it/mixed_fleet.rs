@@ -127,8 +127,11 @@ fn mixed_fleet_rust_worker_role() {
         SqliteOptions::default().busy_timeout(Duration::from_secs(30)),
     )
     .unwrap();
-    // The setting for a ledger shared with Python workers.
-    let options = ExecutorOptions::default().fingerprint_form(FingerprintForm::Sha256);
+    // The setting for a ledger shared with Python workers; the lease is twice
+    // the busy timeout, which a renewal may wait while Python writes.
+    let options = ExecutorOptions::default()
+        .fingerprint_form(FingerprintForm::Sha256)
+        .dispatch_lease(Duration::from_secs(60));
     let executor = EffectExecutor::with_options(Arc::new(ledger), options);
     let provider = Arc::new(FileProvider::new(&path("provider")));
     let arguments: Vec<Value> =
