@@ -445,23 +445,15 @@ impl Planner {
                 "request_fingerprint": fingerprint,
             }),
         );
-        EffectRecord {
-            operation_id: operation_id.to_owned(),
-            contract_name: op.contract_name.clone(),
-            contract_version: op.contract_version.clone(),
-            request_fingerprint: fingerprint,
-            provider_idempotency_key: op.provider_idempotency_key.clone(),
-            status: EffectStatus::Prepared,
-            output: None,
-            provider_operation_id: None,
-            error: None,
-            attempts: 0,
-            evidence: Evidence::new(),
-            owner_token: None,
-            lease_until: None,
-            created_at: self.at.clone(),
-            updated_at: self.at.clone(),
-        }
+        let mut record = EffectRecord::new(
+            operation_id,
+            op.contract_name.clone(),
+            op.contract_version.clone(),
+            fingerprint,
+            self.at.clone(),
+        );
+        record.provider_idempotency_key = op.provider_idempotency_key.clone();
+        record
     }
 
     fn lease_until(&self, lease: Duration) -> f64 {
