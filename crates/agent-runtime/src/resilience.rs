@@ -4,7 +4,6 @@
 //! its contract in the effect executor, never by a generic retry loop.
 
 use std::collections::HashMap;
-use std::fmt;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime};
 
@@ -117,21 +116,9 @@ impl RetryPolicy {
     }
 }
 
-/// Waits between retries; injected so tests do not sleep.
-pub trait Sleeper: Send + Sync + fmt::Debug {
-    /// Blocks for `duration`.
-    fn sleep(&self, duration: Duration);
-}
-
-/// Sleeps on the current thread.
-#[derive(Debug, Clone, Copy, Default)]
-pub struct ThreadSleeper;
-
-impl Sleeper for ThreadSleeper {
-    fn sleep(&self, duration: Duration) {
-        std::thread::sleep(duration);
-    }
-}
+/// Waits between retries, injected so tests do not sleep: the executor's
+/// [`Sleeper`](effect_core::Sleeper), one trait for both layers.
+pub use effect_core::{Sleeper, ThreadSleeper};
 
 /// When a dependency's circuit opens, and for how long.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
