@@ -44,6 +44,7 @@ mod injecting;
 pub mod matrix;
 pub mod provider;
 pub mod scenario;
+pub mod servers;
 pub mod snapshots;
 
 pub use injecting::{FaultInjectingProvider, UnsupportedFaultPoint};

@@ -7,19 +7,7 @@ use serde_json::Value;
 use crate::{agent_effect, stdout};
 
 fn server() -> Option<String> {
-    match std::env::var("EFFECT_TEST_POSTGRES_URL") {
-        Ok(url) if !url.is_empty() => Some(url),
-        _ => {
-            assert!(
-                std::env::var("EFFECT_REQUIRE_POSTGRES").as_deref() != Ok("1"),
-                "EFFECT_REQUIRE_POSTGRES=1 but EFFECT_TEST_POSTGRES_URL is not set"
-            );
-            eprintln!(
-                "skipped: EFFECT_TEST_POSTGRES_URL is not set (no PostgreSQL server to test against)"
-            );
-            None
-        }
-    }
+    effect_testkit::servers::postgres_url("the PostgreSQL tests of agent-effect")
 }
 
 #[test]

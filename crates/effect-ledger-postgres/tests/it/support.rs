@@ -11,8 +11,7 @@ use postgres::{Client, NoTls};
 
 pub type TestResult = Result<(), Box<dyn std::error::Error>>;
 
-pub const URL_VAR: &str = "EFFECT_TEST_POSTGRES_URL";
-pub const REQUIRE_VAR: &str = "EFFECT_REQUIRE_POSTGRES";
+pub use effect_testkit::servers::POSTGRES_URL_VAR as URL_VAR;
 
 /// Environment of a child process: its role, schema and index.
 pub const CHILD_ROLE_VAR: &str = "EFFECT_PG_TEST_CHILD_ROLE";
@@ -20,28 +19,8 @@ pub const CHILD_SCHEMA_VAR: &str = "EFFECT_PG_TEST_CHILD_SCHEMA";
 pub const CHILD_INDEX_VAR: &str = "EFFECT_PG_TEST_CHILD_INDEX";
 
 /// The server URL, or `None` after saying that `test` was skipped.
-///
-/// # Panics
-///
-/// When the URL is missing and `EFFECT_REQUIRE_POSTGRES=1`: CI must not skip.
 pub fn server_url(test: &str) -> Option<String> {
-    if let Ok(url) = std::env::var(URL_VAR)
-        && !url.trim().is_empty()
-    {
-        return Some(url);
-    }
-    assert!(
-        std::env::var(REQUIRE_VAR).as_deref() != Ok("1"),
-        "{test}: {URL_VAR} is not set, but {REQUIRE_VAR}=1 requires the PostgreSQL tests to run"
-    );
-    // Written to the real stderr in one piece, past the test harness's
-    // capture, so a plain `cargo test` shows why these tests did nothing.
-    let message = format!(
-        "\nskipped: {test}: {URL_VAR} is not set (set it to a PostgreSQL server URL such as \
-         postgres://postgres@127.0.0.1:55439/postgres to run the PostgreSQL ledger tests)\n"
-    );
-    let _ = std::io::stderr().write_all(message.as_bytes());
-    None
+    effect_testkit::servers::postgres_url(test)
 }
 
 /// A schema of one test's own, dropped (with everything in it) on drop.

@@ -27,7 +27,9 @@ impl FileProvider {
             .append(true)
             .open(&self.path)
             .unwrap();
-        writeln!(file, "{key}").unwrap();
+        // One write of the whole line: appends from several processes at
+        // once never interleave (O_APPEND writes of a small buffer are atomic).
+        file.write_all(format!("{key}\n").as_bytes()).unwrap();
         file.sync_all().unwrap();
         json!({"payment_id": format!("pay-{key}"), "status": "captured"})
     }
