@@ -82,6 +82,39 @@ fn spawn_call(
     thread::spawn(move || exec.execute(&contract, &args, handler).unwrap())
 }
 
+/// An executor, a gated contract, and an operation whose attempt 1 failed
+/// before the provider accepted it and was quarantined (the provider's
+/// scripts start with that failure and a failing probe).
+struct Stage {
+    ledger: Arc<dyn effect_core::EffectLedger>,
+    exec: EffectExecutor,
+    contract: EffectContract,
+    probe_gate: Arc<Gate>,
+    handler_gate: Arc<Gate>,
+}
+
+fn quarantined_after_attempt_1(provider: &Arc<FakeProvider>, id: &str) -> Stage {
+    let (probe_gate, handler_gate) = (Arc::new(Gate::default()), Arc::new(Gate::default()));
+    let ledger = ledger();
+    let exec = executor(&ledger);
+    let contract = gated(provider, &probe_gate);
+    let first = exec
+        .execute(
+            &contract,
+            &invoice(id),
+            gated_handler(provider, &handler_gate),
+        )
+        .unwrap();
+    assert_eq!(first.status, EffectStatus::Quarantined);
+    Stage {
+        ledger,
+        exec,
+        contract,
+        probe_gate,
+        handler_gate,
+    }
+}
+
 /// The exact interleaving of the duplicate: attempt 1 fails before the
 /// provider accepts it and is quarantined. B's probe correctly answers
 /// `not_committed` but B is slow to act; A resets, dispatches attempt 2, the
@@ -98,15 +131,14 @@ fn a_stale_not_committed_answer_never_dispatches_again() {
             ProbeAnswer::Lookup,  // A: not committed, resets
             ProbeAnswer::Pending, // A, after attempt 2 lost its answer
         ]);
-    let (probe_gate, handler_gate) = (Arc::new(Gate::default()), Arc::new(Gate::default()));
-    let ledger = ledger();
-    let exec = executor(&ledger);
-    let contract = gated(&provider, &probe_gate);
+    let Stage {
+        ledger,
+        exec,
+        contract,
+        probe_gate,
+        handler_gate,
+    } = quarantined_after_attempt_1(&provider, "INV-STALE");
     let handler = || gated_handler(&provider, &handler_gate);
-    let first = exec
-        .execute(&contract, &invoice("INV-STALE"), handler())
-        .unwrap();
-    assert_eq!(first.status, EffectStatus::Quarantined);
 
     let (b_probed, release_b) = probe_gate.arm();
     let b = spawn_call(&exec, &contract, handler(), "INV-STALE");
@@ -149,15 +181,14 @@ fn a_caller_that_loses_the_reset_race_reports_in_progress() {
     let provider = FakeProvider::new(false)
         .script(&[Fault::BeforeCommit, Fault::None])
         .probe_script(&[ProbeAnswer::Fail, ProbeAnswer::Lookup, ProbeAnswer::Lookup]);
-    let (probe_gate, handler_gate) = (Arc::new(Gate::default()), Arc::new(Gate::default()));
-    let ledger = ledger();
-    let exec = executor(&ledger);
-    let contract = gated(&provider, &probe_gate);
+    let Stage {
+        exec,
+        contract,
+        probe_gate,
+        handler_gate,
+        ..
+    } = quarantined_after_attempt_1(&provider, "INV-RACE");
     let handler = || gated_handler(&provider, &handler_gate);
-    let first = exec
-        .execute(&contract, &invoice("INV-RACE"), handler())
-        .unwrap();
-    assert_eq!(first.status, EffectStatus::Quarantined);
 
     let (b_probed, release_b) = probe_gate.arm();
     let b = spawn_call(&exec, &contract, handler(), "INV-RACE");
