@@ -98,7 +98,11 @@ enum Round {
     Retry(EffectRecord),
     /// After this round's dispatch, another caller moved the record on; the
     /// round continues from the current record without dispatching again.
-    Again(EffectRecord),
+    /// `retry_next`: the way the dispatch ended would allow the next round.
+    Again {
+        record: EffectRecord,
+        retry_next: bool,
+    },
 }
 
 impl EffectExecutor {
@@ -246,7 +250,7 @@ impl EffectExecutor {
         for round in 0..2 {
             match self.round(call, record, owned.take(), round == 0)? {
                 Round::Done(result) => return Ok(result),
-                Round::Retry(next) | Round::Again(next) => record = next,
+                Round::Retry(next) | Round::Again { record: next, .. } => record = next,
             }
         }
         // Both rounds used: leave the authorized retry for a later execution.
@@ -276,12 +280,15 @@ impl EffectExecutor {
             passes += 1;
             if let Some(claim) = owned.take() {
                 match self.dispatch(call, &record, &claim, first_round)? {
-                    (Round::Again(current), retry_allowed) => {
-                        retry_after_dispatch = Some(retry_allowed && first_round);
+                    Round::Again {
+                        record: current,
+                        retry_next,
+                    } => {
+                        retry_after_dispatch = Some(retry_next);
                         record = current;
                         continue;
                     }
-                    (round, _) => return Ok(round),
+                    round => return Ok(round),
                 }
             }
             match record.status {
@@ -355,15 +362,14 @@ impl EffectExecutor {
         ))
     }
 
-    /// Invokes the handler under a claimed lease and records what happened;
-    /// also says whether the way the dispatch ended allows an automatic retry.
+    /// Invokes the handler under a claimed lease and records what happened.
     fn dispatch(
         &self,
         call: &Call<'_>,
         record: &EffectRecord,
         claim: &Claim,
         first_round: bool,
-    ) -> Result<(Round, bool), ExecError> {
+    ) -> Result<Round, ExecError> {
         let id = call.id();
         let token = claim.owner_token.as_str();
         tracing::info!(operation_id = id, attempt = record.attempts, "dispatching");
@@ -390,10 +396,7 @@ impl EffectExecutor {
                         error: format!("provider definitively rejected the effect: {reason}"),
                     },
                 )?;
-                return Ok((
-                    Round::Done(EffectResult::from_record(&rejected.record)),
-                    false,
-                ));
+                return Ok(Round::Done(EffectResult::from_record(&rejected.record)));
             }
             HandlerOutcome::Returned(Ok(output)) => match self.check_postcondition(call, &output) {
                 None => {
@@ -407,7 +410,7 @@ impl EffectExecutor {
                         confirmation,
                     };
                     match self.ledger.apply(id, &transition) {
-                        Ok(confirmed) => return Ok((self.after_finalize(call, confirmed), false)),
+                        Ok(confirmed) => return Ok(self.after_finalize(call, confirmed)),
                         // The store refused the output (too large for it): the
                         // effect happened, so record it as uncertain at once
                         // rather than leave the dispatch to its lease.
@@ -470,19 +473,18 @@ impl EffectExecutor {
             },
         )?;
         if !unknown.applied {
-            return Ok((self.after_finalize(call, unknown), retry_allowed));
+            return Ok(self.after_finalize(call, unknown));
         }
-        let dispatch_follows = retry_allowed && first_round;
-        let round =
-            match self.reconcile_record(call, unknown.record, retry_allowed, dispatch_follows)? {
+        // A retry is dispatched only by the first round; a later one leaves it
+        // to the next call.
+        let retry_next = retry_allowed && first_round;
+        Ok(
+            match self.reconcile_record(call, unknown.record, retry_allowed, retry_next)? {
                 Reconciled::Settled(settled) => Round::Done(settled_result(&settled)),
-                Reconciled::RetryAuthorized(prepared) if first_round => Round::Retry(prepared),
-                Reconciled::RetryAuthorized(prepared) => {
-                    Round::Done(EffectResult::from_record(&prepared))
-                }
-                Reconciled::Stale(current) => Round::Again(current),
-            };
-        Ok((round, retry_allowed))
+                Reconciled::RetryAuthorized(prepared) => Round::Retry(prepared),
+                Reconciled::Stale(record) => Round::Again { record, retry_next },
+            },
+        )
     }
 
     /// After a finalizing write by the owner: report it, or, when the lease was
