@@ -223,9 +223,14 @@ const FORBIDDEN: &[(&str, &[&str])] = &[
         "effect-ledger-postgres",
         &["effect-exec", "effect-ledger-sqlite", "agent-runtime"],
     ),
-    // The two CLIs are where a store is chosen; neither depends on the other.
-    ("agent-effect", &["agent-effect-ops"]),
-    ("agent-effect-ops", &["agent-effect"]),
+    // The binaries choose a store through the facade's `open`; neither CLI
+    // depends on the other, and the facade on no binary.
+    ("agent-effect", &["agent-effect-ops", "effect-bench"]),
+    ("agent-effect-ops", &["agent-effect", "effect-bench"]),
+    (
+        "production-agent-systems",
+        &["agent-effect", "agent-effect-ops", "effect-bench"],
+    ),
     // The framework adapters build on core and exec; a user picks the store.
     (
         "effect-rig",

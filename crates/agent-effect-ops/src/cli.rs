@@ -4,6 +4,7 @@ use std::path::PathBuf;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
 use effect_core::EffectStatus;
+use production_agent_systems::open::LedgerUrl;
 
 /// Exit codes, for `--help` and docs/operations.md (keep the two in step).
 const EXIT_CODES: &str = "\
@@ -31,12 +32,13 @@ reason and evidence reference. expire records a stale dispatch (lease expired) a
 outcome_unknown, with the same audit fields. The tool does not authenticate --actor; that is the
 deployment's job.
 
---db must name an existing ledger file: the tool never creates one.
+--db must name an existing ledger, a SQLite file or a postgres:// URL: the tool
+never creates one.
 
 Output is JSON (stable field names, see docs/operations.md); --format table is for
 people. list never prints outputs, arguments or evidence.";
 
-/// `agent-effect-ops --db PATH <command>`.
+/// `agent-effect-ops --db PATH|URL <command>`.
 #[derive(Debug, Clone, Parser)]
 #[command(
     name = "agent-effect-ops",
@@ -47,9 +49,11 @@ people. list never prints outputs, arguments or evidence.";
     after_long_help = EXIT_CODES,
 )]
 pub struct Cli {
-    /// Path of an existing ledger file (SQLite); it is never created.
-    #[arg(long, value_name = "PATH")]
-    pub db: PathBuf,
+    /// The ledger: the path of an existing SQLite file (never created), or a
+    /// PostgreSQL database as a postgres:// URL (schema from
+    /// EFFECT_LEDGER_SCHEMA, default effect_ledger).
+    #[arg(long, value_name = "PATH|URL")]
+    pub db: LedgerUrl,
 
     /// Output format: JSON for scripts, a table for people.
     #[arg(long, value_enum, default_value_t = Format::Json, global = true)]

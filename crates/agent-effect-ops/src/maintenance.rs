@@ -86,7 +86,7 @@ pub(crate) fn backup(
     dest: &Path,
     printer: &mut Printer<'_>,
 ) -> anyhow::Result<()> {
-    let Some(source) = &opened.sqlite_path else {
+    let Some(source) = opened.sqlite_path() else {
         return Err(InputError::BackupNotSqlite.into());
     };
     // The read-only ledger is enough: a backup only reads.
@@ -106,7 +106,7 @@ fn run_prune(
     archive: &mut dyn std::io::Write,
     clock: &Arc<dyn Clock>,
 ) -> anyhow::Result<PruneReport> {
-    if let Some(path) = &opened.sqlite_path {
+    if let Some(path) = opened.sqlite_path() {
         // A dry run only reads: it never opens the file for writing.
         let options = SqliteOptions::default()
             .clock(Arc::clone(clock))
@@ -115,7 +115,7 @@ fn run_prune(
         return Ok(ledger.prune(request, archive)?);
     }
     #[cfg(feature = "postgres")]
-    if let Some(ledger) = &opened.postgres {
+    if let Some(ledger) = opened.postgres() {
         return Ok(ledger.prune(request, archive)?);
     }
     Err(anyhow::anyhow!("this ledger cannot be pruned"))

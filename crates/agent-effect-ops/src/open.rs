@@ -1,30 +1,39 @@
 //! Opening the ledger without ever creating or silently migrating one.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::Arc;
 
 use anyhow::Context as _;
 use effect_core::{Clock, EffectLedger};
 use effect_ledger_sqlite::{SqliteError, SqliteLedger, SqliteOptions};
+use production_agent_systems::open::{
+    Ledger, LedgerUrl, OpenError as OpenFailed, OpenOptions, open_url,
+};
 
 use crate::error::{InputError, OpenError};
 
 /// An opened ledger: read-only where the store allows it.
 pub struct Opened {
-    ledger: Arc<dyn EffectLedger>,
-    /// The SQLite file, reopened read-write for a resolution.
-    pub(crate) sqlite_path: Option<PathBuf>,
+    ledger: Ledger,
     /// Whether `--migrate` was given: the only way a file is migrated.
     migrate: bool,
-    /// The PostgreSQL ledger, for what the trait does not cover (prune).
-    #[cfg(feature = "postgres")]
-    pub(crate) postgres: Option<Arc<effect_ledger_postgres::PostgresLedger>>,
 }
 
 impl Opened {
     /// The ledger, for reading.
     pub fn ledger(&self) -> &dyn EffectLedger {
-        self.ledger.as_ref()
+        self.ledger.as_dyn()
+    }
+
+    /// The SQLite file, if the ledger is one.
+    pub(crate) fn sqlite_path(&self) -> Option<&Path> {
+        self.ledger.as_sqlite().map(|ledger| ledger.path())
+    }
+
+    /// The PostgreSQL ledger, for what the trait does not cover (prune).
+    #[cfg(feature = "postgres")]
+    pub(crate) fn postgres(&self) -> Option<&Arc<effect_ledger_postgres::PostgresLedger>> {
+        self.ledger.as_postgres()
     }
 
     /// The ledger, for writing. A SQLite file opened read-only is reopened
@@ -32,95 +41,72 @@ impl Opened {
     /// every command, and refused without it. A PostgreSQL ledger is already
     /// writable.
     pub fn writable(&self, clock: Arc<dyn Clock>) -> anyhow::Result<Arc<dyn EffectLedger>> {
-        match &self.sqlite_path {
+        match self.sqlite_path() {
             Some(path) => {
                 let options = SqliteOptions::default().clock(clock).migrate(self.migrate);
                 Ok(Arc::new(
                     SqliteLedger::open(path, options).map_err(in_cli_words)?,
                 ))
             }
-            None => Ok(Arc::clone(&self.ledger)),
+            None => Ok(self.ledger.clone().into_dyn()),
         }
     }
 }
 
-/// Opens the ledger `--db` names: a `postgres://` URL (with the `postgres`
-/// feature) or a SQLite file (see [`open_sqlite`]).
-pub fn open(db: &Path, migrate: bool, clock: Arc<dyn Clock>) -> anyhow::Result<Opened> {
-    let text = db.to_string_lossy();
-    if text.starts_with("postgres://") || text.starts_with("postgresql://") {
-        return open_postgres(&text, migrate);
-    }
-    let ledger = open_sqlite(db, migrate, clock)?;
-    Ok(Opened {
-        sqlite_path: Some(ledger.path().to_owned()),
-        ledger: Arc::new(ledger),
-        migrate,
-        #[cfg(feature = "postgres")]
-        postgres: None,
-    })
-}
-
-#[cfg(feature = "postgres")]
-fn open_postgres(url: &str, migrate: bool) -> anyhow::Result<Opened> {
-    use effect_ledger_postgres::{PostgresLedger, PostgresOptions};
-    let schema = std::env::var("EFFECT_LEDGER_SCHEMA")
-        .unwrap_or_else(|_| effect_ledger_postgres::DEFAULT_SCHEMA.to_owned());
-    // Without --migrate nothing is created or migrated: a misspelled schema
-    // is an error, and a role with only SELECT can read.
-    let options = PostgresOptions::default().schema(schema).migrate(migrate);
-    let ledger =
-        PostgresLedger::connect(url, options).context("cannot open the PostgreSQL ledger")?;
-    let ledger = Arc::new(ledger);
-    Ok(Opened {
-        ledger: Arc::clone(&ledger) as Arc<dyn EffectLedger>,
-        sqlite_path: None,
-        migrate: false,
-        postgres: Some(ledger),
-    })
-}
-
-#[cfg(not(feature = "postgres"))]
-fn open_postgres(_url: &str, _migrate: bool) -> anyhow::Result<Opened> {
-    Err(InputError::PostgresNotBuilt.into())
-}
-
-/// Opens the ledger at `path` for reading.
+/// Opens the ledger `--db` names, read-only where the store allows it: a
+/// SQLite file (which must exist and not be empty: a ledger created on the
+/// spot would make every operation look unknown), or a `postgres://` URL
+/// (with the `postgres` feature).
 ///
-/// The file must exist and not be empty: a ledger that is created on the spot
-/// would make every operation look unknown. Without `migrate` the file is opened read-only, which
-/// proves it is a ledger this version can read, without writing to it. With
-/// `migrate` it is opened read-write, which migrates an older schema in place as
-/// an agent process would.
-pub fn open_sqlite(
-    path: &Path,
-    migrate: bool,
-    clock: Arc<dyn Clock>,
-) -> anyhow::Result<SqliteLedger> {
+/// Without `migrate` nothing is created or migrated: a SQLite file is opened
+/// read-only, which proves it is a ledger this version can read without
+/// writing to it; a misspelled PostgreSQL schema is an error, and a role with
+/// only SELECT can read. With `migrate` an older schema is migrated in place,
+/// as an agent process opening it would.
+pub fn open(db: &LedgerUrl, migrate: bool, clock: Arc<dyn Clock>) -> anyhow::Result<Opened> {
+    if let LedgerUrl::Sqlite(path) = db {
+        check_file(path)?;
+    }
+    #[cfg(not(feature = "postgres"))]
+    if db.is_postgres() {
+        return Err(InputError::PostgresNotBuilt.into());
+    }
+    let options = OpenOptions::default()
+        .sqlite(SqliteOptions::default().read_only(!migrate))
+        .clock(clock);
+    #[cfg(feature = "postgres")]
+    let options = {
+        let schema = std::env::var("EFFECT_LEDGER_SCHEMA")
+            .unwrap_or_else(|_| effect_ledger_postgres::DEFAULT_SCHEMA.to_owned());
+        options.postgres(effect_ledger_postgres::PostgresOptions::default().schema(schema))
+    };
+    let ledger = match open_url(db, options.migrate(migrate)) {
+        Ok(ledger) => ledger,
+        Err(OpenFailed::Sqlite(err)) => return Err(in_cli_words(err)),
+        // The ledger's own error, so that its kind picks the exit code.
+        Err(OpenFailed::Postgres(err)) => {
+            return Err(err).context("cannot open the PostgreSQL ledger");
+        }
+        Err(err) => return Err(err.into()),
+    };
+    Ok(Opened { ledger, migrate })
+}
+
+/// A missing or empty file is refused before SQLite sees it: SQLite would
+/// make a new database of it, even read-only with --migrate.
+fn check_file(path: &Path) -> anyhow::Result<()> {
     match std::fs::metadata(path) {
-        Err(err) if err.kind() == std::io::ErrorKind::NotFound => {
-            return Err(InputError::MissingLedger {
-                path: path.to_owned(),
-            }
-            .into());
+        Err(err) if err.kind() == std::io::ErrorKind::NotFound => Err(InputError::MissingLedger {
+            path: path.to_owned(),
         }
-        Err(err) => {
-            return Err(err).with_context(|| format!("cannot read ledger file {path:?}"));
+        .into()),
+        Err(err) => Err(err).with_context(|| format!("cannot read ledger file {path:?}")),
+        Ok(metadata) if metadata.is_file() && metadata.len() == 0 => Err(InputError::EmptyLedger {
+            path: path.to_owned(),
         }
-        // SQLite would turn an empty file into a new database, even with --migrate.
-        Ok(metadata) if metadata.is_file() && metadata.len() == 0 => {
-            return Err(InputError::EmptyLedger {
-                path: path.to_owned(),
-            }
-            .into());
-        }
-        Ok(_) => {}
+        .into()),
+        Ok(_) => Ok(()),
     }
-    let options = SqliteOptions::default().clock(clock);
-    if migrate {
-        return SqliteLedger::open(path, options).map_err(in_cli_words);
-    }
-    SqliteLedger::open(path, options.read_only(true)).map_err(in_cli_words)
 }
 
 /// The store's open errors a user can act on, in the CLI's language.

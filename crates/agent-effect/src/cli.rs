@@ -4,6 +4,7 @@ use std::path::PathBuf;
 
 use clap::{ArgGroup, Parser, ValueEnum};
 use effect_testkit::scenario::ContractVariant;
+use production_agent_systems::open::LedgerUrl;
 
 /// Run fault scenarios against the recovery executor and count what the
 /// provider committed.
@@ -42,18 +43,21 @@ pub struct Cli {
     #[arg(long, value_enum, default_value_t = ContractArg::Both)]
     pub contract: ContractArg,
 
-    /// The ledger: a SQLite file in the run's directory, or memory.
-    #[arg(long, value_enum, default_value_t = LedgerArg::Sqlite)]
-    pub ledger: LedgerArg,
-
-    /// Run --scenario on the PostgreSQL ledger at URL (postgres://...) instead
-    /// of --ledger. Each run uses fresh schemas, dropped when it ends; leases
-    /// are measured on the database's clock.
-    #[arg(long, value_name = "URL", conflicts_with_all = ["ledger", "matrix"])]
-    pub db: Option<String>,
+    /// The ledger: `sqlite` (files in the run's directory), `memory`, or a
+    /// PostgreSQL database as a postgres://... URL (--scenario only: each run
+    /// uses fresh schemas, dropped when it ends, and leases are measured on
+    /// the database's clock).
+    #[arg(
+        long,
+        alias = "ledger",
+        value_name = "sqlite|memory|URL",
+        default_value = "sqlite",
+        value_parser = parse_db
+    )]
+    pub db: DbArg,
 
     /// Internal: the PostgreSQL schema the crash worker shares with its parent.
-    #[arg(long, hide = true, value_name = "SCHEMA", requires = "db")]
+    #[arg(long, hide = true, value_name = "SCHEMA", requires = "worker")]
     pub schema: Option<String>,
 
     /// Keep the ledger and provider files in DIR (created if missing; it must
@@ -106,12 +110,28 @@ impl From<ContractArg> for ContractVariant {
 }
 
 /// Where the ledger lives.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub enum LedgerArg {
-    /// A SQLite file (the embedded default).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum DbArg {
+    /// A SQLite file in the run's directory (the embedded default).
     Sqlite,
     /// In memory (faster; nothing survives the process).
     Memory,
+    /// A PostgreSQL database, by its URL.
+    Postgres(String),
+}
+
+fn parse_db(text: &str) -> Result<DbArg, String> {
+    match text {
+        "sqlite" => Ok(DbArg::Sqlite),
+        "memory" => Ok(DbArg::Memory),
+        _ => match LedgerUrl::parse(text) {
+            Ok(LedgerUrl::Postgres(url)) => Ok(DbArg::Postgres(url)),
+            _ => Err(
+                "expected sqlite, memory or a postgres:// URL (scenario ledgers are fresh files in --dir)"
+                    .to_owned(),
+            ),
+        },
+    }
 }
 
 /// A clap usage error in one line: its first paragraph (the error and the

@@ -9,7 +9,7 @@ use effect_testkit::matrix::Matrix;
 use effect_testkit::scenario::crash::{self, CrashFiles};
 use effect_testkit::scenario::{ContractVariant, FaultPoint, Scenario, ScenarioReport};
 
-use crate::cli::{Cli, Format, LedgerArg};
+use crate::cli::{Cli, DbArg, Format};
 use crate::store::{Postgres, RunDir, ledger_factory, open_sqlite};
 
 /// How a successful run ended.
@@ -70,6 +70,11 @@ pub fn run(cli: &Cli, out: &mut dyn Write) -> Result<Outcome, CliError> {
         return list(out).map_err(CliError::failed);
     }
     if cli.matrix {
+        if matches!(cli.db, DbArg::Postgres(_)) {
+            return Err(CliError::usage(anyhow!(
+                "--matrix runs on --db sqlite or --db memory; run one --scenario at a time on PostgreSQL"
+            )));
+        }
         return matrix(cli, out).map_err(CliError::failed);
     }
     // With no mode, the main job: as the Python CLI does.
@@ -94,13 +99,16 @@ fn list(out: &mut dyn Write) -> anyhow::Result<Outcome> {
 fn scenario(cli: &Cli, fault: FaultPoint, out: &mut dyn Write) -> anyhow::Result<Outcome> {
     let dir = RunDir::new(cli.dir.as_deref())?;
     let variant = ContractVariant::from(cli.contract);
-    let db = cli.db.as_deref().map(|url| Postgres::new(url, None));
-    let durable = cli.ledger == LedgerArg::Sqlite || db.is_some();
+    let db = match &cli.db {
+        DbArg::Postgres(url) => Some(Postgres::new(url, None)),
+        DbArg::Sqlite | DbArg::Memory => None,
+    };
+    let durable = cli.db != DbArg::Memory;
     let report = if fault == FaultPoint::CrashAfterCommit && durable {
         crash_in_a_child_process(dir.path(), variant, db.as_ref())?
     } else {
         Scenario::payment(fault, variant)
-            .ledger(ledger_factory(cli.ledger, dir.path(), db.clone()))
+            .ledger(ledger_factory(&cli.db, dir.path(), db.clone()))
             .run()
             .with_context(|| format!("could not run scenario {}", fault.as_str()))?
     };
@@ -168,9 +176,9 @@ fn run_worker(cli: &Cli, name: &str) -> anyhow::Result<Outcome> {
     let dir = cli.dir.as_deref().context("the worker needs --dir")?;
     let files = CrashFiles::in_dir(dir);
     let ledger = match (&cli.db, &cli.schema) {
-        (Some(url), Some(schema)) => {
+        (DbArg::Postgres(url), Some(schema)) => {
             let db = Postgres::new(url, Some(schema.clone()));
-            ledger_factory(cli.ledger, dir, Some(db))(std::sync::Arc::new(effect_core::SystemClock))
+            ledger_factory(&cli.db, dir, Some(db))(std::sync::Arc::new(effect_core::SystemClock))
                 .context("could not open the PostgreSQL ledger")?
         }
         _ => open_sqlite(&files.ledger)
@@ -183,7 +191,7 @@ fn run_worker(cli: &Cli, name: &str) -> anyhow::Result<Outcome> {
 fn matrix(cli: &Cli, out: &mut dyn Write) -> anyhow::Result<Outcome> {
     let dir = RunDir::new(cli.dir.as_deref())?;
     let report = Matrix::new()
-        .ledger(ledger_factory(cli.ledger, dir.path(), None))
+        .ledger(ledger_factory(&cli.db, dir.path(), None))
         .run()
         .context("could not run the fault matrix")?;
     let text = match cli.format {

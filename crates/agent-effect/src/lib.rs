@@ -8,10 +8,10 @@
 //! `agent-effect --list` names the scenarios.
 //!
 //! The scenarios, the provider and the matrix live in `effect-testkit`; this
-//! crate parses the command line, chooses the store (SQLite, memory with
-//! `--ledger memory`, or a PostgreSQL database with `--db postgres://...`,
-//! feature `postgres`, on by default: fresh schemas per run, dropped at the
-//! end) and runs the crash-after-commit scenario across a real process
+//! crate parses the command line, chooses the store with `--db` (`sqlite`,
+//! `memory`, or a PostgreSQL database as `postgres://...`, feature
+//! `postgres`, on by default: fresh schemas per run, dropped at the end;
+//! opened through the facade's `open`, as every binary does) and runs the crash-after-commit scenario across a real process
 //! boundary: it re-executes itself as a hidden worker that aborts right after
 //! the provider committed. `--matrix` runs on SQLite or memory only: its
 //! in-process crash cell moves the ledger's clock, which a database clock
@@ -44,5 +44,5 @@ mod cli;
 mod commands;
 mod store;
 
-pub use cli::{Cli, ContractArg, Format, LedgerArg, usage_line};
+pub use cli::{Cli, ContractArg, DbArg, Format, usage_line};
 pub use commands::{CliError, Outcome, run};

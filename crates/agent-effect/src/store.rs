@@ -6,10 +6,11 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 
 use anyhow::{Context, bail};
 use effect_core::{Clock, EffectLedger, LedgerError, MemoryLedger};
-use effect_ledger_sqlite::{SqliteLedger, SqliteOptions};
+use effect_ledger_sqlite::SqliteOptions;
+use production_agent_systems::open::{LedgerUrl, OpenOptions, open, open_url};
 use tempfile::TempDir;
 
-use crate::cli::LedgerArg;
+use crate::cli::DbArg;
 
 /// The directory a run keeps its files in: temporary (deleted at the end) or
 /// the user's `--dir`.
@@ -61,35 +62,24 @@ impl RunDir {
 /// call (`ledger.sqlite3`, then `ledger-2.sqlite3`, ...), a memory ledger, or
 /// (with `db`) a new schema of a PostgreSQL database per call, on its clock.
 pub(crate) fn ledger_factory(
-    kind: LedgerArg,
+    kind: &DbArg,
     dir: &Path,
     db: Option<Postgres>,
 ) -> impl Fn(Arc<dyn Clock>) -> Result<Arc<dyn EffectLedger>, LedgerError> + Send + Sync + 'static {
+    let memory = *kind == DbArg::Memory;
     let dir = dir.to_path_buf();
     let count = AtomicUsize::new(0);
-    move |clock| match (&db, kind) {
-        (Some(db), _) => db.open_fresh(),
-        (None, kind) => open_local(kind, &dir, &count, clock),
-    }
-}
-
-fn open_local(
-    kind: LedgerArg,
-    dir: &Path,
-    count: &AtomicUsize,
-    clock: Arc<dyn Clock>,
-) -> Result<Arc<dyn EffectLedger>, LedgerError> {
-    match kind {
-        LedgerArg::Memory => Ok(Arc::new(MemoryLedger::with_clock(clock)) as Arc<dyn EffectLedger>),
-        LedgerArg::Sqlite => {
+    move |clock| match &db {
+        Some(db) => db.open_fresh(),
+        None if memory => Ok(Arc::new(MemoryLedger::with_clock(clock)) as Arc<dyn EffectLedger>),
+        None => {
             let n = count.fetch_add(1, Ordering::SeqCst) + 1;
             let name = if n == 1 {
                 "ledger.sqlite3".to_owned()
             } else {
                 format!("ledger-{n}.sqlite3")
             };
-            let ledger = SqliteLedger::open(dir.join(name), sqlite_options().clock(clock))?;
-            Ok(Arc::new(ledger) as Arc<dyn EffectLedger>)
+            open_sqlite_with(&dir.join(name), clock)
         }
     }
 }
@@ -156,12 +146,12 @@ impl Postgres {
 
     #[cfg(feature = "postgres")]
     fn connect(&self, schema: String, owned: bool) -> Result<Arc<dyn EffectLedger>, LedgerError> {
-        use effect_ledger_postgres::{PostgresLedger, PostgresOptions};
         if owned && !self.lock().contains(&schema) {
             self.lock().push(schema.clone());
         }
-        let options = PostgresOptions::default().schema(schema);
-        Ok(Arc::new(PostgresLedger::connect(&self.inner.url, options)?))
+        let options = OpenOptions::default()
+            .postgres(effect_ledger_postgres::PostgresOptions::default().schema(schema));
+        Ok(open(&self.inner.url, options)?.into_dyn())
     }
 
     #[cfg(not(feature = "postgres"))]
@@ -208,7 +198,15 @@ fn drop_schemas(_url: &str, _schemas: &[String]) {}
 
 /// Opens the SQLite ledger at `path` on the system clock.
 pub(crate) fn open_sqlite(path: &Path) -> Result<Arc<dyn EffectLedger>, LedgerError> {
-    Ok(Arc::new(SqliteLedger::open(path, sqlite_options())?))
+    open_sqlite_with(path, Arc::new(effect_core::SystemClock))
+}
+
+fn open_sqlite_with(
+    path: &Path,
+    clock: Arc<dyn Clock>,
+) -> Result<Arc<dyn EffectLedger>, LedgerError> {
+    let options = OpenOptions::default().sqlite(sqlite_options()).clock(clock);
+    Ok(open_url(&LedgerUrl::Sqlite(path.to_owned()), options)?.into_dyn())
 }
 
 /// Scenario ledgers: the crash scenario's worker holds a lease of a few

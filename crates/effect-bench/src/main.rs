@@ -8,7 +8,7 @@
 //! docs/benchmarks.md#targets.
 //!
 //! ```text
-//! cargo run --release -p effect-bench -- [--quick] [--workload W4] [--store sqlite|postgres://…] [--runs N] [--check]
+//! cargo run --release -p effect-bench -- [--quick] [--workload W4] [--db sqlite|postgres://…] [--runs N] [--check]
 //! ```
 //!
 //! W4 runs in a child process of its own (so its peak RSS is its own), and W7
@@ -19,7 +19,7 @@
 //!
 //! # Feature flags
 //!
-//! - `postgres` (default): `--store postgres://…`.
+//! - `postgres` (default): `--db postgres://…`.
 
 // Measuring real elapsed time is what a benchmark is for.
 #![allow(clippy::disallowed_methods)]
@@ -55,7 +55,13 @@ struct Cli {
     workloads: Vec<Workload>,
     /// The ledger store: `sqlite` (a fresh file per workload) or a
     /// `postgres://…` URL (a fresh schema per workload, dropped afterwards).
-    #[arg(long, default_value = "sqlite")]
+    /// `--store` is the earlier name of the flag.
+    #[arg(
+        long = "db",
+        alias = "store",
+        value_name = "sqlite|URL",
+        default_value = "sqlite"
+    )]
     store: String,
     /// Runs every workload this many times and reports the medians.
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..))]

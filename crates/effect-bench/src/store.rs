@@ -6,7 +6,8 @@ use std::sync::Arc;
 
 use anyhow::{Context, bail};
 use effect_core::EffectLedger;
-use effect_ledger_sqlite::{Durability, SqliteLedger, SqliteOptions};
+use effect_ledger_sqlite::{Durability, SqliteOptions};
+use production_agent_systems::open::{LedgerUrl, OpenOptions, open_url};
 use tempfile::TempDir;
 
 /// Switches of the SQLite store's optimizations, to measure what each is worth.
@@ -47,7 +48,7 @@ impl Tuning {
     }
 }
 
-/// The store named by `--store`.
+/// The store named by `--db`.
 #[derive(Debug, Clone)]
 pub(crate) enum Store {
     Sqlite(Tuning),
@@ -62,15 +63,17 @@ impl Store {
         if text == "sqlite" {
             return Ok(Store::Sqlite(tuning));
         }
-        if text.starts_with("postgres://") || text.starts_with("postgresql://") {
+        match LedgerUrl::parse(text) {
             #[cfg(feature = "postgres")]
-            return Ok(Store::Postgres {
-                url: text.to_owned(),
-            });
+            Ok(LedgerUrl::Postgres(url)) => Ok(Store::Postgres { url }),
             #[cfg(not(feature = "postgres"))]
-            bail!("this build has no postgres support: rebuild with --features postgres");
+            Ok(LedgerUrl::Postgres(_)) => {
+                bail!("this build has no postgres support: rebuild with --features postgres")
+            }
+            _ => bail!(
+                "unknown store {text:?}: expected sqlite (a fresh file per workload) or a postgres:// URL"
+            ),
         }
-        bail!("unknown store {text:?}: expected sqlite or a postgres:// url")
     }
 
     /// `sqlite`, `postgres`, or `sqlite` with the optimizations switched off.
@@ -170,18 +173,20 @@ impl Location {
                 durability,
                 tuning,
             } => {
-                let ledger = SqliteLedger::open(path, tuning.options(*durability))
+                let options = OpenOptions::default().sqlite(tuning.options(*durability));
+                let ledger = open_url(&LedgerUrl::Sqlite(path.clone()), options)
                     .with_context(|| format!("opening the ledger {}", path.display()))?;
-                Ok(Arc::new(ledger))
+                Ok(ledger.into_dyn())
             }
             #[cfg(feature = "postgres")]
             Location::Postgres { url, schema } => {
-                use effect_ledger_postgres::{PostgresLedger, PostgresOptions};
+                use effect_ledger_postgres::PostgresOptions;
                 // One connection per thread of W4 and W5, so none waits for the pool.
-                let options = PostgresOptions::default().schema(schema).pool_size(16);
-                let ledger = PostgresLedger::connect(url, options)
+                let options = OpenOptions::default()
+                    .postgres(PostgresOptions::default().schema(schema).pool_size(16));
+                let ledger = open_url(&LedgerUrl::Postgres(url.clone()), options)
                     .with_context(|| format!("connecting to postgres schema {schema}"))?;
-                Ok(Arc::new(ledger))
+                Ok(ledger.into_dyn())
             }
         }
     }

@@ -97,7 +97,7 @@ pub(crate) fn concurrent_in_child(store: &Store, n: u64, threads: usize) -> Line
         let mut args = vec![
             "--job".into(),
             "concurrent".into(),
-            "--store".into(),
+            "--db".into(),
             store_arg,
             "--n".into(),
             n.to_string(),

@@ -22,6 +22,7 @@
 //! | `testkit` | `effect-testkit` | fakes, fault scenarios, the ledger conformance suite |
 //! | `rig` | `effect-rig` | `EffectTool`: rig tools whose calls go through the executor |
 //! | `mcp` | `effect-mcp` | effect-backed MCP tools, served and called (rmcp) |
+//! | [`open`] | | a store chosen from a path or a `postgres://` URL, as every binary does |
 //!
 //! ```
 //! use std::sync::Arc;
@@ -68,6 +69,9 @@
 //! - `mcp`: the MCP adapter, as `mcp` (brings `tokio`).
 
 #![cfg_attr(docsrs, feature(doc_cfg))]
+
+#[cfg(any(feature = "sqlite", feature = "postgres"))]
+pub mod open;
 
 #[cfg(feature = "runtime")]
 #[cfg_attr(docsrs, doc(cfg(feature = "runtime")))]

@@ -62,7 +62,7 @@ fn every_listed_scenario_passes_with_the_default_contract() {
         if name == "crash-after-commit" {
             continue; // Runs a child process; see crash.rs.
         }
-        let output = agent_effect(&["--scenario", name, "--ledger", "memory"]);
+        let output = agent_effect(&["--scenario", name, "--db", "memory"]);
         assert_eq!(output.status.code(), Some(0), "{name}: {}", stdout(&output));
     }
 }
