@@ -89,6 +89,12 @@ pub fn open(db: &LedgerUrl, migrate: bool, clock: Arc<dyn Clock>) -> anyhow::Res
         }
         Err(err) => return Err(err.into()),
     };
+    if let Some(sqlite) = ledger.as_sqlite().filter(|l| l.is_immutable_snapshot()) {
+        eprintln!(
+            "warning: this user cannot write the directory of {:?} and no agent has it open, so it is read as a snapshot; work an agent writes from now on is not shown",
+            sqlite.path()
+        );
+    }
     Ok(Opened { ledger, migrate })
 }
 

@@ -201,6 +201,22 @@ impl SqliteError {
     }
 }
 
+impl SqliteError {
+    /// Whether SQLite could not open or read the file for lack of write
+    /// access (to the file, its `-wal`/`-shm` files or its directory).
+    pub(crate) fn is_permission(&self) -> bool {
+        let source = match self {
+            SqliteError::ReadOnly { .. } | SqliteError::CannotOpen { .. } => return true,
+            SqliteError::Open { source, .. } => source,
+            _ => return false,
+        };
+        matches!(
+            source.sqlite_error_code(),
+            Some(ErrorCode::ReadOnly | ErrorCode::CannotOpen | ErrorCode::PermissionDenied)
+        )
+    }
+}
+
 impl From<SqliteError> for LedgerError {
     fn from(error: SqliteError) -> Self {
         let message = "cannot open the sqlite ledger";
@@ -229,7 +245,7 @@ pub(crate) fn ledger_error(doing: impl fmt::Display, error: rusqlite::Error) -> 
     match error.sqlite_error_code() {
         Some(ErrorCode::DatabaseBusy | ErrorCode::DatabaseLocked) => LedgerError::unavailable(
             format!(
-                "sqlite ledger stayed locked by another connection past the busy timeout while {doing}; retry, or raise SqliteOptions::busy_timeout"
+                "sqlite ledger stayed locked by another connection past the busy timeout while {doing}; retry later, or give the ledger a longer busy timeout"
             ),
             boxed(error),
         ),
@@ -256,7 +272,7 @@ pub(crate) fn ledger_error(doing: impl fmt::Display, error: rusqlite::Error) -> 
         ),
         Some(ErrorCode::ReadOnly) => LedgerError::backend(
             format!(
-                "the sqlite ledger is read-only while {doing}; grant write access to the file, its -wal/-shm files and its directory, or open it without read_only"
+                "the sqlite ledger is read-only while {doing}; grant write access to the file, its -wal/-shm files and its directory, or open it read-write"
             ),
             boxed(error),
         ),
@@ -268,7 +284,7 @@ pub(crate) fn ledger_error(doing: impl fmt::Display, error: rusqlite::Error) -> 
 pub(crate) fn pool_error(doing: impl fmt::Display, error: r2d2::Error) -> LedgerError {
     LedgerError::unavailable(
         format!(
-            "no sqlite connection became free while {doing}; retry, or raise SqliteOptions::pool_size"
+            "no sqlite connection became free while {doing}; retry later, or give the ledger a larger connection pool"
         ),
         boxed(error),
     )

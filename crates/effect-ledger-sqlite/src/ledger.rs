@@ -60,6 +60,8 @@ pub struct SqliteLedger {
     pub(crate) confirmed: Arc<ConfirmedCache>,
     /// How `list` reads this file (a file opened read-only keeps its layout).
     list_sql: &'static ListSql,
+    /// Opened read-only as an immutable snapshot (see `is_immutable_snapshot`).
+    immutable: bool,
 }
 
 impl fmt::Debug for SqliteLedger {
@@ -114,24 +116,40 @@ impl SqliteLedger {
                 | OpenFlags::SQLITE_OPEN_NO_MUTEX
         };
         let settings = Settings::from(&options);
-        let fail = |step: &'static str| move |e| SqliteError::open(path.to_owned(), step, e);
-        let mut conn =
-            Connection::open_with_flags(path, flags).map_err(fail("opening the file"))?;
-        settings
-            .apply(&conn)
-            .map_err(fail("configuring the connection"))?;
-        let layout = if options.read_only {
-            schema::check_readable(&conn, path)?
+        let (layout, target, flags, immutable) = if options.read_only {
+            match open_readable(path, path, flags, settings) {
+                Ok(layout) => (layout, path.to_owned(), flags, false),
+                // A directory this user cannot write, and no -wal/-shm files
+                // to share: SQLite cannot set up WAL reading, so read the
+                // file as an immutable snapshot (no writer can be active
+                // without those files).
+                Err(err) if err.is_permission() => {
+                    let uri = immutable_uri(path);
+                    let flags = flags | OpenFlags::SQLITE_OPEN_URI;
+                    (
+                        open_readable(&uri, path, flags, settings)?,
+                        uri,
+                        flags,
+                        true,
+                    )
+                }
+                Err(err) => return Err(err),
+            }
         } else {
+            let fail = |step: &'static str| move |e| SqliteError::open(path.to_owned(), step, e);
+            let mut conn =
+                Connection::open_with_flags(path, flags).map_err(fail("opening the file"))?;
+            settings
+                .apply(&conn)
+                .map_err(fail("configuring the connection"))?;
             if !options.migrate {
                 schema::check_current(&conn, path)?;
             }
             prepare_file(&mut conn, path, options.busy_timeout)?;
-            Layout::Current
+            (Layout::Current, path.to_owned(), flags, false)
         };
-        drop(conn);
 
-        let manager = SqliteConnectionManager::file(path)
+        let manager = SqliteConnectionManager::file(&target)
             .with_flags(flags)
             .with_init(move |conn| settings.apply(conn));
         let pool = Pool::builder()
@@ -159,12 +177,24 @@ impl SqliteLedger {
             busy_timeout: options.busy_timeout,
             confirmed: Arc::new(ConfirmedCache::new(options.confirmed_cache)),
             list_sql: list_sql(layout),
+            immutable,
         })
     }
 
     /// The database file.
     pub fn path(&self) -> &Path {
         &self.path
+    }
+
+    /// Whether a [`read_only`](SqliteOptions::read_only) open fell back to
+    /// reading the file as an immutable snapshot. That happens when this user
+    /// cannot write the file's directory and no `-wal` and `-shm` files are
+    /// there to share: SQLite then cannot set up WAL reading. Without those
+    /// files no writer is active, so the snapshot is complete when opened;
+    /// but a writer that starts afterwards is not seen, and reads racing its
+    /// first checkpoint may fail or see a torn file. Reopen to see new work.
+    pub fn is_immutable_snapshot(&self) -> bool {
+        self.immutable
     }
 
     fn connection(
@@ -439,6 +469,37 @@ fn enable_wal(conn: &Connection, path: &Path) -> Result<(), SqliteError> {
             mode,
         })
     }
+}
+
+/// Opens `target` (the file, or its immutable URI) with read-only `flags`
+/// and checks that it is a ledger this version can read; `path` names the
+/// file in errors.
+fn open_readable(
+    target: &Path,
+    path: &Path,
+    flags: OpenFlags,
+    settings: Settings,
+) -> Result<Layout, SqliteError> {
+    let fail = |step: &'static str| move |e| SqliteError::open(path.to_owned(), step, e);
+    let conn = Connection::open_with_flags(target, flags).map_err(fail("opening the file"))?;
+    settings
+        .apply(&conn)
+        .map_err(fail("configuring the connection"))?;
+    schema::check_readable(&conn, path)
+}
+
+/// `file:PATH?immutable=1`, with the characters a URI path reserves escaped.
+fn immutable_uri(path: &Path) -> PathBuf {
+    let mut uri = String::from("file:");
+    for byte in path.as_os_str().as_encoded_bytes() {
+        if byte.is_ascii_graphic() && !matches!(byte, b'%' | b'?' | b'#') {
+            uri.push(char::from(*byte));
+        } else {
+            uri.push_str(&format!("%{byte:02X}"));
+        }
+    }
+    uri.push_str("?immutable=1");
+    PathBuf::from(uri)
 }
 
 /// What every connection is configured with.

@@ -5,7 +5,7 @@ use agent_effect_ops::Exit;
 use effect_testkit::snapshots::settings;
 use insta::assert_snapshot;
 
-use crate::support::{bin, bin_on, failure, python_ledger, snapshot_dir, success};
+use crate::support::{bin, bin_on, failure, ops, python_ledger, snapshot_dir, success};
 
 const AUDIT: [&str; 6] = [
     "--actor",
@@ -262,4 +262,24 @@ fn a_broken_pipe_is_not_a_failure() {
         .unwrap();
     assert!(status.success(), "exit {status:?}: {stderr}");
     assert!(stderr.is_empty(), "{stderr}");
+}
+
+#[test]
+fn a_ledger_locked_past_the_busy_timeout_exits_1_in_the_cli_words() {
+    let (_dir, db) = python_ledger();
+    assert_eq!(ops(&db, &["--migrate", "stats"]).exit, Exit::Success);
+    // Another process holds the write lock for longer than the busy timeout.
+    let holder = rusqlite::Connection::open(&db).unwrap();
+    holder.execute_batch("BEGIN IMMEDIATE").unwrap();
+    let mut args = vec!["reject", "ticket:T-7:create"];
+    args.extend(AUDIT);
+    let (exit, stderr) = failure(&bin_on(&db, &args));
+    holder.execute_batch("ROLLBACK").unwrap();
+    assert_eq!(exit, code(Exit::Failure), "{stderr}");
+    assert!(stderr.contains("locked"), "{stderr}");
+    assert!(stderr.contains("retry"), "{stderr}");
+    assert!(!stderr.contains("SqliteOptions"), "{stderr}");
+    // Nothing was written: the operation is still quarantined.
+    let show: serde_json::Value = ops(&db, &["show", "ticket:T-7:create"]).json();
+    assert_eq!(show["status"], "quarantined", "{show}");
 }

@@ -9,6 +9,7 @@ mod fixtures;
 mod incident;
 mod maintenance;
 mod postgres;
+mod readonly;
 mod resolve;
 mod stale;
 mod support;

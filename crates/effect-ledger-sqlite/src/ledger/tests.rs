@@ -174,3 +174,21 @@ fn confirmed_records_are_replayed_without_a_transaction() {
         "nothing was appended"
     );
 }
+
+#[test]
+fn the_immutable_uri_escapes_what_a_uri_path_reserves() {
+    let uri = immutable_uri(Path::new("/srv/agents 1/a?b#c%d/é.sqlite3"));
+    assert_eq!(
+        uri,
+        PathBuf::from("file:/srv/agents%201/a%3Fb%23c%25d/%C3%A9.sqlite3?immutable=1")
+    );
+}
+
+#[test]
+fn a_ledger_opened_read_only_where_it_can_share_the_wal_is_not_a_snapshot() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("effects.sqlite3");
+    drop(SqliteLedger::open(&path, SqliteOptions::default()).unwrap());
+    let ledger = SqliteLedger::open(&path, SqliteOptions::default().read_only(true)).unwrap();
+    assert!(!ledger.is_immutable_snapshot());
+}
