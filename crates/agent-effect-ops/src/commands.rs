@@ -11,13 +11,13 @@ use effect_core::{
     ManualResolution, PruneRequest, Transition,
 };
 use effect_exec::{EffectExecutor, ExecutorOptions};
-use serde::Serialize;
 use serde_json::Value;
 
 use crate::cli::{AuditArgs, Cli, Command, Format, Since};
 use crate::error::{ChangedSinceSeen, InputError};
 use crate::maintenance;
 use crate::open::{Opened, open};
+use crate::printer::Printer;
 use crate::table;
 use crate::timestamp::{age_seconds, parse_unix_micros};
 use crate::view::{EventView, OperationDetail, OperationSummary, Resolution, Stats, StatusCounts};
@@ -45,10 +45,7 @@ pub fn run(cli: &Cli, clock: Arc<dyn Clock>, out: &mut dyn Write) -> anyhow::Res
     }
     let opened = open(&cli.db, cli.migrate, Arc::clone(&clock))?;
     let ledger = opened.ledger();
-    let mut printer = Printer {
-        out,
-        format: cli.format,
-    };
+    let mut printer = Printer::new(out, cli.format);
     match &cli.command {
         Command::List {
             status,
@@ -141,38 +138,6 @@ fn manual_resolution(command: &Command) -> Result<Option<ManualResolution>, Inpu
         reason: audit.reason.clone(),
         evidence_reference: audit.evidence_reference.clone(),
     }))
-}
-
-/// Writes reports in the chosen format.
-pub(crate) struct Printer<'a> {
-    out: &'a mut dyn Write,
-    format: Format,
-}
-
-impl Printer<'_> {
-    /// One pretty JSON document, or the table `render` makes.
-    pub(crate) fn report<T: Serialize>(
-        &mut self,
-        value: &T,
-        render: impl Fn(&T) -> String,
-    ) -> anyhow::Result<()> {
-        let text = match self.format {
-            Format::Json => {
-                let mut json =
-                    serde_json::to_string_pretty(value).context("cannot encode the report")?;
-                json.push('\n');
-                json
-            }
-            Format::Table => render(value),
-        };
-        self.write(&text)
-    }
-
-    fn write(&mut self, text: &str) -> anyhow::Result<()> {
-        self.out
-            .write_all(text.as_bytes())
-            .context("cannot write the output")
-    }
 }
 
 /// `list`: a JSON array of summaries. The cursor of the next page is the

@@ -33,6 +33,7 @@ mod commands;
 mod error;
 mod maintenance;
 mod open;
+mod printer;
 mod table;
 mod timestamp;
 pub mod view;

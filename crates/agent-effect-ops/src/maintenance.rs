@@ -11,9 +11,9 @@ use effect_core::clock::format_timestamp;
 use effect_core::{Clock, PruneReport, PruneRequest};
 use effect_ledger_sqlite::{SqliteLedger, SqliteOptions};
 
-use crate::commands::Printer;
 use crate::error::InputError;
 use crate::open::Opened;
+use crate::printer::Printer;
 use crate::table;
 use crate::timestamp::parse_unix_micros;
 use crate::view::{BackupView, PruneView};

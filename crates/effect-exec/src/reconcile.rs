@@ -1,4 +1,8 @@
 //! Reconciliation of uncertain operations (docs/spec.md §6) and audited manual resolution.
+//!
+//! The executor's other half: it and `executor.rs` import each other by design
+//! (one round of `execute` reconciles, and reconciliation settles through the
+//! executor's call and identity types).
 
 use effect_core::evidence::{
     POSTCONDITION, PROBE_ERROR, PROBE_STATUS, RETRY_BASIS, RETRY_BASIS_GUARANTEED_KEY,

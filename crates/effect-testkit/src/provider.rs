@@ -36,7 +36,7 @@ use std::sync::{Mutex, MutexGuard};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use crate::scenario::{Lookup, ScenarioProvider};
+use crate::scenario::provider::{Lookup, ScenarioProvider};
 
 /// One committed capture.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

@@ -80,6 +80,7 @@ pub mod crash;
 mod error;
 mod harness;
 mod naive;
+pub(crate) mod provider;
 mod report;
 mod schedule;
 mod variant;
@@ -90,71 +91,21 @@ use std::thread;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use effect_core::{
-    BoxError, CallbackError, Clock, EffectContract, EffectLedger, EffectRecord, EffectResult,
-    EffectStatus, LedgerError, LedgerEvent, ManualClock, MemoryLedger, OutcomeProbeResult,
+    CallbackError, Clock, EffectContract, EffectLedger, EffectRecord, EffectResult, EffectStatus,
+    LedgerError, LedgerEvent, ManualClock, MemoryLedger, OutcomeProbeResult,
 };
 use effect_exec::{CallOptions, EffectExecutor, ExecError, ExecutorOptions, HandlerError};
 use serde_json::{Value, json};
 
 pub use error::ScenarioError;
 use harness::{Faulted, ProcessLedger};
+pub use provider::{Lookup, ScenarioProvider};
 pub use report::{GuaranteeCheck, NaiveReport, ScenarioReport, has_blind_retry};
 pub use schedule::{
     CONCURRENT_CALLERS, FaultPoint, FaultSchedule, LATE_COMMIT_DEADLINE, LookupFault,
     PROBE_FAILURES, PerformFault, UnknownFaultPoint,
 };
 pub use variant::ContractVariant;
-
-/// A fake of an external system, as a scenario drives it.
-///
-/// Implementations must be deterministic and thread-safe: the harness calls
-/// them from several threads (concurrent callers, late commits).
-pub trait ScenarioProvider: Send + Sync + fmt::Debug {
-    /// Performs the effect (commits it at the provider) and returns its output.
-    /// A provider that honours idempotency keys returns the earlier output for
-    /// a key it has seen, without committing again.
-    ///
-    /// # Errors
-    ///
-    /// The provider refused or failed; the harness reports it to the executor
-    /// as a failure with an unknown outcome.
-    fn perform(&self, arguments: &Value, idempotency_key: Option<&str>) -> Result<Value, BoxError>;
-
-    /// Looks up what became of the operation (the outcome probe's source).
-    /// Answer [`Lookup::NotCommitted`] only when the provider is sure.
-    ///
-    /// # Errors
-    ///
-    /// The lookup itself failed.
-    fn look_up(&self, arguments: &Value, idempotency_key: Option<&str>)
-    -> Result<Lookup, BoxError>;
-
-    /// How many effects the provider committed, duplicates included.
-    ///
-    /// # Errors
-    ///
-    /// The provider's state could not be read.
-    fn committed_effects(&self) -> Result<usize, BoxError>;
-}
-
-/// What a provider lookup found.
-#[derive(Debug, Clone, PartialEq)]
-#[non_exhaustive]
-pub enum Lookup {
-    /// The effect happened.
-    Committed {
-        /// Its output, stored as the operation's result.
-        output: Value,
-        /// The provider's id for it.
-        provider_operation_id: Option<String>,
-    },
-    /// Authoritatively not committed: the request can never commit later.
-    NotCommitted,
-    /// The provider is still processing it.
-    Pending,
-    /// The provider cannot tell (for example an eventually-consistent read).
-    Unknown,
-}
 
 /// Builds a fresh provider for each run (the ledger run and the naive baseline).
 pub type ProviderFactory = Arc<dyn Fn() -> Arc<dyn ScenarioProvider> + Send + Sync>;
