@@ -25,7 +25,7 @@ pub(crate) struct WorkerArgs {
     #[arg(long)]
     job: Job,
     /// For `concurrent`: the store to create a fresh ledger in.
-    #[arg(long)]
+    #[arg(long = "db", alias = "store")]
     store: Option<String>,
     /// For `multi`: the SQLite ledger file to share.
     #[arg(long)]
