@@ -3,12 +3,13 @@
 use std::fmt;
 use std::time::{Duration, SystemTime};
 
-use effect_core::transition::{Plan, WriteKind, plan};
+use effect_core::transition::{PendingEvent, Plan, WriteKind, plan};
 use effect_core::{
     EffectLedger, EffectRecord, EffectStatus, LedgerError, LedgerEvent, LedgerStats, ListQuery,
     Transition, TransitionOutcome,
 };
 use postgres::NoTls;
+use postgres::types::ToSql;
 
 use crate::error::{Step, boxed, corrupt, from_pg, from_pool};
 use crate::options::PostgresOptions;
@@ -137,60 +138,56 @@ impl PostgresLedger {
         let mut tx = client
             .transaction()
             .map_err(pg("beginning a transaction"))?;
-        let current = tx
-            .query_opt(&sql.lock_record, &[&operation_id])
-            .map_err(pg("locking an operation"))?
-            .map(|r| row::record(&r))
-            .transpose()?;
-        // Read after the row lock is held, so a transition that waited for the
-        // lock sees the time at which it actually runs.
-        let now: SystemTime = tx
-            .query_one(&sql.clock, &[])
-            .map_err(pg("reading the database clock"))?
-            .try_get(0)
+        let locked = tx
+            .query_one(&sql.lock_record, &[&operation_id])
+            .map_err(pg("locking an operation"))?;
+        let exists: Option<String> = locked
+            .try_get("operation_id")
+            .map_err(|err| corrupt("a locked operation cannot be decoded".to_owned(), err))?;
+        let current = exists.map(|_| row::record(&locked)).transpose()?;
+        let now: SystemTime = locked
+            .try_get("ledger_now")
             .map_err(|err| corrupt("the database clock cannot be decoded".to_owned(), err))?;
         let Plan { outcome, write } = plan(operation_id, current, transition, now)?;
         if let Some(write) = write {
             let params = RecordParams::new(&outcome.record)?;
             let bound = params.bind(&outcome.record);
-            if write.kind == WriteKind::Insert {
-                let inserted = tx
-                    .execute(&sql.insert_record, &bound)
-                    .map_err(pg("inserting an operation"))?;
-                if inserted == 0 {
-                    // Another transaction created it since our read: start
-                    // over, and lock the row it wrote.
-                    return Err(Step::Retry(None));
+            let events = EventParams::new(&write.events);
+            match write.kind {
+                WriteKind::Insert => {
+                    let inserted = tx
+                        .execute(&sql.insert_record, &bound)
+                        .map_err(pg("inserting an operation"))?;
+                    if inserted == 0 {
+                        // Another transaction created it since our read: start
+                        // over, and lock the row it wrote.
+                        return Err(Step::Retry(None));
+                    }
+                    if !write.events.is_empty() {
+                        let mut args: Vec<&(dyn ToSql + Sync)> = vec![&operation_id];
+                        args.extend(events.bind());
+                        tx.execute(&sql.append_events, &args)
+                            .map_err(pg("appending events"))?;
+                    }
                 }
-            } else {
-                let updated = tx
-                    .execute(&sql.update_record, &bound)
-                    .map_err(pg("updating an operation"))?;
-                if updated != 1 {
-                    return Err(Step::Fail(LedgerError::backend(
-                        format!("operation {operation_id:?} vanished while locked"),
-                        None,
-                    )));
+                _ if write.events.is_empty() => {
+                    let updated = tx
+                        .execute(&sql.update_record, &bound)
+                        .map_err(pg("updating an operation"))?;
+                    if updated != 1 {
+                        return Err(vanished(operation_id));
+                    }
                 }
-            }
-            if write.kind != WriteKind::InPlace {
-                // Appends are ordered by a per-schema lock held until commit, so
-                // sequences become visible in order and an `events_after`
-                // cursor never skips an event committed late.
-                tx.query_one(&sql.lock_events, &[])
-                    .map_err(pg("ordering event appends"))?;
-            }
-            for event in &write.events {
-                tx.execute(
-                    &sql.insert_event,
-                    &[
-                        &operation_id,
-                        &event.event_type,
-                        &effect_core::canonical::canonical_json(&event.data),
-                        &event.timestamp,
-                    ],
-                )
-                .map_err(pg("appending an event"))?;
+                _ => {
+                    let mut args: Vec<&(dyn ToSql + Sync)> = bound.to_vec();
+                    args.extend(events.bind());
+                    let appended = tx
+                        .execute(&sql.update_and_append, &args)
+                        .map_err(pg("updating an operation and appending its events"))?;
+                    if appended != write.events.len() as u64 {
+                        return Err(vanished(operation_id));
+                    }
+                }
             }
         }
         tx.commit().map_err(pg("committing a transition"))?;
@@ -208,6 +205,38 @@ impl PostgresLedger {
         let mut conn = self.connection()?;
         let Connection { client, sql } = &mut *conn;
         f(client, sql).map_err(|err| from_pg(doing, err))
+    }
+}
+
+/// The row of a transition's own locked operation is gone.
+fn vanished(operation_id: &str) -> Step {
+    Step::Fail(LedgerError::backend(
+        format!("operation {operation_id:?} vanished while locked"),
+        None,
+    ))
+}
+
+/// A transition's events as the three arrays the append statements unnest.
+struct EventParams {
+    types: Vec<String>,
+    data: Vec<String>,
+    timestamps: Vec<String>,
+}
+
+impl EventParams {
+    fn new(events: &[PendingEvent]) -> EventParams {
+        EventParams {
+            types: events.iter().map(|e| e.event_type.to_owned()).collect(),
+            data: events
+                .iter()
+                .map(|e| effect_core::canonical::canonical_json(&e.data))
+                .collect(),
+            timestamps: events.iter().map(|e| e.timestamp.clone()).collect(),
+        }
+    }
+
+    fn bind(&self) -> [&(dyn ToSql + Sync); 3] {
+        [&self.types, &self.data, &self.timestamps]
     }
 }
 

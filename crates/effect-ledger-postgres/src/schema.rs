@@ -221,6 +221,13 @@ pub(crate) const COLUMNS: &str = "operation_id, contract_name, contract_version,
      provider_idempotency_key, status, result_json, provider_operation_id, error, attempts, \
      evidence_json, owner_token, lease_until, created_at, updated_at";
 
+/// Every column but the key, set from `$2` to `$15` in [`COLUMNS`] order.
+const UPDATE_SET: &str = "contract_name = $2, contract_version = $3, \
+     request_fingerprint = $4, provider_idempotency_key = $5, status = $6, \
+     result_json = $7, provider_operation_id = $8, error = $9, attempts = $10, \
+     evidence_json = $11, owner_token = $12, lease_until = $13, created_at = $14, \
+     updated_at = $15";
+
 pub(crate) const EVENT_COLUMNS: &str = "sequence, operation_id, event_type, data_json, timestamp";
 
 /// Every statement the ledger runs: as SQL text with the schema name filled in
@@ -228,11 +235,10 @@ pub(crate) const EVENT_COLUMNS: &str = "sequence, operation_id, event_type, data
 #[derive(Debug, Clone)]
 pub(crate) struct Statements<S> {
     pub(crate) lock_record: S,
-    pub(crate) clock: S,
     pub(crate) insert_record: S,
     pub(crate) update_record: S,
-    pub(crate) lock_events: S,
-    pub(crate) insert_event: S,
+    pub(crate) append_events: S,
+    pub(crate) update_and_append: S,
     pub(crate) get: S,
     pub(crate) list: S,
     pub(crate) list_status: S,
@@ -248,29 +254,56 @@ impl Statements<String> {
         let q = &schema.quoted;
         let ops = format!("{q}.effect_operations");
         let events = format!("{q}.effect_events");
+        // The events of one transition, `$N` to `$N+2` as arrays of types,
+        // data and timestamps, behind the schema's append lock. Appends are
+        // ordered by that lock, held until commit, so sequences become
+        // visible in order and an `events_after` cursor never skips an event
+        // committed late; the lock's subquery is joined in, so it is held
+        // before the first sequence is drawn. The key names the schema, so
+        // separate ledgers never wait on each other.
+        let events_from = |n: u32| {
+            format!(
+                "(SELECT pg_advisory_xact_lock(hashtextextended('{}', 0))) AS append_lock, \
+                 unnest(${n}::text[], ${}::text[], ${}::text[]) WITH ORDINALITY \
+                 AS e (event_type, data_json, timestamp, n)",
+                schema.events_lock_name(),
+                n + 1,
+                n + 2
+            )
+        };
+        let locked_events = events_from(2);
+        let locked_events_16 = events_from(16);
         Statements {
-            lock_record: format!("SELECT {COLUMNS} FROM {ops} WHERE operation_id = $1 FOR UPDATE"),
-            clock: "SELECT clock_timestamp()".to_owned(),
+            // The row (or none) and the database clock in one round trip. The
+            // clock is read after the lock is held (the CTE is materialized
+            // before the projection runs), so a transition that waited for
+            // the lock sees the time at which it actually runs.
+            lock_record: format!(
+                "WITH locked AS MATERIALIZED \
+                 (SELECT {COLUMNS} FROM {ops} WHERE operation_id = $1 FOR UPDATE) \
+                 SELECT locked.*, clock_timestamp() AS ledger_now \
+                 FROM (VALUES (0)) AS one (x) LEFT JOIN locked ON true"
+            ),
             insert_record: format!(
                 "INSERT INTO {ops} ({COLUMNS}) VALUES \
                  ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15) \
                  ON CONFLICT (operation_id) DO NOTHING"
             ),
-            update_record: format!(
-                "UPDATE {ops} SET contract_name = $2, contract_version = $3, \
-                 request_fingerprint = $4, provider_idempotency_key = $5, status = $6, \
-                 result_json = $7, provider_operation_id = $8, error = $9, attempts = $10, \
-                 evidence_json = $11, owner_token = $12, lease_until = $13, created_at = $14, \
-                 updated_at = $15 WHERE operation_id = $1"
-            ),
-            // The key names the schema, so separate ledgers never wait on each other.
-            lock_events: format!(
-                "SELECT pg_advisory_xact_lock(hashtextextended('{}', 0))::text",
-                schema.events_lock_name()
-            ),
-            insert_event: format!(
+            update_record: format!("UPDATE {ops} SET {UPDATE_SET} WHERE operation_id = $1"),
+            append_events: format!(
                 "INSERT INTO {events} (operation_id, event_type, data_json, timestamp) \
-                 VALUES ($1, $2, $3, $4)"
+                 SELECT $1, e.event_type, e.data_json, e.timestamp FROM {locked_events} \
+                 ORDER BY e.n"
+            ),
+            // The update of a row this transaction holds locked, and its
+            // events, in one round trip: as many rows come back as events
+            // were appended, none if the row was not there.
+            update_and_append: format!(
+                "WITH written AS \
+                 (UPDATE {ops} SET {UPDATE_SET} WHERE operation_id = $1 RETURNING operation_id) \
+                 INSERT INTO {events} (operation_id, event_type, data_json, timestamp) \
+                 SELECT written.operation_id, e.event_type, e.data_json, e.timestamp \
+                 FROM written, {locked_events_16} ORDER BY e.n"
             ),
             get: format!("SELECT {COLUMNS} FROM {ops} WHERE operation_id = $1"),
             list: format!(
@@ -313,11 +346,10 @@ impl Statements<String> {
     ) -> Result<Statements<Statement>, postgres::Error> {
         Ok(Statements {
             lock_record: client.prepare(&self.lock_record)?,
-            clock: client.prepare(&self.clock)?,
             insert_record: client.prepare(&self.insert_record)?,
             update_record: client.prepare(&self.update_record)?,
-            lock_events: client.prepare(&self.lock_events)?,
-            insert_event: client.prepare(&self.insert_event)?,
+            append_events: client.prepare(&self.append_events)?,
+            update_and_append: client.prepare(&self.update_and_append)?,
             get: client.prepare(&self.get)?,
             list: client.prepare(&self.list)?,
             list_status: client.prepare(&self.list_status)?,

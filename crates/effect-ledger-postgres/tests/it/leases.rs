@@ -238,3 +238,46 @@ fn leases_are_measured_on_the_database_clock() -> TestResult {
     assert!(expire(&skewed, "op-2")?);
     Ok(())
 }
+
+/// A transition that waits for another transaction's row lock reads the
+/// database clock once it holds the lock: its `updated_at` is after the
+/// other transaction committed, so it never stamps the past.
+#[test]
+fn a_transition_that_waited_for_the_row_lock_is_stamped_after_it() -> TestResult {
+    let test = "a_transition_that_waited_for_the_row_lock_is_stamped_after_it";
+    let Some(url) = server_url(test) else {
+        return Ok(());
+    };
+    let schema = TestSchema::new(&url, "lock_clock")?;
+    let ledger = schema.ledger()?;
+    ledger.prepare("op-1", &new_operation(1))?;
+    let mut holder = schema.admin()?;
+    let q = schema.q();
+    let mut tx = holder.transaction()?;
+    tx.execute(
+        &format!("SELECT 1 FROM {q}.effect_operations WHERE operation_id = 'op-1' FOR UPDATE"),
+        &[],
+    )?;
+    let waiter = std::thread::spawn(move || {
+        ledger
+            .claim_dispatch("op-1", &claim("waiter", Duration::from_secs(30)))
+            .map(|claimed| (claimed, ledger))
+    });
+    std::thread::sleep(Duration::from_millis(400));
+    let released: String = tx
+        .query_one(
+            r#"SELECT to_char(clock_timestamp() AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"+00:00"')"#,
+            &[],
+        )?
+        .get(0);
+    tx.commit()?;
+    let (claimed, ledger) = waiter.join().map_err(|_| "the waiter panicked")??;
+    assert!(claimed);
+    let record = ledger.get("op-1")?.ok_or("record missing")?;
+    assert!(
+        record.updated_at > released,
+        "stamped {} before the lock was released at {released}",
+        record.updated_at
+    );
+    Ok(())
+}
