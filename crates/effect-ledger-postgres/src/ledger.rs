@@ -72,23 +72,11 @@ impl PostgresLedger {
     /// ledger or one that needs migrating.
     pub fn connect(url: &str, options: PostgresOptions) -> Result<PostgresLedger, LedgerError> {
         let schema = Schema::new(&options.schema)?;
-        let mut target = Target::new(url, &options)?;
-        let config = &mut target.config;
-        config.connect_timeout(options.connect_timeout);
-        if config.get_application_name().is_none() {
-            config.application_name("effect-ledger-postgres");
-        }
+        let target = target(url, &options)?;
         // One direct connection first: it fails fast with the driver's own
         // error (refused, authentication, unknown database) as the source,
         // where the pool would retry until its timeout and keep only a string.
-        let mut client = target
-            .connect()
-            .map_err(|err| match target.tls_failure(&err) {
-                Some(tls) => {
-                    LedgerError::backend("cannot connect to postgres over TLS", boxed(tls))
-                }
-                None => from_pg("connecting", err),
-            })?;
+        let mut client = connect_direct(&target)?;
         if options.migrate {
             schema::migrate(&mut client, &schema)?;
         } else {
@@ -237,6 +225,54 @@ impl PostgresLedger {
         let Connection { client, sql } = &mut *conn;
         f(client, sql).map_err(|err| from_pg(doing, err))
     }
+}
+
+/// A plain `postgres` client for the server at `url`, with the same URL
+/// forms, TLS modes and CA file as [`PostgresLedger::connect`], for the SQL a
+/// ledger does not run itself (dropping a schema, granting a role).
+///
+/// ```
+/// use effect_ledger_postgres::{PostgresOptions, connect_client};
+///
+/// // The TLS setup is checked before anything is contacted.
+/// let url = "postgres://ops@db.internal/agents?sslmode=verify-ca&sslrootcert=/no/such/ca.pem";
+/// let Err(err) = connect_client(url, &PostgresOptions::default()) else {
+///     panic!("the CA file is missing");
+/// };
+/// assert!(err.to_string().contains("/no/such/ca.pem"));
+/// ```
+///
+/// # Errors
+///
+/// As [`PostgresLedger::connect`] for the URL, the TLS setup and the
+/// connection.
+pub fn connect_client(
+    url: &str,
+    options: &PostgresOptions,
+) -> Result<postgres::Client, LedgerError> {
+    connect_direct(&target(url, options)?)
+}
+
+/// The driver's config and TLS connector for `url`, with the options'
+/// timeout and our application name unless the URL gives one.
+fn target(url: &str, options: &PostgresOptions) -> Result<Target, LedgerError> {
+    let mut target = Target::new(url, options)?;
+    let config = &mut target.config;
+    config.connect_timeout(options.connect_timeout);
+    if config.get_application_name().is_none() {
+        config.application_name("effect-ledger-postgres");
+    }
+    Ok(target)
+}
+
+/// One connection, with TLS failures told apart from the others.
+fn connect_direct(target: &Target) -> Result<postgres::Client, LedgerError> {
+    target
+        .connect()
+        .map_err(|err| match target.tls_failure(&err) {
+            Some(tls) => LedgerError::backend("cannot connect to postgres over TLS", boxed(tls)),
+            None => from_pg("connecting", err),
+        })
 }
 
 impl EffectLedger for PostgresLedger {

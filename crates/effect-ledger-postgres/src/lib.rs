@@ -88,7 +88,7 @@
 //! assert!(first.is_confirmed() && again.duplicate_suppressed);
 //! assert_eq!(ledger.events("invoice:INV-1:capture")?.len(), 3); // prepared, dispatched, confirmed
 //! # drop((executor, ledger));
-//! # postgres::Client::connect(&url, postgres::NoTls)?
+//! # effect_ledger_postgres::connect_client(&url, &PostgresOptions::default())?
 //! #     .batch_execute(&format!("DROP SCHEMA \"{schema}\" CASCADE"))?;
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
@@ -145,7 +145,9 @@ mod row;
 mod schema;
 mod tls;
 
-pub use ledger::PostgresLedger;
+pub use ledger::{PostgresLedger, connect_client};
 pub use options::{DEFAULT_SCHEMA, PostgresOptions};
+/// The `postgres` driver, whose [`Client`](postgres::Client) [`connect_client`] returns.
+pub use postgres;
 pub use schema::SCHEMA_VERSION;
 pub use tls::{SslMode, TlsError};

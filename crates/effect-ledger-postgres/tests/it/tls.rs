@@ -136,6 +136,13 @@ fn verify_full_with_the_ca_file_encrypts_the_session() -> TestResult {
         &[("sslmode", "verify-full"), ("sslrootcert", &ca)],
     );
     check_connects(&schema, &url, options(&schema), true)?;
+    // A plain client for admin SQL takes the same URL, and is encrypted too.
+    let mut client = effect_ledger_postgres::connect_client(&url, &options(&schema))?;
+    let row = client.query_one(
+        "SELECT ssl FROM pg_stat_ssl WHERE pid = pg_backend_pid()",
+        &[],
+    )?;
+    assert!(row.try_get::<_, bool>(0)?);
     // The same in the key=value form, by a name the certificate lists.
     let kv = with_params(
         &key_value(&schema.url, "localhost")?,
