@@ -125,7 +125,7 @@ pub enum TlsError {
         value: String,
     },
     /// The CA file cannot be read.
-    #[error("cannot read the TLS CA file {}: check sslrootcert (or the CA file option) and its permissions", path.display())]
+    #[error("cannot read the TLS CA file {}: check sslrootcert (or PostgresOptions::tls_ca_file) and the permissions", path.display())]
     CaFileUnreadable {
         /// The file.
         path: PathBuf,
