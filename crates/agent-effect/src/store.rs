@@ -179,7 +179,7 @@ fn drop_schemas(url: &str, schemas: &[String]) {
         return;
     }
     // Cleanup is best effort: a schema left behind is named after this process.
-    match postgres::Client::connect(url, postgres::NoTls) {
+    match effect_ledger_postgres::connect_client(url, &Default::default()) {
         Ok(mut client) => {
             for schema in schemas {
                 if let Err(err) =

@@ -236,9 +236,13 @@ enum Cleanup {
 impl Drop for Cleanup {
     fn drop(&mut self) {
         if let Cleanup::Schema { url, schema } = self {
-            let dropped = postgres::Client::connect(url, postgres::NoTls).and_then(|mut client| {
-                client.batch_execute(&format!("DROP SCHEMA IF EXISTS \"{schema}\" CASCADE"))
-            });
+            let dropped = effect_ledger_postgres::connect_client(url, &Default::default())
+                .map_err(|err| err.to_string())
+                .and_then(|mut client| {
+                    client
+                        .batch_execute(&format!("DROP SCHEMA IF EXISTS \"{schema}\" CASCADE"))
+                        .map_err(|err| err.to_string())
+                });
             if let Err(err) = dropped {
                 eprintln!("effect-bench: could not drop the schema {schema}: {err}");
             }

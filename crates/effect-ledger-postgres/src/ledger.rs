@@ -8,7 +8,6 @@ use effect_core::{
     EffectLedger, EffectRecord, EffectStatus, LedgerError, LedgerEvent, LedgerStats, ListQuery,
     Transition, TransitionOutcome,
 };
-use postgres::NoTls;
 use postgres::types::ToSql;
 
 use crate::error::{Step, boxed, corrupt, from_pg, from_pool};
@@ -16,6 +15,7 @@ use crate::options::PostgresOptions;
 use crate::pool::{Connection, Manager};
 use crate::row::{self, RecordParams};
 use crate::schema::{self, Schema, Statements};
+use crate::tls::Target;
 
 type Pool = r2d2::Pool<Manager>;
 type Pooled = r2d2::PooledConnection<Manager>;
@@ -50,7 +50,8 @@ impl fmt::Debug for PostgresLedger {
 
 impl PostgresLedger {
     /// Connects to the server at `url` (`postgres://user:password@host:port/database`,
-    /// or the `key=value` form), creates the schema if needed and runs the
+    /// or the `key=value` form; `sslmode` and `sslrootcert` as in libpq, see
+    /// [`SslMode`](crate::SslMode)), creates the schema if needed and runs the
     /// forward-only migrations. Several processes may open the same schema at
     /// once: migrations are serialized by an advisory lock. With
     /// [`PostgresOptions::migrate`] `false` it only checks that the ledger
@@ -58,8 +59,12 @@ impl PostgresLedger {
     ///
     /// # Errors
     ///
-    /// [`LedgerError::InvalidInput`] for an unparsable URL or an invalid schema
-    /// name; [`LedgerError::Unavailable`] when the server cannot be reached
+    /// [`LedgerError::InvalidInput`] for an unparsable URL, an invalid schema
+    /// name, an unknown `sslmode`, or a CA file that cannot be read or holds
+    /// no certificate (checked before anything is contacted);
+    /// [`LedgerError::Backend`] with a [`TlsError`](crate::TlsError) source
+    /// when TLS is required and the server does not offer it, or its
+    /// certificate is refused; [`LedgerError::Unavailable`] when the server cannot be reached
     /// within the connect timeout or refuses connections for now;
     /// [`LedgerError::Backend`] when it rejects them (authentication, unknown
     /// database), when the schema was written by a newer version of this crate,
@@ -68,26 +73,18 @@ impl PostgresLedger {
     /// ledger or one that needs migrating.
     pub fn connect(url: &str, options: PostgresOptions) -> Result<PostgresLedger, LedgerError> {
         let schema = Schema::new(&options.schema)?;
-        let mut config: postgres::Config = url.parse().map_err(|err| {
-            LedgerError::invalid_input(format!("invalid postgres connection url: {err}"))
-        })?;
-        config.connect_timeout(options.connect_timeout);
-        if config.get_application_name().is_none() {
-            config.application_name("effect-ledger-postgres");
-        }
+        let target = target(url, &options)?;
         // One direct connection first: it fails fast with the driver's own
         // error (refused, authentication, unknown database) as the source,
         // where the pool would retry until its timeout and keep only a string.
-        let mut client = config
-            .connect(NoTls)
-            .map_err(|err| from_pg("connecting", err))?;
+        let mut client = connect_direct(&target)?;
         if options.migrate {
             schema::migrate(&mut client, &schema)?;
         } else {
             schema::check(&mut client, &schema)?;
         }
         drop(client);
-        let manager = Manager::new(config, std::sync::Arc::new(Statements::new(&schema)));
+        let manager = Manager::new(target, std::sync::Arc::new(Statements::new(&schema)));
         let pool = r2d2::Pool::builder()
             .max_size(options.pool_size.max(1))
             .min_idle(Some(1))
@@ -116,6 +113,25 @@ impl PostgresLedger {
             .map_err(|err| from_pg("reading synchronous_commit", err))?;
         row.try_get(0)
             .map_err(|err| corrupt("synchronous_commit cannot be decoded".to_owned(), err))
+    }
+
+    /// Whether the ledger's connection to the server is encrypted, as the
+    /// server sees it (`pg_stat_ssl`): `true` when TLS was negotiated.
+    ///
+    /// # Errors
+    ///
+    /// [`LedgerError::Unavailable`] when no connection can be had.
+    pub fn encrypted(&self) -> Result<bool, LedgerError> {
+        let mut conn = self.connection()?;
+        let row = conn
+            .client
+            .query_one(
+                "SELECT coalesce((SELECT ssl FROM pg_stat_ssl WHERE pid = pg_backend_pid()), false)",
+                &[],
+            )
+            .map_err(|err| from_pg("reading pg_stat_ssl", err))?;
+        row.try_get(0)
+            .map_err(|err| corrupt("pg_stat_ssl cannot be decoded".to_owned(), err))
     }
 
     /// The schema holding this ledger's tables.
@@ -238,6 +254,54 @@ impl EventParams {
     fn bind(&self) -> [&(dyn ToSql + Sync); 3] {
         [&self.types, &self.data, &self.timestamps]
     }
+}
+
+/// A plain `postgres` client for the server at `url`, with the same URL
+/// forms, TLS modes and CA file as [`PostgresLedger::connect`], for the SQL a
+/// ledger does not run itself (dropping a schema, granting a role).
+///
+/// ```
+/// use effect_ledger_postgres::{PostgresOptions, connect_client};
+///
+/// // The TLS setup is checked before anything is contacted.
+/// let url = "postgres://ops@db.internal/agents?sslmode=verify-ca&sslrootcert=/no/such/ca.pem";
+/// let Err(err) = connect_client(url, &PostgresOptions::default()) else {
+///     panic!("the CA file is missing");
+/// };
+/// assert!(err.to_string().contains("/no/such/ca.pem"));
+/// ```
+///
+/// # Errors
+///
+/// As [`PostgresLedger::connect`] for the URL, the TLS setup and the
+/// connection.
+pub fn connect_client(
+    url: &str,
+    options: &PostgresOptions,
+) -> Result<postgres::Client, LedgerError> {
+    connect_direct(&target(url, options)?)
+}
+
+/// The driver's config and TLS connector for `url`, with the options'
+/// timeout and our application name unless the URL gives one.
+fn target(url: &str, options: &PostgresOptions) -> Result<Target, LedgerError> {
+    let mut target = Target::new(url, options)?;
+    let config = &mut target.config;
+    config.connect_timeout(options.connect_timeout);
+    if config.get_application_name().is_none() {
+        config.application_name("effect-ledger-postgres");
+    }
+    Ok(target)
+}
+
+/// One connection, with TLS failures told apart from the others.
+fn connect_direct(target: &Target) -> Result<postgres::Client, LedgerError> {
+    target
+        .connect()
+        .map_err(|err| match target.tls_failure(&err) {
+            Some(tls) => LedgerError::backend("cannot connect to postgres over TLS", boxed(tls)),
+            None => from_pg("connecting", err),
+        })
 }
 
 impl EffectLedger for PostgresLedger {

@@ -10,8 +10,9 @@
 //! SQLite file on a network drive to share it between hosts.
 //!
 //! It depends on effect-core and the synchronous `postgres` driver with an
-//! `r2d2` pool (whose connections keep the ledger's statements prepared), and
-//! deliberately on nothing else: no async runtime, no executor, no other store.
+//! `r2d2` pool (whose connections keep the ledger's statements prepared) and
+//! rustls for TLS, and deliberately on nothing else: no async runtime of its
+//! own, no executor, no other store.
 //!
 //! # What it stores
 //!
@@ -87,7 +88,7 @@
 //! assert!(first.is_confirmed() && again.duplicate_suppressed);
 //! assert_eq!(ledger.events("invoice:INV-1:capture")?.len(), 3); // prepared, dispatched, confirmed
 //! # drop((executor, ledger));
-//! # postgres::Client::connect(&url, postgres::NoTls)?
+//! # effect_ledger_postgres::connect_client(&url, &PostgresOptions::default())?
 //! #     .batch_execute(&format!("DROP SCHEMA \"{schema}\" CASCADE"))?;
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
@@ -108,7 +109,32 @@
 //! kept conflicting after its retries is `unavailable`; a row that cannot be
 //! decoded (an unknown status, invalid JSON) is `corrupt`.
 //!
-//! TLS is not offered yet: connect over a trusted network or a local proxy.
+//! # TLS
+//!
+//! Connections use TLS (rustls, with the platform's or a given CA's
+//! certificates; no OpenSSL) as libpq's `sslmode` says, in the URL
+//! (`postgres://ledger@db.internal/app?sslmode=verify-full&sslrootcert=/etc/ledger/ca.pem`)
+//! or the `key=value` form (`host=db.internal sslmode=verify-full sslrootcert=/etc/ledger/ca.pem`),
+//! else in [`PostgresOptions::ssl_mode`] and [`PostgresOptions::tls_ca_file`].
+//! The default, `prefer`, encrypts when the server offers TLS but checks no
+//! certificate; across an untrusted network use `verify-full`. [`SslMode`]
+//! says what each mode checks. A wrong setup is an error before anything
+//! is contacted, and a refused certificate names the host and the CA:
+//!
+//! ```
+//! use effect_core::LedgerErrorKind;
+//! use effect_ledger_postgres::{PostgresLedger, PostgresOptions};
+//!
+//! let url = "postgres://ledger@db.internal/app?sslmode=verify-full&sslrootcert=/no/such/ca.pem";
+//! let err = PostgresLedger::connect(url, PostgresOptions::default()).unwrap_err();
+//! assert_eq!(err.kind(), LedgerErrorKind::InvalidInput);
+//! assert!(err.to_string().contains("cannot read the TLS CA file /no/such/ca.pem"));
+//! ```
+//!
+//! Failures on the server's side ([`TlsError::ServerRefusedTls`],
+//! [`TlsError::CertificateNotTrusted`], [`TlsError::CertificateNameMismatch`],
+//! ...) are [`LedgerError::Backend`](effect_core::LedgerError::Backend)
+//! errors whose source is the [`TlsError`]: retrying does not fix them.
 
 mod error;
 mod ledger;
@@ -117,7 +143,11 @@ mod pool;
 mod prune;
 mod row;
 mod schema;
+mod tls;
 
-pub use ledger::PostgresLedger;
+pub use ledger::{PostgresLedger, connect_client};
 pub use options::{DEFAULT_SCHEMA, PostgresOptions};
+/// The `postgres` driver, whose [`Client`](postgres::Client) [`connect_client`] returns.
+pub use postgres;
 pub use schema::SCHEMA_VERSION;
+pub use tls::{SslMode, TlsError};

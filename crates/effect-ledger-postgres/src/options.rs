@@ -1,7 +1,10 @@
 //! [`PostgresOptions`]: how [`PostgresLedger::connect`](crate::PostgresLedger::connect)
 //! opens a ledger.
 
+use std::path::PathBuf;
 use std::time::Duration;
+
+use crate::tls::SslMode;
 
 /// The schema a ledger uses unless told otherwise.
 pub const DEFAULT_SCHEMA: &str = "effect_ledger";
@@ -12,13 +15,16 @@ pub const DEFAULT_SCHEMA: &str = "effect_ledger";
 ///
 /// ```
 /// use std::time::Duration;
-/// use effect_ledger_postgres::PostgresOptions;
+/// use effect_ledger_postgres::{PostgresOptions, SslMode};
 ///
 /// let options = PostgresOptions::default()
 ///     .schema("billing_effects")
 ///     .pool_size(4)
-///     .connect_timeout(Duration::from_secs(5));
+///     .connect_timeout(Duration::from_secs(5))
+///     .ssl_mode(SslMode::VerifyFull)
+///     .tls_ca_file("/etc/ssl/ledger-ca.pem");
 /// assert_eq!(options.schema, "billing_effects");
+/// assert_eq!(PostgresOptions::default().ssl_mode, SslMode::Prefer);
 /// assert_eq!(PostgresOptions::default().schema, "effect_ledger");
 /// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -34,6 +40,10 @@ pub struct PostgresOptions {
     pub transaction_retries: u32,
     /// See [`PostgresOptions::migrate`].
     pub migrate: bool,
+    /// See [`PostgresOptions::ssl_mode`].
+    pub ssl_mode: SslMode,
+    /// See [`PostgresOptions::tls_ca_file`].
+    pub tls_ca_file: Option<PathBuf>,
 }
 
 impl Default for PostgresOptions {
@@ -44,6 +54,8 @@ impl Default for PostgresOptions {
             connect_timeout: Duration::from_secs(10),
             transaction_retries: 16,
             migrate: true,
+            ssl_mode: SslMode::Prefer,
+            tls_ca_file: None,
         }
     }
 }
@@ -90,6 +102,27 @@ impl PostgresOptions {
     #[must_use]
     pub fn transaction_retries(mut self, retries: u32) -> Self {
         self.transaction_retries = retries;
+        self
+    }
+
+    /// The TLS mode when the URL has no `sslmode` (default
+    /// [`SslMode::Prefer`]): the URL's `sslmode` wins, so an operator's
+    /// connection string says the last word.
+    #[must_use]
+    pub fn ssl_mode(mut self, mode: SslMode) -> Self {
+        self.ssl_mode = mode;
+        self
+    }
+
+    /// The PEM file of the CA certificates to trust, when the URL has no
+    /// `sslrootcert` (which wins). With a CA file every TLS mode but
+    /// `disable` checks that the server's certificate is signed by one of
+    /// them; `verify-full` also checks the host name. It is read on
+    /// [`connect`](crate::PostgresLedger::connect), before the server is
+    /// contacted.
+    #[must_use]
+    pub fn tls_ca_file(mut self, path: impl Into<PathBuf>) -> Self {
+        self.tls_ca_file = Some(path.into());
         self
     }
 }

@@ -4,9 +4,10 @@
 use std::fmt;
 use std::sync::Arc;
 
-use postgres::{Client, NoTls, Statement};
+use postgres::{Client, Statement};
 
 use crate::schema::Statements;
+use crate::tls::Target;
 
 /// A pooled connection and its prepared statements.
 pub(crate) struct Connection {
@@ -24,7 +25,7 @@ impl fmt::Debug for Connection {
 
 /// Opens connections for r2d2 and prepares the ledger's statements on each.
 pub(crate) struct Manager {
-    config: postgres::Config,
+    target: Target,
     sql: Arc<Statements<String>>,
 }
 
@@ -39,8 +40,8 @@ impl fmt::Debug for Manager {
 pub(crate) const DURABLE_SESSION: &str = "SET synchronous_commit = on";
 
 impl Manager {
-    pub(crate) fn new(config: postgres::Config, sql: Arc<Statements<String>>) -> Manager {
-        Manager { config, sql }
+    pub(crate) fn new(target: Target, sql: Arc<Statements<String>>) -> Manager {
+        Manager { target, sql }
     }
 }
 
@@ -49,7 +50,7 @@ impl r2d2::ManageConnection for Manager {
     type Error = postgres::Error;
 
     fn connect(&self) -> Result<Connection, postgres::Error> {
-        let mut client = self.config.connect(NoTls)?;
+        let mut client = self.target.connect()?;
         // Every commit of the ledger's own is durable before it is answered,
         // whatever the server's or the role's default: a server running with
         // `synchronous_commit = off` would otherwise lose acknowledged claims

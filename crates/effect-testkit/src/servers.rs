@@ -45,3 +45,40 @@ pub fn postgres_url(test: &str) -> Option<String> {
     let _ = std::io::stderr().write_all(message.as_bytes());
     None
 }
+
+/// The variable holding the path of the CA certificate (PEM) that signed the
+/// PostgreSQL server's TLS certificate.
+pub const POSTGRES_TLS_CA_VAR: &str = "EFFECT_TEST_POSTGRES_TLS_CA";
+
+/// The PostgreSQL server's URL and the CA file that signed its TLS
+/// certificate, or `None` after saying that `test` was skipped: a server
+/// without TLS (no [`POSTGRES_TLS_CA_VAR`]) skips the TLS tests.
+///
+/// ```
+/// if let Some((url, ca)) = effect_testkit::servers::postgres_tls("my_tls_test") {
+///     assert!(url.starts_with("postgres") && !ca.as_os_str().is_empty());
+/// }
+/// ```
+///
+/// # Panics
+///
+/// When the URL or the CA file is missing and `EFFECT_REQUIRE_POSTGRES=1`:
+/// CI must run the TLS tests too.
+pub fn postgres_tls(test: &str) -> Option<(String, std::path::PathBuf)> {
+    let url = postgres_url(test)?;
+    if let Ok(ca) = std::env::var(POSTGRES_TLS_CA_VAR)
+        && !ca.trim().is_empty()
+    {
+        return Some((url, std::path::PathBuf::from(ca)));
+    }
+    assert!(
+        std::env::var(REQUIRE_POSTGRES_VAR).as_deref() != Ok("1"),
+        "{test}: {POSTGRES_TLS_CA_VAR} is not set, but {REQUIRE_POSTGRES_VAR}=1 requires the PostgreSQL TLS tests to run"
+    );
+    let message = format!(
+        "\nskipped: {test}: {POSTGRES_TLS_CA_VAR} is not set (set it to the CA file that signed the \
+         PostgreSQL server's certificate to run the TLS tests)\n"
+    );
+    let _ = std::io::stderr().write_all(message.as_bytes());
+    None
+}

@@ -186,3 +186,32 @@ fn read_commands_neither_create_nor_migrate_and_run_with_select_only() {
         ))
         .unwrap();
 }
+
+#[test]
+fn the_tool_reads_over_verified_tls_and_a_missing_ca_file_is_exit_2() {
+    let Some((url, ca)) =
+        effect_testkit::servers::postgres_tls("the PostgreSQL TLS test of agent-effect-ops")
+    else {
+        return;
+    };
+    let schema = format!("ops_tls_{}", std::process::id());
+    drop(PostgresLedger::connect(&url, PostgresOptions::default().schema(schema.clone())).unwrap());
+    // The CI URL has no query, and the CA path needs no escaping.
+    let sep = if url.contains('?') { '&' } else { '?' };
+    let tls_url = format!("{url}{sep}sslmode=verify-full&sslrootcert={}", ca.display());
+    let stats: Value = serde_json::from_str(&success(&ops(&tls_url, &schema, &["stats"]))).unwrap();
+    assert!(stats.is_object(), "{stats}");
+
+    let missing = format!("{url}{sep}sslmode=verify-full&sslrootcert=/no/such/ca.pem");
+    let (code, stderr) = crate::support::failure(&ops(&missing, &schema, &["stats"]));
+    assert_eq!(code, 2, "{stderr}");
+    assert!(
+        stderr.contains("cannot read the TLS CA file /no/such/ca.pem"),
+        "{stderr}"
+    );
+
+    let mut client = postgres::Client::connect(&url, postgres::NoTls).unwrap();
+    client
+        .batch_execute(&format!("DROP SCHEMA IF EXISTS {schema} CASCADE"))
+        .unwrap();
+}

@@ -27,6 +27,21 @@ fn scenarios_pass_on_postgres_with_one_effect_and_leave_no_schema_behind() {
         assert_eq!(report["committed_effect_count"], 1, "{scenario}");
         assert_eq!(report["passed"], true, "{scenario}");
     }
+    // Over TLS, verifying the server's certificate: the run and its cleanup
+    // both take the URL's sslmode and sslrootcert. (In this test, not one of
+    // its own, so that no other run's schema is counted below.)
+    if let Some((_, ca)) =
+        effect_testkit::servers::postgres_tls("the PostgreSQL TLS test of agent-effect")
+    {
+        // The CI URL has no query, and the CA path needs no escaping.
+        let sep = if url.contains('?') { '&' } else { '?' };
+        let tls_url = format!("{url}{sep}sslmode=verify-full&sslrootcert={}", ca.display());
+        let output = agent_effect(&["--scenario", "concurrent-callers", "--db", &tls_url]);
+        assert_eq!(output.status.code(), Some(0), "over TLS: {output:?}");
+        let report: Value = serde_json::from_str(&stdout(&output)).unwrap();
+        assert_eq!(report["committed_effect_count"], 1, "over TLS");
+        assert_eq!(report["passed"], true, "over TLS");
+    }
     let mut client = postgres::Client::connect(&url, postgres::NoTls).unwrap();
     let left: i64 = client
         .query_one(

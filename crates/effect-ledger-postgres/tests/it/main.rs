@@ -5,6 +5,8 @@
 //! Without it each test says that it was skipped and passes, unless
 //! `EFFECT_REQUIRE_POSTGRES=1` (set by CI), which makes a missing server a
 //! failure. Every test works in a fresh schema of its own and drops it after.
+//! The TLS tests also need `EFFECT_TEST_POSTGRES_TLS_CA`, the CA file that
+//! signed the server's certificate (`.ci/run` makes both).
 #![allow(clippy::disallowed_methods)] // Tests time real stores and processes.
 
 mod conformance;
@@ -14,3 +16,4 @@ mod prune;
 mod schema;
 mod storage;
 mod support;
+mod tls;
