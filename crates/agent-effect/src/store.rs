@@ -7,7 +7,9 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use anyhow::{Context, bail};
 use effect_core::{Clock, EffectLedger, LedgerError, MemoryLedger};
 use effect_ledger_sqlite::SqliteOptions;
-use production_agent_systems::open::{LedgerUrl, OpenOptions, open, open_url};
+#[cfg(feature = "postgres")]
+use production_agent_systems::open::open;
+use production_agent_systems::open::{LedgerUrl, OpenOptions, open_url};
 use tempfile::TempDir;
 
 use crate::cli::DbArg;
