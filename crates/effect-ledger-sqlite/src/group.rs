@@ -21,8 +21,8 @@ use std::panic::{AssertUnwindSafe, catch_unwind, resume_unwind};
 use std::sync::{Mutex, MutexGuard, PoisonError};
 use std::thread::{self, Thread};
 
-use effect_core::LedgerError;
 use effect_core::transition::Transition;
+use effect_core::{LedgerError, WriteDurability};
 
 use crate::batch::Answer;
 
@@ -38,6 +38,8 @@ pub(crate) struct Request {
     caller: Thread,
     pub(crate) operation_id: String,
     pub(crate) transition: Transition,
+    /// Whether the caller may be answered before the batch is synced.
+    pub(crate) durability: WriteDurability,
 }
 
 /// The queue of one ledger (shared by its clones). Every write of the store
@@ -69,7 +71,8 @@ impl GroupCommit {
     }
 
     /// Applies `transition` in the next batch and returns its result once that
-    /// batch is durable (or has failed).
+    /// batch is durable (or has failed), or, for a deferrable transition,
+    /// once it is committed (the store decides what the batch's commit syncs).
     ///
     /// `connect` gets the writer's connection; its failure is this caller's
     /// alone. `write` applies a batch and returns one answer per request, in
@@ -78,6 +81,7 @@ impl GroupCommit {
         &self,
         operation_id: &str,
         transition: &Transition,
+        durability: WriteDurability,
         connect: impl Fn() -> Result<C, LedgerError>,
         write: impl Fn(&mut C, &[Request]) -> Vec<Answer>,
     ) -> Answer {
@@ -89,6 +93,7 @@ impl GroupCommit {
             caller: thread::current(),
             operation_id: operation_id.to_owned(),
             transition: transition.clone(),
+            durability,
         });
         loop {
             if let Some(answer) = state.done.remove(&ticket) {

@@ -3,23 +3,25 @@
 use std::fmt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use effect_core::transition::{self, Transition, TransitionOutcome};
 use effect_core::{
     Clock, EffectLedger, EffectRecord, EffectStatus, LedgerError, LedgerEvent, LedgerStats,
-    ListQuery,
+    ListQuery, WriteDurability,
 };
 use r2d2::{Pool, PooledConnection};
 use r2d2_sqlite::SqliteConnectionManager;
 use rusqlite::{Connection, OpenFlags, OptionalExtension, params};
 
-use crate::batch::write_batch;
+use crate::batch::{Answer, replicate, write_batch};
 use crate::confirmed::ConfirmedCache;
+use crate::deferred::Syncer;
 use crate::error::{SqliteError, ledger_error, pool_error};
 use crate::file::LedgerFile;
 use crate::group::{GroupCommit, MAX_BATCH};
-use crate::options::SqliteOptions;
+use crate::options::{Durability, SqliteOptions};
 use crate::row::{
     ListSql, SELECT_EVENTS, SELECT_EVENTS_AFTER, collect, decode_event, decode_listed, list_sql,
     load,
@@ -60,6 +62,15 @@ pub struct SqliteLedger {
     pub(crate) confirmed: Arc<ConfirmedCache>,
     /// How `list` reads this file (a file opened read-only keeps its layout).
     list_sql: &'static ListSql,
+    /// Whether a deferrable batch commits at `synchronous = NORMAL`: only a
+    /// ledger whose commits are otherwise `FULL`.
+    defers: bool,
+    /// Makes those commits durable (see `deferred`).
+    syncer: Arc<Syncer>,
+    /// Set once a batch has committed at `NORMAL`: from then on every batch
+    /// sets its connection's `synchronous` level, since pooled connections
+    /// may have been left at either.
+    deferred_once: Arc<AtomicBool>,
 }
 
 impl fmt::Debug for SqliteLedger {
@@ -159,6 +170,9 @@ impl SqliteLedger {
             busy_timeout: options.busy_timeout,
             confirmed: Arc::new(ConfirmedCache::new(options.confirmed_cache)),
             list_sql: list_sql(layout),
+            defers: options.durability == Durability::Full && !options.read_only,
+            syncer: Arc::new(Syncer::new(path, options.deferred_sync_delay)),
+            deferred_once: Arc::new(AtomicBool::new(false)),
         })
     }
 
@@ -173,13 +187,44 @@ impl SqliteLedger {
     ) -> Result<PooledConnection<SqliteConnectionManager>, LedgerError> {
         self.pool.get().map_err(|e| pool_error(doing(), e))
     }
-}
 
-impl EffectLedger for SqliteLedger {
-    fn apply(
+    /// Writes one batch of the group commit, at `synchronous = NORMAL` when
+    /// every transition of it is deferrable, else at the ledger's level.
+    fn write(&self, conn: &Connection, batch: &[crate::group::Request]) -> Vec<Answer> {
+        let deferred = self.defers
+            && batch
+                .iter()
+                .all(|r| r.durability == WriteDurability::Deferrable);
+        if deferred || self.deferred_once.load(Ordering::Acquire) {
+            let level = if deferred { "NORMAL" } else { "FULL" };
+            if let Err(err) = conn.pragma_update(None, "synchronous", level) {
+                // The connection's level is unknown: write nothing on it.
+                let doing = format!("setting synchronous = {level} for a batch");
+                return batch
+                    .iter()
+                    .map(|_| Err(ledger_error(doing.clone(), replicate(&err))))
+                    .collect();
+            }
+            if deferred {
+                self.deferred_once.store(true, Ordering::Release);
+            }
+        }
+        let pairs: Vec<(&str, &Transition)> = batch
+            .iter()
+            .map(|r| (r.operation_id.as_str(), &r.transition))
+            .collect();
+        let answers = write_batch(conn, self.clock.as_ref(), &self.file, &pairs);
+        if deferred {
+            self.syncer.deferred_committed();
+        }
+        answers
+    }
+
+    fn submit(
         &self,
         operation_id: &str,
         transition: &Transition,
+        durability: WriteDurability,
     ) -> Result<TransitionOutcome, LedgerError> {
         if let Some(record) = self.confirmed.get(operation_id) {
             // Confirmed is terminal: the plan on the cached record is the plan
@@ -198,19 +243,40 @@ impl EffectLedger for SqliteLedger {
         let answer = self.group.submit(
             operation_id,
             transition,
+            durability,
             || self.connection(doing),
-            |conn, batch| {
-                let batch: Vec<(&str, &Transition)> = batch
-                    .iter()
-                    .map(|r| (r.operation_id.as_str(), &r.transition))
-                    .collect();
-                write_batch(conn, self.clock.as_ref(), &self.file, &batch)
-            },
+            |conn, batch| self.write(conn, batch),
         );
         if let Ok(outcome) = &answer {
             self.confirmed.remember(&outcome.record);
         }
         answer
+    }
+}
+
+impl EffectLedger for SqliteLedger {
+    fn apply(
+        &self,
+        operation_id: &str,
+        transition: &Transition,
+    ) -> Result<TransitionOutcome, LedgerError> {
+        self.submit(operation_id, transition, WriteDurability::Durable)
+    }
+
+    /// A deferrable transition commits, in a batch of deferrable transitions
+    /// only, at `synchronous = NORMAL` and is answered before the log is
+    /// synced (see [`SqliteOptions::deferred_sync_delay`]).
+    fn apply_with(
+        &self,
+        operation_id: &str,
+        transition: &Transition,
+        durability: WriteDurability,
+    ) -> Result<TransitionOutcome, LedgerError> {
+        self.submit(operation_id, transition, durability)
+    }
+
+    fn sync(&self) -> Result<(), LedgerError> {
+        self.syncer.sync()
     }
 
     fn get(&self, operation_id: &str) -> Result<Option<EffectRecord>, LedgerError> {

@@ -174,3 +174,87 @@ fn confirmed_records_are_replayed_without_a_transaction() {
         "nothing was appended"
     );
 }
+
+fn operation() -> effect_core::NewOperation {
+    effect_core::NewOperation {
+        contract_name: "c".into(),
+        contract_version: "1".into(),
+        fingerprint: effect_core::RequestFingerprint::of_value(&json!({})),
+        provider_idempotency_key: None,
+    }
+}
+
+fn synchronous_of(ledger: &TempLedger) -> i64 {
+    let conn = ledger.pool.get().unwrap();
+    conn.query_row("PRAGMA synchronous", [], |row| row.get(0))
+        .unwrap()
+}
+
+#[test]
+fn a_deferrable_batch_commits_at_normal_and_a_durable_one_at_full() {
+    // One connection, so every batch runs on the one whose level is read.
+    let ledger = TempLedger::with_options(SqliteOptions::default().pool_size(1)).unwrap();
+    const FULL: i64 = 2;
+    const NORMAL: i64 = 1;
+    let op = operation();
+    let claim = effect_core::Claim {
+        owner_token: "w".into(),
+        lease: Duration::from_secs(60),
+    };
+    ledger
+        .apply("a", &Transition::PrepareAndClaim(op.clone(), claim.clone()))
+        .unwrap();
+    assert_eq!(synchronous_of(&ledger), FULL, "a ledger starts at FULL");
+    let confirm = Transition::MarkConfirmed {
+        owner_token: Some("w".into()),
+        confirmation: effect_core::Confirmation {
+            output: json!({"ok": 1}),
+            provider_operation_id: None,
+            evidence: effect_core::Evidence::new(),
+        },
+    };
+    let confirmed = ledger
+        .apply_with("a", &confirm, WriteDurability::Deferrable)
+        .unwrap();
+    assert!(confirmed.applied);
+    assert_eq!(
+        synchronous_of(&ledger),
+        NORMAL,
+        "the deferrable batch ran at NORMAL"
+    );
+    // The next durable batch sets FULL again before it writes.
+    ledger
+        .apply("b", &Transition::PrepareAndClaim(op, claim))
+        .unwrap();
+    assert_eq!(
+        synchronous_of(&ledger),
+        FULL,
+        "a durable batch runs at FULL"
+    );
+    ledger.sync().unwrap();
+    assert_eq!(
+        ledger.get("a").unwrap().unwrap().status,
+        EffectStatus::Confirmed
+    );
+}
+
+#[test]
+fn a_normal_ledger_ignores_deferral() {
+    let options = SqliteOptions::default()
+        .pool_size(1)
+        .durability(Durability::Normal);
+    let ledger = TempLedger::with_options(options).unwrap();
+    ledger
+        .apply_with(
+            "a",
+            &Transition::Prepare(operation()),
+            WriteDurability::Deferrable,
+        )
+        .unwrap();
+    assert_eq!(
+        synchronous_of(&ledger),
+        1,
+        "NORMAL, as the ledger was opened"
+    );
+    ledger.sync().unwrap();
+}
