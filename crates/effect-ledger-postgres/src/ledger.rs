@@ -6,7 +6,7 @@ use std::time::{Duration, SystemTime};
 use effect_core::transition::{Plan, WriteKind, plan};
 use effect_core::{
     EffectLedger, EffectRecord, EffectStatus, LedgerError, LedgerEvent, LedgerStats, ListQuery,
-    Transition, TransitionOutcome,
+    Transition, TransitionOutcome, WriteDurability,
 };
 use postgres::NoTls;
 
@@ -17,6 +17,9 @@ use crate::row::{self, RecordParams};
 use crate::schema::{self, Schema, Statements};
 
 type Pool = r2d2::Pool<Manager>;
+
+/// The setting of a deferrable transition's transaction (and of it only).
+const ASYNC_COMMIT: &str = "SET LOCAL synchronous_commit = off";
 type Pooled = r2d2::PooledConnection<Manager>;
 
 /// An [`EffectLedger`] stored in a PostgreSQL schema, for several processes or
@@ -102,7 +105,9 @@ impl PostgresLedger {
 
     /// The `synchronous_commit` setting the ledger's transactions run with:
     /// `on` whatever the server's default, so that every commit is durable on
-    /// the server before a caller is answered.
+    /// the server before a caller is answered. Only a transition applied as
+    /// [`WriteDurability::Deferrable`] runs with `SET LOCAL synchronous_commit
+    /// = off`, for its own transaction.
     ///
     /// # Errors
     ///
@@ -131,12 +136,20 @@ impl PostgresLedger {
         conn: &mut Connection,
         operation_id: &str,
         transition: &Transition,
+        durability: WriteDurability,
     ) -> Result<TransitionOutcome, Step> {
         let pg = |doing: &'static str| move |err| Step::from_pg(doing, err);
         let Connection { client, sql } = conn;
         let mut tx = client
             .transaction()
             .map_err(pg("beginning a transaction"))?;
+        if durability == WriteDurability::Deferrable {
+            // This transaction's commit returns before its WAL is flushed;
+            // the WAL writer flushes it within three `wal_writer_delay`s,
+            // and any later synchronous commit flushes it first.
+            tx.batch_execute(ASYNC_COMMIT)
+                .map_err(pg("deferring a commit"))?;
+        }
         let current = tx
             .query_opt(&sql.lock_record, &[&operation_id])
             .map_err(pg("locking an operation"))?
@@ -217,10 +230,22 @@ impl EffectLedger for PostgresLedger {
         operation_id: &str,
         transition: &Transition,
     ) -> Result<TransitionOutcome, LedgerError> {
+        self.apply_with(operation_id, transition, WriteDurability::Durable)
+    }
+
+    /// A deferrable transition's transaction commits with `SET LOCAL
+    /// synchronous_commit = off`: it is answered once committed and visible,
+    /// before the server has flushed its WAL.
+    fn apply_with(
+        &self,
+        operation_id: &str,
+        transition: &Transition,
+        durability: WriteDurability,
+    ) -> Result<TransitionOutcome, LedgerError> {
         let mut conn = self.connection()?;
         let mut attempt: u32 = 0;
         loop {
-            match Self::try_apply(&mut conn, operation_id, transition) {
+            match Self::try_apply(&mut conn, operation_id, transition, durability) {
                 Ok(outcome) => return Ok(outcome),
                 Err(Step::Fail(err)) => return Err(err),
                 Err(Step::Retry(err)) => {
@@ -240,6 +265,17 @@ impl EffectLedger for PostgresLedger {
                 }
             }
         }
+    }
+
+    /// Commits a transaction that has a transaction id, synchronously: its
+    /// commit waits for the WAL to be flushed up to its own record, and so
+    /// past every asynchronous commit before it.
+    fn sync(&self) -> Result<(), LedgerError> {
+        self.read("syncing deferred commits", |c, _| {
+            let mut tx = c.transaction()?;
+            tx.query_one("SELECT txid_current()", &[])?;
+            tx.commit()
+        })
     }
 
     fn get(&self, operation_id: &str) -> Result<Option<EffectRecord>, LedgerError> {
