@@ -9,10 +9,10 @@
 //! - [`Fault::FailAfterCommit`]: the call reaches the inner ledger, which
 //!   commits, and then fails with [`LedgerError::Unavailable`].
 //!
-//! - [`Fault::LoseWrite`]: the call is answered as if the inner ledger had
+//! - [`Fault::LoseWrite`]: a transition applied as
+//!   [`WriteDurability::Deferrable`] is answered as if the inner ledger had
 //!   applied it, but nothing is written: what a power loss does to a write
-//!   the store answered before it was durable
-//!   ([`WriteDurability::Deferrable`]).
+//!   the store answered before it was durable. A durable write is not lost.
 //!
 //! Faults are scripted by call count, never by wall-clock time: "the 3rd
 //! transition fails after commit". Calls are counted per [`CallKind`]; every
@@ -58,11 +58,13 @@ pub enum Fault {
     /// [`LedgerError::Unavailable`]: the acknowledgement is lost. An error from
     /// the inner ledger itself is returned unchanged.
     FailAfterCommit,
-    /// Answer a transition as the inner ledger would have (planned on its
-    /// current record, at the system clock's time), without writing it: the
-    /// caller is told "applied", the ledger keeps the record as it was. This
-    /// is what a crash costs a write answered before it was durable. Reads
-    /// are not affected by it.
+    /// Answer a transition applied as [`WriteDurability::Deferrable`] as the
+    /// inner ledger would have (planned on its current record, at the system
+    /// clock's time), without writing it: the caller is told "applied", the
+    /// ledger keeps the record as it was. This is what a power loss costs a
+    /// write answered before it was durable. A durable transition, and a
+    /// read, are forwarded unchanged: their loss is not a fault the store
+    /// may have.
     LoseWrite,
 }
 
@@ -191,11 +193,17 @@ impl<L: EffectLedger> FaultyLedger<L> {
         &self,
         operation_id: &str,
         transition: &Transition,
+        durability: WriteDurability,
         forward: impl FnOnce(&L) -> Result<TransitionOutcome, LedgerError>,
     ) -> Result<TransitionOutcome, LedgerError> {
         let method = transition.name();
         let fault = self.next_fault(CallKind::Transition, method);
         if let Some((_, Fault::LoseWrite)) = fault {
+            if durability != WriteDurability::Deferrable {
+                // A durable write cannot be lost: no fault fired.
+                self.script().injected.pop();
+                return forward(&self.inner);
+            }
             let current = self.inner.get(operation_id)?;
             let plan = effect_core::transition::plan(
                 operation_id,
@@ -252,7 +260,7 @@ impl<L: EffectLedger> FaultyLedger<L> {
                 ),
                 None,
             )),
-            // A read is not lost (a transition's loss is answered by `transition`).
+            // Only a deferrable transition is lost (see `transition`).
             Some((_, Fault::LoseWrite)) => forward(&self.inner),
             Some((call, Fault::FailAfterCommit)) => {
                 forward(&self.inner)?;
@@ -284,7 +292,7 @@ impl<L: EffectLedger> EffectLedger for FaultyLedger<L> {
         operation_id: &str,
         transition: &Transition,
     ) -> Result<TransitionOutcome, LedgerError> {
-        self.transition(operation_id, transition, |l| {
+        self.transition(operation_id, transition, WriteDurability::Durable, |l| {
             l.apply(operation_id, transition)
         })
     }
@@ -295,7 +303,7 @@ impl<L: EffectLedger> EffectLedger for FaultyLedger<L> {
         transition: &Transition,
         durability: WriteDurability,
     ) -> Result<TransitionOutcome, LedgerError> {
-        self.transition(operation_id, transition, |l| {
+        self.transition(operation_id, transition, durability, |l| {
             l.apply_with(operation_id, transition, durability)
         })
     }
