@@ -175,3 +175,27 @@ fn a_panicking_write_fails_the_batch_and_frees_the_queue() {
     );
     assert_eq!(next.unwrap().record.operation_id, "b");
 }
+
+#[test]
+fn deferrable_transitions_are_batched_apart_and_first() {
+    let request = |ticket: u64, durability: WriteDurability| Request {
+        ticket,
+        caller: thread::current(),
+        operation_id: format!("op-{ticket}"),
+        transition: Transition::ExpireLease,
+        durability,
+    };
+    let mut queue = vec![
+        request(0, WriteDurability::Durable),
+        request(1, WriteDurability::Deferrable),
+        request(2, WriteDurability::Durable),
+        request(3, WriteDurability::Deferrable),
+        request(4, WriteDurability::Deferrable),
+    ];
+    let tickets = |batch: &[Request]| batch.iter().map(|r| r.ticket).collect::<Vec<_>>();
+    // At most two per batch: the deferrable ones first, in queue order.
+    assert_eq!(tickets(&take_batch(&mut queue, 2)), [1, 3]);
+    assert_eq!(tickets(&take_batch(&mut queue, 2)), [4]);
+    assert_eq!(tickets(&take_batch(&mut queue, 2)), [0, 2]);
+    assert!(queue.is_empty());
+}
