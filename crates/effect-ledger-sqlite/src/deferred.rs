@@ -101,6 +101,12 @@ impl Syncer {
         }
     }
 
+    /// How many batches committed at `NORMAL` so far.
+    #[cfg(test)]
+    pub(crate) fn deferred_commits(&self) -> u64 {
+        self.shared.lock().deferred
+    }
+
     /// Makes every deferred commit so far durable.
     pub(crate) fn sync(&self) -> Result<(), LedgerError> {
         self.shared.sync_pending().map_err(|source| {

@@ -67,10 +67,10 @@ pub struct SqliteLedger {
     defers: bool,
     /// Makes those commits durable (see `deferred`).
     syncer: Arc<Syncer>,
-    /// Set once a batch has committed at `NORMAL`: from then on every batch
-    /// sets its connection's `synchronous` level, since pooled connections
-    /// may have been left at either.
-    deferred_once: Arc<AtomicBool>,
+    /// Set should a connection fail to return to `FULL` after a deferred
+    /// batch: from then on every batch sets its connection's level first,
+    /// since a pooled connection may have been left at `NORMAL`.
+    levels_unknown: Arc<AtomicBool>,
 }
 
 impl fmt::Debug for SqliteLedger {
@@ -172,7 +172,7 @@ impl SqliteLedger {
             list_sql: list_sql(layout),
             defers: options.durability == Durability::Full && !options.read_only,
             syncer: Arc::new(Syncer::new(path, options.deferred_sync_delay)),
-            deferred_once: Arc::new(AtomicBool::new(false)),
+            levels_unknown: Arc::new(AtomicBool::new(false)),
         })
     }
 
@@ -189,13 +189,15 @@ impl SqliteLedger {
     }
 
     /// Writes one batch of the group commit, at `synchronous = NORMAL` when
-    /// every transition of it is deferrable, else at the ledger's level.
+    /// every transition of it is deferrable, else at the ledger's level. The
+    /// connection goes back to the pool at `FULL`, so nothing else written on
+    /// it (a prune, the next batch) is deferred by accident.
     fn write(&self, conn: &Connection, batch: &[crate::group::Request]) -> Vec<Answer> {
         let deferred = self.defers
             && batch
                 .iter()
                 .all(|r| r.durability == WriteDurability::Deferrable);
-        if deferred || self.deferred_once.load(Ordering::Acquire) {
+        if deferred || self.levels_unknown.load(Ordering::Acquire) {
             let level = if deferred { "NORMAL" } else { "FULL" };
             if let Err(err) = conn.pragma_update(None, "synchronous", level) {
                 // The connection's level is unknown: write nothing on it.
@@ -205,9 +207,6 @@ impl SqliteLedger {
                     .map(|_| Err(ledger_error(doing.clone(), replicate(&err))))
                     .collect();
             }
-            if deferred {
-                self.deferred_once.store(true, Ordering::Release);
-            }
         }
         let pairs: Vec<(&str, &Transition)> = batch
             .iter()
@@ -216,6 +215,9 @@ impl SqliteLedger {
         let answers = write_batch(conn, self.clock.as_ref(), &self.file, &pairs);
         if deferred {
             self.syncer.deferred_committed();
+            if conn.pragma_update(None, "synchronous", "FULL").is_err() {
+                self.levels_unknown.store(true, Ordering::Release);
+            }
         }
         answers
     }

@@ -195,15 +195,17 @@ fn a_deferrable_batch_commits_at_normal_and_a_durable_one_at_full() {
     // One connection, so every batch runs on the one whose level is read.
     let ledger = TempLedger::with_options(SqliteOptions::default().pool_size(1)).unwrap();
     const FULL: i64 = 2;
-    const NORMAL: i64 = 1;
-    let op = operation();
     let claim = effect_core::Claim {
         owner_token: "w".into(),
         lease: Duration::from_secs(60),
     };
     ledger
-        .apply("a", &Transition::PrepareAndClaim(op.clone(), claim.clone()))
+        .apply(
+            "a",
+            &Transition::PrepareAndClaim(operation(), claim.clone()),
+        )
         .unwrap();
+    assert_eq!(ledger.syncer.deferred_commits(), 0);
     assert_eq!(synchronous_of(&ledger), FULL, "a ledger starts at FULL");
     let confirm = Transition::MarkConfirmed {
         owner_token: Some("w".into()),
@@ -217,19 +219,19 @@ fn a_deferrable_batch_commits_at_normal_and_a_durable_one_at_full() {
         .apply_with("a", &confirm, WriteDurability::Deferrable)
         .unwrap();
     assert!(confirmed.applied);
-    assert_eq!(
-        synchronous_of(&ledger),
-        NORMAL,
-        "the deferrable batch ran at NORMAL"
-    );
-    // The next durable batch sets FULL again before it writes.
-    ledger
-        .apply("b", &Transition::PrepareAndClaim(op, claim))
-        .unwrap();
+    assert_eq!(ledger.syncer.deferred_commits(), 1, "committed at NORMAL");
     assert_eq!(
         synchronous_of(&ledger),
         FULL,
-        "a durable batch runs at FULL"
+        "the connection went back to the pool at FULL"
+    );
+    ledger
+        .apply("b", &Transition::PrepareAndClaim(operation(), claim))
+        .unwrap();
+    assert_eq!(
+        ledger.syncer.deferred_commits(),
+        1,
+        "a durable batch is FULL"
     );
     ledger.sync().unwrap();
     assert_eq!(
@@ -251,6 +253,7 @@ fn a_normal_ledger_ignores_deferral() {
             WriteDurability::Deferrable,
         )
         .unwrap();
+    assert_eq!(ledger.syncer.deferred_commits(), 0, "nothing to sync later");
     assert_eq!(
         synchronous_of(&ledger),
         1,
