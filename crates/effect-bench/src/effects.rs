@@ -1,4 +1,4 @@
-//! W1 to W5: effects executed through [`EffectExecutor`] on one ledger.
+//! W1 to W5, W1d: effects executed through [`EffectExecutor`] on one ledger.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Barrier};
@@ -6,7 +6,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, anyhow, bail};
 use effect_core::{EffectContract, EffectLedger, EffectResult, EffectStatus};
-use effect_exec::{EffectExecutor, HandlerError};
+use effect_exec::{EffectExecutor, ExecutorOptions, HandlerError};
 use serde_json::{Value, json};
 
 pub(crate) use effect_ledger_sqlite::Durability;
@@ -44,11 +44,29 @@ pub(crate) struct Runner {
 
 impl Runner {
     pub(crate) fn new(ledger: Arc<dyn EffectLedger>) -> anyhow::Result<Self> {
+        Runner::with_deferred_outcomes(ledger, false)
+    }
+
+    /// A runner whose executor answers before outcomes are durable
+    /// (`ExecutorOptions::deferred_outcomes`), when `deferred`.
+    pub(crate) fn with_deferred_outcomes(
+        ledger: Arc<dyn EffectLedger>,
+        deferred: bool,
+    ) -> anyhow::Result<Self> {
+        let options = ExecutorOptions::default().deferred_outcomes(deferred);
         Ok(Runner {
-            executor: EffectExecutor::new(ledger),
+            executor: EffectExecutor::with_options(ledger, options),
             contract: contract()?,
             calls: Arc::new(AtomicU64::new(0)),
         })
+    }
+
+    /// Makes the deferred outcomes durable (`EffectLedger::sync`).
+    pub(crate) fn sync(&self) -> anyhow::Result<()> {
+        self.executor
+            .ledger()
+            .sync()
+            .context("syncing the deferred outcomes")
     }
 
     /// Executes operation `i`; the handler returns `{"ok": i}` at once.
@@ -161,14 +179,47 @@ pub(crate) fn fresh_and_replay(
     lines
 }
 
-/// W4: `threads` threads, each executing its own `n / threads` fresh operations.
-/// Returns the elapsed time and the handler calls.
+/// W1d: W1 with the executor's deferred outcomes (claims durable, outcomes
+/// answered before their commit is synced). The measured time includes the
+/// final sync; then every operation must read back confirmed with its output.
+pub(crate) fn fresh_deferred(store: &Store, n: u64) -> Line {
+    let workload = Workload::W1d;
+    let measured = (|| -> anyhow::Result<(Duration, u64)> {
+        let ledger = store.fresh(Durability::Full)?;
+        let runner = Runner::with_deferred_outcomes(Arc::clone(&ledger.ledger), true)?;
+        let elapsed = timed(|| {
+            for i in 0..n {
+                let result = runner.execute(i)?;
+                if !result.is_confirmed() || result.duplicate_suppressed {
+                    bail!("op:{i} was not freshly confirmed: {result:?}");
+                }
+            }
+            runner.sync()
+        })?;
+        runner.verify_confirmed(n)?;
+        Ok((elapsed, runner.calls()))
+    })();
+    match measured {
+        Ok((elapsed, calls)) => Line::measured(workload, n, 1, elapsed)
+            .handler_calls(calls)
+            .with("store", store.name())
+            .require(calls == n, || {
+                format!("{calls} handler calls instead of {n}")
+            }),
+        Err(err) => Line::failed(workload, n, 1, format!("{err:#}")),
+    }
+}
+
+/// W4 (or W4d with `deferred` outcomes): `threads` threads, each executing
+/// its own `n / threads` fresh operations. Returns the elapsed time (with
+/// deferred outcomes, up to their final sync) and the handler calls.
 pub(crate) fn concurrent(
     ledger: Arc<dyn EffectLedger>,
     n: u64,
     threads: usize,
+    deferred: bool,
 ) -> anyhow::Result<(Duration, u64)> {
-    let runner = Runner::new(ledger)?;
+    let runner = Runner::with_deferred_outcomes(ledger, deferred)?;
     let per_thread = n / threads as u64;
     let elapsed = in_threads(threads, |t| {
         let first = t as u64 * per_thread;
@@ -180,6 +231,13 @@ pub(crate) fn concurrent(
         }
         Ok(())
     })?;
+    let elapsed = if deferred {
+        let start = Instant::now();
+        runner.sync()?;
+        elapsed + start.elapsed()
+    } else {
+        elapsed
+    };
     runner.verify_confirmed(per_thread * threads as u64)?;
     Ok((elapsed, runner.calls()))
 }

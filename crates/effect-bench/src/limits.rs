@@ -1,5 +1,7 @@
 //! W0, W0n and W0r: the limits of bare SQLite, through the same rusqlite and
 //! the same bundled SQLite the ledger uses, with nothing of the ledger around it.
+//! With a PostgreSQL store, W0 is the limit of that server instead: bare
+//! single-row `INSERT` transactions on one connection, through the same driver.
 
 use std::path::Path;
 use std::time::Instant;
@@ -10,12 +12,70 @@ use rusqlite::{Connection, params};
 use crate::Workload;
 use crate::report::Line;
 use crate::rng::Rng;
+use crate::store::Store;
 
 /// `PRAGMA synchronous` of a commit-limit workload.
 #[derive(Debug, Clone, Copy)]
 pub(crate) enum Sync {
     Full,
     Normal,
+}
+
+/// W0 for `store`: bare SQLite at `synchronous=FULL`, or the PostgreSQL
+/// server of a postgres store.
+pub(crate) fn commit_limit(store: &Store, n: u64) -> Line {
+    match store {
+        Store::Sqlite(_) => commits(Workload::W0, n, Sync::Full),
+        #[cfg(feature = "postgres")]
+        Store::Postgres { url } => match measure_postgres_commits(url, n) {
+            Ok(line) => line.with("store", store.name()),
+            Err(err) => {
+                Line::failed(Workload::W0, n, 1, format!("{err:#}")).with("store", store.name())
+            }
+        },
+    }
+}
+
+/// W0 on PostgreSQL: `n` single-row `INSERT` transactions (`BEGIN`, a
+/// prepared `INSERT`, `COMMIT`) on one connection with `synchronous_commit =
+/// on` (as the ledger's sessions run), in a fresh schema dropped afterwards.
+#[cfg(feature = "postgres")]
+fn measure_postgres_commits(url: &str, n: u64) -> anyhow::Result<Line> {
+    let mut client =
+        postgres::Client::connect(url, postgres::NoTls).context("connecting to postgres")?;
+    let schema = format!("effect_bench_w0_{}", std::process::id());
+    client.batch_execute(&format!(
+        "SET synchronous_commit = on; DROP SCHEMA IF EXISTS {schema} CASCADE; \
+         CREATE SCHEMA {schema}; \
+         CREATE TABLE {schema}.bench (k TEXT PRIMARY KEY, v TEXT NOT NULL)"
+    ))?;
+    let measured = (|| -> anyhow::Result<Line> {
+        let insert = client.prepare(&format!(
+            "INSERT INTO {schema}.bench (k, v) VALUES ($1, $2)"
+        ))?;
+        let value = payload();
+        let keys: Vec<String> = (0..n).map(|i| format!("op:{i}")).collect();
+        let start = Instant::now();
+        for key in &keys {
+            let mut tx = client.transaction()?;
+            tx.execute(&insert, &[key, &value])?;
+            tx.commit()?;
+        }
+        let elapsed = start.elapsed();
+        let stored: i64 = client
+            .query_one(&format!("SELECT COUNT(*) FROM {schema}.bench"), &[])?
+            .get(0);
+        let stored = u64::try_from(stored)?;
+        Ok(
+            Line::measured(Workload::W0, n, 1, elapsed).require(stored == n, || {
+                format!("{stored} rows stored instead of {n}")
+            }),
+        )
+    })();
+    client
+        .batch_execute(&format!("DROP SCHEMA IF EXISTS {schema} CASCADE"))
+        .context("dropping the W0 schema")?;
+    measured
 }
 
 /// W0 / W0n: `n` single-row `INSERT` transactions (`BEGIN IMMEDIATE … COMMIT`)

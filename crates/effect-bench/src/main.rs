@@ -50,7 +50,7 @@ struct Cli {
     /// Small sizes, for a correctness run in seconds (figures are meaningless).
     #[arg(long)]
     quick: bool,
-    /// Only these workloads (repeat or separate with commas): W0, W0n, W0r, W1 … W7.
+    /// Only these workloads (repeat or separate with commas): W0, W0n, W0r, W1 … W7, W1d, W4d.
     #[arg(long = "workload", value_delimiter = ',')]
     workloads: Vec<Workload>,
     /// The ledger store: `sqlite` (a fresh file per workload) or a
@@ -93,23 +93,27 @@ pub(crate) enum Workload {
     W0n,
     W0r,
     W1,
+    W1d,
     W2,
     W3,
     W4,
+    W4d,
     W5,
     W6,
     W7,
 }
 
 impl Workload {
-    const ALL: [Workload; 10] = [
+    const ALL: [Workload; 12] = [
         Workload::W0,
         Workload::W0n,
         Workload::W0r,
         Workload::W1,
+        Workload::W1d,
         Workload::W2,
         Workload::W3,
         Workload::W4,
+        Workload::W4d,
         Workload::W5,
         Workload::W6,
         Workload::W7,
@@ -121,9 +125,11 @@ impl Workload {
             Workload::W0n => "W0n",
             Workload::W0r => "W0r",
             Workload::W1 => "W1",
+            Workload::W1d => "W1d",
             Workload::W2 => "W2",
             Workload::W3 => "W3",
             Workload::W4 => "W4",
+            Workload::W4d => "W4d",
             Workload::W5 => "W5",
             Workload::W6 => "W6",
             Workload::W7 => "W7",
@@ -136,9 +142,11 @@ impl Workload {
             Workload::W0n => "commit-limit-normal",
             Workload::W0r => "read-limit",
             Workload::W1 => "fresh-full",
+            Workload::W1d => "fresh-deferred",
             Workload::W2 => "fresh-normal",
             Workload::W3 => "replay",
             Workload::W4 => "concurrent-full",
+            Workload::W4d => "concurrent-deferred",
             Workload::W5 => "contention",
             Workload::W6 => "scan",
             Workload::W7 => "multi-process",
@@ -147,7 +155,8 @@ impl Workload {
 
     /// Whether the workload runs against a PostgreSQL store. W2 is SQLite's
     /// `synchronous=NORMAL` and W6 fills the SQLite file directly; the bare
-    /// limits always run, as the reference of the ratios.
+    /// limits always run, as the reference of the ratios (W0 on the
+    /// PostgreSQL server itself).
     fn runs_on_postgres(self) -> bool {
         !matches!(self, Workload::W2 | Workload::W6)
     }
@@ -160,7 +169,9 @@ impl FromStr for Workload {
         Workload::ALL
             .into_iter()
             .find(|w| w.id().eq_ignore_ascii_case(s.trim()))
-            .ok_or_else(|| format!("unknown workload {s:?}; expected one of W0, W0n, W0r, W1 … W7"))
+            .ok_or_else(|| {
+                format!("unknown workload {s:?}; expected one of W0, W0n, W0r, W1 … W7, W1d, W4d")
+            })
     }
 }
 
@@ -288,7 +299,7 @@ fn run_once(store: &Store, sizes: &Sizes, selected: &[Workload]) -> Vec<Line> {
     let mut lines = Vec::new();
     for &workload in selected {
         match workload {
-            Workload::W0 => lines.push(limits::commits(workload, sizes.w0, limits::Sync::Full)),
+            Workload::W0 => lines.push(limits::commit_limit(store, sizes.w0)),
             Workload::W0n => {
                 lines.push(limits::commits(workload, sizes.w0n, limits::Sync::Normal));
             }
@@ -316,7 +327,13 @@ fn run_once(store: &Store, sizes: &Sizes, selected: &[Workload]) -> Vec<Line> {
                 true,
                 false,
             )),
+            Workload::W1d => lines.push(effects::fresh_deferred(store, sizes.fresh)),
             Workload::W4 => lines.push(worker::concurrent_in_child(
+                store,
+                sizes.concurrent,
+                sizes.threads,
+            )),
+            Workload::W4d => lines.push(worker::concurrent_deferred_in_child(
                 store,
                 sizes.concurrent,
                 sizes.threads,

@@ -1,5 +1,5 @@
-//! Workloads in child processes: W4 in one (so its peak RSS is its own), W7
-//! in several sharing one ledger. Children are this binary, re-executed with
+//! Workloads in child processes: W4 and W4d in one (so its peak RSS is its
+//! own), W7 in several sharing one ledger. Children are this binary, re-executed with
 //! the hidden `worker` subcommand; they answer with one JSON line on stdout.
 
 use std::io::{BufRead, BufReader, Write};
@@ -54,6 +54,9 @@ pub(crate) struct WorkerArgs {
     /// SQLite only: no in-memory copy of confirmed records.
     #[arg(long)]
     no_confirmed_cache: bool,
+    /// For `concurrent`: deferred outcomes (W4d).
+    #[arg(long)]
+    deferred: bool,
 }
 
 impl WorkerArgs {
@@ -87,7 +90,15 @@ pub(crate) fn run(args: &WorkerArgs) -> anyhow::Result<()> {
 
 /// W4, run in a child process; the line carries the child's peak RSS.
 pub(crate) fn concurrent_in_child(store: &Store, n: u64, threads: usize) -> Line {
-    let workload = Workload::W4;
+    concurrent_child(Workload::W4, store, n, threads)
+}
+
+/// W4d: W4 with the executor's deferred outcomes, in a child process.
+pub(crate) fn concurrent_deferred_in_child(store: &Store, n: u64, threads: usize) -> Line {
+    concurrent_child(Workload::W4d, store, n, threads)
+}
+
+fn concurrent_child(workload: Workload, store: &Store, n: u64, threads: usize) -> Line {
     let (store_arg, tuning) = match store {
         Store::Sqlite(tuning) => ("sqlite".to_owned(), *tuning),
         #[cfg(feature = "postgres")]
@@ -105,6 +116,9 @@ pub(crate) fn concurrent_in_child(store: &Store, n: u64, threads: usize) -> Line
             threads.to_string(),
         ];
         args.extend(tuning.to_args());
+        if workload == Workload::W4d {
+            args.push("--deferred".into());
+        }
         let mut child = spawn(&args)?;
         let mut stdout = take_stdout(&mut child)?;
         let answer = read_answer(&mut stdout)?;
@@ -201,7 +215,8 @@ pub(crate) fn multi_process(store: &Store, n: u64, processes: usize) -> Line {
 fn concurrent_here(args: &WorkerArgs) -> anyhow::Result<Value> {
     let store = Store::parse(args.store.as_deref().unwrap_or("sqlite"), args.tuning())?;
     let fresh = store.fresh(Durability::Full)?;
-    let (elapsed, calls) = effects::concurrent(fresh.ledger.clone(), args.n, args.threads)?;
+    let (elapsed, calls) =
+        effects::concurrent(fresh.ledger.clone(), args.n, args.threads, args.deferred)?;
     Ok(json!({
         "seconds": elapsed.as_secs_f64(),
         "handler_calls": calls,

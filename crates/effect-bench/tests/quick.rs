@@ -6,7 +6,9 @@ use std::process::Command;
 
 use serde_json::Value;
 
-const WORKLOADS: [&str; 10] = ["W0", "W0n", "W0r", "W1", "W2", "W3", "W4", "W5", "W6", "W7"];
+const WORKLOADS: [&str; 12] = [
+    "W0", "W0n", "W0r", "W1", "W1d", "W2", "W3", "W4", "W4d", "W5", "W6", "W7",
+];
 
 #[test]
 fn every_workload_is_ok_in_quick_mode() -> Result<(), Box<dyn std::error::Error>> {
@@ -101,10 +103,30 @@ fn check_line(line: &Value) {
     );
     let n = line["n"].as_u64().expect("n");
     match line["workload"].as_str().expect("workload") {
-        "W1" | "W2" | "W4" | "W5" | "W7" => assert_eq!(line["handler_calls"], n, "{line}"),
+        "W1" | "W1d" | "W2" | "W4" | "W4d" | "W5" | "W7" => {
+            assert_eq!(line["handler_calls"], n, "{line}")
+        }
         "W3" => assert_eq!(line["handler_calls"], 0, "{line}"),
         _ => {}
     }
+}
+
+#[test]
+fn the_deferred_workloads_read_back_every_outcome() -> Result<(), Box<dyn std::error::Error>> {
+    let output = Command::new(env!("CARGO_BIN_EXE_effect-bench"))
+        .args(["--quick", "--workload", "W1d,W4d"])
+        .output()?;
+    assert!(output.status.success());
+    let stdout = String::from_utf8(output.stdout)?;
+    let lines: Vec<Value> = stdout
+        .lines()
+        .map(serde_json::from_str)
+        .collect::<Result<_, _>>()?;
+    let names: Vec<&str> = lines.iter().filter_map(|l| l["name"].as_str()).collect();
+    assert_eq!(names, ["fresh-deferred", "concurrent-deferred"]);
+    lines.iter().for_each(check_line);
+    assert!(lines[1]["peak_rss_mb"].as_f64().is_some(), "{}", lines[1]);
+    Ok(())
 }
 
 #[test]

@@ -130,12 +130,42 @@ pub struct LedgerStats {
     pub stale_dispatched: u64,
 }
 
+/// How durable a write must be before [`EffectLedger::apply_with`] answers.
+///
+/// The executor asks for [`Deferrable`](WriteDurability::Deferrable) only for
+/// the outcome of a dispatch whose contract can reconcile a lost outcome (an
+/// outcome probe or a guaranteed provider key), and only in its opt-in
+/// deferred-outcomes mode: a lost outcome leaves the record `dispatched`, its
+/// lease expires and it is reconciled like any interrupted dispatch. A claim
+/// is always [`Durable`](WriteDurability::Durable): a lost claim could let a
+/// second dispatch go out.
+///
+/// ```
+/// use effect_core::WriteDurability;
+/// assert_eq!(WriteDurability::default(), WriteDurability::Durable);
+/// ```
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum WriteDurability {
+    /// On stable storage before the caller is answered (the default).
+    #[default]
+    Durable,
+    /// The store may answer once the write is committed and visible, before it
+    /// is on stable storage. It must make the write durable soon: no later
+    /// than its next durable write, a bounded delay, or
+    /// [`EffectLedger::sync`], whichever comes first. A store that cannot
+    /// defer treats it as [`Durable`](WriteDurability::Durable).
+    Deferrable,
+}
+
 /// Durable storage of effect operations (docs/spec.md §4).
 ///
-/// A store implements these six methods and nothing else; every transition
-/// goes through [`apply`](EffectLedger::apply), which must evaluate
-/// [`transition::plan`](crate::transition::plan) on the current record and
-/// persist its write, record and events, in one transaction, before returning.
+/// A store implements six required methods; every transition goes through
+/// [`apply`](EffectLedger::apply) (or [`apply_with`](EffectLedger::apply_with)),
+/// which must evaluate [`transition::plan`](crate::transition::plan) on the
+/// current record and persist its write, record and events, in one
+/// transaction, before returning. A store that can answer before a write is
+/// on stable storage overrides `apply_with` and [`sync`](EffectLedger::sync).
 /// The named transitions (`prepare`, `mark_confirmed`, ...) are conveniences
 /// over `apply` in [`EffectLedgerExt`], implemented once for every ledger.
 ///
@@ -152,6 +182,35 @@ pub trait EffectLedger: Send + Sync + fmt::Debug {
         operation_id: &str,
         transition: &Transition,
     ) -> Result<TransitionOutcome, LedgerError>;
+
+    /// Applies one transition atomically, durably unless `durability` lets
+    /// the store answer before the write reaches stable storage (see
+    /// [`WriteDurability::Deferrable`]). The default ignores `durability`
+    /// and calls [`apply`](EffectLedger::apply): every write is durable.
+    ///
+    /// # Errors
+    ///
+    /// As [`apply`](EffectLedger::apply).
+    fn apply_with(
+        &self,
+        operation_id: &str,
+        transition: &Transition,
+        durability: WriteDurability,
+    ) -> Result<TransitionOutcome, LedgerError> {
+        let _ = durability;
+        self.apply(operation_id, transition)
+    }
+
+    /// Makes every write this ledger answered as
+    /// [`Deferrable`](WriteDurability::Deferrable) durable before returning.
+    /// The default does nothing: a store that never defers has nothing to sync.
+    ///
+    /// # Errors
+    ///
+    /// Store failures; the deferred writes are then not known to be durable.
+    fn sync(&self) -> Result<(), LedgerError> {
+        Ok(())
+    }
 
     /// The operation, if it exists.
     ///
@@ -374,6 +433,19 @@ impl<L: EffectLedger + ?Sized> EffectLedger for std::sync::Arc<L> {
         transition: &Transition,
     ) -> Result<TransitionOutcome, LedgerError> {
         (**self).apply(operation_id, transition)
+    }
+
+    fn apply_with(
+        &self,
+        operation_id: &str,
+        transition: &Transition,
+        durability: WriteDurability,
+    ) -> Result<TransitionOutcome, LedgerError> {
+        (**self).apply_with(operation_id, transition, durability)
+    }
+
+    fn sync(&self) -> Result<(), LedgerError> {
+        (**self).sync()
     }
 
     fn get(&self, operation_id: &str) -> Result<Option<EffectRecord>, LedgerError> {

@@ -53,7 +53,9 @@ pub use contract::{
 pub use error::{
     BoxError, CallbackError, CanonicalError, ContractError, LedgerError, LedgerErrorKind,
 };
-pub use ledger::{EffectLedger, EffectLedgerExt, LedgerStats, ListQuery, MAX_LIST_LIMIT};
+pub use ledger::{
+    EffectLedger, EffectLedgerExt, LedgerStats, ListQuery, MAX_LIST_LIMIT, WriteDurability,
+};
 pub use memory::MemoryLedger;
 pub use prune::{ArchivedOperation, PruneReport, PruneRequest};
 pub use record::{EffectRecord, EffectResult, Evidence, LedgerEvent, OutcomeProbeResult, Revision};

@@ -12,7 +12,7 @@ use effect_core::evidence::{
 use effect_core::{
     Claim, Clock, Confirmation, EffectContract, EffectLedger, EffectRecord, EffectResult,
     EffectStatus, Evidence, FingerprintForm, NewOperation, RequestFingerprint, Sleeper,
-    SystemClock, ThreadSleeper, Transition, TransitionOutcome,
+    SystemClock, ThreadSleeper, Transition, TransitionOutcome, WriteDurability,
 };
 use serde::Serialize;
 use serde_json::Value;
@@ -387,14 +387,16 @@ impl EffectExecutor {
                 call.deadline,
             )
         };
+        let durability = self.outcome_durability(call, record);
         let (error, evidence, retry_allowed) = match outcome {
             HandlerOutcome::Rejected(reason) => {
-                let rejected = self.apply(
+                let rejected = self.apply_with(
                     id,
                     Transition::MarkRejected {
                         owner_token: token.to_owned(),
                         error: format!("provider definitively rejected the effect: {reason}"),
                     },
+                    durability,
                 )?;
                 return Ok(Round::Done(EffectResult::from_record(&rejected.record)));
             }
@@ -409,7 +411,7 @@ impl EffectExecutor {
                         owner_token: Some(token.to_owned()),
                         confirmation,
                     };
-                    match self.ledger.apply(id, &transition) {
+                    match self.ledger.apply_with(id, &transition, durability) {
                         Ok(confirmed) => return Ok(self.after_finalize(call, confirmed)),
                         // The store refused the output (too large for it): the
                         // effect happened, so record it as uncertain at once
@@ -464,13 +466,14 @@ impl EffectExecutor {
                 first_round,
             ),
         };
-        let unknown = self.apply(
+        let unknown = self.apply_with(
             id,
             Transition::MarkOutcomeUnknown {
                 owner_token: Some(token.to_owned()),
                 error,
                 evidence,
             },
+            durability,
         )?;
         if !unknown.applied {
             return Ok(self.after_finalize(call, unknown));
@@ -512,18 +515,49 @@ impl EffectExecutor {
         }
     }
 
-    /// Applies a transition, logging status changes.
+    /// How durable the outcome of this dispatch must be before the caller is
+    /// answered: deferrable only in the deferred-outcomes mode, and only when
+    /// a lost outcome can be reconciled without an operator (an outcome probe,
+    /// or a guaranteed provider key the record carries). A lost outcome leaves
+    /// the record `dispatched`; its lease expires and the probe or the key
+    /// settles it, so an `outcome_unknown` write is deferrable on the same
+    /// basis as a confirmation (and the reconciliation that follows it is
+    /// durable, which makes it durable too).
+    fn outcome_durability(&self, call: &Call<'_>, record: &EffectRecord) -> WriteDurability {
+        let contract = call.contract;
+        let probe = contract.outcome_probe().is_some() || contract.outcome_probe_async().is_some();
+        let safe_basis = probe
+            || (contract.provider_idempotency_guaranteed()
+                && record.provider_idempotency_key.is_some());
+        if self.options.deferred_outcomes && safe_basis {
+            WriteDurability::Deferrable
+        } else {
+            WriteDurability::Durable
+        }
+    }
+
+    /// Applies a transition durably, logging status changes.
     pub(crate) fn apply(
         &self,
         id: &str,
         transition: Transition,
+    ) -> Result<TransitionOutcome, ExecError> {
+        self.apply_with(id, transition, WriteDurability::Durable)
+    }
+
+    /// Applies a transition as durably as asked, logging status changes.
+    pub(crate) fn apply_with(
+        &self,
+        id: &str,
+        transition: Transition,
+        durability: WriteDurability,
     ) -> Result<TransitionOutcome, ExecError> {
         let name = transition.name();
         #[cfg(feature = "metrics")]
         let started = self.clock.now();
         let outcome = self
             .ledger
-            .apply(id, &transition)
+            .apply_with(id, &transition, durability)
             .map_err(|source| ExecError::Ledger {
                 operation_id: id.to_owned(),
                 source,

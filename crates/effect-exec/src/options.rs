@@ -28,6 +28,12 @@ pub struct ExecutorOptions {
     /// ledger shared with Python workers (`production-agent-systems` 1.x),
     /// which cannot read any other form. Either form is accepted on read.
     pub fingerprint_form: FingerprintForm,
+    /// Deferred outcomes (default false): the outcome of a dispatch is
+    /// written as [`WriteDurability::Deferrable`](effect_core::WriteDurability::Deferrable)
+    /// when the contract can reconcile its loss, so the caller is answered
+    /// before that commit reaches stable storage. See
+    /// [`deferred_outcomes`](Self::deferred_outcomes).
+    pub deferred_outcomes: bool,
 }
 
 impl Default for ExecutorOptions {
@@ -39,6 +45,7 @@ impl Default for ExecutorOptions {
             wait_for_in_progress: None,
             poll_interval: Duration::from_millis(25),
             fingerprint_form: FingerprintForm::default(),
+            deferred_outcomes: false,
         }
     }
 }
@@ -93,6 +100,52 @@ impl ExecutorOptions {
     #[must_use]
     pub fn fingerprint_form(mut self, form: FingerprintForm) -> Self {
         self.fingerprint_form = form;
+        self
+    }
+
+    /// Answers the caller before the outcome of its dispatch is durable
+    /// (default off: every outcome is durable first).
+    ///
+    /// The claim is always committed durably before the handler runs. With
+    /// this on, the write that records what the handler returned (confirmed,
+    /// rejected, or an uncertain outcome) asks the store for
+    /// [`WriteDurability::Deferrable`](effect_core::WriteDurability::Deferrable),
+    /// **only** when the contract has an outcome probe or a guaranteed
+    /// provider idempotency key: if a crash loses that write, the record is
+    /// back to `dispatched`, its lease expires, and it is reconciled through
+    /// the probe or the key like any interrupted dispatch, with no second
+    /// effect. Outcomes of contracts with neither stay durable (their lost
+    /// outcome would need an operator), as do reconciliations and manual
+    /// resolutions. What a crash can cost is in docs/production.md.
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    /// use effect_core::{EffectContract, EffectLedger, MemoryLedger};
+    /// use effect_exec::{EffectExecutor, ExecutorOptions, HandlerError};
+    /// use serde_json::{json, Value};
+    ///
+    /// let ledger = Arc::new(MemoryLedger::new());
+    /// let options = ExecutorOptions::default().deferred_outcomes(true);
+    /// let executor = EffectExecutor::with_options(ledger.clone(), options);
+    /// let contract = EffectContract::builder("capture_payment", |args| {
+    ///     Ok(format!("invoice:{}:capture", args["invoice"].as_str().ok_or("missing invoice")?))
+    /// })
+    /// .provider_idempotency_key(|args| Ok(args["invoice"].as_str().map(|i| format!("capture:{i}"))))
+    /// .provider_idempotency_guaranteed(true)
+    /// .build()?;
+    /// let capture = |_: Value, key: Option<String>| -> Result<Value, HandlerError> {
+    ///     Ok(json!({"payment_id": format!("pay-{}", key.unwrap_or_default())}))
+    /// };
+    /// let result = executor.execute(&contract, &json!({"invoice": "INV-1"}), capture)?;
+    /// assert!(result.is_confirmed());
+    /// // Before reading the ledger from elsewhere (or shutting down), make the
+    /// // deferred outcomes durable; dropping the ledger does so too.
+    /// ledger.sync()?;
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    #[must_use]
+    pub fn deferred_outcomes(mut self, enabled: bool) -> Self {
+        self.deferred_outcomes = enabled;
         self
     }
 }

@@ -6,7 +6,7 @@ use std::time::{Duration, SystemTime};
 use effect_core::transition::{PendingEvent, Plan, WriteKind, plan};
 use effect_core::{
     EffectLedger, EffectRecord, EffectStatus, LedgerError, LedgerEvent, LedgerStats, ListQuery,
-    Transition, TransitionOutcome,
+    Transition, TransitionOutcome, WriteDurability,
 };
 use postgres::types::ToSql;
 
@@ -18,6 +18,7 @@ use crate::schema::{self, Schema, Statements};
 use crate::tls::Target;
 
 type Pool = r2d2::Pool<Manager>;
+
 type Pooled = r2d2::PooledConnection<Manager>;
 
 /// An [`EffectLedger`] stored in a PostgreSQL schema, for several processes or
@@ -100,7 +101,9 @@ impl PostgresLedger {
 
     /// The `synchronous_commit` setting the ledger's transactions run with:
     /// `on` whatever the server's default, so that every commit is durable on
-    /// the server before a caller is answered.
+    /// the server before a caller is answered. Only a transition applied as
+    /// [`WriteDurability::Deferrable`] runs with `SET LOCAL synchronous_commit
+    /// = off`, for its own transaction.
     ///
     /// # Errors
     ///
@@ -148,14 +151,23 @@ impl PostgresLedger {
         conn: &mut Connection,
         operation_id: &str,
         transition: &Transition,
+        durability: WriteDurability,
     ) -> Result<TransitionOutcome, Step> {
         let pg = |doing: &'static str| move |err| Step::from_pg(doing, err);
         let Connection { client, sql } = conn;
         let mut tx = client
             .transaction()
             .map_err(pg("beginning a transaction"))?;
+        // A deferrable transaction's commit returns before its WAL is
+        // flushed (the lock statement's variant sets synchronous_commit off
+        // for this transaction only); the WAL writer flushes it within three
+        // `wal_writer_delay`s, and any later synchronous commit flushes it first.
+        let lock = match durability {
+            WriteDurability::Deferrable => &sql.lock_record_deferred,
+            _ => &sql.lock_record,
+        };
         let locked = tx
-            .query_one(&sql.lock_record, &[&operation_id])
+            .query_one(lock, &[&operation_id])
             .map_err(pg("locking an operation"))?;
         let exists: Option<String> = locked
             .try_get("operation_id")
@@ -310,10 +322,22 @@ impl EffectLedger for PostgresLedger {
         operation_id: &str,
         transition: &Transition,
     ) -> Result<TransitionOutcome, LedgerError> {
+        self.apply_with(operation_id, transition, WriteDurability::Durable)
+    }
+
+    /// A deferrable transition's transaction commits with `SET LOCAL
+    /// synchronous_commit = off`: it is answered once committed and visible,
+    /// before the server has flushed its WAL.
+    fn apply_with(
+        &self,
+        operation_id: &str,
+        transition: &Transition,
+        durability: WriteDurability,
+    ) -> Result<TransitionOutcome, LedgerError> {
         let mut conn = self.connection()?;
         let mut attempt: u32 = 0;
         loop {
-            match Self::try_apply(&mut conn, operation_id, transition) {
+            match Self::try_apply(&mut conn, operation_id, transition, durability) {
                 Ok(outcome) => return Ok(outcome),
                 Err(Step::Fail(err)) => return Err(err),
                 Err(Step::Retry(err)) => {
@@ -333,6 +357,17 @@ impl EffectLedger for PostgresLedger {
                 }
             }
         }
+    }
+
+    /// Commits a transaction that has a transaction id, synchronously: its
+    /// commit waits for the WAL to be flushed up to its own record, and so
+    /// past every asynchronous commit before it.
+    fn sync(&self) -> Result<(), LedgerError> {
+        self.read("syncing deferred commits", |c, _| {
+            let mut tx = c.transaction()?;
+            tx.query_one("SELECT txid_current()", &[])?;
+            tx.commit()
+        })
     }
 
     fn get(&self, operation_id: &str) -> Result<Option<EffectRecord>, LedgerError> {

@@ -235,6 +235,7 @@ pub(crate) const EVENT_COLUMNS: &str = "sequence, operation_id, event_type, data
 #[derive(Debug, Clone)]
 pub(crate) struct Statements<S> {
     pub(crate) lock_record: S,
+    pub(crate) lock_record_deferred: S,
     pub(crate) insert_record: S,
     pub(crate) update_record: S,
     pub(crate) append_events: S,
@@ -271,6 +272,18 @@ impl Statements<String> {
                 n + 2
             )
         };
+        // The row (or none) and the database clock in one round trip. The
+        // clock is read after the lock is held (the CTE is materialized
+        // before the projection runs), so a transition that waited for the
+        // lock sees the time at which it actually runs.
+        let lock_record = |extra: &str| {
+            format!(
+                "WITH locked AS MATERIALIZED \
+                 (SELECT {COLUMNS} FROM {ops} WHERE operation_id = $1 FOR UPDATE) \
+                 SELECT locked.*, clock_timestamp() AS ledger_now{extra} \
+                 FROM (VALUES (0)) AS one (x) LEFT JOIN locked ON true"
+            )
+        };
         let locked_events = events_from(2);
         let locked_events_16 = events_from(16);
         Statements {
@@ -278,11 +291,11 @@ impl Statements<String> {
             // clock is read after the lock is held (the CTE is materialized
             // before the projection runs), so a transition that waited for
             // the lock sees the time at which it actually runs.
-            lock_record: format!(
-                "WITH locked AS MATERIALIZED \
-                 (SELECT {COLUMNS} FROM {ops} WHERE operation_id = $1 FOR UPDATE) \
-                 SELECT locked.*, clock_timestamp() AS ledger_now \
-                 FROM (VALUES (0)) AS one (x) LEFT JOIN locked ON true"
+            lock_record: lock_record(""),
+            // The same, and this transaction's commit does not wait for its
+            // WAL to be flushed (`SET LOCAL synchronous_commit = off`).
+            lock_record_deferred: lock_record(
+                ", set_config('synchronous_commit', 'off', true) AS deferred",
             ),
             insert_record: format!(
                 "INSERT INTO {ops} ({COLUMNS}) VALUES \
@@ -346,6 +359,7 @@ impl Statements<String> {
     ) -> Result<Statements<Statement>, postgres::Error> {
         Ok(Statements {
             lock_record: client.prepare(&self.lock_record)?,
+            lock_record_deferred: client.prepare(&self.lock_record_deferred)?,
             insert_record: client.prepare(&self.insert_record)?,
             update_record: client.prepare(&self.update_record)?,
             append_events: client.prepare(&self.append_events)?,

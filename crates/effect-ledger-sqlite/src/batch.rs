@@ -329,7 +329,7 @@ fn doing((operation_id, transition): (&str, &Transition)) -> String {
 
 /// A copy of a SQLite failure for each caller of a failed batch (rusqlite's
 /// error is not `Clone`); the code, and so the error kind, is kept.
-fn replicate(error: &rusqlite::Error) -> rusqlite::Error {
+pub(crate) fn replicate(error: &rusqlite::Error) -> rusqlite::Error {
     match error {
         rusqlite::Error::SqliteFailure(code, message) => {
             rusqlite::Error::SqliteFailure(*code, message.clone())

@@ -13,6 +13,10 @@
 //! that is not there, and a caller alone in the process writes on its own
 //! thread without any hand-off.
 //!
+//! A batch holds either deferrable transitions only or durable ones only
+//! (deferrable ones first, see `take_batch`), so a caller answered before
+//! the fsync never waits for one.
+//!
 //! Nothing here knows SQLite: the store supplies how to get a connection and
 //! how to write a batch (see `batch::write_batch`).
 
@@ -21,8 +25,8 @@ use std::panic::{AssertUnwindSafe, catch_unwind, resume_unwind};
 use std::sync::{Mutex, MutexGuard, PoisonError};
 use std::thread::{self, Thread};
 
-use effect_core::LedgerError;
 use effect_core::transition::Transition;
+use effect_core::{LedgerError, WriteDurability};
 
 use crate::batch::Answer;
 
@@ -38,6 +42,8 @@ pub(crate) struct Request {
     caller: Thread,
     pub(crate) operation_id: String,
     pub(crate) transition: Transition,
+    /// Whether the caller may be answered before the batch is synced.
+    pub(crate) durability: WriteDurability,
 }
 
 /// The queue of one ledger (shared by its clones). Every write of the store
@@ -69,7 +75,8 @@ impl GroupCommit {
     }
 
     /// Applies `transition` in the next batch and returns its result once that
-    /// batch is durable (or has failed).
+    /// batch is durable (or has failed), or, for a deferrable transition,
+    /// once it is committed (the store decides what the batch's commit syncs).
     ///
     /// `connect` gets the writer's connection; its failure is this caller's
     /// alone. `write` applies a batch and returns one answer per request, in
@@ -78,6 +85,7 @@ impl GroupCommit {
         &self,
         operation_id: &str,
         transition: &Transition,
+        durability: WriteDurability,
         connect: impl Fn() -> Result<C, LedgerError>,
         write: impl Fn(&mut C, &[Request]) -> Vec<Answer>,
     ) -> Answer {
@@ -89,6 +97,7 @@ impl GroupCommit {
             caller: thread::current(),
             operation_id: operation_id.to_owned(),
             transition: transition.clone(),
+            durability,
         });
         loop {
             if let Some(answer) = state.done.remove(&ticket) {
@@ -118,8 +127,7 @@ impl GroupCommit {
                     return Err(error);
                 }
             };
-            let take = state.queue.len().min(self.max_batch);
-            let batch: Vec<Request> = state.queue.drain(..take).collect();
+            let batch = take_batch(&mut state.queue, self.max_batch);
             drop(state);
             let written = catch_unwind(AssertUnwindSafe(|| write(&mut conn, &batch)));
             drop(conn);
@@ -197,6 +205,36 @@ fn to_wake(batch: &[Request], state: &State, own: u64) -> Vec<Thread> {
                 .map(|r| r.caller.clone()),
         )
         .collect()
+}
+
+/// The next batch: the queued deferrable transitions if there are any, else
+/// the durable ones, at most `max` of them, in queue order.
+///
+/// A deferrable transition's caller waits only for its commit, a durable
+/// one's for the commit's fsync; in one batch both would wait for the
+/// fsync. So deferrable ones go first, in a batch of their own (all the
+/// queued ones at once, so durable ones wait at most one such batch).
+/// Callers in the queue are concurrent, so any order of theirs is one they
+/// could have arrived in.
+fn take_batch(queue: &mut Vec<Request>, max: usize) -> Vec<Request> {
+    if !queue
+        .iter()
+        .any(|r| r.durability == WriteDurability::Deferrable)
+    {
+        let take = queue.len().min(max);
+        return queue.drain(..take).collect();
+    }
+    let mut batch = Vec::new();
+    let mut rest = Vec::with_capacity(queue.len());
+    for request in queue.drain(..) {
+        if request.durability == WriteDurability::Deferrable && batch.len() < max {
+            batch.push(request);
+        } else {
+            rest.push(request);
+        }
+    }
+    *queue = rest;
+    batch
 }
 
 fn wake_next_writer(state: &State) {

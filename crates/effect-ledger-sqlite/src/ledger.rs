@@ -3,23 +3,25 @@
 use std::fmt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use effect_core::transition::{self, Transition, TransitionOutcome};
 use effect_core::{
     Clock, EffectLedger, EffectRecord, EffectStatus, LedgerError, LedgerEvent, LedgerStats,
-    ListQuery,
+    ListQuery, WriteDurability,
 };
 use r2d2::{Pool, PooledConnection};
 use r2d2_sqlite::SqliteConnectionManager;
 use rusqlite::{Connection, OpenFlags, OptionalExtension, params};
 
-use crate::batch::write_batch;
+use crate::batch::{Answer, replicate, write_batch};
 use crate::confirmed::ConfirmedCache;
+use crate::deferred::Syncer;
 use crate::error::{SqliteError, ledger_error, pool_error};
 use crate::file::LedgerFile;
 use crate::group::{GroupCommit, MAX_BATCH};
-use crate::options::SqliteOptions;
+use crate::options::{Durability, SqliteOptions};
 use crate::row::{
     ListSql, SELECT_EVENTS, SELECT_EVENTS_AFTER, collect, decode_event, decode_listed, list_sql,
     load,
@@ -62,6 +64,15 @@ pub struct SqliteLedger {
     list_sql: &'static ListSql,
     /// Opened read-only as an immutable snapshot (see `is_immutable_snapshot`).
     immutable: bool,
+    /// Whether a deferrable batch commits at `synchronous = NORMAL`: only a
+    /// ledger whose commits are otherwise `FULL`.
+    defers: bool,
+    /// Makes those commits durable (see `deferred`).
+    syncer: Arc<Syncer>,
+    /// Set should a connection fail to return to `FULL` after a deferred
+    /// batch: from then on every batch sets its connection's level first,
+    /// since a pooled connection may have been left at `NORMAL`.
+    levels_unknown: Arc<AtomicBool>,
 }
 
 impl fmt::Debug for SqliteLedger {
@@ -178,6 +189,9 @@ impl SqliteLedger {
             confirmed: Arc::new(ConfirmedCache::new(options.confirmed_cache)),
             list_sql: list_sql(layout),
             immutable,
+            defers: options.durability == Durability::Full && !options.read_only,
+            syncer: Arc::new(Syncer::new(path, options.deferred_sync_delay)),
+            levels_unknown: Arc::new(AtomicBool::new(false)),
         })
     }
 
@@ -203,13 +217,46 @@ impl SqliteLedger {
     ) -> Result<PooledConnection<SqliteConnectionManager>, LedgerError> {
         self.pool.get().map_err(|e| pool_error(doing(), e))
     }
-}
 
-impl EffectLedger for SqliteLedger {
-    fn apply(
+    /// Writes one batch of the group commit, at `synchronous = NORMAL` when
+    /// every transition of it is deferrable, else at the ledger's level. The
+    /// connection goes back to the pool at `FULL`, so nothing else written on
+    /// it (a prune, the next batch) is deferred by accident.
+    fn write(&self, conn: &Connection, batch: &[crate::group::Request]) -> Vec<Answer> {
+        let deferred = self.defers
+            && batch
+                .iter()
+                .all(|r| r.durability == WriteDurability::Deferrable);
+        if deferred || self.levels_unknown.load(Ordering::Acquire) {
+            let level = if deferred { "NORMAL" } else { "FULL" };
+            if let Err(err) = conn.pragma_update(None, "synchronous", level) {
+                // The connection's level is unknown: write nothing on it.
+                let doing = format!("setting synchronous = {level} for a batch");
+                return batch
+                    .iter()
+                    .map(|_| Err(ledger_error(doing.clone(), replicate(&err))))
+                    .collect();
+            }
+        }
+        let pairs: Vec<(&str, &Transition)> = batch
+            .iter()
+            .map(|r| (r.operation_id.as_str(), &r.transition))
+            .collect();
+        let answers = write_batch(conn, self.clock.as_ref(), &self.file, &pairs);
+        if deferred {
+            self.syncer.deferred_committed();
+            if conn.pragma_update(None, "synchronous", "FULL").is_err() {
+                self.levels_unknown.store(true, Ordering::Release);
+            }
+        }
+        answers
+    }
+
+    fn submit(
         &self,
         operation_id: &str,
         transition: &Transition,
+        durability: WriteDurability,
     ) -> Result<TransitionOutcome, LedgerError> {
         if let Some(record) = self.confirmed.get(operation_id) {
             // Confirmed is terminal: the plan on the cached record is the plan
@@ -228,19 +275,40 @@ impl EffectLedger for SqliteLedger {
         let answer = self.group.submit(
             operation_id,
             transition,
+            durability,
             || self.connection(doing),
-            |conn, batch| {
-                let batch: Vec<(&str, &Transition)> = batch
-                    .iter()
-                    .map(|r| (r.operation_id.as_str(), &r.transition))
-                    .collect();
-                write_batch(conn, self.clock.as_ref(), &self.file, &batch)
-            },
+            |conn, batch| self.write(conn, batch),
         );
         if let Ok(outcome) = &answer {
             self.confirmed.remember(&outcome.record);
         }
         answer
+    }
+}
+
+impl EffectLedger for SqliteLedger {
+    fn apply(
+        &self,
+        operation_id: &str,
+        transition: &Transition,
+    ) -> Result<TransitionOutcome, LedgerError> {
+        self.submit(operation_id, transition, WriteDurability::Durable)
+    }
+
+    /// A deferrable transition commits, in a batch of deferrable transitions
+    /// only, at `synchronous = NORMAL` and is answered before the log is
+    /// synced (see [`SqliteOptions::deferred_sync_delay`]).
+    fn apply_with(
+        &self,
+        operation_id: &str,
+        transition: &Transition,
+        durability: WriteDurability,
+    ) -> Result<TransitionOutcome, LedgerError> {
+        self.submit(operation_id, transition, durability)
+    }
+
+    fn sync(&self) -> Result<(), LedgerError> {
+        self.syncer.sync()
     }
 
     fn get(&self, operation_id: &str) -> Result<Option<EffectRecord>, LedgerError> {

@@ -95,6 +95,7 @@
 mod backup;
 mod batch;
 mod confirmed;
+mod deferred;
 mod error;
 mod file;
 mod group;

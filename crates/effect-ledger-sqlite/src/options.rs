@@ -59,11 +59,13 @@ pub struct SqliteOptions {
     pub(crate) confirmed_cache: usize,
     pub(crate) max_value_bytes: Option<usize>,
     pub(crate) migrate: bool,
+    pub(crate) deferred_sync_delay: Duration,
 }
 
 impl Default for SqliteOptions {
     /// Full durability, a 5 s busy timeout, 4 pooled connections, the system
-    /// clock, read-write, group commit, a cache of 4096 confirmed records.
+    /// clock, read-write, group commit, a cache of 4096 confirmed records,
+    /// deferred commits synced within 100 ms.
     fn default() -> Self {
         SqliteOptions {
             durability: Durability::default(),
@@ -75,6 +77,7 @@ impl Default for SqliteOptions {
             confirmed_cache: 4096,
             max_value_bytes: None,
             migrate: true,
+            deferred_sync_delay: crate::deferred::DEFAULT_SYNC_DELAY,
         }
     }
 }
@@ -150,6 +153,47 @@ impl SqliteOptions {
     #[must_use]
     pub fn confirmed_cache(mut self, records: usize) -> Self {
         self.confirmed_cache = records;
+        self
+    }
+
+    /// The longest a deferred commit waits for its sync (default 100 ms).
+    ///
+    /// A transition applied with
+    /// [`WriteDurability::Deferrable`](effect_core::WriteDurability::Deferrable)
+    /// (the executor's deferred outcomes) commits, in a batch of deferrable
+    /// transitions only, with `PRAGMA synchronous = NORMAL`, and its caller is
+    /// answered before the write-ahead log is synced. The log is then synced
+    /// by the next `FULL` commit (which syncs every frame before it), by a
+    /// background thread at most this long after the commit, by
+    /// [`sync`](effect_core::EffectLedger::sync), or when the last clone of
+    /// the ledger is dropped. So a power loss loses at most the deferred
+    /// commits of this window; a crash of the process loses none. With
+    /// [`Durability::Normal`] every commit is already at `NORMAL` and this
+    /// does not apply.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use effect_core::{EffectLedger, WriteDurability, transition::Transition};
+    /// use effect_core::{NewOperation, RequestFingerprint};
+    /// use effect_ledger_sqlite::{SqliteOptions, TempLedger};
+    ///
+    /// let options = SqliteOptions::default().deferred_sync_delay(Duration::from_millis(20));
+    /// let ledger = TempLedger::with_options(options)?;
+    /// let op = NewOperation {
+    ///     contract_name: "send_email".into(),
+    ///     contract_version: "1".into(),
+    ///     fingerprint: RequestFingerprint::of_canonical(r#"{"to":"ada@example.com"}"#),
+    ///     provider_idempotency_key: None,
+    /// };
+    /// let prepared = ledger.apply_with("email:ada", &Transition::Prepare(op), WriteDurability::Deferrable)?;
+    /// assert!(prepared.applied);
+    /// // Durable now, without waiting for the background sync.
+    /// ledger.sync()?;
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    #[must_use]
+    pub fn deferred_sync_delay(mut self, delay: Duration) -> Self {
+        self.deferred_sync_delay = delay;
         self
     }
 

@@ -114,6 +114,19 @@ impl EffectLedger for TempLedger {
         self.ledger.apply(operation_id, transition)
     }
 
+    fn apply_with(
+        &self,
+        operation_id: &str,
+        transition: &Transition,
+        durability: effect_core::WriteDurability,
+    ) -> Result<TransitionOutcome, LedgerError> {
+        self.ledger.apply_with(operation_id, transition, durability)
+    }
+
+    fn sync(&self) -> Result<(), LedgerError> {
+        self.ledger.sync()
+    }
+
     fn get(&self, operation_id: &str) -> Result<Option<EffectRecord>, LedgerError> {
         self.ledger.get(operation_id)
     }

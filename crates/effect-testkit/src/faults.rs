@@ -9,6 +9,11 @@
 //! - [`Fault::FailAfterCommit`]: the call reaches the inner ledger, which
 //!   commits, and then fails with [`LedgerError::Unavailable`].
 //!
+//! - [`Fault::LoseWrite`]: a transition applied as
+//!   [`WriteDurability::Deferrable`] is answered as if the inner ledger had
+//!   applied it, but nothing is written: what a power loss does to a write
+//!   the store answered before it was durable. A durable write is not lost.
+//!
 //! Faults are scripted by call count, never by wall-clock time: "the 3rd
 //! transition fails after commit". Calls are counted per [`CallKind`]; every
 //! transition is one [`apply`](EffectLedger::apply) call, whether made
@@ -38,8 +43,8 @@ use std::sync::{Mutex, MutexGuard};
 use std::time::Duration;
 
 use effect_core::{
-    EffectLedger, EffectRecord, LedgerError, LedgerEvent, LedgerStats, ListQuery, Transition,
-    TransitionOutcome,
+    Clock, EffectLedger, EffectRecord, LedgerError, LedgerEvent, LedgerStats, ListQuery,
+    SystemClock, Transition, TransitionOutcome, WriteDurability,
 };
 
 /// What an injected fault does to one call.
@@ -53,6 +58,14 @@ pub enum Fault {
     /// [`LedgerError::Unavailable`]: the acknowledgement is lost. An error from
     /// the inner ledger itself is returned unchanged.
     FailAfterCommit,
+    /// Answer a transition applied as [`WriteDurability::Deferrable`] as the
+    /// inner ledger would have (planned on its current record, at the system
+    /// clock's time), without writing it: the caller is told "applied", the
+    /// ledger keeps the record as it was. This is what a power loss costs a
+    /// write answered before it was durable. A durable transition, and a
+    /// read, are forwarded unchanged: their loss is not a fault the store
+    /// may have.
+    LoseWrite,
 }
 
 /// Which calls a fault counts.
@@ -171,33 +184,74 @@ impl<L: EffectLedger> FaultyLedger<L> {
         method: &'static str,
         forward: impl FnOnce(&L) -> Result<T, LedgerError>,
     ) -> Result<T, LedgerError> {
-        let fault = {
-            let mut script = self.script();
-            let call = match kind {
-                CallKind::Transition => {
-                    script.transitions += 1;
-                    script.transitions
-                }
-                CallKind::Read => {
-                    script.reads += 1;
-                    script.reads
-                }
-            };
-            let fault = script
-                .scheduled
-                .iter()
-                .find(|(k, n, _)| *k == kind && *n == call)
-                .map(|(_, _, fault)| *fault);
-            if let Some(fault) = fault {
-                script.injected.push(InjectedFault {
-                    kind,
-                    call,
-                    method,
-                    fault,
-                });
+        let fault = self.next_fault(kind, method);
+        self.inject(kind, method, fault, forward)
+    }
+
+    /// A transition: forwarded, failed, or answered without being written.
+    fn transition(
+        &self,
+        operation_id: &str,
+        transition: &Transition,
+        durability: WriteDurability,
+        forward: impl FnOnce(&L) -> Result<TransitionOutcome, LedgerError>,
+    ) -> Result<TransitionOutcome, LedgerError> {
+        let method = transition.name();
+        let fault = self.next_fault(CallKind::Transition, method);
+        if let Some((_, Fault::LoseWrite)) = fault {
+            if durability != WriteDurability::Deferrable {
+                // A durable write cannot be lost: no fault fired.
+                self.script().injected.pop();
+                return forward(&self.inner);
             }
-            fault.map(|fault| (call, fault))
+            let current = self.inner.get(operation_id)?;
+            let plan = effect_core::transition::plan(
+                operation_id,
+                current,
+                transition,
+                SystemClock.now(),
+            )?;
+            return Ok(plan.outcome);
+        }
+        self.inject(CallKind::Transition, method, fault, forward)
+    }
+
+    /// Counts a call of `kind` and returns the fault scheduled for it.
+    fn next_fault(&self, kind: CallKind, method: &'static str) -> Option<(u64, Fault)> {
+        let mut script = self.script();
+        let call = match kind {
+            CallKind::Transition => {
+                script.transitions += 1;
+                script.transitions
+            }
+            CallKind::Read => {
+                script.reads += 1;
+                script.reads
+            }
         };
+        let fault = script
+            .scheduled
+            .iter()
+            .find(|(k, n, _)| *k == kind && *n == call)
+            .map(|(_, _, fault)| *fault);
+        if let Some(fault) = fault {
+            script.injected.push(InjectedFault {
+                kind,
+                call,
+                method,
+                fault,
+            });
+        }
+        fault.map(|fault| (call, fault))
+    }
+
+    fn inject<T>(
+        &self,
+        kind: CallKind,
+        method: &'static str,
+        fault: Option<(u64, Fault)>,
+        forward: impl FnOnce(&L) -> Result<T, LedgerError>,
+    ) -> Result<T, LedgerError> {
         match fault {
             None => forward(&self.inner),
             Some((call, Fault::FailBefore)) => Err(LedgerError::unavailable(
@@ -206,6 +260,8 @@ impl<L: EffectLedger> FaultyLedger<L> {
                 ),
                 None,
             )),
+            // Only a deferrable transition is lost (see `transition`).
+            Some((_, Fault::LoseWrite)) => forward(&self.inner),
             Some((call, Fault::FailAfterCommit)) => {
                 forward(&self.inner)?;
                 Err(LedgerError::unavailable(
@@ -236,9 +292,24 @@ impl<L: EffectLedger> EffectLedger for FaultyLedger<L> {
         operation_id: &str,
         transition: &Transition,
     ) -> Result<TransitionOutcome, LedgerError> {
-        self.call(CallKind::Transition, transition.name(), |l| {
+        self.transition(operation_id, transition, WriteDurability::Durable, |l| {
             l.apply(operation_id, transition)
         })
+    }
+
+    fn apply_with(
+        &self,
+        operation_id: &str,
+        transition: &Transition,
+        durability: WriteDurability,
+    ) -> Result<TransitionOutcome, LedgerError> {
+        self.transition(operation_id, transition, durability, |l| {
+            l.apply_with(operation_id, transition, durability)
+        })
+    }
+
+    fn sync(&self) -> Result<(), LedgerError> {
+        self.inner.sync()
     }
 
     fn get(&self, operation_id: &str) -> Result<Option<EffectRecord>, LedgerError> {

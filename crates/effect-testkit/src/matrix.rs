@@ -20,6 +20,7 @@ use std::fmt::Write as _;
 use std::sync::Arc;
 
 use effect_core::{Clock, EffectLedger, LedgerError};
+use effect_exec::ExecutorOptions;
 use serde::{Deserialize, Serialize};
 
 use crate::scenario::{
@@ -33,6 +34,7 @@ pub struct Matrix {
     faults: Vec<FaultPoint>,
     variants: Vec<ContractVariant>,
     ledger: Option<LedgerFactory>,
+    options: Option<ExecutorOptions>,
 }
 
 impl std::fmt::Debug for Matrix {
@@ -41,6 +43,7 @@ impl std::fmt::Debug for Matrix {
             .field("faults", &self.faults)
             .field("variants", &self.variants)
             .field("custom_ledger", &self.ledger.is_some())
+            .field("options", &self.options)
             .finish()
     }
 }
@@ -58,6 +61,7 @@ impl Matrix {
             faults: FaultPoint::ALL.to_vec(),
             variants: ContractVariant::ALL.to_vec(),
             ledger: None,
+            options: None,
         }
     }
 
@@ -85,6 +89,15 @@ impl Matrix {
         self
     }
 
+    /// The executor options of every cell (default: each scenario's own),
+    /// e.g. `ExecutorOptions::default().deferred_outcomes(true)` to run the
+    /// matrix in the deferred-outcomes mode.
+    #[must_use]
+    pub fn executor_options(mut self, options: ExecutorOptions) -> Self {
+        self.options = Some(options);
+        self
+    }
+
     /// Runs every cell, then the naive baseline of every fault point.
     ///
     /// # Errors
@@ -102,6 +115,9 @@ impl Matrix {
                 if let Some(ledger) = &self.ledger {
                     let ledger = Arc::clone(ledger);
                     scenario = scenario.ledger(move |clock| ledger(clock));
+                }
+                if let Some(options) = &self.options {
+                    scenario = scenario.executor_options(options.clone());
                 }
                 let cell = scenario.run()?;
                 if cell.guarantee.claimed {

@@ -5,6 +5,7 @@
 mod asynchronous;
 mod bad_input;
 mod concurrency;
+mod deferred;
 mod properties;
 mod provider;
 mod resolution;

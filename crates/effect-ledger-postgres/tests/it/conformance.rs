@@ -25,3 +25,22 @@ fn passes_the_ledger_conformance_suite() -> TestResult {
     effect_testkit::conformance::run_all(&factory);
     Ok(())
 }
+
+#[test]
+fn passes_the_ledger_conformance_suite_with_deferred_outcomes() -> TestResult {
+    let Some(url) = server_url("passes_the_ledger_conformance_suite_with_deferred_outcomes") else {
+        return Ok(());
+    };
+    let schemas: Mutex<Vec<TestSchema>> = Mutex::new(Vec::new());
+    let factory = || -> Arc<dyn EffectLedger> {
+        let schema = TestSchema::new(&url, "conformance_deferred").expect("a fresh schema name");
+        let ledger = schema.ledger().expect("a ledger in a fresh schema");
+        schemas
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .push(schema);
+        Arc::new(ledger)
+    };
+    effect_testkit::conformance::run_all_deferred(&factory);
+    Ok(())
+}

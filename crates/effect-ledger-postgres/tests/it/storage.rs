@@ -384,3 +384,32 @@ fn commits_are_synchronous_whatever_the_server_default() -> TestResult {
     admin.batch_execute(&format!("DROP OWNED BY {role}; DROP ROLE IF EXISTS {role}"))?;
     Ok(())
 }
+
+#[test]
+fn a_deferred_commit_leaves_the_session_synchronous() -> TestResult {
+    let Some(url) = server_url("a_deferred_commit_leaves_the_session_synchronous") else {
+        return Ok(());
+    };
+    let schema = TestSchema::new(&url, "deferred_commit")?;
+    // One connection: the deferred transaction and the reads below share it.
+    let ledger = PostgresLedger::connect(&url, schema.options().pool_size(1))?;
+    let prepared = ledger.apply_with(
+        "op-1",
+        &Transition::Prepare(new_operation(1)),
+        effect_core::WriteDurability::Deferrable,
+    )?;
+    assert!(prepared.applied);
+    // `SET LOCAL` ended with its transaction: the next commits are durable.
+    assert_eq!(ledger.synchronous_commit()?, "on");
+    assert!(
+        ledger.get("op-1")?.is_some(),
+        "the deferred commit is visible"
+    );
+    ledger.sync()?;
+    ledger.prepare("op-2", &new_operation(2))?;
+    assert_eq!(
+        ledger.stats()?.counts.iter().map(|(_, n)| n).sum::<u64>(),
+        2
+    );
+    Ok(())
+}

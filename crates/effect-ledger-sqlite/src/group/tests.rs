@@ -44,7 +44,13 @@ fn queued(group: &GroupCommit) -> usize {
 fn a_lone_caller_writes_its_own_batch() {
     let group = GroupCommit::new(MAX_BATCH);
     let (tx, rx) = mpsc::channel();
-    let answer = group.submit("a", &Transition::ExpireLease, || Ok(()), write(tx.clone()));
+    let answer = group.submit(
+        "a",
+        &Transition::ExpireLease,
+        WriteDurability::Durable,
+        || Ok(()),
+        write(tx.clone()),
+    );
     assert_eq!(answer.unwrap().record.operation_id, "a");
     assert_eq!(rx.try_recv().unwrap(), ["a"]);
 }
@@ -65,6 +71,7 @@ fn callers_queued_behind_a_write_share_the_next_batch_and_get_their_own_answers(
             group.submit(
                 "first",
                 &Transition::ExpireLease,
+                WriteDurability::Durable,
                 || Ok(()),
                 |conn, batch| {
                     started.wait();
@@ -84,6 +91,7 @@ fn callers_queued_behind_a_write_share_the_next_batch_and_get_their_own_answers(
                 group.submit(
                     id,
                     &Transition::ExpireLease,
+                    WriteDurability::Durable,
                     || Ok(()),
                     write(batches.clone()),
                 )
@@ -127,12 +135,19 @@ fn a_leader_without_a_connection_fails_alone() {
     let failed = group.submit(
         "a",
         &Transition::ExpireLease,
+        WriteDurability::Durable,
         || Err(LedgerError::unavailable("no connection", None)),
         write(tx.clone()),
     );
     assert_eq!(failed.unwrap_err().kind(), LedgerErrorKind::Unavailable);
     assert_eq!(queued(&group), 0, "the failed request is withdrawn");
-    let next = group.submit("b", &Transition::ExpireLease, || Ok(()), write(tx.clone()));
+    let next = group.submit(
+        "b",
+        &Transition::ExpireLease,
+        WriteDurability::Durable,
+        || Ok(()),
+        write(tx.clone()),
+    );
     assert_eq!(next.unwrap().record.operation_id, "b");
     assert_eq!(rx.try_recv().unwrap(), ["b"]);
 }
@@ -144,12 +159,43 @@ fn a_panicking_write_fails_the_batch_and_frees_the_queue() {
         group.submit(
             "a",
             &Transition::ExpireLease,
+            WriteDurability::Durable,
             || Ok(()),
             |_: &mut (), _: &[Request]| -> Vec<Answer> { panic!("boom") },
         )
     }));
     assert!(panicked.is_err());
     let (tx, _rx) = mpsc::channel();
-    let next = group.submit("b", &Transition::ExpireLease, || Ok(()), write(tx.clone()));
+    let next = group.submit(
+        "b",
+        &Transition::ExpireLease,
+        WriteDurability::Durable,
+        || Ok(()),
+        write(tx.clone()),
+    );
     assert_eq!(next.unwrap().record.operation_id, "b");
+}
+
+#[test]
+fn deferrable_transitions_are_batched_apart_and_first() {
+    let request = |ticket: u64, durability: WriteDurability| Request {
+        ticket,
+        caller: thread::current(),
+        operation_id: format!("op-{ticket}"),
+        transition: Transition::ExpireLease,
+        durability,
+    };
+    let mut queue = vec![
+        request(0, WriteDurability::Durable),
+        request(1, WriteDurability::Deferrable),
+        request(2, WriteDurability::Durable),
+        request(3, WriteDurability::Deferrable),
+        request(4, WriteDurability::Deferrable),
+    ];
+    let tickets = |batch: &[Request]| batch.iter().map(|r| r.ticket).collect::<Vec<_>>();
+    // At most two per batch: the deferrable ones first, in queue order.
+    assert_eq!(tickets(&take_batch(&mut queue, 2)), [1, 3]);
+    assert_eq!(tickets(&take_batch(&mut queue, 2)), [4]);
+    assert_eq!(tickets(&take_batch(&mut queue, 2)), [0, 2]);
+    assert!(queue.is_empty());
 }

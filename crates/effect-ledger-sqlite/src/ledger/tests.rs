@@ -184,6 +184,71 @@ fn the_immutable_uri_escapes_what_a_uri_path_reserves() {
     );
 }
 
+fn operation() -> effect_core::NewOperation {
+    effect_core::NewOperation {
+        contract_name: "c".into(),
+        contract_version: "1".into(),
+        fingerprint: effect_core::RequestFingerprint::of_value(&json!({})),
+        provider_idempotency_key: None,
+    }
+}
+
+fn synchronous_of(ledger: &TempLedger) -> i64 {
+    let conn = ledger.pool.get().unwrap();
+    conn.query_row("PRAGMA synchronous", [], |row| row.get(0))
+        .unwrap()
+}
+
+#[test]
+fn a_deferrable_batch_commits_at_normal_and_a_durable_one_at_full() {
+    // One connection, so every batch runs on the one whose level is read.
+    let ledger = TempLedger::with_options(SqliteOptions::default().pool_size(1)).unwrap();
+    const FULL: i64 = 2;
+    let claim = effect_core::Claim {
+        owner_token: "w".into(),
+        lease: Duration::from_secs(60),
+    };
+    ledger
+        .apply(
+            "a",
+            &Transition::PrepareAndClaim(operation(), claim.clone()),
+        )
+        .unwrap();
+    assert_eq!(ledger.syncer.deferred_commits(), 0);
+    assert_eq!(synchronous_of(&ledger), FULL, "a ledger starts at FULL");
+    let confirm = Transition::MarkConfirmed {
+        owner_token: Some("w".into()),
+        confirmation: effect_core::Confirmation {
+            output: json!({"ok": 1}),
+            provider_operation_id: None,
+            evidence: effect_core::Evidence::new(),
+        },
+    };
+    let confirmed = ledger
+        .apply_with("a", &confirm, WriteDurability::Deferrable)
+        .unwrap();
+    assert!(confirmed.applied);
+    assert_eq!(ledger.syncer.deferred_commits(), 1, "committed at NORMAL");
+    assert_eq!(
+        synchronous_of(&ledger),
+        FULL,
+        "the connection went back to the pool at FULL"
+    );
+    ledger
+        .apply("b", &Transition::PrepareAndClaim(operation(), claim))
+        .unwrap();
+    assert_eq!(
+        ledger.syncer.deferred_commits(),
+        1,
+        "a durable batch is FULL"
+    );
+    ledger.sync().unwrap();
+    assert_eq!(
+        ledger.get("a").unwrap().unwrap().status,
+        EffectStatus::Confirmed
+    );
+}
+
 #[test]
 fn a_ledger_opened_read_only_where_it_can_share_the_wal_is_not_a_snapshot() {
     let dir = tempfile::tempdir().unwrap();
@@ -191,4 +256,26 @@ fn a_ledger_opened_read_only_where_it_can_share_the_wal_is_not_a_snapshot() {
     drop(SqliteLedger::open(&path, SqliteOptions::default()).unwrap());
     let ledger = SqliteLedger::open(&path, SqliteOptions::default().read_only(true)).unwrap();
     assert!(!ledger.is_immutable_snapshot());
+}
+
+#[test]
+fn a_normal_ledger_ignores_deferral() {
+    let options = SqliteOptions::default()
+        .pool_size(1)
+        .durability(Durability::Normal);
+    let ledger = TempLedger::with_options(options).unwrap();
+    ledger
+        .apply_with(
+            "a",
+            &Transition::Prepare(operation()),
+            WriteDurability::Deferrable,
+        )
+        .unwrap();
+    assert_eq!(ledger.syncer.deferred_commits(), 0, "nothing to sync later");
+    assert_eq!(
+        synchronous_of(&ledger),
+        1,
+        "NORMAL, as the ledger was opened"
+    );
+    ledger.sync().unwrap();
 }

@@ -15,6 +15,21 @@ fn passes_the_ledger_conformance_suite() {
 }
 
 #[test]
+fn passes_the_ledger_conformance_suite_with_deferred_outcomes() {
+    // A short sync delay, so the background sync runs during the checks too.
+    let options = || {
+        effect_ledger_sqlite::SqliteOptions::default()
+            .deferred_sync_delay(std::time::Duration::from_millis(5))
+    };
+    let factory = || -> Arc<dyn EffectLedger> {
+        Arc::new(
+            TempLedger::with_options(options()).expect("a ledger in a fresh temporary directory"),
+        )
+    };
+    effect_testkit::conformance::run_all_deferred(&factory);
+}
+
+#[test]
 fn passes_the_suite_with_one_connection_and_normal_durability() {
     // One pooled connection: readers and writers of the 16-thread checks queue
     // for it instead of failing.

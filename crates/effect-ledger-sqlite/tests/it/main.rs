@@ -4,6 +4,7 @@
 mod backup;
 mod bad_input;
 mod conformance;
+mod deferred;
 mod durability;
 mod fixtures;
 mod prune;

@@ -31,6 +31,13 @@
 //!
 //! Each check is a `pub fn name(factory: LedgerFactory)`, listed in
 //! [`CHECKS`]; run one alone while debugging a store.
+//!
+//! # Deferred outcomes
+//!
+//! [`run_all_deferred`] runs the same checks with the store asked to defer
+//! the outcomes of dispatches ([`WriteDurability::Deferrable`](effect_core::WriteDurability::Deferrable)),
+//! as the executor's deferred-outcomes mode does: a store must keep every
+//! guarantee of the suite in that mode too. A store's test runs both.
 
 use std::panic::{self, AssertUnwindSafe};
 use std::sync::Arc;
@@ -38,6 +45,7 @@ use std::sync::Arc;
 use effect_core::EffectLedger;
 
 mod data;
+mod deferred;
 mod dispatch;
 mod finalize;
 mod guards;
@@ -49,6 +57,7 @@ mod races;
 mod reads;
 
 pub use data::{UNUSUAL_OPERATION_IDS, large_output_round_trips, unusual_operation_ids_round_trip};
+pub use deferred::{DeferredOutcomes, is_dispatch_outcome, run_all_deferred};
 pub use dispatch::{
     claim_counts_attempts, claim_from_prepared, claim_only_from_prepared,
     expire_lease_ignores_live_lease, expire_lease_marks_outcome_unknown,

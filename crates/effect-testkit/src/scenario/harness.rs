@@ -235,6 +235,19 @@ impl EffectLedger for ProcessLedger {
         self.alive()?.apply(id, transition)
     }
 
+    fn apply_with(
+        &self,
+        id: &str,
+        transition: &Transition,
+        durability: effect_core::WriteDurability,
+    ) -> Result<TransitionOutcome, LedgerError> {
+        self.alive()?.apply_with(id, transition, durability)
+    }
+
+    fn sync(&self) -> Result<(), LedgerError> {
+        self.alive()?.sync()
+    }
+
     fn get(&self, id: &str) -> Result<Option<EffectRecord>, LedgerError> {
         self.alive()?.get(id)
     }

@@ -15,6 +15,33 @@ fn memory_ledger_passes_every_check() {
 }
 
 #[test]
+fn memory_ledger_passes_every_check_with_deferred_outcomes() {
+    conformance::run_all_deferred(&memory);
+}
+
+#[test]
+fn the_deferred_mode_defers_exactly_the_outcomes_of_dispatches() {
+    use effect_core::{Confirmation, Evidence, Transition};
+    use serde_json::json;
+    let confirmation = || Confirmation {
+        output: json!(1),
+        provider_operation_id: None,
+        evidence: Evidence::new(),
+    };
+    let outcome = Transition::MarkConfirmed {
+        owner_token: Some("w".into()),
+        confirmation: confirmation(),
+    };
+    let reconciled = Transition::MarkConfirmed {
+        owner_token: None,
+        confirmation: confirmation(),
+    };
+    assert!(conformance::is_dispatch_outcome(&outcome));
+    assert!(!conformance::is_dispatch_outcome(&reconciled));
+    assert!(!conformance::is_dispatch_outcome(&Transition::ExpireLease));
+}
+
+#[test]
 fn checks_are_listed_once_by_their_own_names() {
     let mut names: Vec<&str> = conformance::CHECKS.iter().map(|(name, _)| *name).collect();
     let count = names.len();

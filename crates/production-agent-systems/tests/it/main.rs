@@ -4,6 +4,7 @@
 
 mod chaos;
 mod crash;
+mod deferred;
 mod mixed_fleet;
 mod provider;
 mod python_floats;

@@ -34,6 +34,15 @@ impl FileProvider {
         json!({"payment_id": format!("pay-{key}"), "status": "captured"})
     }
 
+    /// Commits the capture unless one with the same key is committed
+    /// already: a provider that honours its idempotency keys.
+    pub fn capture_once(&self, key: &str) -> Value {
+        if self.commits().iter().any(|k| k == key) {
+            return json!({"payment_id": format!("pay-{key}"), "status": "captured"});
+        }
+        self.capture(key)
+    }
+
     pub fn commits(&self) -> Vec<String> {
         std::fs::read_to_string(&self.path)
             .unwrap_or_default()

@@ -1,0 +1,197 @@
+//! Deferred outcomes: commits at `synchronous=NORMAL`, made durable later.
+//!
+//! A batch whose transitions are all
+//! [`WriteDurability::Deferrable`](effect_core::WriteDurability::Deferrable)
+//! commits with `PRAGMA synchronous = NORMAL`: SQLite appends its frames to
+//! the write-ahead log without syncing it, so the commit survives a crash of
+//! the process (the frames are in the operating system's page cache) but not
+//! a power loss. It becomes durable at the first of:
+//!
+//! - the next commit at `synchronous = FULL` of this process or another one:
+//!   that commit syncs the log file, and with it every frame before its own;
+//! - the background sync of this module, at most
+//!   [`SqliteOptions::deferred_sync_delay`](crate::SqliteOptions::deferred_sync_delay)
+//!   after the commit;
+//! - [`SqliteLedger::sync`](effect_core::EffectLedger::sync), or dropping the
+//!   last clone of the ledger.
+//!
+//! The background sync opens the log file (`<ledger>-wal`) and calls
+//! `fdatasync` on it, as SQLite's own FULL commit does: on Linux a sync
+//! through any descriptor of a file writes all of that file's dirty pages.
+//! It does not checkpoint (a checkpoint syncs the log only when it can copy
+//! frames, which a reader can prevent), and it writes nothing. No log file
+//! means nothing is pending: SQLite removes it only after a checkpoint that
+//! synced it.
+
+use std::fs::File;
+use std::io;
+use std::path::PathBuf;
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
+use std::thread::{self, JoinHandle};
+use std::time::Duration;
+
+use effect_core::LedgerError;
+
+/// The default of [`SqliteOptions::deferred_sync_delay`](crate::SqliteOptions::deferred_sync_delay).
+pub(crate) const DEFAULT_SYNC_DELAY: Duration = Duration::from_millis(100);
+
+/// Makes deferred commits of one ledger durable; shared by its clones.
+#[derive(Debug)]
+pub(crate) struct Syncer {
+    shared: Arc<Shared>,
+    thread: Mutex<Option<JoinHandle<()>>>,
+}
+
+#[derive(Debug)]
+struct Shared {
+    state: Mutex<State>,
+    wake: Condvar,
+    wal: PathBuf,
+    delay: Duration,
+}
+
+#[derive(Debug, Default)]
+struct State {
+    /// Deferred commits so far.
+    deferred: u64,
+    /// Deferred commits known to be durable (up to this count).
+    synced: u64,
+    shutdown: bool,
+}
+
+impl Syncer {
+    /// A syncer for the ledger file `database`; its thread starts with the
+    /// first deferred commit.
+    pub(crate) fn new(database: &std::path::Path, delay: Duration) -> Self {
+        let mut wal = database.as_os_str().to_owned();
+        wal.push("-wal");
+        Syncer {
+            shared: Arc::new(Shared {
+                state: Mutex::default(),
+                wake: Condvar::new(),
+                wal: PathBuf::from(wal),
+                delay,
+            }),
+            thread: Mutex::new(None),
+        }
+    }
+
+    /// Records that a batch committed at `synchronous = NORMAL`, and makes
+    /// sure the background sync will see it.
+    pub(crate) fn deferred_committed(&self) {
+        self.shared.lock().deferred += 1;
+        self.shared.wake.notify_all();
+        let mut thread = self.thread.lock().unwrap_or_else(PoisonError::into_inner);
+        if thread.is_some() {
+            return;
+        }
+        let shared = Arc::clone(&self.shared);
+        match thread::Builder::new()
+            .name("effect-ledger-sync".into())
+            .spawn(move || shared.run())
+        {
+            Ok(handle) => *thread = Some(handle),
+            Err(_) => {
+                // No background thread: make this commit durable now. Should
+                // the sync fail too, the commit stays pending for the next
+                // durable commit, `sync` or the close.
+                drop(thread);
+                let _ = self.shared.sync_pending();
+            }
+        }
+    }
+
+    /// How many batches committed at `NORMAL` so far.
+    #[cfg(test)]
+    pub(crate) fn deferred_commits(&self) -> u64 {
+        self.shared.lock().deferred
+    }
+
+    /// Makes every deferred commit so far durable.
+    pub(crate) fn sync(&self) -> Result<(), LedgerError> {
+        self.shared.sync_pending().map_err(|source| {
+            LedgerError::backend(
+                format!(
+                    "syncing the write-ahead log {} of deferred commits",
+                    self.shared.wal.display()
+                ),
+                Some(Box::new(source) as effect_core::BoxError),
+            )
+        })
+    }
+}
+
+impl Drop for Syncer {
+    fn drop(&mut self) {
+        self.shared.lock().shutdown = true;
+        self.shared.wake.notify_all();
+        let thread = self
+            .thread
+            .get_mut()
+            .unwrap_or_else(PoisonError::into_inner)
+            .take();
+        if let Some(thread) = thread {
+            // The thread syncs what is pending before it ends.
+            let _ = thread.join();
+        }
+        // Nobody is left to tell of a failure: the commits are then as
+        // durable as the next FULL commit of another process makes them.
+        let _ = self.shared.sync_pending();
+    }
+}
+
+impl Shared {
+    fn lock(&self) -> MutexGuard<'_, State> {
+        // Two counters and a flag: valid after any panic.
+        self.state.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// The background sync: waits for a deferred commit, lets up to `delay`
+    /// pass (more commits join the same sync), syncs the log, repeats.
+    fn run(&self) {
+        let mut state = self.lock();
+        loop {
+            if state.synced < state.deferred {
+                let (waited, _) = self
+                    .wake
+                    .wait_timeout_while(state, self.delay, |s| !s.shutdown)
+                    .unwrap_or_else(PoisonError::into_inner);
+                drop(waited);
+                // A failed sync leaves the commits pending: the next round
+                // (or `sync`, which reports the error) tries again.
+                let _ = self.sync_pending();
+                state = self.lock();
+                if state.shutdown {
+                    // Closing syncs once more, on the closing thread.
+                    return;
+                }
+            } else if state.shutdown {
+                return;
+            } else {
+                state = self
+                    .wake
+                    .wait_while(state, |s| s.synced >= s.deferred && !s.shutdown)
+                    .unwrap_or_else(PoisonError::into_inner);
+            }
+        }
+    }
+
+    /// Syncs the log if a deferred commit may not be durable yet.
+    fn sync_pending(&self) -> io::Result<()> {
+        let target = {
+            let state = self.lock();
+            if state.synced >= state.deferred {
+                return Ok(());
+            }
+            state.deferred
+        };
+        match File::open(&self.wal) {
+            Ok(file) => file.sync_data()?,
+            Err(err) if err.kind() == io::ErrorKind::NotFound => {}
+            Err(err) => return Err(err),
+        }
+        let mut state = self.lock();
+        state.synced = state.synced.max(target);
+        Ok(())
+    }
+}
