@@ -6,15 +6,19 @@ use effect_core::EffectLedger;
 
 use crate::support::{TestResult, TestSchema, server_url};
 
-#[test]
-fn passes_the_ledger_conformance_suite() -> TestResult {
-    let Some(url) = server_url("passes_the_ledger_conformance_suite") else {
+/// Runs `suite` on ledgers in fresh schemas named after `prefix`.
+fn run_in_fresh_schemas(
+    test: &str,
+    prefix: &str,
+    suite: fn(&dyn Fn() -> Arc<dyn EffectLedger>),
+) -> TestResult {
+    let Some(url) = server_url(test) else {
         return Ok(());
     };
     // Dropped after the suite, which drops every schema it made.
     let schemas: Mutex<Vec<TestSchema>> = Mutex::new(Vec::new());
     let factory = || -> Arc<dyn EffectLedger> {
-        let schema = TestSchema::new(&url, "conformance").expect("a fresh schema name");
+        let schema = TestSchema::new(&url, prefix).expect("a fresh schema name");
         let ledger = schema.ledger().expect("a ledger in a fresh schema");
         schemas
             .lock()
@@ -22,25 +26,24 @@ fn passes_the_ledger_conformance_suite() -> TestResult {
             .push(schema);
         Arc::new(ledger)
     };
-    effect_testkit::conformance::run_all(&factory);
+    suite(&factory);
     Ok(())
 }
 
 #[test]
+fn passes_the_ledger_conformance_suite() -> TestResult {
+    run_in_fresh_schemas(
+        "passes_the_ledger_conformance_suite",
+        "conformance",
+        |factory| effect_testkit::conformance::run_all(factory),
+    )
+}
+
+#[test]
 fn passes_the_ledger_conformance_suite_with_deferred_outcomes() -> TestResult {
-    let Some(url) = server_url("passes_the_ledger_conformance_suite_with_deferred_outcomes") else {
-        return Ok(());
-    };
-    let schemas: Mutex<Vec<TestSchema>> = Mutex::new(Vec::new());
-    let factory = || -> Arc<dyn EffectLedger> {
-        let schema = TestSchema::new(&url, "conformance_deferred").expect("a fresh schema name");
-        let ledger = schema.ledger().expect("a ledger in a fresh schema");
-        schemas
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .push(schema);
-        Arc::new(ledger)
-    };
-    effect_testkit::conformance::run_all_deferred(&factory);
-    Ok(())
+    run_in_fresh_schemas(
+        "passes_the_ledger_conformance_suite_with_deferred_outcomes",
+        "conformance_deferred",
+        |factory| effect_testkit::conformance::run_all_deferred(factory),
+    )
 }
