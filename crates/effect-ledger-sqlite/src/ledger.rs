@@ -272,6 +272,14 @@ impl SqliteLedger {
                 transition.name()
             )
         };
+        // Only a ledger whose commits are FULL has anything to defer: on
+        // the others a deferrable write is an ordinary one, and the group
+        // commit need not keep it in a batch of its own.
+        let durability = if self.defers {
+            durability
+        } else {
+            WriteDurability::Durable
+        };
         let answer = self.group.submit(
             operation_id,
             transition,
