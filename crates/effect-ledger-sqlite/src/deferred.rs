@@ -195,3 +195,59 @@ impl Shared {
         Ok(())
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn pending(shared: &Shared) -> u64 {
+        let state = shared.lock();
+        state.deferred - state.synced
+    }
+
+    #[test]
+    fn closing_syncs_what_the_timer_has_not_yet() {
+        let dir = tempfile::tempdir().unwrap_or_else(|err| panic!("{err}"));
+        let database = dir.path().join("effects.sqlite3");
+        std::fs::write(dir.path().join("effects.sqlite3-wal"), b"frames")
+            .unwrap_or_else(|err| panic!("{err}"));
+        // A timer that never fires within the test.
+        let syncer = Syncer::new(&database, Duration::from_secs(600));
+        let shared = Arc::clone(&syncer.shared);
+        syncer.deferred_committed();
+        syncer.deferred_committed();
+        assert_eq!(pending(&shared), 2, "the timer has not synced yet");
+        drop(syncer);
+        assert_eq!(pending(&shared), 0, "closing synced both commits");
+    }
+
+    #[test]
+    fn sync_makes_every_deferred_commit_durable_at_once() {
+        let dir = tempfile::tempdir().unwrap_or_else(|err| panic!("{err}"));
+        let database = dir.path().join("effects.sqlite3");
+        std::fs::write(dir.path().join("effects.sqlite3-wal"), b"frames")
+            .unwrap_or_else(|err| panic!("{err}"));
+        let syncer = Syncer::new(&database, Duration::from_secs(600));
+        syncer.deferred_committed();
+        syncer.sync().unwrap_or_else(|err| panic!("{err}"));
+        assert_eq!(pending(&syncer.shared), 0);
+    }
+
+    #[test]
+    fn the_timer_syncs_within_its_delay() {
+        let dir = tempfile::tempdir().unwrap_or_else(|err| panic!("{err}"));
+        let database = dir.path().join("effects.sqlite3");
+        std::fs::write(dir.path().join("effects.sqlite3-wal"), b"frames")
+            .unwrap_or_else(|err| panic!("{err}"));
+        let syncer = Syncer::new(&database, Duration::from_millis(10));
+        syncer.deferred_committed();
+        // Generous: the point is that it happens without a sync or a close.
+        for _ in 0..500 {
+            if pending(&syncer.shared) == 0 {
+                return;
+            }
+            thread::sleep(Duration::from_millis(10));
+        }
+        panic!("the background sync never ran");
+    }
+}
