@@ -125,7 +125,7 @@ pub enum TlsError {
         value: String,
     },
     /// The CA file cannot be read.
-    #[error("cannot read the TLS CA file {}: check sslrootcert (or PostgresOptions::tls_ca_file) and the permissions", path.display())]
+    #[error("cannot read the TLS CA file {}: check the path given as sslrootcert (or as the TLS CA file option) and its permissions", path.display())]
     CaFileUnreadable {
         /// The file.
         path: PathBuf,

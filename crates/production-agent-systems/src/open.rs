@@ -28,7 +28,9 @@ use effect_core::{Clock, EffectLedger, LedgerError};
 
 /// Where a ledger lives, as written on a command line or in a configuration
 /// file: `postgres://…` or `postgresql://…` is a PostgreSQL database, anything
-/// else the path of a SQLite file.
+/// else the path of a SQLite file. A libpq `key=value` connection string is
+/// not recognised here (it would read as a file name): write it as a URL,
+/// or call `PostgresLedger::connect`, which takes both forms.
 #[derive(Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum LedgerUrl {
