@@ -191,14 +191,12 @@ impl PostgresLedger {
                         // over, and lock the row it wrote.
                         return Err(Step::Retry(None));
                     }
-                    if !write.events.is_empty() {
-                        let mut args: Vec<&(dyn ToSql + Sync)> = vec![&operation_id];
-                        args.extend(events.bind());
-                        tx.execute(&sql.append_events, &args)
-                            .map_err(pg("appending events"))?;
-                    }
+                    let mut args: Vec<&(dyn ToSql + Sync)> = vec![&operation_id];
+                    args.extend(events.bind());
+                    tx.execute(&sql.append_events, &args)
+                        .map_err(pg("appending events"))?;
                 }
-                _ if write.events.is_empty() => {
+                WriteKind::InPlace => {
                     let updated = tx
                         .execute(&sql.update_record, &bound)
                         .map_err(pg("updating an operation"))?;
@@ -206,13 +204,14 @@ impl PostgresLedger {
                         return Err(vanished(operation_id));
                     }
                 }
-                _ => {
+                WriteKind::Transition => {
                     let mut args: Vec<&(dyn ToSql + Sync)> = bound.to_vec();
                     args.extend(events.bind());
                     let appended = tx
                         .execute(&sql.update_and_append, &args)
                         .map_err(pg("updating an operation and appending its events"))?;
-                    if appended != write.events.len() as u64 {
+                    // One row per event, none if the row was gone.
+                    if usize::try_from(appended) != Ok(write.events.len()) {
                         return Err(vanished(operation_id));
                     }
                 }
