@@ -114,7 +114,7 @@ pub async fn run(dir: &Path) -> anyhow::Result<Run> {
             let key = call.provider_idempotency_key.as_deref();
             let capture = provider.capture(&args.invoice_id, args.amount_cents, key)?;
             if lose_next.swap(0, Ordering::SeqCst) > 0 {
-                return Err(HandlerError::failed("timed out waiting for the provider"));
+                return Err(HandlerError::unknown("timed out waiting for the provider"));
             }
             Ok(capture)
         }

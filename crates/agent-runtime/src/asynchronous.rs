@@ -15,7 +15,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use effect_core::{EffectContract, EffectResult};
-use effect_exec::EffectExecutor;
+use effect_exec::{EffectExecutor, HandlerContext};
 use serde_json::Value;
 use tokio::task::JoinHandle;
 use tracing::Instrument;
@@ -192,6 +192,7 @@ impl Flavour for Tokio {
                 handler(ToolInput {
                     arguments: arguments.clone(),
                     provider_key: None,
+                    effect: None,
                 })
                 .in_current_span(),
             ),
@@ -226,13 +227,19 @@ impl Flavour for Tokio {
                 let handler = Arc::clone(handler);
                 Box::pin(async move {
                     effects
-                        .execute_async(contract, arguments, options, move |arguments, key| {
-                            let future = handler(ToolInput {
-                                arguments,
-                                provider_key: key,
-                            });
-                            async move { future.await.map_err(effect_path::handler_error) }
-                        })
+                        .execute_async(
+                            contract,
+                            arguments,
+                            options,
+                            move |arguments, context: HandlerContext| {
+                                let future = handler(ToolInput {
+                                    arguments,
+                                    provider_key: context.provider_key().map(str::to_owned),
+                                    effect: Some(context),
+                                });
+                                async move { future.await.map_err(effect_path::handler_error) }
+                            },
+                        )
                         .await
                         .map_err(|err| error_chain(&err))
                 })

@@ -551,6 +551,7 @@ pub(crate) fn attempt_blocking(
     let input = ToolInput {
         arguments: arguments.clone(),
         provider_key: None,
+        effect: None,
     };
     let call = move || {
         catch_unwind(AssertUnwindSafe(|| handler(input)))
@@ -635,7 +636,7 @@ fn derive_operation_id(tool: &RegisteredTool, arguments: &Value) -> Result<Optio
 #[cfg(feature = "effects")]
 pub(crate) mod effect_path {
     use effect_core::{EffectContract, EffectResult, EffectStatus};
-    use effect_exec::{CallOptions, EffectExecutor, ExecError, HandlerError};
+    use effect_exec::{CallOptions, EffectExecutor, ExecError, HandlerContext, HandlerError};
     use serde_json::Value;
 
     use super::{FailureKind, InvocationFailure, InvocationOutcome, InvocationReport};
@@ -656,10 +657,11 @@ pub(crate) mod effect_path {
             contract,
             arguments,
             options(definition),
-            move |arguments, key| {
+            move |arguments, context: HandlerContext| {
                 handler(ToolInput {
                     arguments,
-                    provider_key: key,
+                    provider_key: context.provider_key().map(str::to_owned),
+                    effect: Some(context),
                 })
                 .map_err(handler_error)
             },
@@ -678,7 +680,7 @@ pub(crate) mod effect_path {
     pub(crate) fn handler_error(err: ToolError) -> HandlerError {
         match err.kind {
             ToolErrorKind::Rejected => HandlerError::rejected(err.message),
-            _ => HandlerError::failed(err.to_string()),
+            _ => HandlerError::unknown(err.to_string()),
         }
     }
 

@@ -31,6 +31,10 @@ pub struct ToolInput {
     /// The provider idempotency key of an effect-backed tool, derived by its
     /// contract and identical on every attempt. `None` for plain tools.
     pub provider_key: Option<String>,
+    /// The dispatch an effect-backed tool performs: its operation id, attempt
+    /// and provider key, as the effect executor tells every handler. `None`
+    /// for plain tools.
+    pub effect: Option<effect_exec::HandlerContext>,
 }
 
 /// A tool's handler.

@@ -6,7 +6,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, anyhow, bail};
 use effect_core::{EffectContract, EffectLedger, EffectResult, EffectStatus};
-use effect_exec::{EffectExecutor, ExecutorOptions, HandlerError};
+use effect_exec::{EffectExecutor, ExecutorOptions, HandlerContext, HandlerError};
 use serde_json::{Value, json};
 
 pub(crate) use effect_ledger_sqlite::Durability;
@@ -72,7 +72,7 @@ impl Runner {
     /// Executes operation `i`; the handler returns `{"ok": i}` at once.
     pub(crate) fn execute(&self, i: u64) -> anyhow::Result<EffectResult> {
         let calls = Arc::clone(&self.calls);
-        let handler = move |args: Value, _key: Option<String>| -> Result<Value, HandlerError> {
+        let handler = move |args: Value, _ctx: HandlerContext| -> Result<Value, HandlerError> {
             calls.fetch_add(1, Ordering::Relaxed);
             Ok(json!({"ok": args["i"]}))
         };

@@ -18,6 +18,9 @@ pub const INTERRUPTED_BY_HANDLER_EXCEPTION: &str = "handler_exception";
 pub const INTERRUPTED_BY_HANDLER_TIMEOUT: &str = "handler_timeout";
 /// The dispatch lease expired before an outcome was recorded.
 pub const INTERRUPTED_BY_LEASE_EXPIRY: &str = "lease_expired";
+/// The handler reported that nothing left the process (effect-exec's
+/// `HandlerError::not_sent`).
+pub const INTERRUPTED_BEFORE_SENDING: &str = "not_sent";
 /// The handler's output could not be stored.
 pub const INTERRUPTED_BY_UNSTORABLE_OUTPUT: &str = "unstorable_output";
 
@@ -25,6 +28,8 @@ pub const INTERRUPTED_BY_UNSTORABLE_OUTPUT: &str = "unstorable_output";
 pub const RETRY_BASIS: &str = "retry_basis";
 /// The provider's documented idempotency key covers the repeat.
 pub const RETRY_BASIS_GUARANTEED_KEY: &str = "provider_idempotency_guaranteed";
+/// The handler reported that the request was never sent.
+pub const RETRY_BASIS_NOT_SENT: &str = "handler_reported_not_sent";
 /// An authoritative probe said the request did not commit.
 pub const RETRY_BASIS_PROBE_NOT_COMMITTED: &str = "probe_not_committed";
 

@@ -120,6 +120,16 @@ impl EffectRecord {
             .and_then(Value::as_bool)
             .unwrap_or(false)
     }
+
+    /// True when the last dispatch's handler reported that nothing left the
+    /// process, and no handler may still be running.
+    pub fn reported_not_sent(&self) -> bool {
+        self.evidence
+            .get(crate::evidence::DISPATCH_INTERRUPTION)
+            .and_then(Value::as_str)
+            == Some(crate::evidence::INTERRUPTED_BEFORE_SENDING)
+            && !self.handler_may_still_be_running()
+    }
 }
 
 /// What identifies one state of an operation: its status, how many dispatches

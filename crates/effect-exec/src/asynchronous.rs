@@ -13,12 +13,13 @@ use serde::Serialize;
 use serde_json::Value;
 use tokio::runtime::Handle;
 
+use crate::context::HandlerContext;
 use crate::dispatch::{HandlerOutcome, Invoke, call_guarded};
 use crate::error::{ExecError, HandlerError};
 use crate::executor::{Call, EffectExecutor, identify};
 use crate::options::CallOptions;
 
-type AsyncHandler = Arc<dyn Fn(Value, Option<String>) -> BoxFuture<HandlerOutcome> + Send + Sync>;
+type AsyncHandler = Arc<dyn Fn(Value, HandlerContext) -> BoxFuture<HandlerOutcome> + Send + Sync>;
 
 struct AsyncInvoke {
     runtime: Handle,
@@ -29,13 +30,13 @@ impl Invoke for AsyncInvoke {
     fn handler(
         &self,
         arguments: Value,
-        key: Option<String>,
+        context: HandlerContext,
         deadline: Option<Duration>,
     ) -> HandlerOutcome {
         // The future runs as its own task so that a panic is contained; on a
         // deadline it is dropped. Dropping is not cancellation at the provider:
         // the request may already be on the wire, so the outcome is unknown.
-        let task = self.runtime.spawn((self.handler)(arguments, key));
+        let task = self.runtime.spawn((self.handler)(arguments, context));
         let abort = task.abort_handle();
         let joined = self.runtime.block_on(async move {
             match deadline {
@@ -96,7 +97,7 @@ impl EffectExecutor {
     /// })
     /// .build()?;
     /// let result = executor
-    ///     .execute_async(&contract, &json!({"title": "disk full"}), CallOptions::default(), |args: Value, _key| async move {
+    ///     .execute_async(&contract, &json!({"title": "disk full"}), CallOptions::default(), |args: Value, _ctx| async move {
     ///         Ok::<_, HandlerError>(json!({"ticket_id": "T-1", "title": args["title"]}))
     ///     })
     ///     .await?;
@@ -120,7 +121,7 @@ impl EffectExecutor {
     where
         A: Serialize + ?Sized,
         O: Serialize + Send + 'static,
-        H: Fn(Value, Option<String>) -> Fut + Send + Sync + 'static,
+        H: Fn(Value, HandlerContext) -> Fut + Send + Sync + 'static,
         Fut: Future<Output = Result<O, HandlerError>> + Send + 'static,
     {
         let identity = identify(contract, arguments, self.options.fingerprint_form)?;
@@ -128,8 +129,8 @@ impl EffectExecutor {
         let executor = self.clone();
         let contract = contract.clone();
         let deadline = options.deadline.or(self.options.default_deadline);
-        let handler: AsyncHandler = Arc::new(move |arguments, key| {
-            let future = handler(arguments, key);
+        let handler: AsyncHandler = Arc::new(move |arguments, context| {
+            let future = handler(arguments, context);
             Box::pin(async move { HandlerOutcome::from_result(future.await) })
         });
         let runtime = Handle::current();

@@ -11,6 +11,7 @@ use effect_core::{CallbackError, CanonicalError, EffectContract, OutcomeProbeRes
 use serde::Serialize;
 use serde_json::Value;
 
+use crate::context::HandlerContext;
 use crate::error::HandlerError;
 
 /// What became of one handler invocation.
@@ -22,6 +23,8 @@ pub(crate) enum HandlerOutcome {
     Rejected(String),
     /// A failure (including a panic) with an unknown outcome.
     Failed(String),
+    /// A failure before anything left the process: nothing was sent.
+    NotSent(String),
     /// The deadline passed; the handler may still be running.
     TimedOut,
 }
@@ -31,7 +34,8 @@ impl HandlerOutcome {
         match result {
             Ok(output) => HandlerOutcome::Returned(effect_core::canonical::to_json_value(&output)),
             Err(HandlerError::Rejected { reason }) => HandlerOutcome::Rejected(reason),
-            Err(HandlerError::Failed { message }) => HandlerOutcome::Failed(message),
+            Err(HandlerError::Unknown { message }) => HandlerOutcome::Failed(message),
+            Err(HandlerError::NotSent { message }) => HandlerOutcome::NotSent(message),
         }
     }
 }
@@ -42,7 +46,7 @@ pub(crate) trait Invoke {
     fn handler(
         &self,
         arguments: Value,
-        key: Option<String>,
+        context: HandlerContext,
         deadline: Option<Duration>,
     ) -> HandlerOutcome;
 
@@ -57,7 +61,7 @@ pub(crate) trait Invoke {
 
 /// A sync handler.
 pub(crate) type SyncHandler<O> =
-    Arc<dyn Fn(Value, Option<String>) -> Result<O, HandlerError> + Send + Sync>;
+    Arc<dyn Fn(Value, HandlerContext) -> Result<O, HandlerError> + Send + Sync>;
 
 /// Calls sync handlers and probes.
 pub(crate) struct SyncInvoke<O> {
@@ -68,11 +72,11 @@ impl<O: Serialize + Send + 'static> Invoke for SyncInvoke<O> {
     fn handler(
         &self,
         arguments: Value,
-        key: Option<String>,
+        context: HandlerContext,
         deadline: Option<Duration>,
     ) -> HandlerOutcome {
         let handler = Arc::clone(&self.handler);
-        let run = move || match catch_unwind(AssertUnwindSafe(|| handler(arguments, key))) {
+        let run = move || match catch_unwind(AssertUnwindSafe(|| handler(arguments, context))) {
             Ok(result) => HandlerOutcome::from_result(result),
             Err(panic) => {
                 HandlerOutcome::Failed(format!("handler panicked: {}", panic_message(&*panic)))

@@ -26,7 +26,20 @@ pub enum ExecError {
         #[source]
         source: CallbackError,
     },
-    /// The ledger refused or failed a step (a conflict, an unavailable store, ...).
+    /// The operation id is already recorded with a different request: other
+    /// arguments, another contract or version, or another provider key
+    /// (docs/spec.md §1). Nothing was written or dispatched; the caller
+    /// derived one id for two different effects.
+    #[error("operation {operation_id:?} is already recorded with a different request")]
+    Conflict {
+        /// The operation id.
+        operation_id: String,
+        /// The ledger's conflict error, naming what differs.
+        #[source]
+        source: LedgerError,
+    },
+    /// The ledger refused or failed a step (an unavailable store, an invalid
+    /// transition, ...).
     #[error("ledger step failed for operation {operation_id:?}")]
     Ledger {
         /// The operation id.
@@ -85,27 +98,58 @@ pub enum ExecError {
 }
 
 impl ExecError {
-    /// The ledger error kind, when the ledger failed.
+    /// The error of a ledger step on `operation_id`: [`ExecError::Conflict`]
+    /// for a conflict, [`ExecError::Ledger`] for anything else.
+    pub(crate) fn ledger(operation_id: &str, source: LedgerError) -> Self {
+        let operation_id = operation_id.to_owned();
+        if source.kind() == LedgerErrorKind::Conflict {
+            ExecError::Conflict {
+                operation_id,
+                source,
+            }
+        } else {
+            ExecError::Ledger {
+                operation_id,
+                source,
+            }
+        }
+    }
+
+    /// The ledger error kind, when the ledger failed or refused a conflict.
     pub fn ledger_kind(&self) -> Option<LedgerErrorKind> {
         match self {
-            ExecError::Ledger { source, .. } => Some(source.kind()),
+            ExecError::Ledger { source, .. } | ExecError::Conflict { source, .. } => {
+                Some(source.kind())
+            }
             _ => None,
         }
     }
 
-    /// True when the operation id exists with a different identity (docs/spec.md §1).
+    /// True when the operation id exists with a different identity
+    /// (docs/spec.md §1): [`ExecError::Conflict`].
     pub fn is_conflict(&self) -> bool {
-        self.ledger_kind() == Some(LedgerErrorKind::Conflict)
+        matches!(self, ExecError::Conflict { .. })
     }
 }
 
-/// How a handler fails.
+/// How a handler fails, named by what it tells the executor.
+///
+/// - [`HandlerError::unknown`]: the request may have reached the provider (a
+///   timeout, a lost response, a reset after the request was written, a
+///   5xx). The outcome is uncertain and is reconciled through the probe or a
+///   guaranteed key, never retried blindly.
+/// - [`HandlerError::rejected`]: the provider definitively refused without
+///   applying the effect. Terminal.
+/// - [`HandlerError::not_sent`]: the handler failed before anything left the
+///   process (a connection refused, a DNS failure, a request it could not
+///   build). A retry is safe; claim it only when it is certain.
 ///
 /// A handler's `?` converts a boxed error, an `anyhow::Error` (feature
 /// `anyhow`, on by default), an I/O error, a JSON error or a message into
-/// [`HandlerError::Failed`], keeping the error's chain of causes in the
+/// [`HandlerError::Unknown`], keeping the error's chain of causes in the
 /// message; any other error converts with [`HandlerError::from_error`]. Only
-/// a deliberate [`HandlerError::rejected`] marks a definitive rejection.
+/// a deliberate [`HandlerError::rejected`] or [`HandlerError::not_sent`] says
+/// more than "unknown".
 ///
 /// It is a [`std::error::Error`] itself, so it also travels inside other
 /// error types.
@@ -120,8 +164,8 @@ impl ExecError {
 /// }
 ///
 /// assert_eq!(send(r#"{"id": 7}"#), Ok(7));
-/// assert!(matches!(send("{"), Err(HandlerError::Failed { .. })));
-/// let err: Box<dyn std::error::Error> = Box::new(HandlerError::failed("timed out"));
+/// assert!(matches!(send("{"), Err(HandlerError::Unknown { .. })));
+/// let err: Box<dyn std::error::Error> = Box::new(HandlerError::unknown("timed out"));
 /// assert_eq!(err.to_string(), "timed out");
 /// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -134,8 +178,13 @@ pub enum HandlerError {
         reason: String,
     },
     /// Anything else: the outcome is unknown.
-    Failed {
+    Unknown {
         /// What went wrong.
+        message: String,
+    },
+    /// Nothing left the process: the request was never sent.
+    NotSent {
+        /// Why it was not sent.
         message: String,
     },
 }
@@ -148,11 +197,28 @@ impl HandlerError {
         }
     }
 
-    /// A failure with an unknown outcome.
-    pub fn failed(message: impl Into<String>) -> Self {
-        HandlerError::Failed {
+    /// A failure with an unknown outcome: the request may have reached the
+    /// provider.
+    pub fn unknown(message: impl Into<String>) -> Self {
+        HandlerError::Unknown {
             message: message.into(),
         }
+    }
+
+    /// A failure before anything left the process: a retry is safe.
+    pub fn not_sent(message: impl Into<String>) -> Self {
+        HandlerError::NotSent {
+            message: message.into(),
+        }
+    }
+
+    /// The former name of [`HandlerError::unknown`].
+    #[deprecated(
+        since = "0.3.0",
+        note = "use HandlerError::unknown: the outcome is unknown"
+    )]
+    pub fn failed(message: impl Into<String>) -> Self {
+        HandlerError::unknown(message)
     }
 }
 
@@ -160,7 +226,8 @@ impl std::fmt::Display for HandlerError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             HandlerError::Rejected { reason } => write!(f, "rejected: {reason}"),
-            HandlerError::Failed { message } => f.write_str(message),
+            HandlerError::Unknown { message } => f.write_str(message),
+            HandlerError::NotSent { message } => write!(f, "not sent: {message}"),
         }
     }
 }
@@ -171,7 +238,7 @@ impl HandlerError {
     /// A failure with an unknown outcome, from any error: its message and
     /// its chain of causes, `: `-separated.
     pub fn from_error(err: impl std::error::Error) -> Self {
-        HandlerError::failed(chain(&err))
+        HandlerError::unknown(chain(&err))
     }
 }
 
@@ -189,13 +256,13 @@ fn chain(err: &dyn std::error::Error) -> String {
 
 impl From<Box<dyn std::error::Error + Send + Sync>> for HandlerError {
     fn from(err: Box<dyn std::error::Error + Send + Sync>) -> Self {
-        HandlerError::failed(chain(err.as_ref()))
+        HandlerError::unknown(chain(err.as_ref()))
     }
 }
 
 impl From<Box<dyn std::error::Error>> for HandlerError {
     fn from(err: Box<dyn std::error::Error>) -> Self {
-        HandlerError::failed(chain(err.as_ref()))
+        HandlerError::unknown(chain(err.as_ref()))
     }
 }
 
@@ -204,7 +271,7 @@ impl From<Box<dyn std::error::Error>> for HandlerError {
 impl From<anyhow::Error> for HandlerError {
     /// The error and its context chain, as `{:#}` prints them.
     fn from(err: anyhow::Error) -> Self {
-        HandlerError::failed(format!("{err:#}"))
+        HandlerError::unknown(format!("{err:#}"))
     }
 }
 
@@ -222,13 +289,13 @@ impl From<serde_json::Error> for HandlerError {
 
 impl From<String> for HandlerError {
     fn from(message: String) -> Self {
-        HandlerError::failed(message)
+        HandlerError::unknown(message)
     }
 }
 
 impl From<&str> for HandlerError {
     fn from(message: &str) -> Self {
-        HandlerError::failed(message)
+        HandlerError::unknown(message)
     }
 }
 

@@ -5,9 +5,9 @@ use std::time::Duration;
 
 use effect_core::canonical::to_json_value;
 use effect_core::evidence::{
-    DISPATCH_INTERRUPTION, HANDLER_MAY_STILL_BE_RUNNING, INTERRUPTED_BY_HANDLER_EXCEPTION,
-    INTERRUPTED_BY_HANDLER_TIMEOUT, INTERRUPTED_BY_UNSTORABLE_OUTPUT, POSTCONDITION, SOURCE,
-    SOURCE_HANDLER_RETURN,
+    DISPATCH_INTERRUPTION, HANDLER_MAY_STILL_BE_RUNNING, INTERRUPTED_BEFORE_SENDING,
+    INTERRUPTED_BY_HANDLER_EXCEPTION, INTERRUPTED_BY_HANDLER_TIMEOUT,
+    INTERRUPTED_BY_UNSTORABLE_OUTPUT, POSTCONDITION, SOURCE, SOURCE_HANDLER_RETURN,
 };
 use effect_core::{
     Claim, Clock, Confirmation, EffectContract, EffectLedger, EffectRecord, EffectResult,
@@ -17,6 +17,7 @@ use effect_core::{
 use serde::Serialize;
 use serde_json::Value;
 
+use crate::context::HandlerContext;
 use crate::dispatch::{HandlerOutcome, Invoke, SyncInvoke, call_guarded};
 use crate::error::{ExecError, HandlerError};
 use crate::heartbeat::LeaseKeeper;
@@ -31,7 +32,7 @@ use crate::token::TokenSource;
 /// ```
 /// use std::sync::Arc;
 /// use effect_core::{EffectContract, MemoryLedger};
-/// use effect_exec::{EffectExecutor, HandlerError};
+/// use effect_exec::{EffectExecutor, HandlerContext, HandlerError};
 /// use serde_json::{json, Value};
 ///
 /// let executor = EffectExecutor::new(Arc::new(MemoryLedger::new()));
@@ -39,7 +40,7 @@ use crate::token::TokenSource;
 ///     Ok(format!("email:{}:welcome", args["to"].as_str().ok_or("missing to")?))
 /// })
 /// .build()?;
-/// let send = |args: Value, _key: Option<String>| -> Result<Value, HandlerError> {
+/// let send = |args: Value, _ctx: HandlerContext| -> Result<Value, HandlerError> {
 ///     Ok(json!({"message_id": format!("msg-{}", args["to"].as_str().unwrap_or(""))}))
 /// };
 /// let first = executor.execute(&contract, &json!({"to": "ada@example.com"}), send)?;
@@ -84,6 +85,17 @@ impl Call<'_> {
 
     pub(crate) fn arguments(&self) -> Value {
         self.identity.arguments.clone()
+    }
+
+    /// What the handler is told about the dispatch of `record`.
+    pub(crate) fn context(&self, record: &EffectRecord) -> HandlerContext {
+        HandlerContext::new(
+            self.id(),
+            self.contract.name(),
+            self.contract.version(),
+            record.attempts,
+            record.provider_idempotency_key.clone(),
+        )
     }
 }
 
@@ -181,7 +193,7 @@ impl EffectExecutor {
     where
         A: Serialize + ?Sized,
         O: Serialize + Send + 'static,
-        H: Fn(Value, Option<String>) -> Result<O, HandlerError> + Send + Sync + 'static,
+        H: Fn(Value, HandlerContext) -> Result<O, HandlerError> + Send + Sync + 'static,
     {
         self.execute_with(contract, arguments, CallOptions::default(), handler)
     }
@@ -207,7 +219,7 @@ impl EffectExecutor {
     where
         A: Serialize + ?Sized,
         O: Serialize + Send + 'static,
-        H: Fn(Value, Option<String>) -> Result<O, HandlerError> + Send + Sync + 'static,
+        H: Fn(Value, HandlerContext) -> Result<O, HandlerError> + Send + Sync + 'static,
     {
         let identity = identify(contract, arguments, self.options.fingerprint_form)?;
         let invoke = SyncInvoke {
@@ -381,11 +393,8 @@ impl EffectExecutor {
                 self.options.dispatch_lease,
                 self.options.lease_heartbeat,
             );
-            call.invoke.handler(
-                call.arguments(),
-                record.provider_idempotency_key.clone(),
-                call.deadline,
-            )
+            call.invoke
+                .handler(call.arguments(), call.context(record), call.deadline)
         };
         let durability = self.outcome_durability(call, record);
         let (error, evidence, retry_allowed) = match outcome {
@@ -452,6 +461,11 @@ impl EffectExecutor {
                     DISPATCH_INTERRUPTION,
                     INTERRUPTED_BY_HANDLER_EXCEPTION.into(),
                 )]),
+                first_round,
+            ),
+            HandlerOutcome::NotSent(message) => (
+                format!("nothing was sent: {message}"),
+                evidence_of([(DISPATCH_INTERRUPTION, INTERRUPTED_BEFORE_SENDING.into())]),
                 first_round,
             ),
             HandlerOutcome::TimedOut => (
@@ -558,10 +572,7 @@ impl EffectExecutor {
         let outcome = self
             .ledger
             .apply_with(id, &transition, durability)
-            .map_err(|source| ExecError::Ledger {
-                operation_id: id.to_owned(),
-                source,
-            })?;
+            .map_err(|source| ExecError::ledger(id, source))?;
         #[cfg(feature = "metrics")]
         telemetry::transition(
             name,

@@ -26,7 +26,7 @@
 //!   `effect_quarantined_total`, `effect_transition_duration_seconds`, and
 //!   the gauge `effect_stale_dispatches` (set by each sweep).
 //! - `anyhow` (default): `?` on an `anyhow::Error` inside a handler converts it
-//!   into [`HandlerError::Failed`] with its context chain.
+//!   into [`HandlerError::Unknown`] with its context chain.
 //!
 //! # Typed effects
 //!
@@ -48,8 +48,8 @@
 //!
 //! let executor = EffectExecutor::new(Arc::new(MemoryLedger::new()));
 //! // The provider commits, but the acknowledgement is lost.
-//! let result = executor.execute(&contract, &json!({"invoice_id": "INV-1"}), |_args: Value, _key| {
-//!     Err::<Value, _>(HandlerError::failed("timed out waiting for the response"))
+//! let result = executor.execute(&contract, &json!({"invoice_id": "INV-1"}), |_args: Value, _ctx| {
+//!     Err::<Value, _>(HandlerError::unknown("timed out waiting for the response"))
 //! })?;
 //! // The probe finds the commit: confirmed, without a second capture.
 //! assert!(result.is_confirmed());
@@ -62,6 +62,7 @@
 
 #[cfg(feature = "tokio")]
 mod asynchronous;
+mod context;
 mod dispatch;
 mod error;
 mod executor;
@@ -74,6 +75,7 @@ mod telemetry;
 mod token;
 mod typed;
 
+pub use context::HandlerContext;
 pub use error::{ExecError, HandlerError};
 pub use executor::EffectExecutor;
 pub use notice::UncertainOutcome;

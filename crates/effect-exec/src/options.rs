@@ -121,7 +121,7 @@ impl ExecutorOptions {
     /// ```
     /// use std::sync::Arc;
     /// use effect_core::{EffectContract, EffectLedger, MemoryLedger};
-    /// use effect_exec::{EffectExecutor, ExecutorOptions, HandlerError};
+    /// use effect_exec::{EffectExecutor, ExecutorOptions, HandlerContext, HandlerError};
     /// use serde_json::{json, Value};
     ///
     /// let ledger = Arc::new(MemoryLedger::new());
@@ -133,8 +133,8 @@ impl ExecutorOptions {
     /// .provider_idempotency_key(|args| Ok(args["invoice"].as_str().map(|i| format!("capture:{i}"))))
     /// .provider_idempotency_guaranteed(true)
     /// .build()?;
-    /// let capture = |_: Value, key: Option<String>| -> Result<Value, HandlerError> {
-    ///     Ok(json!({"payment_id": format!("pay-{}", key.unwrap_or_default())}))
+    /// let capture = |_: Value, ctx: HandlerContext| -> Result<Value, HandlerError> {
+    ///     Ok(json!({"payment_id": format!("pay-{}", ctx.provider_key().unwrap_or_default())}))
     /// };
     /// let result = executor.execute(&contract, &json!({"invoice": "INV-1"}), capture)?;
     /// assert!(result.is_confirmed());

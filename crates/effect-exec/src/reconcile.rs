@@ -6,7 +6,7 @@
 
 use effect_core::evidence::{
     POSTCONDITION, PROBE_ERROR, PROBE_STATUS, RETRY_BASIS, RETRY_BASIS_GUARANTEED_KEY,
-    RETRY_BASIS_PROBE_NOT_COMMITTED,
+    RETRY_BASIS_NOT_SENT, RETRY_BASIS_PROBE_NOT_COMMITTED,
 };
 use effect_core::{
     Confirmation, EffectContract, EffectRecord, EffectResult, EffectStatus, Evidence, Guard,
@@ -69,7 +69,7 @@ impl EffectExecutor {
     ) -> Result<EffectResult, ExecError> {
         let invoke = SyncInvoke::<Value> {
             handler: std::sync::Arc::new(|_, _| {
-                Err(HandlerError::failed("reconciliation never dispatches"))
+                Err(HandlerError::unknown("reconciliation never dispatches"))
             }),
         };
         let call = Call {
@@ -127,6 +127,23 @@ impl EffectExecutor {
             record: &record,
             dispatch_follows,
         };
+        // The handler said nothing left the process: the attempt cannot have
+        // committed, so the retry needs no probe (and no handler still runs:
+        // the guard re-reads that where the reset is written).
+        if record.status == EffectStatus::OutcomeUnknown
+            && record.reported_not_sent()
+            && idempotent_retry_allowed
+        {
+            telemetry::reconciled(contract.name(), "not_sent");
+            let read = Decided {
+                guard: read.guard.clone().no_running_handler(),
+                ..read
+            };
+            return self.reset(
+                &read,
+                evidence_of([(RETRY_BASIS, RETRY_BASIS_NOT_SENT.into())]),
+            );
+        }
         let probed = call.invoke.probe(
             contract,
             call.arguments(),

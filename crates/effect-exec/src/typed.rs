@@ -14,6 +14,7 @@ use serde::Serialize;
 use serde::de::DeserializeOwned;
 use serde_json::Value;
 
+use crate::context::HandlerContext;
 use crate::error::{ExecError, HandlerError};
 use crate::executor::EffectExecutor;
 use crate::options::CallOptions;
@@ -30,7 +31,7 @@ use crate::options::CallOptions;
 /// ```
 /// use std::sync::Arc;
 /// use effect_core::MemoryLedger;
-/// use effect_exec::{EffectExecutor, HandlerError, TypedContract};
+/// use effect_exec::{EffectExecutor, HandlerContext, HandlerError, TypedContract};
 /// use serde::{Deserialize, Serialize};
 ///
 /// #[derive(Serialize, Deserialize)]
@@ -43,7 +44,7 @@ use crate::options::CallOptions;
 /// })
 /// .build()?;
 /// let executor = EffectExecutor::new(Arc::new(MemoryLedger::new()));
-/// let send = |args: SendEmail, _key: Option<String>| -> Result<Sent, HandlerError> {
+/// let send = |args: SendEmail, _ctx: HandlerContext| -> Result<Sent, HandlerError> {
 ///     Ok(Sent { message_id: format!("msg-{}", args.to) })
 /// };
 /// let email = SendEmail { to: "ada@example.com".into() };
@@ -366,7 +367,7 @@ impl EffectExecutor {
     where
         A: Serialize + DeserializeOwned + 'static,
         O: Serialize + DeserializeOwned + Send + 'static,
-        H: Fn(A, Option<String>) -> Result<O, HandlerError> + Send + Sync + 'static,
+        H: Fn(A, HandlerContext) -> Result<O, HandlerError> + Send + Sync + 'static,
     {
         self.execute_typed_with(contract, arguments, CallOptions::default(), handler)
     }
@@ -387,12 +388,13 @@ impl EffectExecutor {
     where
         A: Serialize + DeserializeOwned + 'static,
         O: Serialize + DeserializeOwned + Send + 'static,
-        H: Fn(A, Option<String>) -> Result<O, HandlerError> + Send + Sync + 'static,
+        H: Fn(A, HandlerContext) -> Result<O, HandlerError> + Send + Sync + 'static,
     {
         let value = check_round_trip(contract, arguments)?;
-        let result = self.execute_with(&contract.contract, &value, options, move |args, key| {
-            handler(decode_dispatched(&args)?, key)
-        })?;
+        let result =
+            self.execute_with(&contract.contract, &value, options, move |args, context| {
+                handler(decode_dispatched(&args)?, context)
+            })?;
         decode_result(result)
     }
 
@@ -412,7 +414,7 @@ impl EffectExecutor {
     /// .build()?;
     /// let executor = EffectExecutor::new(Arc::new(MemoryLedger::new()));
     /// let result = executor
-    ///     .execute_typed_async(&contract, &"disk full".to_owned(), CallOptions::default(), |title, _key| async move {
+    ///     .execute_typed_async(&contract, &"disk full".to_owned(), CallOptions::default(), |title, _ctx| async move {
     ///         Ok::<_, HandlerError>(title.len() as u32)
     ///     })
     ///     .await?;
@@ -435,15 +437,15 @@ impl EffectExecutor {
     where
         A: Serialize + DeserializeOwned + Send + 'static,
         O: Serialize + DeserializeOwned + Send + 'static,
-        H: Fn(A, Option<String>) -> Fut + Send + Sync + 'static,
+        H: Fn(A, HandlerContext) -> Fut + Send + Sync + 'static,
         Fut: Future<Output = Result<O, HandlerError>> + Send + 'static,
     {
         let value = check_round_trip(contract, arguments)?;
         let handler = std::sync::Arc::new(handler);
         let result = self
-            .execute_async(&contract.contract, &value, options, move |args, key| {
+            .execute_async(&contract.contract, &value, options, move |args, context| {
                 let handler = std::sync::Arc::clone(&handler);
-                async move { handler(decode_dispatched(&args)?, key).await }
+                async move { handler(decode_dispatched(&args)?, context).await }
             })
             .await?;
         decode_result(result)

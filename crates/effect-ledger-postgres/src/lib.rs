@@ -63,7 +63,7 @@
 //! ```
 //! use std::sync::Arc;
 //! use effect_core::{EffectContract, EffectLedger};
-//! use effect_exec::{EffectExecutor, HandlerError};
+//! use effect_exec::{EffectExecutor, HandlerContext, HandlerError};
 //! use effect_ledger_postgres::{PostgresLedger, PostgresOptions};
 //! use serde_json::{Value, json};
 //!
@@ -80,7 +80,7 @@
 //!     Ok(format!("invoice:{}:capture", args["invoice_id"].as_str().ok_or("missing invoice_id")?))
 //! })
 //! .build()?;
-//! let capture = |args: Value, _key: Option<String>| -> Result<Value, HandlerError> {
+//! let capture = |args: Value, _ctx: HandlerContext| -> Result<Value, HandlerError> {
 //!     Ok(json!({"charge": format!("ch_{}", args["invoice_id"].as_str().unwrap_or_default())}))
 //! };
 //! let first = executor.execute(&contract, &json!({"invoice_id": "INV-1"}), capture)?;

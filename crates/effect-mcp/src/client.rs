@@ -1,7 +1,9 @@
 //! [`RemoteTool`]: a tool of an MCP server, called through the executor.
 
 use agent_runtime::InputSchema;
-use effect_exec::{CallOptions, EffectExecutor, HandlerError, TypedContract, TypedResult};
+use effect_exec::{
+    CallOptions, EffectExecutor, HandlerContext, HandlerError, TypedContract, TypedResult,
+};
 use rmcp::RoleClient;
 use rmcp::model::{CallToolRequestParams, CallToolResult, ErrorCode, RequestMetaObject};
 use rmcp::service::{Peer, ServiceError};
@@ -124,11 +126,14 @@ where
                     errors,
                 })?;
         }
-        let operation_id = self.contract.operation_id(arguments).map_err(exec)?;
         let (peer, name) = (self.peer.clone(), self.name.clone());
-        let send = move |arguments: Value, key: Option<String>| {
-            let (peer, name, id) = (peer.clone(), name.clone(), operation_id.clone());
-            async move { send(&peer, name, arguments, id, key).await }
+        // The executor derives the operation id once and hands it over.
+        let send = move |arguments: Value, effect: HandlerContext| {
+            let (peer, name) = (peer.clone(), name.clone());
+            async move {
+                let id = effect.operation_id().to_owned();
+                send(&peer, name, arguments, id, effect.into_provider_key()).await
+            }
         };
         let result = self
             .executor
@@ -170,7 +175,7 @@ async fn send(
         {
             Err(HandlerError::rejected(err.message.to_string()))
         }
-        Err(err) => Err(HandlerError::failed(format!("tools/call: {err}"))),
+        Err(err) => Err(HandlerError::unknown(format!("tools/call: {err}"))),
         Ok(result) => classify(result),
     }
 }
@@ -190,10 +195,10 @@ fn classify(result: CallToolResult) -> Result<Value, HandlerError> {
         Some("rejected") | Some(meta::INVALID_ARGUMENTS) => {
             Err(HandlerError::rejected(text_of(&result)))
         }
-        Some(other) => Err(HandlerError::failed(format!(
+        Some(other) => Err(HandlerError::unknown(format!(
             "the server reports the outcome as {other}"
         ))),
-        None if result.is_error == Some(true) => Err(HandlerError::failed(format!(
+        None if result.is_error == Some(true) => Err(HandlerError::unknown(format!(
             "the tool answered with an error: {}",
             text_of(&result)
         ))),

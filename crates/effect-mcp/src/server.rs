@@ -6,7 +6,10 @@ use std::sync::Arc;
 
 use agent_runtime::InputSchema;
 use effect_core::{BoxFuture, EffectStatus};
-use effect_exec::{CallOptions, EffectExecutor, HandlerError, TypedContract, UncertainOutcome};
+use effect_exec::{
+    CallOptions, EffectExecutor, ExecError, HandlerContext, HandlerError, TypedContract,
+    UncertainOutcome,
+};
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, JsonObject,
     ListToolsResult, MetaObject, PaginatedRequestParams, RequestMetaObject, ServerCapabilities,
@@ -270,16 +273,12 @@ where
                 Err(err) => return invalid(vec![err.to_string()]),
             };
             let contract = &self.tool.contract;
-            let operation_id = match contract.operation_id(&args) {
-                Ok(id) => id,
-                Err(err) => return invalid(vec![format!("{err:#}")]),
-            };
             let handler = Arc::clone(&self.tool.handler);
-            let id = operation_id.clone();
-            let run = move |args: A, key: Option<String>| {
+            // The executor derives the operation id once and hands it over.
+            let run = move |args: A, effect: HandlerContext| {
                 let call = EffectCall {
-                    operation_id: id.clone(),
-                    provider_idempotency_key: key,
+                    operation_id: effect.operation_id().to_owned(),
+                    provider_idempotency_key: effect.into_provider_key(),
                     client_operation_id: client.operation_id.clone(),
                     client_idempotency_key: client.idempotency_key.clone(),
                 };
@@ -291,6 +290,9 @@ where
                 .await
             {
                 Ok(typed) => answer(name, &typed.result),
+                // The contract could not derive the operation's identity from
+                // these arguments: nothing was recorded or sent.
+                Err(ExecError::Contract { source, .. }) => invalid(vec![format!("{source:#}")]),
                 // The executor could not do its job; nothing in the answer
                 // claims a status, so a client treats the outcome as unknown.
                 Err(err) => CallToolResult::error(vec![ContentBlock::text(format!(

@@ -3,7 +3,9 @@
 use std::sync::Arc;
 
 use effect_core::EffectStatus;
-use effect_exec::{CallOptions, EffectExecutor, HandlerError, TypedContract, UncertainOutcome};
+use effect_exec::{
+    CallOptions, EffectExecutor, HandlerContext, HandlerError, TypedContract, UncertainOutcome,
+};
 use rig_core::tool::{
     ContextValue, IntoToolOutput, Tool, ToolContext, ToolExecutionError, ToolOutput,
 };
@@ -168,16 +170,15 @@ where
             tool: T::NAME,
             source,
         };
-        let operation_id = self.contract.operation_id(&args).map_err(exec)?;
         let tool = Arc::clone(&self.tool);
         let dispatch = context.for_dispatch();
-        let id = operation_id.clone();
-        let handler = move |args: T::Args, key: Option<String>| {
+        // The executor derives the operation id once and hands it over.
+        let handler = move |args: T::Args, effect: HandlerContext| {
             let tool = Arc::clone(&tool);
             let mut context = dispatch.clone();
             let call = EffectCall {
-                operation_id: id.clone(),
-                provider_idempotency_key: key,
+                operation_id: effect.operation_id().to_owned(),
+                provider_idempotency_key: effect.into_provider_key(),
             };
             async move {
                 context.insert(call).map_err(|err| {
@@ -194,6 +195,7 @@ where
             .execute_typed_async(&self.contract, &args, self.options, handler)
             .await
             .map_err(exec)?;
+        let operation_id = result.operation_id.clone();
         // The model never sees the report; a failure to write it loses only that.
         let _ = context.insert_result(EffectReport {
             operation_id: result.operation_id.clone(),
@@ -236,7 +238,7 @@ fn handler_error(error: ToolExecutionError) -> HandlerError {
     if error.is_refusal() {
         HandlerError::rejected(error.message())
     } else {
-        HandlerError::failed(error.message())
+        HandlerError::unknown(error.message())
     }
 }
 

@@ -26,8 +26,8 @@
 //! .build()?;
 //! let executor = EffectExecutor::new(Arc::new(MemoryLedger::new()));
 //! let capture = Arc::clone(&provider);
-//! let result = executor.execute(&contract, &json!({"invoice_id": "INV-1", "amount_cents": 990}), move |args, key| {
-//!     capture.capture(&args, key.as_deref())
+//! let result = executor.execute(&contract, &json!({"invoice_id": "INV-1", "amount_cents": 990}), move |args, ctx: effect_exec::HandlerContext| {
+//!     capture.capture(&args, ctx.provider_key())
 //! })?;
 //! assert!(result.is_confirmed()); // the probe found the capture whose answer was lost
 //! assert_eq!(provider.committed_count()?, 1);
@@ -115,7 +115,7 @@ impl FaultInjectingProvider {
     ///
     /// # Errors
     ///
-    /// A [`HandlerError::failed`] for the injected fault (an uncertain
+    /// A [`HandlerError::unknown`] for the injected fault (an uncertain
     /// outcome, never a rejection), or when `invoice_id` is missing.
     pub fn capture(
         &self,
@@ -124,14 +124,14 @@ impl FaultInjectingProvider {
     ) -> Result<Value, HandlerError> {
         let invoice = arguments["invoice_id"]
             .as_str()
-            .ok_or_else(|| HandlerError::failed("the capture needs an invoice_id"))?;
+            .ok_or_else(|| HandlerError::unknown("the capture needs an invoice_id"))?;
         let amount = arguments["amount_cents"].as_u64().unwrap_or(0);
         let first = {
             let mut state = self.lock();
             !std::mem::replace(&mut state.injected, true)
         };
         if first && self.fault == FaultPoint::BeforeCommit {
-            return Err(HandlerError::failed(
+            return Err(HandlerError::unknown(
                 "injected failure before the provider commits",
             ));
         }
@@ -147,7 +147,7 @@ impl FaultInjectingProvider {
                 | FaultPoint::NoProviderIdempotency
         );
         if first && loses_ack {
-            return Err(HandlerError::failed(
+            return Err(HandlerError::unknown(
                 "injected lost acknowledgement after the provider committed",
             ));
         }

@@ -44,7 +44,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     };
     let result = executor.execute_typed(&contract, &capture, |_args, _key| {
         // The provider captured the payment, but the response was lost.
-        Err::<Payment, _>(HandlerError::failed("timed out"))
+        Err::<Payment, _>(HandlerError::unknown("timed out"))
     })?;
 
     // The probe found the capture: confirmed, and no second charge. Run it

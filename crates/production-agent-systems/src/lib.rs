@@ -48,7 +48,7 @@
 //!
 //! let result = executor.execute(&contract, &json!({"invoice_id": "INV-1"}), |_args: Value, _key| {
 //!     // The provider captured the payment, but the response never arrived.
-//!     Err::<Value, _>(HandlerError::failed("timed out"))
+//!     Err::<Value, _>(HandlerError::unknown("timed out"))
 //! })?;
 //! assert!(result.is_confirmed());
 //! assert_eq!(result.provider_operation_id.as_deref(), Some("pay-1"));
@@ -97,8 +97,8 @@ pub use effect_core::{
     OutcomeProbeResult, ProbeStatus, UnknownOutcomePolicy,
 };
 pub use effect_exec::{
-    Audit, CallOptions, EffectExecutor, ExecError, ExecutorOptions, HandlerError, SweepReport,
-    Sweeper, TypedContract, TypedProbe, TypedResult, UncertainOutcome,
+    Audit, CallOptions, EffectExecutor, ExecError, ExecutorOptions, HandlerContext, HandlerError,
+    SweepReport, Sweeper, TypedContract, TypedProbe, TypedResult, UncertainOutcome,
 };
 #[cfg(feature = "sqlite")]
 #[cfg_attr(docsrs, doc(cfg(feature = "sqlite")))]

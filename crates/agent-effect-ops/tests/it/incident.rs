@@ -11,6 +11,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use agent_effect_ops::Exit;
 use agent_effect_ops::view::{EventView, OperationDetail, OperationSummary, Resolution};
 use effect_core::{EffectContract, EffectStatus};
+use effect_exec::HandlerContext;
 use effect_exec::{EffectExecutor, ExecutorOptions, HandlerError};
 use effect_ledger_sqlite::{SqliteLedger, SqliteOptions};
 use effect_testkit::snapshots::settings;
@@ -42,12 +43,12 @@ fn capture_contract() -> EffectContract {
 /// Commits the capture, then loses the acknowledgement.
 fn capture_then_time_out(
     provider: &Arc<FakeProvider>,
-) -> impl Fn(Value, Option<String>) -> Result<Value, HandlerError> + Send + Sync + 'static {
+) -> impl Fn(Value, HandlerContext) -> Result<Value, HandlerError> + Send + Sync + 'static {
     let provider = Arc::clone(provider);
     move |_args, _key| {
         provider.handler_calls.fetch_add(1, Ordering::SeqCst);
         provider.committed.fetch_add(1, Ordering::SeqCst);
-        Err(HandlerError::failed("timeout"))
+        Err(HandlerError::unknown("timeout"))
     }
 }
 

@@ -49,7 +49,7 @@ fn operator_resolves_a_quarantined_payment_in_postgres() {
             &json!({"invoice_id": "INV-PG"}),
             move |_: Value, _| {
                 provider.fetch_add(1, Ordering::SeqCst);
-                Err::<Value, _>(HandlerError::failed("timeout"))
+                Err::<Value, _>(HandlerError::unknown("timeout"))
             },
         )
         .unwrap();

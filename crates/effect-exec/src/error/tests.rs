@@ -14,7 +14,7 @@ where
     HandlerError: From<E>,
 {
     let converted: Result<(), HandlerError> = (|| Err(err)?)();
-    assert_eq!(converted, Err(HandlerError::failed(expected)));
+    assert_eq!(converted, Err(HandlerError::unknown(expected)));
 }
 
 #[derive(Debug)]
@@ -49,7 +49,7 @@ fn question_mark_keeps_the_chain_of_causes() {
     check(json, "EOF while parsing an object at line 1 column 1");
     assert_eq!(
         HandlerError::from_error(Outer(reset())),
-        HandlerError::failed("capture request failed: connection reset")
+        HandlerError::unknown("capture request failed: connection reset")
     );
 }
 

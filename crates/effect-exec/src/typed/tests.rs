@@ -81,8 +81,8 @@ fn a_confirmed_output_is_typed_and_replayed_as_the_same_value() -> Result<(), Ex
     let (contract, executor) = (contract(None), executor());
     let handler = {
         let provider = provider.clone();
-        move |args: Capture, key: Option<String>| {
-            assert_eq!(key.as_deref(), Some("capture:INV-1"));
+        move |args: Capture, ctx: HandlerContext| {
+            assert_eq!(ctx.provider_key(), Some("capture:INV-1"));
             Ok(provider.capture(&args))
         }
     };
@@ -107,9 +107,9 @@ fn a_lost_acknowledgement_is_confirmed_by_the_typed_probe() -> Result<(), ExecEr
     let executor = executor();
     let handler = {
         let provider = provider.clone();
-        move |args: Capture, _key: Option<String>| -> Result<Payment, HandlerError> {
+        move |args: Capture, _ctx: HandlerContext| -> Result<Payment, HandlerError> {
             provider.capture(&args);
-            Err(HandlerError::failed("timed out waiting for the response"))
+            Err(HandlerError::unknown("timed out waiting for the response"))
         }
     };
     let contract = contract(Some(provider.clone()));
@@ -130,7 +130,7 @@ fn a_lost_acknowledgement_is_confirmed_by_the_typed_probe() -> Result<(), ExecEr
 fn an_uncertain_outcome_has_no_output_and_says_so() -> Result<(), ExecError> {
     let executor = executor();
     let result = executor.execute_typed(&contract(None), &inv("INV-3"), |_args, _key| {
-        Err::<Payment, _>(HandlerError::failed("connection reset"))
+        Err::<Payment, _>(HandlerError::unknown("connection reset"))
     })?;
     assert!(result.is_uncertain(), "{:?}", result.status);
     assert_eq!(result.output, None);
@@ -250,7 +250,7 @@ async fn the_async_form_confirms_a_lost_acknowledgement_once() -> Result<(), Exe
         let provider = provider.clone();
         async move {
             provider.capture(&args);
-            Err::<Payment, _>(HandlerError::failed("timed out"))
+            Err::<Payment, _>(HandlerError::unknown("timed out"))
         }
     };
     let result = executor

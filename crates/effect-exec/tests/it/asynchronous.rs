@@ -5,6 +5,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use effect_core::{EffectContract, EffectResult, EffectStatus, OutcomeProbeResult};
+use effect_exec::HandlerContext;
 use effect_exec::{CallOptions, HandlerError};
 use serde_json::Value;
 
@@ -17,13 +18,13 @@ type HandlerFuture = std::pin::Pin<Box<dyn Future<Output = Result<Value, Handler
 
 fn async_handler(
     provider: &Arc<FakeProvider>,
-) -> impl Fn(Value, Option<String>) -> HandlerFuture + Send + Sync + 'static {
+) -> impl Fn(Value, HandlerContext) -> HandlerFuture + Send + Sync + 'static {
     let provider = Arc::clone(provider);
     move |args, key| {
         let provider = Arc::clone(&provider);
         Box::pin(async move {
             tokio::task::yield_now().await;
-            provider.capture(&args, key.as_deref())
+            provider.capture(&args, key.provider_key())
         })
     }
 }
@@ -132,7 +133,7 @@ async fn async_deadline_drops_the_future_and_records_that_it_may_still_run() {
                         // Never reaches the provider: dropped at the deadline.
                         tokio::time::sleep(Duration::from_secs(5)).await;
                     }
-                    p.capture(&args, key.as_deref())
+                    p.capture(&args, key.provider_key())
                 }
             },
         )
@@ -170,7 +171,7 @@ async fn async_concurrent_caller_gets_in_progress() {
                     let p = Arc::clone(&p);
                     async move {
                         tokio::time::sleep(Duration::from_millis(300)).await;
-                        p.capture(&args, key.as_deref())
+                        p.capture(&args, key.provider_key())
                     }
                 },
             )

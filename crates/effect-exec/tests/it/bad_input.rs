@@ -94,7 +94,7 @@ fn a_deep_handler_output_is_unstorable_and_keeps_the_outcome_uncertain() {
                     &contract(&provider, NEITHER),
                     &invoice("INV-D1"),
                     move |args: Value, key| {
-                        p.capture(&args, key.as_deref())?;
+                        p.capture(&args, key.provider_key())?;
                         Ok(Nested(depth))
                     },
                 )
@@ -145,7 +145,7 @@ fn a_deep_probe_output_or_evidence_is_not_stored() {
         let ledger = ledger();
         let result = executor(&ledger)
             .execute(&c, &json!({"id": 1}), |_, _| {
-                Err::<Value, _>(effect_exec::HandlerError::failed("ack lost"))
+                Err::<Value, _>(effect_exec::HandlerError::unknown("ack lost"))
             })
             .unwrap();
         assert!(result.status.is_uncertain(), "{what}: {:?}", result.status);

@@ -7,6 +7,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use effect_core::{CallbackError, EffectContract, OutcomeProbeResult, ProbeStatus};
+use effect_exec::HandlerContext;
 use effect_exec::HandlerError;
 use serde_json::{Value, json};
 
@@ -107,10 +108,10 @@ impl FakeProvider {
             .unwrap_or(Fault::None);
         match fault {
             Fault::None => Ok(self.commit(&key, &invoice)),
-            Fault::BeforeCommit => Err(HandlerError::failed("connection reset before commit")),
+            Fault::BeforeCommit => Err(HandlerError::unknown("connection reset before commit")),
             Fault::AfterCommit => {
                 self.commit(&key, &invoice);
-                Err(HandlerError::failed(
+                Err(HandlerError::unknown(
                     "timed out waiting for the acknowledgement",
                 ))
             }
@@ -210,9 +211,9 @@ pub fn contract(provider: &Arc<FakeProvider>, variant: Variant) -> EffectContrac
 
 pub fn handler(
     provider: &Arc<FakeProvider>,
-) -> impl Fn(Value, Option<String>) -> Result<Value, HandlerError> + Send + Sync + 'static {
+) -> impl Fn(Value, HandlerContext) -> Result<Value, HandlerError> + Send + Sync + 'static {
     let provider = Arc::clone(provider);
-    move |args, key| provider.capture(&args, key.as_deref())
+    move |args, key| provider.capture(&args, key.provider_key())
 }
 
 pub fn invoice(id: &str) -> Value {

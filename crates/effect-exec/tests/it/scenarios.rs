@@ -386,7 +386,7 @@ fn output_that_cannot_be_stored_preserves_uncertainty() {
     let c = contract(&provider, NEITHER);
     let result = executor(&ledger)
         .execute(&c, &invoice("INV-14"), move |args: Value, key| {
-            p.capture(&args, key.as_deref())?;
+            p.capture(&args, key.provider_key())?;
             Ok(vec![1.0, f64::NAN])
         })
         .unwrap();
@@ -417,7 +417,7 @@ fn callbacks_get_their_own_copy_of_the_arguments() {
             &json!({"id": 1, "note": "original"}),
             |mut args: Value, _| {
                 args["note"] = json!("mutated by the handler");
-                Err::<Value, _>(HandlerError::failed("lost"))
+                Err::<Value, _>(HandlerError::unknown("lost"))
             },
         )
         .unwrap();

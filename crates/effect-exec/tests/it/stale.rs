@@ -7,6 +7,7 @@ use std::sync::{Arc, Mutex};
 use std::thread;
 
 use effect_core::{EffectContract, EffectResult, EffectStatus};
+use effect_exec::HandlerContext;
 use effect_exec::{EffectExecutor, HandlerError};
 use serde_json::Value;
 
@@ -64,18 +65,18 @@ fn gated(provider: &Arc<FakeProvider>, probe_gate: &Arc<Gate>) -> EffectContract
 fn gated_handler(
     provider: &Arc<FakeProvider>,
     gate: &Arc<Gate>,
-) -> impl Fn(Value, Option<String>) -> Result<Value, HandlerError> + Send + Sync + 'static {
+) -> impl Fn(Value, HandlerContext) -> Result<Value, HandlerError> + Send + Sync + 'static {
     let (provider, gate) = (Arc::clone(provider), Arc::clone(gate));
     move |args, key| {
         gate.pass();
-        provider.capture(&args, key.as_deref())
+        provider.capture(&args, key.provider_key())
     }
 }
 
 fn spawn_call(
     exec: &EffectExecutor,
     contract: &EffectContract,
-    handler: impl Fn(Value, Option<String>) -> Result<Value, HandlerError> + Send + Sync + 'static,
+    handler: impl Fn(Value, HandlerContext) -> Result<Value, HandlerError> + Send + Sync + 'static,
     id: &str,
 ) -> thread::JoinHandle<EffectResult> {
     let (exec, contract, args) = (exec.clone(), contract.clone(), invoice(id));

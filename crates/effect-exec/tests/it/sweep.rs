@@ -8,7 +8,7 @@ use effect_core::{
     Claim, EffectContract, EffectLedger, EffectLedgerExt, EffectStatus, ManualClock, MemoryLedger,
     NewOperation, RequestFingerprint, UnknownOutcomePolicy,
 };
-use effect_exec::{EffectExecutor, SweepReport, Sweeper};
+use effect_exec::{EffectExecutor, HandlerContext, SweepReport, Sweeper};
 use serde_json::{Value, json};
 
 use crate::provider::{FakeProvider, PROBE_ONLY, contract, handler, invoice};
@@ -51,7 +51,8 @@ impl World {
         };
         assert!(self.ledger.claim_dispatch(&id, &claim).unwrap());
         if sent {
-            handler(&self.provider)(args.clone(), key).unwrap();
+            let context = HandlerContext::new(&id, contract.name(), contract.version(), 1, key);
+            handler(&self.provider)(args.clone(), context).unwrap();
         }
         id
     }

@@ -16,7 +16,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
 use effect_core::{EffectContract, EffectLedger, EffectStatus};
-use effect_exec::{EffectExecutor, ExecutorOptions, HandlerError};
+use effect_exec::{EffectExecutor, ExecutorOptions, HandlerContext, HandlerError};
 use effect_ledger_postgres::{PostgresLedger, PostgresOptions};
 use serde_json::{Value, json};
 
@@ -88,8 +88,10 @@ fn child_executes_operations() -> TestResult {
     let dispatched = Arc::new(AtomicUsize::new(0));
     let handler = {
         let (provider, dispatched, q) = (Arc::clone(&provider), Arc::clone(&dispatched), q.clone());
-        move |args: Value, key: Option<String>| -> Result<Value, HandlerError> {
-            let key = key.ok_or_else(|| HandlerError::failed("no provider key"))?;
+        move |args: Value, ctx: HandlerContext| -> Result<Value, HandlerError> {
+            let key = ctx
+                .into_provider_key()
+                .ok_or_else(|| HandlerError::unknown("no provider key"))?;
             let mut provider = provider.lock().unwrap_or_else(PoisonError::into_inner);
             provider
                 .execute(
@@ -98,7 +100,7 @@ fn child_executes_operations() -> TestResult {
                     ),
                     &[&key, &(index as i32)],
                 )
-                .map_err(|err| HandlerError::failed(err.to_string()))?;
+                .map_err(|err| HandlerError::unknown(err.to_string()))?;
             dispatched.fetch_add(1, Ordering::SeqCst);
             Ok(json!({"captured": key, "invoice": args["invoice_id"]}))
         }

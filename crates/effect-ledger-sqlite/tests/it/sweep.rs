@@ -77,10 +77,10 @@ fn sweep_worker_role() -> TestResult {
                 .create(true)
                 .append(true)
                 .open(&log)
-                .map_err(|e| HandlerError::failed(e.to_string()))?;
-            writeln!(file, "{}", key.unwrap_or_default())
+                .map_err(|e| HandlerError::unknown(e.to_string()))?;
+            writeln!(file, "{}", key.into_provider_key().unwrap_or_default())
                 .and_then(|()| file.sync_all())
-                .map_err(|e| HandlerError::failed(e.to_string()))?;
+                .map_err(|e| HandlerError::unknown(e.to_string()))?;
             std::process::abort();
         },
     );

@@ -235,7 +235,7 @@ async fn a_client_and_an_effect_server_agree_on_an_uncertain_outcome() {
                 .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1))
                 .is_ok()
             {
-                return Err(effect_exec::HandlerError::failed("timed out"));
+                return Err(effect_exec::HandlerError::unknown("timed out"));
             }
             Ok(capture)
         }

@@ -36,7 +36,7 @@ async fn serve(reconcile: Reconcile, lose: usize) -> Served {
                 .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1))
                 .is_ok()
             {
-                return Err(HandlerError::failed("timed out waiting for the provider"));
+                return Err(HandlerError::unknown("timed out waiting for the provider"));
             }
             Ok(capture)
         }

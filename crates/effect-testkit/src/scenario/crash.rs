@@ -25,7 +25,7 @@ use std::time::Duration;
 
 use effect_core::clock::unix_seconds;
 use effect_core::{Clock, EffectLedger, EffectStatus, LedgerError, SystemClock};
-use effect_exec::{EffectExecutor, ExecutorOptions, HandlerError};
+use effect_exec::{EffectExecutor, ExecutorOptions, HandlerContext, HandlerError};
 use serde_json::Value;
 
 use super::harness::Faulted;
@@ -88,11 +88,11 @@ pub fn run_worker(
         ExecutorOptions::default().dispatch_lease(WORKER_LEASE),
     );
     let calls = files.handler_calls.clone();
-    let handler = move |args: Value, key: Option<String>| -> Result<Value, HandlerError> {
+    let handler = move |args: Value, ctx: HandlerContext| -> Result<Value, HandlerError> {
         log_call(&calls)?;
         faulted
-            .perform(&args, key.as_deref())
-            .map_err(HandlerError::failed)?;
+            .perform(&args, ctx.provider_key())
+            .map_err(HandlerError::unknown)?;
         // The provider's commit is on disk; the process dies before the
         // executor can record anything about it.
         std::process::abort()
@@ -160,11 +160,11 @@ pub fn run_parent(
     let executor = EffectExecutor::new(Arc::clone(&ledger));
     let calls = files.handler_calls.clone();
     let handler_provider = Arc::clone(&faulted);
-    let handler = move |args: Value, key: Option<String>| -> Result<Value, HandlerError> {
+    let handler = move |args: Value, ctx: HandlerContext| -> Result<Value, HandlerError> {
         log_call(&calls)?;
         handler_provider
-            .perform(&args, key.as_deref())
-            .map_err(HandlerError::failed)
+            .perform(&args, ctx.provider_key())
+            .map_err(HandlerError::unknown)
     };
     let mut executions = 1;
     for _ in 0..=scenario.resume_count() {

@@ -94,7 +94,9 @@ use effect_core::{
     CallbackError, Clock, EffectContract, EffectLedger, EffectRecord, EffectResult, EffectStatus,
     LedgerError, LedgerEvent, ManualClock, MemoryLedger, OutcomeProbeResult,
 };
-use effect_exec::{CallOptions, EffectExecutor, ExecError, ExecutorOptions, HandlerError};
+use effect_exec::{
+    CallOptions, EffectExecutor, ExecError, ExecutorOptions, HandlerContext, HandlerError,
+};
 use serde_json::{Value, json};
 
 pub use error::ScenarioError;
@@ -600,12 +602,12 @@ pub(crate) struct Observed {
 /// The handler: one provider request through the fault schedule.
 fn handler(
     faulted: &Arc<Faulted>,
-) -> impl Fn(Value, Option<String>) -> Result<Value, HandlerError> + Send + Sync + 'static {
+) -> impl Fn(Value, HandlerContext) -> Result<Value, HandlerError> + Send + Sync + 'static {
     let faulted = Arc::clone(faulted);
-    move |args, key| {
+    move |args, ctx: HandlerContext| {
         faulted
-            .perform(&args, key.as_deref())
-            .map_err(HandlerError::failed)
+            .perform(&args, ctx.provider_key())
+            .map_err(HandlerError::unknown)
     }
 }
 

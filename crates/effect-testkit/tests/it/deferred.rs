@@ -8,7 +8,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, SystemTime};
 
 use effect_core::{Clock, EffectContract, EffectLedger, EffectStatus, ManualClock, MemoryLedger};
-use effect_exec::{EffectExecutor, ExecutorOptions, HandlerError, Sweeper};
+use effect_exec::{EffectExecutor, ExecutorOptions, HandlerContext, HandlerError, Sweeper};
 use effect_testkit::faults::{CallKind, Fault, FaultyLedger};
 use effect_testkit::provider::FakePaymentProvider;
 use serde_json::{Value, json};
@@ -92,11 +92,11 @@ impl Setup {
     fn execute(&self) -> effect_core::EffectResult {
         let provider = Arc::clone(&self.provider);
         let calls = Arc::clone(&self.calls);
-        let capture = move |_: Value, key: Option<String>| -> Result<Value, HandlerError> {
+        let capture = move |_: Value, ctx: HandlerContext| -> Result<Value, HandlerError> {
             calls.fetch_add(1, Ordering::SeqCst);
             let capture = provider
-                .capture("INV-5", 500, key.as_deref())
-                .map_err(|e| HandlerError::failed(e.to_string()))?;
+                .capture("INV-5", 500, ctx.provider_key())
+                .map_err(|e| HandlerError::unknown(e.to_string()))?;
             Ok(json!({"payment_id": capture.payment_id}))
         };
         self.executor

@@ -154,7 +154,7 @@ mod fault_injecting {
                 let capture = Arc::clone(&provider);
                 let result = executor
                     .execute(&contract, &args, move |args, key| {
-                        capture.capture(&args, key.as_deref())
+                        capture.capture(&args, key.provider_key())
                     })
                     .unwrap();
                 statuses.push(result.status);

@@ -18,7 +18,7 @@ use std::time::{Duration, Instant};
 
 use production_agent_systems::{
     Audit, EffectContract, EffectExecutor, EffectLedger, EffectStatus, ExecutorOptions,
-    HandlerError, OutcomeProbeResult, ProbeStatus, SqliteLedger, SqliteOptions,
+    HandlerContext, HandlerError, OutcomeProbeResult, ProbeStatus, SqliteLedger, SqliteOptions,
 };
 use serde_json::{Value, json};
 
@@ -80,16 +80,16 @@ fn slow_probe_contract(provider: &FileProvider) -> EffectContract {
 /// it, aborts the process before or after it, or succeeds, at random.
 fn faulty_handler(
     provider: &FileProvider,
-) -> impl Fn(Value, Option<String>) -> Result<Value, HandlerError> + Send + Sync + 'static {
+) -> impl Fn(Value, HandlerContext) -> Result<Value, HandlerError> + Send + Sync + 'static {
     let provider = provider.clone();
     move |_args, key| {
-        let key = key.unwrap_or_default();
+        let key = key.into_provider_key().unwrap_or_default();
         std::thread::sleep(Duration::from_millis(fastrand::u64(0..=20)));
         match fastrand::u32(0..100) {
-            0..20 => Err(HandlerError::failed("connection reset before commit")),
+            0..20 => Err(HandlerError::unknown("connection reset before commit")),
             20..45 => {
                 provider.capture(&key);
-                Err(HandlerError::failed(
+                Err(HandlerError::unknown(
                     "timed out waiting for the acknowledgement",
                 ))
             }
@@ -219,8 +219,8 @@ fn run_seed(seed: u64) {
     let contract = slow_probe_contract(&provider);
     let healthy = {
         let provider = provider.clone();
-        move |_: Value, key: Option<String>| -> Result<Value, HandlerError> {
-            Ok(provider.capture(&key.unwrap_or_default()))
+        move |_: Value, ctx: HandlerContext| -> Result<Value, HandlerError> {
+            Ok(provider.capture(&ctx.into_provider_key().unwrap_or_default()))
         }
     };
     for i in 0..OPERATIONS {

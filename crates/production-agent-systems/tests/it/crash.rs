@@ -52,7 +52,7 @@ fn crash_worker_role() {
         &args(),
         move |_, key| -> Result<Value, HandlerError> {
             if !before_send {
-                provider.capture(&key.unwrap_or_default());
+                provider.capture(&key.into_provider_key().unwrap_or_default());
             }
             std::process::abort();
         },

@@ -104,7 +104,7 @@ fn deferred_worker_role() {
                 for name in ["effects.sqlite3", "effects.sqlite3-wal"] {
                     std::fs::copy(files.join(name), snapshot.join(name)).unwrap();
                 }
-                Ok(provider.capture(&key.unwrap_or_default()))
+                Ok(provider.capture(&key.into_provider_key().unwrap_or_default()))
             },
         )
         .unwrap();
@@ -249,7 +249,7 @@ fn a_deferred_outcome_lost_with_the_machine_is_retried_under_its_guaranteed_key(
             &contract("key", &provider),
             &args(),
             move |_, key| -> Result<Value, HandlerError> {
-                Ok(retry.capture_once(&key.unwrap_or_default()))
+                Ok(retry.capture_once(&key.into_provider_key().unwrap_or_default()))
             },
         )
         .unwrap();

@@ -23,7 +23,7 @@ use std::time::{Duration, Instant};
 
 use production_agent_systems::core::FingerprintForm;
 use production_agent_systems::{
-    EffectContract, EffectExecutor, EffectLedger, ExecutorOptions, HandlerError,
+    EffectContract, EffectExecutor, EffectLedger, ExecutorOptions, HandlerContext, HandlerError,
     OutcomeProbeResult, SqliteLedger, SqliteOptions,
 };
 use serde_json::{Value, json};
@@ -173,20 +173,20 @@ fn mixed_fleet_rust_worker_role() {
             Arc::clone(&faulted),
             Arc::clone(&index_of),
         );
-        let handler = move |args: Value, _key: Option<String>| -> Result<Value, HandlerError> {
+        let handler = move |args: Value, _ctx: HandlerContext| -> Result<Value, HandlerError> {
             let invoice_id = args["invoice_id"].as_str().unwrap_or_default().to_owned();
             let index = index_of[&invoice_id];
             let first = faulted.lock().unwrap().insert(invoice_id.clone());
             let mixed = faults == "mixed" && first;
             if mixed && index % 6 == 1 {
-                return Err(HandlerError::failed(
+                return Err(HandlerError::unknown(
                     "injected failure before the provider commits",
                 ));
             }
             let result = provider.capture(&invoice_id);
             let lost_ack = faults == "lost_ack" && first;
             if lost_ack || (mixed && index % 6 == 3) {
-                return Err(HandlerError::failed(
+                return Err(HandlerError::unknown(
                     "injected lost acknowledgement after the commit",
                 ));
             }

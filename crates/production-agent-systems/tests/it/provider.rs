@@ -5,6 +5,7 @@ use std::fs::OpenOptions;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
+use production_agent_systems::HandlerContext;
 use production_agent_systems::{EffectContract, HandlerError, OutcomeProbeResult};
 use serde_json::{Value, json};
 
@@ -81,6 +82,6 @@ pub fn capture_contract(provider: &FileProvider) -> EffectContract {
 }
 
 /// A handler that must never run (the operation is past dispatch).
-pub fn forbidden_handler(_: Value, _: Option<String>) -> Result<Value, HandlerError> {
+pub fn forbidden_handler(_: Value, _: HandlerContext) -> Result<Value, HandlerError> {
     panic!("the handler ran again")
 }

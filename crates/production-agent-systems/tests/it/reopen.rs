@@ -20,7 +20,9 @@ fn confirmed_result_is_replayed_after_reopening_the_ledger() {
         let p = provider.clone();
         EffectExecutor::new(Arc::new(ledger))
             .execute(&contract, &args, move |_, key| {
-                Ok::<_, production_agent_systems::HandlerError>(p.capture(&key.unwrap()))
+                Ok::<_, production_agent_systems::HandlerError>(
+                    p.capture(&key.into_provider_key().unwrap()),
+                )
             })
             .unwrap()
     };

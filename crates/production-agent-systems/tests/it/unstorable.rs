@@ -4,8 +4,8 @@
 use std::sync::Arc;
 
 use production_agent_systems::{
-    EffectContract, EffectExecutor, EffectLedger, EffectStatus, HandlerError, SqliteLedger,
-    SqliteOptions,
+    EffectContract, EffectExecutor, EffectLedger, EffectStatus, HandlerContext, HandlerError,
+    SqliteLedger, SqliteOptions,
 };
 use serde_json::{Value, json};
 
@@ -77,7 +77,7 @@ fn a_deleted_ledger_file_fails_the_call_before_any_dispatch() {
     let executor = EffectExecutor::new(Arc::new(ledger));
     let send = |provider: &FileProvider, id: &str| {
         let (p, id) = (provider.clone(), id.to_owned());
-        move |_: Value, _: Option<String>| -> Result<Value, HandlerError> {
+        move |_: Value, _: HandlerContext| -> Result<Value, HandlerError> {
             Ok(p.capture(&format!("report:{id}")))
         }
     };

@@ -1,0 +1,91 @@
+//! [`HandlerContext`]: what a handler is told about the dispatch it performs.
+
+/// What the executor tells a handler about the dispatch it performs: the
+/// operation's id, its contract, which attempt this is, and the provider
+/// idempotency key to send with the request.
+///
+/// Every handler, sync, async or typed, receives one. The id is derived once
+/// per call, before anything is written; adapters (rig, MCP) forward it
+/// instead of deriving it again.
+///
+/// ```
+/// use std::sync::Arc;
+/// use effect_core::{EffectContract, MemoryLedger};
+/// use effect_exec::{EffectExecutor, HandlerContext, HandlerError};
+/// use serde_json::{json, Value};
+///
+/// let contract = EffectContract::builder("capture_payment", |args| {
+///     Ok(format!("invoice:{}:capture", args["invoice_id"].as_str().ok_or("missing invoice_id")?))
+/// })
+/// .provider_idempotency_key(|args| Ok(args["invoice_id"].as_str().map(|i| format!("capture:{i}"))))
+/// .build()?;
+/// let executor = EffectExecutor::new(Arc::new(MemoryLedger::new()));
+/// let result = executor.execute(&contract, &json!({"invoice_id": "INV-1"}), |_args: Value, ctx: HandlerContext| {
+///     assert_eq!(ctx.operation_id(), "invoice:INV-1:capture");
+///     assert_eq!(ctx.attempt(), 1);
+///     // Send the key with the request on every attempt.
+///     Ok::<_, HandlerError>(json!({"sent_with": ctx.provider_key()}))
+/// })?;
+/// assert_eq!(result.output, Some(json!({"sent_with": "capture:INV-1"})));
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HandlerContext {
+    operation_id: String,
+    contract_name: String,
+    contract_version: String,
+    attempt: u32,
+    provider_key: Option<String>,
+}
+
+impl HandlerContext {
+    /// A context, for code that calls a handler itself (a test, an adapter's
+    /// own dispatch loop). The executor builds one for every dispatch.
+    pub fn new(
+        operation_id: impl Into<String>,
+        contract_name: impl Into<String>,
+        contract_version: impl Into<String>,
+        attempt: u32,
+        provider_key: Option<String>,
+    ) -> Self {
+        HandlerContext {
+            operation_id: operation_id.into(),
+            contract_name: contract_name.into(),
+            contract_version: contract_version.into(),
+            attempt,
+            provider_key,
+        }
+    }
+
+    /// The operation's stable id, derived from the arguments by the contract.
+    pub fn operation_id(&self) -> &str {
+        &self.operation_id
+    }
+
+    /// The contract's name.
+    pub fn contract_name(&self) -> &str {
+        &self.contract_name
+    }
+
+    /// The contract's version.
+    pub fn contract_version(&self) -> &str {
+        &self.contract_version
+    }
+
+    /// Which dispatch of this operation this is: 1 for the first, 2 for the
+    /// first retry, and so on, across processes.
+    pub fn attempt(&self) -> u32 {
+        self.attempt
+    }
+
+    /// The provider idempotency key to send with the request, the same on
+    /// every attempt; `None` when the contract derives none.
+    pub fn provider_key(&self) -> Option<&str> {
+        self.provider_key.as_deref()
+    }
+
+    /// The provider key, owned.
+    pub fn into_provider_key(self) -> Option<String> {
+        self.provider_key
+    }
+}
