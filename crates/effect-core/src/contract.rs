@@ -43,6 +43,7 @@ pub struct EffectContract {
     outcome_probe_async: Option<AsyncProbeFn>,
     postcondition: Option<PostconditionFn>,
     unknown_outcome: UnknownOutcomePolicy,
+    stores_intent: bool,
 }
 
 impl fmt::Debug for EffectContract {
@@ -58,6 +59,7 @@ impl fmt::Debug for EffectContract {
             .field("has_probe", &self.has_probe())
             .field("has_postcondition", &self.postcondition.is_some())
             .field("unknown_outcome", &self.unknown_outcome)
+            .field("stores_intent", &self.stores_intent)
             .finish()
     }
 }
@@ -80,6 +82,7 @@ impl EffectContract {
                 outcome_probe_async: None,
                 postcondition: None,
                 unknown_outcome: UnknownOutcomePolicy::default(),
+                stores_intent: false,
             },
         }
     }
@@ -102,6 +105,12 @@ impl EffectContract {
     /// The unknown-outcome policy.
     pub fn unknown_outcome(&self) -> UnknownOutcomePolicy {
         self.unknown_outcome
+    }
+
+    /// Whether the operation's arguments are stored with it, so that a
+    /// recovery worker can dispatch it without its caller.
+    pub fn stores_intent(&self) -> bool {
+        self.stores_intent
     }
 
     /// Whether the contract has a sync or async outcome probe.
@@ -234,6 +243,19 @@ impl EffectContractBuilder {
         F: Fn(&Value, &Value) -> Result<bool, CallbackError> + Send + Sync + 'static,
     {
         self.contract.postcondition = Some(Arc::new(check));
+        self
+    }
+
+    /// Stores the operation's arguments with it (its *intent*), so that a
+    /// later process can dispatch it without the original caller: a recovery
+    /// worker with a handler registered for this contract finishes an
+    /// operation whose caller died (docs/recovering-work.md). The stored
+    /// arguments count toward the same canonical-JSON limits as everything
+    /// else the ledger holds; secrets in them must be sealed (see
+    /// docs/security-boundaries.md).
+    #[must_use]
+    pub fn store_intent(mut self, store: bool) -> Self {
+        self.contract.stores_intent = store;
         self
     }
 

@@ -37,6 +37,7 @@ mod contract;
 mod error;
 pub mod event;
 pub mod evidence;
+pub mod intent;
 mod ledger;
 mod memory;
 mod prune;

@@ -27,6 +27,11 @@ pub struct NewOperation {
     pub fingerprint: RequestFingerprint,
     /// The provider idempotency key, if the contract has one.
     pub provider_idempotency_key: Option<String>,
+    /// The stored intent: the arguments (or their sealed envelope) that a
+    /// recovery worker dispatches without the caller, when the contract
+    /// stores them ([`crate::intent`]). Recorded with the `prepared` event,
+    /// in the same commit as the operation; not part of its identity.
+    pub intent: Option<Value>,
 }
 
 /// A request for the dispatch lease.
@@ -437,14 +442,18 @@ impl Planner {
 
     fn create(&mut self, operation_id: &str, op: &NewOperation) -> EffectRecord {
         let fingerprint = op.fingerprint.stored();
-        self.event(
-            event::PREPARED,
-            json!({
-                "contract_name": op.contract_name,
-                "contract_version": op.contract_version,
-                "request_fingerprint": fingerprint,
-            }),
-        );
+        let mut data = json!({
+            "contract_name": op.contract_name,
+            "contract_version": op.contract_version,
+            "request_fingerprint": fingerprint,
+        });
+        if let (Some(intent), Value::Object(map)) = (&op.intent, &mut data) {
+            map.insert(
+                crate::intent::EVENT_KEY.to_owned(),
+                crate::intent::envelope(intent),
+            );
+        }
+        self.event(event::PREPARED, data);
         let mut record = EffectRecord::new(
             operation_id,
             op.contract_name.clone(),

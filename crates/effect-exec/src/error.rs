@@ -87,6 +87,17 @@ pub enum ExecError {
         /// The ledger's longest lock wait.
         lock_wait: std::time::Duration,
     },
+    /// A durable handler was registered for a contract that does not store
+    /// its intent: a recovery worker would have no arguments to dispatch
+    /// it with.
+    #[error(
+        "contract {contract:?} does not store its intent; build it with .store_intent(true) \
+         so that a recovery worker can dispatch its operations"
+    )]
+    IntentNotStored {
+        /// The contract name.
+        contract: String,
+    },
     /// The async runtime could not run a blocking ledger step.
     #[error("async execution of operation {operation_id:?} was interrupted: {message}")]
     Runtime {

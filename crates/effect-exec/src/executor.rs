@@ -167,6 +167,46 @@ impl EffectExecutor {
         &self.options
     }
 
+    /// The clock the executor times its waits on.
+    pub(crate) fn clock(&self) -> &Arc<dyn Clock> {
+        &self.clock
+    }
+
+    /// The arguments a stored intent holds, as the handler receives them.
+    pub(crate) fn open_intent(
+        &self,
+        _operation_id: &str,
+        stored: &Value,
+    ) -> Result<Value, ExecError> {
+        Ok(stored.clone())
+    }
+
+    /// Waits until another caller's operation settles (confirmed, rejected
+    /// or quarantined) or `timeout` passes, without dispatching anything:
+    /// for a second caller that wants the first one's result. Polls every
+    /// [`ExecutorOptions::poll_interval`] on the executor's clock and
+    /// sleeper. A result still in flight when the time is up has
+    /// `in_progress` set when a dispatch is live or pending.
+    ///
+    /// # Errors
+    ///
+    /// [`ExecError::Ledger`] with kind `NotFound` when the operation was
+    /// never recorded, or for a failing store.
+    pub fn wait(&self, operation_id: &str, timeout: Duration) -> Result<EffectResult, ExecError> {
+        let until = self.clock.now() + timeout;
+        loop {
+            let record = self.get(operation_id)?;
+            let settled = matches!(
+                record.status,
+                EffectStatus::Confirmed | EffectStatus::Rejected | EffectStatus::Quarantined
+            );
+            if settled || self.clock.now() >= until {
+                return Ok(EffectResult::from_record(&record).in_progress_if_active());
+            }
+            self.sleeper.sleep(self.options.poll_interval);
+        }
+    }
+
     /// Executes `handler` for `arguments` under `contract` (docs/spec.md §5).
     ///
     /// The handler receives its own copy of the canonical arguments and the
@@ -650,6 +690,7 @@ pub(crate) fn identify<A: Serialize + ?Sized>(
             contract_version: contract.version().to_owned(),
             fingerprint: RequestFingerprint::of_value(&arguments).with_form(form),
             provider_idempotency_key: key,
+            intent: contract.stores_intent().then(|| arguments.clone()),
         },
         arguments,
     })

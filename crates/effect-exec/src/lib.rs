@@ -70,6 +70,7 @@ mod heartbeat;
 mod notice;
 mod options;
 mod reconcile;
+mod recovery;
 mod sweep;
 mod telemetry;
 mod token;
@@ -81,5 +82,8 @@ pub use executor::EffectExecutor;
 pub use notice::UncertainOutcome;
 pub use options::{CallOptions, ExecutorOptions};
 pub use reconcile::Audit;
+pub use recovery::{
+    DEFAULT_MIN_AGE, RecoveryHandle, RecoveryReport, RecoveryWorker, Waiting, WaitingFor, waiting,
+};
 pub use sweep::{ArgumentLookup, SweepHandle, SweepReport, Sweeper};
 pub use typed::{TypedContract, TypedContractBuilder, TypedProbe, TypedResult};

@@ -30,8 +30,8 @@ use std::thread::JoinHandle;
 use std::time::Duration;
 
 use effect_core::{
-    CallbackError, EffectContract, EffectLedger, EffectRecord, EffectStatus, ListQuery,
-    MAX_LIST_LIMIT, NewOperation, RequestFingerprint,
+    CallbackError, EffectContract, EffectRecord, EffectStatus, ListQuery, MAX_LIST_LIMIT,
+    NewOperation, RequestFingerprint,
 };
 use serde::Serialize;
 use serde_json::Value;
@@ -187,12 +187,15 @@ impl Sweeper {
         // Everything is listed before anything is touched: a reconciled
         // operation moves to the front of the list, which would shift the
         // pages under a cursor.
-        let mut stuck = self.list(ListQuery::stale(MAX_LIST_LIMIT))?;
+        let mut stuck = crate::recovery::list_all(
+            self.executor.ledger().as_ref(),
+            ListQuery::stale(MAX_LIST_LIMIT),
+        )?;
         crate::telemetry::stale_dispatches(stuck.len() as u64);
-        stuck.extend(self.list(ListQuery::with_status(
-            EffectStatus::OutcomeUnknown,
-            MAX_LIST_LIMIT,
-        ))?);
+        stuck.extend(crate::recovery::list_all(
+            self.executor.ledger().as_ref(),
+            ListQuery::with_status(EffectStatus::OutcomeUnknown, MAX_LIST_LIMIT),
+        )?);
         for record in stuck {
             report.examined += 1;
             self.sweep_one(&record, &mut report);
@@ -241,27 +244,6 @@ impl Sweeper {
                 arguments,
             },
         );
-    }
-
-    /// Every operation the query selects, page by page.
-    fn list(&self, query: ListQuery) -> Result<Vec<EffectRecord>, ExecError> {
-        let ledger: &dyn EffectLedger = self.executor.ledger().as_ref();
-        let mut all: Vec<EffectRecord> = Vec::new();
-        loop {
-            let query = match all.last() {
-                Some(last) => query.clone().after(last.operation_id.clone()),
-                None => query.clone(),
-            };
-            let page = ledger.list(&query).map_err(|source| ExecError::Ledger {
-                operation_id: "(listing stuck operations)".to_owned(),
-                source,
-            })?;
-            let full = page.len() == query.limit;
-            all.extend(page);
-            if !full {
-                return Ok(all);
-            }
-        }
     }
 
     fn sweep_one(&self, record: &EffectRecord, report: &mut SweepReport) {
@@ -328,6 +310,7 @@ impl Sweeper {
                 // Reconciliation never prepares, so this operation is never
                 // written; it describes the stored record.
                 operation: NewOperation {
+                    intent: None,
                     contract_name: record.contract_name.clone(),
                     contract_version: record.contract_version.clone(),
                     fingerprint: RequestFingerprint::of_value(&Value::Null),

@@ -35,6 +35,7 @@ impl SqliteLedger {
     ///     contract_version: "1".into(),
     ///     fingerprint: RequestFingerprint::of_canonical("{}"),
     ///     provider_idempotency_key: None,
+    ///     intent: None,
     /// };
     /// ledger.prepare("email:1", &op)?;
     /// let copy = dir.path().join("backup.sqlite3");

@@ -47,6 +47,7 @@
 //!     contract_version: "1".into(),
 //!     fingerprint: RequestFingerprint::of_value(&json!({"invoice_id": "INV-1"})),
 //!     provider_idempotency_key: Some("capture:INV-1".into()),
+//!     intent: None,
 //! };
 //! let claim = Claim { owner_token: "worker-1".into(), lease: Duration::from_secs(30) };
 //! let id = "invoice:INV-1:capture";

@@ -184,6 +184,7 @@ impl SqliteOptions {
     ///     contract_version: "1".into(),
     ///     fingerprint: RequestFingerprint::of_canonical(r#"{"to":"ada@example.com"}"#),
     ///     provider_idempotency_key: None,
+    ///     intent: None,
     /// };
     /// let prepared = ledger.apply_with("email:ada", &Transition::Prepare(op), WriteDurability::Deferrable)?;
     /// assert!(prepared.applied);

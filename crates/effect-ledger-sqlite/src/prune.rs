@@ -30,6 +30,7 @@ impl SqliteLedger {
     ///     contract_version: "1".into(),
     ///     fingerprint: RequestFingerprint::of_canonical("{}"),
     ///     provider_idempotency_key: None,
+    ///     intent: None,
     /// };
     /// ledger.prepare("email:1", &op)?;
     /// let confirmation = Confirmation { output: serde_json::json!({"id": 1}), provider_operation_id: None, evidence: Evidence::new() };

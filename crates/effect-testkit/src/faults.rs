@@ -30,6 +30,7 @@
 //!     contract_version: "1".into(),
 //!     fingerprint: RequestFingerprint::of_canonical(r#"{"invoice_id":"INV-1"}"#),
 //!     provider_idempotency_key: None,
+//!     intent: None,
 //! };
 //! let err = ledger.prepare("invoice:INV-1:capture", &op).unwrap_err();
 //! assert_eq!(err.kind(), LedgerErrorKind::Unavailable);

@@ -49,6 +49,7 @@ fn export_pages_through_large_ledgers() {
     let ledger = SqliteLedger::open(&db, SqliteOptions::default()).unwrap();
     for i in 0..1005 {
         let op = NewOperation {
+            intent: None,
             contract_name: "send_email".into(),
             contract_version: "1".into(),
             fingerprint: RequestFingerprint::of_value(&serde_json::json!({ "n": i })),

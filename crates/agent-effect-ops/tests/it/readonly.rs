@@ -66,6 +66,7 @@ fn ids(output: &Output) -> Vec<String> {
 fn prepare(ledger: &SqliteLedger, ids: impl IntoIterator<Item = usize>) {
     for i in ids {
         let op = NewOperation {
+            intent: None,
             contract_name: "capture".into(),
             contract_version: "1".into(),
             fingerprint: RequestFingerprint::of_value(&serde_json::json!({ "n": i })),

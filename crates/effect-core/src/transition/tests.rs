@@ -44,6 +44,7 @@ fn record(status: S, expired: bool) -> EffectRecord {
 
 fn new_operation() -> NewOperation {
     NewOperation {
+        intent: None,
         contract_name: "capture_payment".into(),
         contract_version: "1".into(),
         fingerprint: RequestFingerprint::of_value(&json!({"invoice_id": "INV-1"})),

@@ -203,6 +203,7 @@ fn reconcile_settles_an_expired_dispatch_without_running_the_handler() {
             "invoice:INV-26:capture",
             &effect_core::Transition::PrepareAndClaim(
                 effect_core::NewOperation {
+                    intent: None,
                     contract_name: "capture_payment".into(),
                     contract_version: "1".into(),
                     fingerprint: effect_core::RequestFingerprint::of_value(&invoice("INV-26")),
@@ -241,6 +242,7 @@ fn the_bounded_wait_for_a_live_owner_runs_on_the_injected_clock() {
         .prepare(
             id,
             &effect_core::NewOperation {
+                intent: None,
                 contract_name: "capture_payment".into(),
                 contract_version: "1".into(),
                 fingerprint: effect_core::RequestFingerprint::of_value(&invoice("INV-WAIT")),

@@ -98,6 +98,7 @@ impl Drop for TestSchema {
 /// The identity of test operation `n`.
 pub fn new_operation(n: usize) -> NewOperation {
     NewOperation {
+        intent: None,
         contract_name: "capture_payment".into(),
         contract_version: "1".into(),
         fingerprint: RequestFingerprint::of_canonical(&format!(r#"{{"invoice_id":"INV-{n}"}}"#)),

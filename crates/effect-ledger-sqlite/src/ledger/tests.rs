@@ -100,6 +100,7 @@ fn apply_in_composes_inside_one_outer_transaction() {
         .transaction_with_behavior(TransactionBehavior::Immediate)
         .unwrap();
     let op = effect_core::NewOperation {
+        intent: None,
         contract_name: "c".into(),
         contract_version: "1".into(),
         fingerprint: effect_core::RequestFingerprint::of_value(&json!({})),
@@ -127,6 +128,7 @@ fn confirmed_records_are_replayed_without_a_transaction() {
     let options = SqliteOptions::default().busy_timeout(Duration::from_millis(10));
     let ledger = TempLedger::with_options(options).unwrap();
     let op = effect_core::NewOperation {
+        intent: None,
         contract_name: "c".into(),
         contract_version: "1".into(),
         fingerprint: effect_core::RequestFingerprint::of_value(&json!({})),
@@ -186,6 +188,7 @@ fn the_immutable_uri_escapes_what_a_uri_path_reserves() {
 
 fn operation() -> effect_core::NewOperation {
     effect_core::NewOperation {
+        intent: None,
         contract_name: "c".into(),
         contract_version: "1".into(),
         fingerprint: effect_core::RequestFingerprint::of_value(&json!({})),

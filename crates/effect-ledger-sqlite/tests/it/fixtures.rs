@@ -146,6 +146,7 @@ fn python_sha256_fingerprint_is_not_a_conflict() -> TestResult {
     let (_dir, path) = copy_fixture("python-ledger-v1.sqlite3")?;
     let ledger = SqliteLedger::open(&path, SqliteOptions::default())?;
     let same = NewOperation {
+        intent: None,
         contract_name: "capture_payment".into(),
         contract_version: "1".into(),
         fingerprint: RequestFingerprint::of_value(&json!({"invoice_id": "INV-1"})),

@@ -348,6 +348,7 @@ pub(crate) fn owner_of(id: &str) -> String {
 /// The identity every check prepares unless it tests identities.
 pub(crate) fn new_operation() -> NewOperation {
     NewOperation {
+        intent: None,
         contract_name: "conformance.capture_payment".into(),
         contract_version: "1".into(),
         fingerprint: RequestFingerprint::of_value(&json!({"amount": 1200, "invoice_id": "INV-1"})),

@@ -473,6 +473,7 @@ impl Mutant {
             }
             (Bug::UpsertsMissing, _) if current.is_none() => {
                 let op = NewOperation {
+                    intent: None,
                     contract_name: "upserted".into(),
                     contract_version: "1".into(),
                     fingerprint: RequestFingerprint::of_value(&json!({})),

@@ -13,6 +13,7 @@ use effect_testkit::faults::{CallKind, Fault, FaultyLedger, InjectedFault};
 
 fn op() -> NewOperation {
     NewOperation {
+        intent: None,
         contract_name: "capture_payment".into(),
         contract_version: "1".into(),
         fingerprint: RequestFingerprint::of_canonical(r#"{"invoice_id":"INV-1"}"#),

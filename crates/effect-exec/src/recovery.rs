@@ -1,0 +1,545 @@
+//! [`RecoveryWorker`]: finish the operations whose caller never comes back.
+//!
+//! A contract built with
+//! [`store_intent(true)`](effect_core::EffectContractBuilder::store_intent)
+//! records its arguments with the operation. A recovery worker holds durable
+//! handlers, registered by contract name and version, and dispatches every
+//! operation that was left behind: `prepared` (a retry an operator or a
+//! reconciliation authorized), `outcome_unknown`, or `dispatched` under an
+//! expired lease (its caller died). It does so through
+//! [`EffectExecutor::execute`] with the stored arguments, so every rule of a
+//! live call holds: the dispatch lease is claimed exclusively (several workers,
+//! on several processes or hosts, never dispatch one operation twice), an
+//! uncertain outcome is reconciled through the probe or a guaranteed key
+//! before any retry, and `handler_may_still_be_running` alone never
+//! authorizes one.
+//!
+//! Operations without stored intent (their contract does not store it, or
+//! another writer created them) are counted as *waiting for their caller*
+//! and never touched; [`waiting`] lists both kinds with their age, for alerts.
+//!
+//! ```
+//! use std::sync::Arc;
+//! use effect_core::{EffectContract, EffectLedger, MemoryLedger, OutcomeProbeResult};
+//! use effect_exec::{EffectExecutor, HandlerContext, HandlerError, RecoveryWorker};
+//! use serde_json::{json, Value};
+//!
+//! let contract = EffectContract::builder("capture_payment", |args| {
+//!     Ok(format!("invoice:{}:capture", args["invoice_id"].as_str().ok_or("missing invoice_id")?))
+//! })
+//! .provider_idempotency_key(|args| Ok(args["invoice_id"].as_str().map(|i| format!("capture:{i}"))))
+//! .outcome_probe(|_args, _key| Ok(OutcomeProbeResult::not_committed()))
+//! .store_intent(true)
+//! .build()?;
+//! let ledger = Arc::new(MemoryLedger::new());
+//! let executor = EffectExecutor::new(ledger.clone());
+//!
+//! // The caller's dispatch never leaves the process, and the caller gives up.
+//! let first = executor.execute(&contract, &json!({"invoice_id": "INV-1"}), |_args: Value, _ctx| {
+//!     Err::<Value, _>(HandlerError::not_sent("the agent was stopped before sending"))
+//! });
+//! # let _ = first;
+//!
+//! // Another process registers the durable handler and finishes the work.
+//! let worker = RecoveryWorker::new(executor.clone())
+//!     .register(contract, |args: Value, ctx: HandlerContext| {
+//!         Ok::<_, HandlerError>(json!({"captured": args["invoice_id"], "key": ctx.provider_key()}))
+//!     })?
+//!     .min_age(std::time::Duration::ZERO);
+//! let report = worker.run_once()?;
+//! assert_eq!(report.confirmed, 1);
+//! let record = ledger.get("invoice:INV-1:capture")?.ok_or("not recorded")?;
+//! assert_eq!(record.output, Some(json!({"captured": "INV-1", "key": "capture:INV-1"})));
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+
+use std::collections::HashMap;
+use std::fmt;
+use std::sync::Arc;
+use std::sync::mpsc::{self, RecvTimeoutError};
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+use effect_core::clock::format_timestamp;
+use effect_core::{
+    EffectContract, EffectLedger, EffectRecord, EffectStatus, ListQuery, MAX_LIST_LIMIT, intent,
+};
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+use serde_json::Value;
+
+use crate::context::HandlerContext;
+use crate::error::{ExecError, HandlerError};
+use crate::executor::{EffectExecutor, identify};
+use crate::typed::TypedContract;
+
+/// A durable handler, over JSON values.
+type DurableHandler =
+    Arc<dyn Fn(Value, HandlerContext) -> Result<Value, HandlerError> + Send + Sync>;
+
+#[derive(Clone)]
+struct Durable {
+    contract: EffectContract,
+    handler: DurableHandler,
+}
+
+/// Dispatches the operations whose caller is gone, from their stored intent;
+/// see the [module documentation](self).
+#[derive(Clone)]
+pub struct RecoveryWorker {
+    executor: EffectExecutor,
+    handlers: HashMap<(String, String), Durable>,
+    min_age: Duration,
+}
+
+impl fmt::Debug for RecoveryWorker {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let mut contracts: Vec<String> = self
+            .handlers
+            .keys()
+            .map(|(name, version)| format!("{name}@{version}"))
+            .collect();
+        contracts.sort_unstable();
+        f.debug_struct("RecoveryWorker")
+            .field("contracts", &contracts)
+            .field("min_age", &self.min_age)
+            .finish_non_exhaustive()
+    }
+}
+
+/// What one pass of a [`RecoveryWorker`] did.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+#[non_exhaustive]
+pub struct RecoveryReport {
+    /// Operations found left behind: `prepared`, `outcome_unknown`, or
+    /// `dispatched` under an expired lease.
+    pub examined: u64,
+    /// Now confirmed (dispatched by this pass, or found committed by the probe).
+    pub confirmed: u64,
+    /// Now rejected by the provider.
+    pub rejected: u64,
+    /// Quarantined for an operator: nothing made a retry safe.
+    pub quarantined: u64,
+    /// Still uncertain, or dispatched by another caller or worker meanwhile.
+    pub unsettled: u64,
+    /// Left for their caller: no stored intent.
+    pub waiting_for_caller: u64,
+    /// Not touched: no durable handler is registered for their contract.
+    pub unregistered: u64,
+    /// Not touched yet: changed less than [`RecoveryWorker::min_age`] ago, so
+    /// a live caller may still finish it.
+    pub too_recent: u64,
+    /// Not touched: the stored intent no longer derives this operation (its
+    /// id or fingerprint differ), or could not be read.
+    pub unusable_intent: u64,
+    /// Failed on a store error; tried again at the next pass.
+    pub failed: u64,
+}
+
+/// Stops a worker started with [`RecoveryWorker::spawn`].
+#[derive(Debug)]
+pub struct RecoveryHandle {
+    stop: mpsc::Sender<()>,
+    thread: JoinHandle<Vec<RecoveryReport>>,
+}
+
+impl RecoveryHandle {
+    /// Stops the worker after its current pass and returns the report of
+    /// every pass it ran.
+    ///
+    /// # Panics
+    ///
+    /// When the worker thread panicked (the panic is resumed here).
+    pub fn stop(self) -> Vec<RecoveryReport> {
+        // A closed channel also stops the thread; nothing to do on error.
+        let _ = self.stop.send(());
+        match self.thread.join() {
+            Ok(reports) => reports,
+            Err(panic) => std::panic::resume_unwind(panic),
+        }
+    }
+}
+
+/// The default of [`RecoveryWorker::min_age`].
+pub const DEFAULT_MIN_AGE: Duration = Duration::from_secs(5);
+
+impl RecoveryWorker {
+    /// A worker with no handlers yet, over the executor's ledger and options.
+    pub fn new(executor: EffectExecutor) -> Self {
+        RecoveryWorker {
+            executor,
+            handlers: HashMap::new(),
+            min_age: DEFAULT_MIN_AGE,
+        }
+    }
+
+    /// How long a `prepared` operation must have been left as it is before
+    /// the worker dispatches it (default 5 s), so that a live caller whose
+    /// retry was just authorized claims it itself. Uncertain operations and
+    /// expired dispatches are taken at once: their caller is gone or their
+    /// reconciliation is guarded anyway. Either way only one dispatch
+    /// happens: the claim is exclusive.
+    #[must_use]
+    pub fn min_age(mut self, min_age: Duration) -> Self {
+        self.min_age = min_age;
+        self
+    }
+
+    /// Registers the durable handler of `contract` (by name and version; a
+    /// later registration replaces it).
+    ///
+    /// # Errors
+    ///
+    /// [`ExecError::IntentNotStored`] when the contract does not store its
+    /// intent: the worker would have no arguments to dispatch it with.
+    pub fn register<O, H>(mut self, contract: EffectContract, handler: H) -> Result<Self, ExecError>
+    where
+        O: Serialize + 'static,
+        H: Fn(Value, HandlerContext) -> Result<O, HandlerError> + Send + Sync + 'static,
+    {
+        if !contract.stores_intent() {
+            return Err(ExecError::IntentNotStored {
+                contract: contract.name().to_owned(),
+            });
+        }
+        let handler: DurableHandler = Arc::new(move |args, context| {
+            let output = handler(args, context)?;
+            effect_core::canonical::to_json_value(&output).map_err(|err| {
+                HandlerError::unknown(format!("handler output cannot be stored as JSON: {err}"))
+            })
+        });
+        let key = (contract.name().to_owned(), contract.version().to_owned());
+        self.handlers.insert(key, Durable { contract, handler });
+        Ok(self)
+    }
+
+    /// [`register`](Self::register) for a typed contract and handler.
+    ///
+    /// # Errors
+    ///
+    /// As [`register`](Self::register).
+    pub fn register_typed<A, O, H>(
+        self,
+        contract: &TypedContract<A, O>,
+        handler: H,
+    ) -> Result<Self, ExecError>
+    where
+        A: Serialize + DeserializeOwned + 'static,
+        O: Serialize + DeserializeOwned + 'static,
+        H: Fn(A, HandlerContext) -> Result<O, HandlerError> + Send + Sync + 'static,
+    {
+        self.register(contract.contract().clone(), move |args: Value, context| {
+            let args = A::deserialize(&args).map_err(|err| {
+                HandlerError::rejected(format!(
+                    "stored arguments do not decode as {}, nothing was sent: {err}",
+                    std::any::type_name::<A>()
+                ))
+            })?;
+            handler(args, context)
+        })
+    }
+
+    /// One pass: lists every operation left behind, then dispatches (or
+    /// reconciles) each whose contract has a durable handler and whose intent
+    /// is stored. An error on one operation is logged and counted; the pass
+    /// goes on with the others.
+    ///
+    /// # Errors
+    ///
+    /// [`ExecError::Ledger`] when the ledger cannot list operations, or
+    /// [`ExecError::LeaseTooShort`] for a lease the ledger cannot keep.
+    pub fn run_once(&self) -> Result<RecoveryReport, ExecError> {
+        let span = tracing::info_span!("effect.recover");
+        let _entered = span.enter();
+        self.executor.check_lease()?;
+        let ledger: &dyn EffectLedger = self.executor.ledger().as_ref();
+        // Everything is listed before anything is touched: a dispatched
+        // operation moves in the list order, which would shift the pages.
+        let mut candidates = list_all(ledger, ListQuery::stale(MAX_LIST_LIMIT))?;
+        for status in [EffectStatus::OutcomeUnknown, EffectStatus::Prepared] {
+            candidates.extend(list_all(
+                ledger,
+                ListQuery::with_status(status, MAX_LIST_LIMIT),
+            )?);
+        }
+        let recent_after = format_timestamp(
+            self.executor
+                .clock()
+                .now()
+                .checked_sub(self.min_age)
+                .unwrap_or(std::time::UNIX_EPOCH),
+        );
+        let mut report = RecoveryReport::default();
+        for record in candidates {
+            report.examined += 1;
+            // Timestamps share one format (docs/spec.md §8), so they order
+            // as text; a Python timestamp without microseconds is off by less
+            // than a second, which only shifts the grace period.
+            if record.status == EffectStatus::Prepared && record.updated_at > recent_after {
+                report.too_recent += 1;
+                continue;
+            }
+            self.recover_one(&record, &mut report);
+        }
+        tracing::info!(
+            examined = report.examined,
+            confirmed = report.confirmed,
+            quarantined = report.quarantined,
+            waiting_for_caller = report.waiting_for_caller,
+            unregistered = report.unregistered,
+            failed = report.failed,
+            "recovery pass finished"
+        );
+        Ok(report)
+    }
+
+    /// Runs [`run_once`](Self::run_once) now and then every `every` on a
+    /// thread of its own, until the handle is stopped: one loop for a
+    /// service's `main`. A pass whose listing fails is logged and tried
+    /// again at the next tick.
+    pub fn spawn(self, every: Duration) -> RecoveryHandle {
+        let (stop, stopped) = mpsc::channel::<()>();
+        let thread = std::thread::spawn(move || {
+            let mut reports = Vec::new();
+            loop {
+                match self.run_once() {
+                    Ok(report) => reports.push(report),
+                    Err(err) => tracing::warn!(error = %err, "recovery pass failed"),
+                }
+                match stopped.recv_timeout(every) {
+                    Err(RecvTimeoutError::Timeout) => {}
+                    Ok(()) | Err(RecvTimeoutError::Disconnected) => return reports,
+                }
+            }
+        });
+        RecoveryHandle { stop, thread }
+    }
+
+    /// [`run_once`](Self::run_once) on tokio's blocking pool, for an async
+    /// service: the ledger's commits never stall the runtime's workers.
+    ///
+    /// # Errors
+    ///
+    /// As [`run_once`](Self::run_once), plus [`ExecError::Runtime`] when the
+    /// blocking task cannot run.
+    #[cfg(feature = "tokio")]
+    #[cfg_attr(docsrs, doc(cfg(feature = "tokio")))]
+    pub async fn run_once_async(&self) -> Result<RecoveryReport, ExecError> {
+        let worker = self.clone();
+        tokio::task::spawn_blocking(move || worker.run_once())
+            .await
+            .map_err(|err| ExecError::Runtime {
+                operation_id: "(recovery pass)".to_owned(),
+                message: err.to_string(),
+            })?
+    }
+
+    /// Runs [`run_once_async`](Self::run_once_async) every `every` until
+    /// `shutdown` completes, then returns the reports of every pass. A pass
+    /// that fails is logged and tried again at the next tick.
+    #[cfg(feature = "tokio")]
+    #[cfg_attr(docsrs, doc(cfg(feature = "tokio")))]
+    pub async fn run_async(
+        self,
+        every: Duration,
+        shutdown: impl std::future::Future<Output = ()>,
+    ) -> Vec<RecoveryReport> {
+        let mut reports = Vec::new();
+        tokio::pin!(shutdown);
+        loop {
+            match self.run_once_async().await {
+                Ok(report) => reports.push(report),
+                Err(err) => tracing::warn!(error = %err, "recovery pass failed"),
+            }
+            tokio::select! {
+                () = &mut shutdown => return reports,
+                () = tokio::time::sleep(every) => {}
+            }
+        }
+    }
+
+    fn recover_one(&self, record: &EffectRecord, report: &mut RecoveryReport) {
+        let id = record.operation_id.as_str();
+        let key = (
+            record.contract_name.clone(),
+            record.contract_version.clone(),
+        );
+        let Some(durable) = self.handlers.get(&key) else {
+            tracing::warn!(
+                operation_id = id,
+                contract = record.contract_name,
+                version = record.contract_version,
+                status = %record.status,
+                "operation left behind by an unregistered contract; left as it is"
+            );
+            report.unregistered += 1;
+            return;
+        };
+        let events = match self.executor.ledger().events(id) {
+            Ok(events) => events,
+            Err(err) => {
+                tracing::warn!(operation_id = id, error = %err, "events could not be read");
+                report.failed += 1;
+                return;
+            }
+        };
+        let Some(arguments) = intent::stored(&events) else {
+            tracing::info!(operation_id = id, status = %record.status, "no stored intent; waiting for its caller");
+            report.waiting_for_caller += 1;
+            return;
+        };
+        let arguments = match self.executor.open_intent(id, arguments) {
+            Ok(arguments) => arguments,
+            Err(err) => {
+                tracing::warn!(operation_id = id, error = %err, "stored intent cannot be opened");
+                report.unusable_intent += 1;
+                return;
+            }
+        };
+        if !self.describes(durable, record, &arguments) {
+            report.unusable_intent += 1;
+            return;
+        }
+        let handler = Arc::clone(&durable.handler);
+        match self
+            .executor
+            .execute(&durable.contract, &arguments, move |args, context| {
+                handler(args, context)
+            }) {
+            Ok(result) => match result.status {
+                EffectStatus::Confirmed => report.confirmed += 1,
+                EffectStatus::Rejected => report.rejected += 1,
+                EffectStatus::Quarantined => report.quarantined += 1,
+                EffectStatus::OutcomeUnknown
+                | EffectStatus::Dispatched
+                | EffectStatus::Prepared => report.unsettled += 1,
+            },
+            Err(err) => {
+                tracing::warn!(operation_id = id, error = %err, "recovery of an operation failed");
+                report.failed += 1;
+            }
+        }
+    }
+
+    /// True when the stored arguments derive this very operation: its id
+    /// and its request fingerprint.
+    fn describes(&self, durable: &Durable, record: &EffectRecord, arguments: &Value) -> bool {
+        let id = record.operation_id.as_str();
+        match self.executor.identify(&durable.contract, arguments) {
+            Ok(identity)
+                if identity.operation_id == record.operation_id
+                    && identity
+                        .operation
+                        .fingerprint
+                        .matches(&record.request_fingerprint) =>
+            {
+                true
+            }
+            Ok(identity) => {
+                tracing::warn!(
+                    operation_id = id,
+                    derived = identity.operation_id,
+                    "stored intent does not describe the stored operation"
+                );
+                false
+            }
+            Err(err) => {
+                tracing::warn!(operation_id = id, error = %err, "stored intent cannot be identified");
+                false
+            }
+        }
+    }
+}
+
+/// Why an operation waits ([`waiting`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum WaitingFor {
+    /// No stored intent: only its caller, calling again, can dispatch it.
+    Caller,
+    /// Its intent is stored: a recovery worker with its handler dispatches it.
+    RecoveryWorker,
+}
+
+/// A `prepared` operation that nobody is dispatching right now.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[non_exhaustive]
+pub struct Waiting {
+    /// The operation id.
+    pub operation_id: String,
+    /// The contract's name.
+    pub contract_name: String,
+    /// The contract's version.
+    pub contract_version: String,
+    /// Who can dispatch it.
+    pub waiting_for: WaitingFor,
+    /// Since when it waits: its last status change (ISO-8601 UTC).
+    pub since: String,
+}
+
+/// Every `prepared` operation of the ledger, oldest first, with who it waits
+/// for, so that an operator can alert on work that nobody will do. Reads
+/// only.
+///
+/// # Errors
+///
+/// [`ExecError::Ledger`] when the ledger cannot list or read operations.
+pub fn waiting(ledger: &dyn EffectLedger) -> Result<Vec<Waiting>, ExecError> {
+    let prepared = list_all(
+        ledger,
+        ListQuery::with_status(EffectStatus::Prepared, MAX_LIST_LIMIT),
+    )?;
+    let mut waiting = Vec::with_capacity(prepared.len());
+    for record in prepared {
+        let events = ledger
+            .events(&record.operation_id)
+            .map_err(|source| ExecError::ledger(&record.operation_id, source))?;
+        let waiting_for = if intent::is_stored(&events) {
+            WaitingFor::RecoveryWorker
+        } else {
+            WaitingFor::Caller
+        };
+        waiting.push(Waiting {
+            operation_id: record.operation_id,
+            contract_name: record.contract_name,
+            contract_version: record.contract_version,
+            waiting_for,
+            since: record.updated_at,
+        });
+    }
+    waiting.sort_by(|a, b| a.since.cmp(&b.since));
+    Ok(waiting)
+}
+
+/// Every operation the query selects, page by page.
+pub(crate) fn list_all(
+    ledger: &dyn EffectLedger,
+    query: ListQuery,
+) -> Result<Vec<EffectRecord>, ExecError> {
+    let mut all: Vec<EffectRecord> = Vec::new();
+    loop {
+        let query = match all.last() {
+            Some(last) => query.clone().after(last.operation_id.clone()),
+            None => query.clone(),
+        };
+        let page = ledger
+            .list(&query)
+            .map_err(|source| ExecError::ledger("(listing operations)", source))?;
+        let full = page.len() == query.limit;
+        all.extend(page);
+        if !full {
+            return Ok(all);
+        }
+    }
+}
+
+impl EffectExecutor {
+    /// The identity `arguments` derive under `contract`, as a call would.
+    pub(crate) fn identify(
+        &self,
+        contract: &EffectContract,
+        arguments: &Value,
+    ) -> Result<crate::executor::Identity, ExecError> {
+        identify(contract, arguments, self.options.fingerprint_form)
+    }
+}
