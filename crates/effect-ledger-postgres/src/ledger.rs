@@ -316,14 +316,6 @@ fn connect_direct(target: &Target) -> Result<postgres::Client, LedgerError> {
 }
 
 impl EffectLedger for PostgresLedger {
-    fn apply(
-        &self,
-        operation_id: &str,
-        transition: &Transition,
-    ) -> Result<TransitionOutcome, LedgerError> {
-        self.apply_with(operation_id, transition, WriteDurability::Durable)
-    }
-
     /// A deferrable transition's transaction commits with `SET LOCAL
     /// synchronous_commit = off`: it is answered once committed and visible,
     /// before the server has flushed its WAL.

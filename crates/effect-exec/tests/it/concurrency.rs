@@ -4,7 +4,7 @@ use std::sync::{Arc, Barrier};
 use std::thread;
 use std::time::Duration;
 
-use effect_core::{EffectLedger, EffectStatus};
+use effect_core::{EffectLedger, EffectLedgerExt as _, EffectStatus};
 use effect_exec::ExecutorOptions;
 use serde_json::Value;
 
