@@ -1,7 +1,7 @@
 //! [`RemoteTool`]: a tool of an MCP server, called through the executor.
 
-use agent_runtime::InputSchema;
 use effect_exec::{CallOptions, EffectExecutor, HandlerError, TypedContract, TypedResult};
+use effect_schema::InputSchema;
 use rmcp::RoleClient;
 use rmcp::model::{CallToolRequestParams, CallToolResult, ErrorCode, RequestMetaObject};
 use rmcp::service::{Peer, ServiceError};

@@ -4,9 +4,9 @@ use std::collections::BTreeMap;
 use std::future::Future;
 use std::sync::Arc;
 
-use agent_runtime::InputSchema;
 use effect_core::{BoxFuture, EffectStatus};
 use effect_exec::{CallOptions, EffectExecutor, HandlerError, TypedContract, UncertainOutcome};
+use effect_schema::InputSchema;
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, JsonObject,
     ListToolsResult, MetaObject, PaginatedRequestParams, RequestMetaObject, ServerCapabilities,
@@ -82,7 +82,7 @@ impl EffectServer {
         if self.tools.contains_key(&tool.name) {
             return Err(EffectMcpError::DuplicateTool { tool: tool.name });
         }
-        let declared = agent_runtime::schema_for::<A>();
+        let declared = effect_schema::schema_for::<A>();
         let schema =
             InputSchema::new(declared.clone()).map_err(|source| EffectMcpError::Schema {
                 tool: tool.name.clone(),
@@ -91,7 +91,7 @@ impl EffectServer {
         let Value::Object(input_schema) = declared else {
             return Err(EffectMcpError::Schema {
                 tool: tool.name,
-                source: agent_runtime::SchemaError::NotAnObjectSchema,
+                source: effect_schema::SchemaError::NotAnObjectSchema,
             });
         };
         // The executor replays a repeated call and dispatches each operation
