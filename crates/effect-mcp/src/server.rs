@@ -295,7 +295,7 @@ where
                 // claims a status, so a client treats the outcome as unknown.
                 Err(err) => CallToolResult::error(vec![ContentBlock::text(format!(
                     "tool `{name}` could not run through the executor: {}",
-                    error_chain(&err)
+                    effect_core::error_chain(&err)
                 ))]),
             }
         })
@@ -335,17 +335,6 @@ fn with_effect(result: CallToolResult, effect: Value) -> CallToolResult {
     let mut object = JsonObject::new();
     object.insert(meta::EFFECT.to_owned(), effect);
     result.with_meta(Some(MetaObject(object)))
-}
-
-fn error_chain(err: &dyn std::error::Error) -> String {
-    let mut text = err.to_string();
-    let mut source = err.source();
-    while let Some(cause) = source {
-        text.push_str(": ");
-        text.push_str(&cause.to_string());
-        source = cause.source();
-    }
-    text
 }
 
 impl std::fmt::Debug for EffectServer {
