@@ -143,20 +143,26 @@ fn crash_in_a_child_process(
         .arg("--dir")
         .arg(dir);
     let ledger_path = files.ledger.clone();
-    let open_ledger = || match db {
-        // Parent and worker share one schema; the parent drops it at the end.
-        Some(db) => db.open(db.crash_schema()),
-        None => open_sqlite(&ledger_path),
+    // Parent and worker share one schema; the parent drops it at the end.
+    // It exists before the worker opens it.
+    let schema = match db {
+        Some(db) => {
+            let (_, schema) = db
+                .create()
+                .context("could not open the PostgreSQL ledger")?;
+            worker
+                .arg("--db")
+                .arg(db.url())
+                .arg("--schema")
+                .arg(&schema);
+            Some(schema)
+        }
+        None => None,
     };
-    if let Some(db) = db {
-        worker
-            .arg("--db")
-            .arg(db.url())
-            .arg("--schema")
-            .arg(db.crash_schema());
-        // The schema exists before the worker opens it, and is dropped with `db`.
-        open_ledger().context("could not open the PostgreSQL ledger")?;
-    }
+    let open_ledger = || match (db, &schema) {
+        (Some(db), Some(schema)) => db.open(schema),
+        _ => open_sqlite(&ledger_path),
+    };
     let run = crash::run_parent(&mut worker, &open_ledger, &files, variant)
         .context("could not run scenario crash-after-commit")?;
     eprintln!(
