@@ -247,7 +247,19 @@ const FORBIDDEN: &[(&str, &[&str])] = &[
             "effect-ledger-sqlite",
             "effect-ledger-postgres",
             "effect-testkit",
+            "agent-runtime",
             "rusqlite",
+        ],
+    ),
+    // The schemas are shared by the runtime and both adapters, and know none of them.
+    (
+        "effect-schema",
+        &[
+            "effect-core",
+            "effect-exec",
+            "agent-runtime",
+            "effect-rig",
+            "effect-mcp",
         ],
     ),
 ];

@@ -5,6 +5,7 @@ use std::io::Write;
 use std::sync::Arc;
 
 use anyhow::Context as _;
+use effect_core::EffectLedgerExt as _;
 use effect_core::evidence::HANDLER_MAY_STILL_BE_RUNNING;
 use effect_core::{
     Clock, EffectLedger, EffectRecord, Evidence, Guard, LedgerError, ListQuery, ManualAction,

@@ -9,7 +9,7 @@ use std::time::{Duration, UNIX_EPOCH};
 use anyhow::Context as _;
 use effect_core::clock::format_timestamp;
 use effect_core::{Clock, PruneReport, PruneRequest};
-use effect_ledger_sqlite::{SqliteLedger, SqliteOptions};
+use production_agent_systems::open::OpenOptions as LedgerOptions;
 
 use crate::error::InputError;
 use crate::open::Opened;
@@ -90,9 +90,7 @@ pub(crate) fn backup(
         return Err(InputError::BackupNotSqlite.into());
     };
     // The read-only ledger is enough: a backup only reads.
-    let ledger = SqliteLedger::open(source, SqliteOptions::default().read_only(true))
-        .map_err(crate::open::in_cli_words)?;
-    ledger.backup(dest)?;
+    opened.store().backup(dest)?;
     let view = BackupView {
         source: source.display().to_string(),
         destination: dest.display().to_string(),
@@ -106,19 +104,11 @@ fn run_prune(
     archive: &mut dyn std::io::Write,
     clock: &Arc<dyn Clock>,
 ) -> anyhow::Result<PruneReport> {
-    if let Some(path) = opened.sqlite_path() {
-        // A dry run only reads: it never opens the file for writing.
-        let options = SqliteOptions::default()
-            .clock(Arc::clone(clock))
-            .read_only(request.dry_run);
-        let ledger = SqliteLedger::open(path, options).map_err(crate::open::in_cli_words)?;
-        return Ok(ledger.prune(request, archive)?);
-    }
-    #[cfg(feature = "postgres")]
-    if let Some(ledger) = opened.postgres() {
-        return Ok(ledger.prune(request, archive)?);
-    }
-    Err(anyhow::anyhow!("this ledger cannot be pruned"))
+    // A dry run only reads: it never opens a file for writing.
+    let options = LedgerOptions::default()
+        .clock(Arc::clone(clock))
+        .read_only(request.dry_run);
+    Ok(opened.reopen(options)?.prune(request, archive)?)
 }
 
 fn default_archive(clock: &dyn Clock) -> PathBuf {

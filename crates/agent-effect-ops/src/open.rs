@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use anyhow::Context as _;
 use effect_core::{Clock, EffectLedger};
-use effect_ledger_sqlite::{SqliteError, SqliteLedger, SqliteOptions};
+use effect_ledger_sqlite::SqliteError;
 use production_agent_systems::open::{
     Ledger, LedgerUrl, OpenError as OpenFailed, OpenOptions, open_url,
 };
@@ -27,13 +27,18 @@ impl Opened {
 
     /// The SQLite file, if the ledger is one.
     pub(crate) fn sqlite_path(&self) -> Option<&Path> {
-        self.ledger.as_sqlite().map(|ledger| ledger.path())
+        self.ledger.sqlite_path()
     }
 
-    /// The PostgreSQL ledger, for what the trait does not cover (prune).
-    #[cfg(feature = "postgres")]
-    pub(crate) fn postgres(&self) -> Option<&Arc<effect_ledger_postgres::PostgresLedger>> {
-        self.ledger.as_postgres()
+    /// The opened ledger, for what the trait does not cover (backup, prune).
+    pub(crate) fn store(&self) -> &Ledger {
+        &self.ledger
+    }
+
+    /// The ledger opened again with `options` (a SQLite file anew, another
+    /// store shared), in the CLI's words when that fails.
+    pub(crate) fn reopen(&self, options: OpenOptions) -> anyhow::Result<Ledger> {
+        self.ledger.reopen(options).map_err(open_failed)
     }
 
     /// The ledger, for writing. A SQLite file opened read-only is reopened
@@ -41,15 +46,8 @@ impl Opened {
     /// every command, and refused without it. A PostgreSQL ledger is already
     /// writable.
     pub fn writable(&self, clock: Arc<dyn Clock>) -> anyhow::Result<Arc<dyn EffectLedger>> {
-        match self.sqlite_path() {
-            Some(path) => {
-                let options = SqliteOptions::default().clock(clock).migrate(self.migrate);
-                Ok(Arc::new(
-                    SqliteLedger::open(path, options).map_err(in_cli_words)?,
-                ))
-            }
-            None => Ok(self.ledger.clone().into_dyn()),
-        }
+        let options = OpenOptions::default().clock(clock).migrate(self.migrate);
+        Ok(self.reopen(options)?.into_dyn())
     }
 }
 
@@ -72,23 +70,11 @@ pub fn open(db: &LedgerUrl, migrate: bool, clock: Arc<dyn Clock>) -> anyhow::Res
         return Err(InputError::PostgresNotBuilt.into());
     }
     let options = OpenOptions::default()
-        .sqlite(SqliteOptions::default().read_only(!migrate))
-        .clock(clock);
-    #[cfg(feature = "postgres")]
-    let options = {
-        let schema = std::env::var("EFFECT_LEDGER_SCHEMA")
-            .unwrap_or_else(|_| effect_ledger_postgres::DEFAULT_SCHEMA.to_owned());
-        options.postgres(effect_ledger_postgres::PostgresOptions::default().schema(schema))
-    };
-    let ledger = match open_url(db, options.migrate(migrate)) {
-        Ok(ledger) => ledger,
-        Err(OpenFailed::Sqlite(err)) => return Err(in_cli_words(err)),
-        // The ledger's own error, so that its kind picks the exit code.
-        Err(OpenFailed::Postgres(err)) => {
-            return Err(err).context("cannot open the PostgreSQL ledger");
-        }
-        Err(err) => return Err(err.into()),
-    };
+        .clock(clock)
+        .schema_from_env()
+        .migrate(migrate)
+        .read_only(!migrate);
+    let ledger = open_url(db, options).map_err(open_failed)?;
     if let Some(sqlite) = ledger.as_sqlite().filter(|l| l.is_immutable_snapshot()) {
         eprintln!(
             "warning: this user cannot write the directory of {:?} and no agent has it open, so it is read as a snapshot; work an agent writes from now on is not shown",
@@ -96,6 +82,18 @@ pub fn open(db: &LedgerUrl, migrate: bool, clock: Arc<dyn Clock>) -> anyhow::Res
         );
     }
     Ok(Opened { ledger, migrate })
+}
+
+/// An open error in the CLI's words.
+fn open_failed(err: OpenFailed) -> anyhow::Error {
+    match err {
+        OpenFailed::Sqlite(err) => in_cli_words(err),
+        // The ledger's own error, so that its kind picks the exit code.
+        OpenFailed::Postgres(err) => {
+            anyhow::Error::new(err).context("cannot open the PostgreSQL ledger")
+        }
+        err => err.into(),
+    }
 }
 
 /// A missing or empty file is refused before SQLite sees it: SQLite would

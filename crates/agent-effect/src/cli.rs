@@ -43,18 +43,14 @@ pub struct Cli {
     #[arg(long, value_enum, default_value_t = ContractArg::Both)]
     pub contract: ContractArg,
 
-    /// The ledger: `sqlite` (files in the run's directory), `memory`, or a
-    /// PostgreSQL database as a postgres://... URL (--scenario only: each run
-    /// uses fresh schemas, dropped when it ends, and leases are measured on
-    /// the database's clock).
-    #[arg(
-        long,
-        alias = "ledger",
-        value_name = "sqlite|memory|URL",
-        default_value = "sqlite",
-        value_parser = parse_db
-    )]
-    pub db: DbArg,
+    /// The ledger, as every binary names one: a path (the directory to keep
+    /// the run's SQLite ledger files in, as --dir), `memory:` (throwaway), or
+    /// a PostgreSQL database as a postgres://... URL (--scenario only: each
+    /// run uses fresh schemas, dropped when it ends, and leases are measured
+    /// on the database's clock). Without it, SQLite files in a temporary
+    /// directory. `sqlite` and `memory` still work, deprecated.
+    #[arg(long, alias = "ledger", value_name = "PATH|memory:|URL", value_parser = parse_db)]
+    pub db: Option<DbArg>,
 
     /// Internal: the PostgreSQL schema the crash worker shares with its parent.
     #[arg(long, hide = true, value_name = "SCHEMA", requires = "worker")]
@@ -111,26 +107,47 @@ impl From<ContractArg> for ContractVariant {
 
 /// Where the ledger lives.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum DbArg {
-    /// A SQLite file in the run's directory (the embedded default).
+    /// SQLite files in the run's directory (the embedded default).
     Sqlite,
+    /// SQLite files in this directory (a path, as `--dir`).
+    SqliteIn(PathBuf),
     /// In memory (faster; nothing survives the process).
     Memory,
     /// A PostgreSQL database, by its URL.
     Postgres(String),
 }
 
-fn parse_db(text: &str) -> Result<DbArg, String> {
+impl Cli {
+    /// The ledger `--db` names (SQLite files in the run's directory without it).
+    pub fn db(&self) -> DbArg {
+        self.db.clone().unwrap_or(DbArg::Sqlite)
+    }
+}
+
+/// Reads `--db` with the facade's grammar; `sqlite` and `memory` are the
+/// deprecated spellings of the default and of `memory:`.
+pub fn parse_db(text: &str) -> Result<DbArg, String> {
+    let deprecated = |new: &str| {
+        eprintln!("warning: --db {text} is deprecated; write {new}");
+    };
     match text {
-        "sqlite" => Ok(DbArg::Sqlite),
-        "memory" => Ok(DbArg::Memory),
-        _ => match LedgerUrl::parse(text) {
-            Ok(LedgerUrl::Postgres(url)) => Ok(DbArg::Postgres(url)),
-            _ => Err(
-                "expected sqlite, memory or a postgres:// URL (scenario ledgers are fresh files in --dir)"
-                    .to_owned(),
-            ),
-        },
+        "sqlite" => {
+            deprecated("a directory path, or leave --db out");
+            return Ok(DbArg::Sqlite);
+        }
+        "memory" => {
+            deprecated(LedgerUrl::MEMORY);
+            return Ok(DbArg::Memory);
+        }
+        _ => {}
+    }
+    match LedgerUrl::parse(text).map_err(|err| err.to_string())? {
+        LedgerUrl::Postgres(url) => Ok(DbArg::Postgres(url)),
+        LedgerUrl::Memory => Ok(DbArg::Memory),
+        LedgerUrl::Sqlite(path) => Ok(DbArg::SqliteIn(path)),
+        other => Err(format!("{other} names no ledger agent-effect can use")),
     }
 }
 

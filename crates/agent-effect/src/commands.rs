@@ -70,9 +70,9 @@ pub fn run(cli: &Cli, out: &mut dyn Write) -> Result<Outcome, CliError> {
         return list(out).map_err(CliError::failed);
     }
     if cli.matrix {
-        if matches!(cli.db, DbArg::Postgres(_)) {
+        if matches!(cli.db(), DbArg::Postgres(_)) {
             return Err(CliError::usage(anyhow!(
-                "--matrix runs on --db sqlite or --db memory; run one --scenario at a time on PostgreSQL"
+                "--matrix runs on SQLite or --db memory:; run one --scenario at a time on PostgreSQL"
             )));
         }
         return matrix(cli, out).map_err(CliError::failed);
@@ -97,18 +97,18 @@ fn list(out: &mut dyn Write) -> anyhow::Result<Outcome> {
 }
 
 fn scenario(cli: &Cli, fault: FaultPoint, out: &mut dyn Write) -> anyhow::Result<Outcome> {
-    let dir = RunDir::new(cli.dir.as_deref())?;
+    let dir = RunDir::new(run_dir(cli)?)?;
     let variant = ContractVariant::from(cli.contract);
-    let db = match &cli.db {
-        DbArg::Postgres(url) => Some(Postgres::new(url, None)),
-        DbArg::Sqlite | DbArg::Memory => None,
+    let db = match cli.db() {
+        DbArg::Postgres(url) => Some(Postgres::new(&url, None)),
+        _ => None,
     };
-    let durable = cli.db != DbArg::Memory;
+    let durable = cli.db() != DbArg::Memory;
     let report = if fault == FaultPoint::CrashAfterCommit && durable {
         crash_in_a_child_process(dir.path(), variant, db.as_ref())?
     } else {
         Scenario::payment(fault, variant)
-            .ledger(ledger_factory(&cli.db, dir.path(), db.clone()))
+            .ledger(ledger_factory(&cli.db(), dir.path(), db.clone()))
             .run()
             .with_context(|| format!("could not run scenario {}", fault.as_str()))?
     };
@@ -143,20 +143,26 @@ fn crash_in_a_child_process(
         .arg("--dir")
         .arg(dir);
     let ledger_path = files.ledger.clone();
-    let open_ledger = || match db {
-        // Parent and worker share one schema; the parent drops it at the end.
-        Some(db) => db.open(db.crash_schema()),
-        None => open_sqlite(&ledger_path),
+    // Parent and worker share one schema; the parent drops it at the end.
+    // It exists before the worker opens it.
+    let schema = match db {
+        Some(db) => {
+            let (_, schema) = db
+                .create()
+                .context("could not open the PostgreSQL ledger")?;
+            worker
+                .arg("--db")
+                .arg(db.url())
+                .arg("--schema")
+                .arg(&schema);
+            Some(schema)
+        }
+        None => None,
     };
-    if let Some(db) = db {
-        worker
-            .arg("--db")
-            .arg(db.url())
-            .arg("--schema")
-            .arg(db.crash_schema());
-        // The schema exists before the worker opens it, and is dropped with `db`.
-        open_ledger().context("could not open the PostgreSQL ledger")?;
-    }
+    let open_ledger = || match (db, &schema) {
+        (Some(db), Some(schema)) => db.open(schema),
+        _ => open_sqlite(&ledger_path),
+    };
     let run = crash::run_parent(&mut worker, &open_ledger, &files, variant)
         .context("could not run scenario crash-after-commit")?;
     eprintln!(
@@ -175,10 +181,10 @@ fn run_worker(cli: &Cli, name: &str) -> anyhow::Result<Outcome> {
     );
     let dir = cli.dir.as_deref().context("the worker needs --dir")?;
     let files = CrashFiles::in_dir(dir);
-    let ledger = match (&cli.db, &cli.schema) {
+    let ledger = match (&cli.db(), &cli.schema) {
         (DbArg::Postgres(url), Some(schema)) => {
             let db = Postgres::new(url, Some(schema.clone()));
-            ledger_factory(&cli.db, dir, Some(db))(std::sync::Arc::new(effect_core::SystemClock))
+            ledger_factory(&cli.db(), dir, Some(db))(std::sync::Arc::new(effect_core::SystemClock))
                 .context("could not open the PostgreSQL ledger")?
         }
         _ => open_sqlite(&files.ledger)
@@ -188,10 +194,27 @@ fn run_worker(cli: &Cli, name: &str) -> anyhow::Result<Outcome> {
     Err(anyhow!("crash worker returned without crashing"))
 }
 
+/// The directory the run keeps its files in: `--dir`, or the path `--db`
+/// names (they must agree when both are given).
+fn run_dir(cli: &Cli) -> anyhow::Result<Option<&Path>> {
+    let from_db = match &cli.db {
+        Some(DbArg::SqliteIn(path)) => Some(path.as_path()),
+        _ => None,
+    };
+    match (cli.dir.as_deref(), from_db) {
+        (Some(dir), Some(db)) if dir != db => Err(anyhow!(
+            "--db {} and --dir {} name two directories; give one",
+            db.display(),
+            dir.display()
+        )),
+        (dir, db) => Ok(dir.or(db)),
+    }
+}
+
 fn matrix(cli: &Cli, out: &mut dyn Write) -> anyhow::Result<Outcome> {
-    let dir = RunDir::new(cli.dir.as_deref())?;
+    let dir = RunDir::new(run_dir(cli)?)?;
     let report = Matrix::new()
-        .ledger(ledger_factory(&cli.db, dir.path(), None))
+        .ledger(ledger_factory(&cli.db(), dir.path(), None))
         .run()
         .context("could not run the fault matrix")?;
     let text = match cli.format {

@@ -7,9 +7,9 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use anyhow::{Context, bail};
 use effect_core::{Clock, EffectLedger, LedgerError, MemoryLedger};
 use effect_ledger_sqlite::SqliteOptions;
-#[cfg(feature = "postgres")]
-use production_agent_systems::open::open;
-use production_agent_systems::open::{LedgerUrl, OpenOptions, open_url};
+use production_agent_systems::open::{
+    FreshLedger, LedgerUrl, OpenOptions, open, open_fresh, open_url,
+};
 use tempfile::TempDir;
 
 use crate::cli::DbArg;
@@ -86,8 +86,8 @@ pub(crate) fn ledger_factory(
     }
 }
 
-/// The PostgreSQL database of `--db`: the schemas a run creates, all named
-/// after this process, dropped when the last handle goes away.
+/// The PostgreSQL database of `--db`: the schemas a run creates (the
+/// facade's fresh ledgers), dropped when the last handle goes away.
 #[derive(Debug, Clone)]
 pub(crate) struct Postgres {
     inner: Arc<PostgresRun>,
@@ -96,8 +96,7 @@ pub(crate) struct Postgres {
 #[derive(Debug)]
 struct PostgresRun {
     url: String,
-    prefix: String,
-    created: std::sync::Mutex<Vec<String>>,
+    created: std::sync::Mutex<Vec<FreshLedger>>,
     /// A schema shared with another process (the crash worker): never dropped here.
     shared: Option<String>,
 }
@@ -109,7 +108,6 @@ impl Postgres {
         Postgres {
             inner: Arc::new(PostgresRun {
                 url: url.to_owned(),
-                prefix: format!("agent_effect_{}", std::process::id()),
                 created: std::sync::Mutex::new(Vec::new()),
                 shared,
             }),
@@ -121,46 +119,30 @@ impl Postgres {
         &self.inner.url
     }
 
-    /// The schema a crash worker and its parent share.
-    pub(crate) fn crash_schema(&self) -> String {
-        format!("{}_crash", self.inner.prefix)
-    }
-
-    /// Opens `schema` (created if missing) and remembers to drop it.
-    pub(crate) fn open(&self, schema: String) -> Result<Arc<dyn EffectLedger>, LedgerError> {
-        self.connect(schema, true)
-    }
-
-    fn open_fresh(&self) -> Result<Arc<dyn EffectLedger>, LedgerError> {
-        if let Some(schema) = &self.inner.shared {
-            return self.connect(schema.clone(), false);
-        }
-        let n = self.lock().len() + 1;
-        self.open(format!("{}_{n}", self.inner.prefix))
-    }
-
-    fn lock(&self) -> std::sync::MutexGuard<'_, Vec<String>> {
+    /// A new schema, dropped at the end of the run, and its name.
+    pub(crate) fn create(&self) -> Result<(Arc<dyn EffectLedger>, String), LedgerError> {
+        let base = LedgerUrl::Postgres(self.inner.url.clone());
+        let fresh = open_fresh(&base, "agent_effect", OpenOptions::default())?;
+        let ledger = fresh.ledger().clone().into_dyn();
+        let schema = fresh.schema().unwrap_or_default().to_owned();
         self.inner
             .created
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .push(fresh);
+        Ok((ledger, schema))
     }
 
-    #[cfg(feature = "postgres")]
-    fn connect(&self, schema: String, owned: bool) -> Result<Arc<dyn EffectLedger>, LedgerError> {
-        if owned && !self.lock().contains(&schema) {
-            self.lock().push(schema.clone());
+    /// Opens `schema`, which another handle created.
+    pub(crate) fn open(&self, schema: &str) -> Result<Arc<dyn EffectLedger>, LedgerError> {
+        Ok(open(&self.inner.url, OpenOptions::default().schema(schema))?.into_dyn())
+    }
+
+    fn open_fresh(&self) -> Result<Arc<dyn EffectLedger>, LedgerError> {
+        match &self.inner.shared {
+            Some(schema) => self.open(schema),
+            None => Ok(self.create()?.0),
         }
-        let options = OpenOptions::default()
-            .postgres(effect_ledger_postgres::PostgresOptions::default().schema(schema));
-        Ok(open(&self.inner.url, options)?.into_dyn())
-    }
-
-    #[cfg(not(feature = "postgres"))]
-    fn connect(&self, _schema: String, _owned: bool) -> Result<Arc<dyn EffectLedger>, LedgerError> {
-        Err(LedgerError::Unsupported {
-            capability: "--db postgres://... (agent-effect was built without the postgres feature)",
-        })
     }
 }
 
@@ -171,32 +153,15 @@ impl Drop for PostgresRun {
                 .get_mut()
                 .unwrap_or_else(std::sync::PoisonError::into_inner),
         );
-        drop_schemas(&self.url, &created);
-    }
-}
-
-#[cfg(feature = "postgres")]
-fn drop_schemas(url: &str, schemas: &[String]) {
-    if schemas.is_empty() {
-        return;
-    }
-    // Cleanup is best effort: a schema left behind is named after this process.
-    match effect_ledger_postgres::connect_client(url, &Default::default()) {
-        Ok(mut client) => {
-            for schema in schemas {
-                if let Err(err) =
-                    client.batch_execute(&format!("DROP SCHEMA IF EXISTS \"{schema}\" CASCADE"))
-                {
-                    eprintln!("agent-effect: could not drop schema {schema}: {err}");
-                }
+        for fresh in created {
+            let schema = fresh.schema().unwrap_or_default().to_owned();
+            // A schema left behind is named after this process.
+            if let Err(err) = fresh.remove() {
+                eprintln!("agent-effect: could not drop schema {schema}: {err:#}");
             }
         }
-        Err(err) => eprintln!("agent-effect: could not drop the run's schemas: {err}"),
     }
 }
-
-#[cfg(not(feature = "postgres"))]
-fn drop_schemas(_url: &str, _schemas: &[String]) {}
 
 /// Opens the SQLite ledger at `path` on the system clock.
 pub(crate) fn open_sqlite(path: &Path) -> Result<Arc<dyn EffectLedger>, LedgerError> {

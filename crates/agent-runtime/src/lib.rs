@@ -109,7 +109,6 @@ mod replay;
 mod resilience;
 mod run;
 mod runtime;
-mod schema;
 #[cfg(feature = "sqlite-checkpoints")]
 mod sqlite;
 mod status;
@@ -120,9 +119,11 @@ mod trace;
 #[cfg(feature = "tokio")]
 pub use asynchronous::{AsyncAgentRuntime, AsyncPlanner};
 pub use checkpoint::{Checkpoint, PendingStage, PendingStep, invocation_id};
-pub use error::{
-    PlannerError, RegistryError, RunError, SchemaError, StoreError, ToolError, ToolErrorKind,
-};
+pub use effect_schema::InputSchema;
+pub use effect_schema::SchemaError;
+#[cfg(feature = "schemars")]
+pub use effect_schema::schema_for;
+pub use error::{PlannerError, RegistryError, RunError, StoreError, ToolError, ToolErrorKind};
 pub use executor::{
     DEFAULT_TOOL_TIMEOUT, FailureKind, InvocationFailure, InvocationOutcome, InvocationReport,
     PreparedCall, RetryNote, ToolExecutor,
@@ -136,9 +137,6 @@ pub use replay::{ReplaySummary, ToolCallSummary};
 pub use resilience::{CircuitBreakerPolicy, CircuitState, RetryPolicy, Sleeper, ThreadSleeper};
 pub use run::{RunOptions, RunReport};
 pub use runtime::{AgentRuntime, AgentRuntimeBuilder};
-pub use schema::InputSchema;
-#[cfg(feature = "schemars")]
-pub use schema::schema_for;
 #[cfg(feature = "sqlite-checkpoints")]
 #[cfg_attr(docsrs, doc(cfg(feature = "sqlite-checkpoints")))]
 pub use sqlite::SqliteCheckpointStore;

@@ -10,7 +10,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::error::{RegistryError, ToolError};
-use crate::schema::InputSchema;
+use effect_schema::InputSchema;
 
 /// Whether a tool only reads or changes something outside the agent.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]

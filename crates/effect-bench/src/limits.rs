@@ -25,7 +25,7 @@ pub(crate) enum Sync {
 /// server of a postgres store.
 pub(crate) fn commit_limit(store: &Store, n: u64) -> Line {
     match store {
-        Store::Sqlite(_) => commits(Workload::W0, n, Sync::Full),
+        Store::Sqlite(..) => commits(Workload::W0, n, Sync::Full),
         #[cfg(feature = "postgres")]
         Store::Postgres { url } => match measure_postgres_commits(url, n) {
             Ok(line) => line.with("store", store.name()),

@@ -8,7 +8,7 @@
 //! docs/benchmarks.md#targets.
 //!
 //! ```text
-//! cargo run --release -p effect-bench -- [--quick] [--workload W4] [--db sqlite|postgres://…] [--runs N] [--check]
+//! cargo run --release -p effect-bench -- [--quick] [--workload W4] [--db PATH|sqlite|postgres://…] [--runs N] [--check]
 //! ```
 //!
 //! W4 runs in a child process of its own (so its peak RSS is its own), and W7
@@ -53,13 +53,15 @@ struct Cli {
     /// Only these workloads (repeat or separate with commas): W0, W0n, W0r, W1 … W7, W1d, W4d.
     #[arg(long = "workload", value_delimiter = ',')]
     workloads: Vec<Workload>,
-    /// The ledger store: `sqlite` (a fresh file per workload) or a
-    /// `postgres://…` URL (a fresh schema per workload, dropped afterwards).
-    /// `--store` is the earlier name of the flag.
+    /// The ledger store, as every binary names one: a directory path (a
+    /// fresh SQLite file per workload, in a temporary directory made there;
+    /// `sqlite` is the system's temporary directory) or a `postgres://…` URL
+    /// (a fresh schema per workload, dropped afterwards). `--store` is the
+    /// earlier name of the flag.
     #[arg(
         long = "db",
         alias = "store",
-        value_name = "sqlite|URL",
+        value_name = "PATH|sqlite|URL",
         default_value = "sqlite"
     )]
     store: String,

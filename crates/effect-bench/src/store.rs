@@ -7,8 +7,7 @@ use std::sync::Arc;
 use anyhow::{Context, bail};
 use effect_core::EffectLedger;
 use effect_ledger_sqlite::{Durability, SqliteOptions};
-use production_agent_systems::open::{LedgerUrl, OpenOptions, open_url};
-use tempfile::TempDir;
+use production_agent_systems::open::{FreshLedger, LedgerUrl, OpenOptions, open_fresh, open_url};
 
 /// Switches of the SQLite store's optimizations, to measure what each is worth.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -51,27 +50,31 @@ impl Tuning {
 /// The store named by `--db`.
 #[derive(Debug, Clone)]
 pub(crate) enum Store {
-    Sqlite(Tuning),
+    /// Fresh SQLite files, in temporary directories made in the directory
+    /// given (the system's temporary directory without one).
+    Sqlite(Tuning, Option<PathBuf>),
     #[cfg(feature = "postgres")]
-    Postgres {
-        url: String,
-    },
+    Postgres { url: String },
 }
 
 impl Store {
+    /// `--db` as every binary reads it: a path (the directory to make the
+    /// fresh SQLite files in) or a postgres:// URL; `sqlite` is the system's
+    /// temporary directory.
     pub(crate) fn parse(text: &str, tuning: Tuning) -> anyhow::Result<Store> {
         if text == "sqlite" {
-            return Ok(Store::Sqlite(tuning));
+            return Ok(Store::Sqlite(tuning, None));
         }
-        match LedgerUrl::parse(text) {
+        match LedgerUrl::parse(text)? {
+            LedgerUrl::Sqlite(dir) => Ok(Store::Sqlite(tuning, Some(dir))),
             #[cfg(feature = "postgres")]
-            Ok(LedgerUrl::Postgres(url)) => Ok(Store::Postgres { url }),
+            LedgerUrl::Postgres(url) => Ok(Store::Postgres { url }),
             #[cfg(not(feature = "postgres"))]
-            Ok(LedgerUrl::Postgres(_)) => {
+            LedgerUrl::Postgres(_) => {
                 bail!("this build has no postgres support: rebuild with --features postgres")
             }
             _ => bail!(
-                "unknown store {text:?}: expected sqlite (a fresh file per workload) or a postgres:// URL"
+                "{text} is not a store to measure: expected a directory, sqlite or a postgres:// URL"
             ),
         }
     }
@@ -79,7 +82,7 @@ impl Store {
     /// `sqlite`, `postgres`, or `sqlite` with the optimizations switched off.
     pub(crate) fn name(&self) -> String {
         match self {
-            Store::Sqlite(tuning) if *tuning != Tuning::DEFAULT => {
+            Store::Sqlite(tuning, _) if *tuning != Tuning::DEFAULT => {
                 let off: Vec<String> = tuning
                     .to_args()
                     .iter()
@@ -87,57 +90,55 @@ impl Store {
                     .collect();
                 format!("sqlite:{}", off.join(","))
             }
-            Store::Sqlite(_) => "sqlite".to_owned(),
+            Store::Sqlite(..) => "sqlite".to_owned(),
             #[cfg(feature = "postgres")]
             Store::Postgres { .. } => "postgres".to_owned(),
         }
     }
 
     pub(crate) fn is_postgres(&self) -> bool {
-        !matches!(self, Store::Sqlite(_))
+        !matches!(self, Store::Sqlite(..))
     }
 
     /// A new, empty ledger. `durability` applies to SQLite only (a PostgreSQL
     /// commit is as durable as the server is configured to make it).
     pub(crate) fn fresh(&self, durability: Durability) -> anyhow::Result<Fresh> {
         match self {
-            Store::Sqlite(tuning) => {
-                let dir = tempfile::Builder::new()
-                    .prefix("effect-bench-")
-                    .tempdir()
-                    .context("creating a temporary directory")?;
+            Store::Sqlite(tuning, dir) => {
+                let parent = dir.clone().unwrap_or_else(std::env::temp_dir);
+                let options = OpenOptions::default().sqlite(tuning.options(durability));
+                let fresh = open_fresh(&LedgerUrl::Sqlite(parent), "effect-bench", options)
+                    .context("creating a fresh SQLite ledger")?;
+                let LedgerUrl::Sqlite(path) = fresh.location().clone() else {
+                    bail!("a fresh SQLite ledger is a file");
+                };
                 let location = Location::Sqlite {
-                    path: dir.path().join("ledger.sqlite3"),
+                    path,
                     durability,
                     tuning: *tuning,
                 };
                 Ok(Fresh {
-                    ledger: location.open()?,
+                    ledger: fresh.ledger().clone().into_dyn(),
                     location,
-                    _cleanup: Cleanup::Dir(dir),
+                    _fresh: fresh,
                 })
             }
             #[cfg(feature = "postgres")]
             Store::Postgres { url } => {
-                use std::sync::atomic::{AtomicU64, Ordering};
-                static SCHEMAS: AtomicU64 = AtomicU64::new(0);
-                let schema = format!(
-                    "effect_bench_{}_{}",
-                    std::process::id(),
-                    SCHEMAS.fetch_add(1, Ordering::Relaxed)
-                );
+                use effect_ledger_postgres::PostgresOptions;
+                // One connection per thread of W4 and W5, so none waits for the pool.
+                let options =
+                    OpenOptions::default().postgres(PostgresOptions::default().pool_size(16));
+                let fresh = open_fresh(&LedgerUrl::Postgres(url.clone()), "effect_bench", options)
+                    .context("creating a fresh PostgreSQL schema")?;
                 let location = Location::Postgres {
                     url: url.clone(),
-                    schema: schema.clone(),
-                };
-                let cleanup = Cleanup::Schema {
-                    url: url.clone(),
-                    schema,
+                    schema: fresh.schema().unwrap_or_default().to_owned(),
                 };
                 Ok(Fresh {
-                    ledger: location.open()?,
+                    ledger: fresh.ledger().clone().into_dyn(),
                     location,
-                    _cleanup: cleanup,
+                    _fresh: fresh,
                 })
             }
         }
@@ -147,10 +148,10 @@ impl Store {
 /// A workload's ledger; its file or schema is removed when dropped.
 #[derive(Debug)]
 pub(crate) struct Fresh {
-    // Declared first: the ledger's connections close before the cleanup runs.
+    // Declared first: this handle closes before the fresh ledger is removed.
     pub(crate) ledger: Arc<dyn EffectLedger>,
     pub(crate) location: Location,
-    _cleanup: Cleanup,
+    _fresh: FreshLedger,
 }
 
 /// How another process opens the same ledger.
@@ -218,34 +219,6 @@ impl Location {
                 "--schema".into(),
                 schema.clone(),
             ],
-        }
-    }
-}
-
-#[derive(Debug)]
-enum Cleanup {
-    Dir(#[allow(dead_code, reason = "held for its Drop")] TempDir),
-    #[cfg(feature = "postgres")]
-    Schema {
-        url: String,
-        schema: String,
-    },
-}
-
-#[cfg(feature = "postgres")]
-impl Drop for Cleanup {
-    fn drop(&mut self) {
-        if let Cleanup::Schema { url, schema } = self {
-            let dropped = effect_ledger_postgres::connect_client(url, &Default::default())
-                .map_err(|err| err.to_string())
-                .and_then(|mut client| {
-                    client
-                        .batch_execute(&format!("DROP SCHEMA IF EXISTS \"{schema}\" CASCADE"))
-                        .map_err(|err| err.to_string())
-                });
-            if let Err(err) = dropped {
-                eprintln!("effect-bench: could not drop the schema {schema}: {err}");
-            }
         }
     }
 }

@@ -100,7 +100,11 @@ pub(crate) fn concurrent_deferred_in_child(store: &Store, n: u64, threads: usize
 
 fn concurrent_child(workload: Workload, store: &Store, n: u64, threads: usize) -> Line {
     let (store_arg, tuning) = match store {
-        Store::Sqlite(tuning) => ("sqlite".to_owned(), *tuning),
+        Store::Sqlite(tuning, dir) => (
+            dir.as_ref()
+                .map_or_else(|| "sqlite".to_owned(), |d| d.display().to_string()),
+            *tuning,
+        ),
         #[cfg(feature = "postgres")]
         Store::Postgres { url } => (url.clone(), Tuning::DEFAULT),
     };

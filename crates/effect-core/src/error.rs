@@ -67,6 +67,26 @@ pub struct CallbackError {
     message: String,
 }
 
+/// An error's message followed by its sources' messages, `: `-separated,
+/// for a one-line message that has no `source` of its own (a trace, a
+/// handler's error text).
+///
+/// ```
+/// use effect_core::{LedgerError, error_chain};
+/// let err = LedgerError::unavailable("writing", Some::<effect_core::BoxError>("disk full".into()));
+/// assert_eq!(error_chain(&err), format!("{err}: disk full"));
+/// ```
+pub fn error_chain(err: &dyn std::error::Error) -> String {
+    let mut message = err.to_string();
+    let mut source = err.source();
+    while let Some(cause) = source {
+        message.push_str(": ");
+        message.push_str(&cause.to_string());
+        source = cause.source();
+    }
+    message
+}
+
 impl CallbackError {
     /// A callback error with this message.
     pub fn new(message: impl Into<String>) -> Self {

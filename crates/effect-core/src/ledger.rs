@@ -161,45 +161,33 @@ pub enum WriteDurability {
 /// Durable storage of effect operations (docs/spec.md §4).
 ///
 /// A store implements six required methods; every transition goes through
-/// [`apply`](EffectLedger::apply) (or [`apply_with`](EffectLedger::apply_with)),
-/// which must evaluate [`transition::plan`](crate::transition::plan) on the
-/// current record and persist its write, record and events, in one
-/// transaction, before returning. A store that can answer before a write is
-/// on stable storage overrides `apply_with` and [`sync`](EffectLedger::sync).
-/// The named transitions (`prepare`, `mark_confirmed`, ...) are conveniences
-/// over `apply` in [`EffectLedgerExt`], implemented once for every ledger.
+/// [`apply_with`](EffectLedger::apply_with), which must evaluate
+/// [`transition::plan`](crate::transition::plan) on the current record and
+/// persist its write, record and events, in one transaction, before
+/// returning. A store that can answer before a write is on stable storage
+/// honours [`WriteDurability::Deferrable`] there and overrides
+/// [`sync`](EffectLedger::sync); any other store ignores the durability.
+/// [`apply`](EffectLedgerExt::apply) (a durable `apply_with`) and the named
+/// transitions (`prepare`, `mark_confirmed`, ...) are conveniences in
+/// [`EffectLedgerExt`], implemented once for every ledger.
 ///
 /// The trait is object-safe: executors hold an `Arc<dyn EffectLedger>`.
 pub trait EffectLedger: Send + Sync + fmt::Debug {
-    /// Applies one transition atomically and durably.
+    /// Applies one transition atomically, durably unless `durability` lets
+    /// the store answer before the write reaches stable storage (see
+    /// [`WriteDurability::Deferrable`]). A store that cannot defer treats
+    /// every write as [`Durable`](WriteDurability::Durable).
     ///
     /// # Errors
     ///
     /// See [`transition::plan`](crate::transition::plan), plus the store's own
     /// failures ([`LedgerError::Unavailable`], [`LedgerError::Backend`], ...).
-    fn apply(
-        &self,
-        operation_id: &str,
-        transition: &Transition,
-    ) -> Result<TransitionOutcome, LedgerError>;
-
-    /// Applies one transition atomically, durably unless `durability` lets
-    /// the store answer before the write reaches stable storage (see
-    /// [`WriteDurability::Deferrable`]). The default ignores `durability`
-    /// and calls [`apply`](EffectLedger::apply): every write is durable.
-    ///
-    /// # Errors
-    ///
-    /// As [`apply`](EffectLedger::apply).
     fn apply_with(
         &self,
         operation_id: &str,
         transition: &Transition,
         durability: WriteDurability,
-    ) -> Result<TransitionOutcome, LedgerError> {
-        let _ = durability;
-        self.apply(operation_id, transition)
-    }
+    ) -> Result<TransitionOutcome, LedgerError>;
 
     /// Makes every write this ledger answered as
     /// [`Deferrable`](WriteDurability::Deferrable) durable before returning.
@@ -264,7 +252,7 @@ pub trait EffectLedger: Send + Sync + fmt::Debug {
     }
 }
 
-/// Named transitions over [`EffectLedger::apply`], for every ledger.
+/// Named transitions over [`EffectLedger::apply_with`], for every ledger.
 ///
 /// These build the [`Transition`] and report what the store answered; no
 /// store implements them (the blanket implementation covers every
@@ -272,6 +260,20 @@ pub trait EffectLedger: Send + Sync + fmt::Debug {
 /// fault injector, a metrics wrapper) implements the small trait above
 /// and gets these for free, and they cannot drift between stores.
 pub trait EffectLedgerExt: EffectLedger {
+    /// Applies one transition atomically and durably: `apply_with` at
+    /// [`WriteDurability::Durable`].
+    ///
+    /// # Errors
+    ///
+    /// As [`EffectLedger::apply_with`].
+    fn apply(
+        &self,
+        operation_id: &str,
+        transition: &Transition,
+    ) -> Result<TransitionOutcome, LedgerError> {
+        self.apply_with(operation_id, transition, WriteDurability::Durable)
+    }
+
     /// Creates the operation, or checks that the stored one has the same
     /// identity, and returns the stored record.
     ///
@@ -427,14 +429,6 @@ impl<L: EffectLedger + ?Sized> EffectLedgerExt for L {}
 /// wrap an `Arc<dyn EffectLedger>`. Every method forwards.
 #[deny(clippy::missing_trait_methods)]
 impl<L: EffectLedger + ?Sized> EffectLedger for std::sync::Arc<L> {
-    fn apply(
-        &self,
-        operation_id: &str,
-        transition: &Transition,
-    ) -> Result<TransitionOutcome, LedgerError> {
-        (**self).apply(operation_id, transition)
-    }
-
     fn apply_with(
         &self,
         operation_id: &str,

@@ -53,6 +53,7 @@ pub use contract::{
 };
 pub use error::{
     BoxError, CallbackError, CanonicalError, ContractError, LedgerError, LedgerErrorKind,
+    error_chain,
 };
 pub use ledger::{
     EffectLedger, EffectLedgerExt, LedgerStats, ListQuery, MAX_LIST_LIMIT, WriteDurability,

@@ -5,7 +5,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 
 use crate::clock::{Clock, SystemClock, unix_seconds};
 use crate::error::LedgerError;
-use crate::ledger::{EffectLedger, LedgerStats, ListQuery};
+use crate::ledger::{EffectLedger, LedgerStats, ListQuery, WriteDurability};
 use crate::record::{EffectRecord, LedgerEvent};
 use crate::status::EffectStatus;
 use crate::transition::{Transition, TransitionOutcome, WriteKind, plan};
@@ -80,10 +80,13 @@ impl Default for MemoryLedger {
 }
 
 impl EffectLedger for MemoryLedger {
-    fn apply(
+    /// Every write is durable as far as this store goes (it keeps nothing
+    /// beyond the process), so `durability` is ignored.
+    fn apply_with(
         &self,
         operation_id: &str,
         transition: &Transition,
+        _durability: WriteDurability,
     ) -> Result<TransitionOutcome, LedgerError> {
         let mut state = self.state();
         let current = state.records.get(operation_id).map(|e| e.record.clone());

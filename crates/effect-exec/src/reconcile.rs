@@ -9,8 +9,9 @@ use effect_core::evidence::{
     RETRY_BASIS_NOT_SENT, RETRY_BASIS_PROBE_NOT_COMMITTED,
 };
 use effect_core::{
-    Confirmation, EffectContract, EffectRecord, EffectResult, EffectStatus, Evidence, Guard,
-    LedgerError, ManualAction, ManualResolution, ProbeStatus, Transition, UnknownOutcomePolicy,
+    Confirmation, EffectContract, EffectLedgerExt, EffectRecord, EffectResult, EffectStatus,
+    Evidence, Guard, LedgerError, ManualAction, ManualResolution, ProbeStatus, Transition,
+    UnknownOutcomePolicy,
 };
 use serde::Serialize;
 use serde_json::Value;

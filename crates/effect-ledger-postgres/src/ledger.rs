@@ -36,6 +36,7 @@ pub struct PostgresLedger {
     pub(crate) pool: Pool,
     pub(crate) schema: Schema,
     retries: u32,
+    sleeper: std::sync::Arc<dyn effect_core::Sleeper>,
 }
 
 impl fmt::Debug for PostgresLedger {
@@ -96,7 +97,16 @@ impl PostgresLedger {
             pool,
             schema,
             retries: options.transaction_retries,
+            sleeper: std::sync::Arc::new(effect_core::ThreadSleeper),
         })
+    }
+
+    /// Waits between the retries of a conflicting transaction through
+    /// `sleeper` (default [`ThreadSleeper`](effect_core::ThreadSleeper)).
+    #[must_use]
+    pub fn with_sleeper(mut self, sleeper: std::sync::Arc<dyn effect_core::Sleeper>) -> Self {
+        self.sleeper = sleeper;
+        self
     }
 
     /// The `synchronous_commit` setting the ledger's transactions run with:
@@ -296,7 +306,7 @@ pub fn connect_client(
 /// The driver's config and TLS connector for `url`, with the options'
 /// timeout and our application name unless the URL gives one.
 fn target(url: &str, options: &PostgresOptions) -> Result<Target, LedgerError> {
-    let mut target = Target::new(url, options)?;
+    let mut target = Target::new(url, options.ssl_mode, options.tls_ca_file.as_deref())?;
     let config = &mut target.config;
     config.connect_timeout(options.connect_timeout);
     if config.get_application_name().is_none() {
@@ -316,14 +326,6 @@ fn connect_direct(target: &Target) -> Result<postgres::Client, LedgerError> {
 }
 
 impl EffectLedger for PostgresLedger {
-    fn apply(
-        &self,
-        operation_id: &str,
-        transition: &Transition,
-    ) -> Result<TransitionOutcome, LedgerError> {
-        self.apply_with(operation_id, transition, WriteDurability::Durable)
-    }
-
     /// A deferrable transition's transaction commits with `SET LOCAL
     /// synchronous_commit = off`: it is answered once committed and visible,
     /// before the server has flushed its WAL.
@@ -352,7 +354,8 @@ impl EffectLedger for PostgresLedger {
                     }
                     // Back off a little more each time; contention on one row
                     // clears as soon as its holder commits.
-                    std::thread::sleep(Duration::from_millis(u64::from(attempt.min(10)) * 2));
+                    self.sleeper
+                        .sleep(Duration::from_millis(u64::from(attempt.min(10)) * 2));
                 }
             }
         }

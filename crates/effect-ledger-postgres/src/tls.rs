@@ -19,8 +19,6 @@ use rustls::pki_types::pem::PemObject;
 use rustls::{CertificateError, ClientConfig, RootCertStore};
 use tokio_postgres_rustls::MakeRustlsConnect;
 
-use crate::options::PostgresOptions;
-
 mod conninfo;
 #[cfg(test)]
 mod tests;
@@ -249,20 +247,24 @@ enum Roots {
 
 impl Target {
     /// Parses `url`, taking `sslmode` and `sslrootcert` out of it (they win
-    /// over `options`), and builds the TLS configuration. Reads the CA file,
-    /// and contacts nothing.
-    pub(crate) fn new(url: &str, options: &PostgresOptions) -> Result<Target, LedgerError> {
-        let invalid = |err: TlsError| LedgerError::invalid_input(chain(&err));
+    /// over `ssl_mode` and `tls_ca_file`, the options'), and builds the TLS
+    /// configuration. Reads the CA file, and contacts nothing.
+    pub(crate) fn new(
+        url: &str,
+        ssl_mode: SslMode,
+        tls_ca_file: Option<&Path>,
+    ) -> Result<Target, LedgerError> {
+        let invalid = |err: TlsError| LedgerError::invalid_input(effect_core::error_chain(&err));
         let split = split_url(url).map_err(|message| {
             LedgerError::invalid_input(format!("invalid postgres connection url: {message}"))
         })?;
         let mode = match &split.sslmode {
             Some(value) => value.parse().map_err(invalid)?,
-            None => options.ssl_mode,
+            None => ssl_mode,
         };
         let ca = match split.sslrootcert {
             Some(path) => Some(PathBuf::from(path)),
-            None => options.tls_ca_file.clone(),
+            None => tls_ca_file.map(Path::to_path_buf),
         };
         let mut config: postgres::Config = split.rest.parse().map_err(|err| {
             LedgerError::invalid_input(format!("invalid postgres connection url: {err}"))
@@ -364,18 +366,6 @@ impl Target {
             hosts.join(",")
         }
     }
-}
-
-/// An error and its causes on one line, for a message without a source.
-fn chain(err: &dyn std::error::Error) -> String {
-    let mut message = err.to_string();
-    let mut source = err.source();
-    while let Some(cause) = source {
-        message.push_str(": ");
-        message.push_str(&cause.to_string());
-        source = cause.source();
-    }
-    message
 }
 
 /// The rustls configuration for `mode` with these trust roots.

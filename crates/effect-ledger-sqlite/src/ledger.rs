@@ -36,7 +36,7 @@ use crate::schema::{self, Layout};
 /// `COMMIT` (the write lock is taken before the first write, and the plan made
 /// again should another writer have committed since the read); with
 /// [`Durability::Full`](crate::Durability::Full) the commit is on stable
-/// storage before [`apply`](EffectLedger::apply) returns. Several processes
+/// storage before [`apply_with`](EffectLedger::apply_with) returns. Several processes
 /// may share one file: SQLite's lock serializes their transitions.
 ///
 /// Within a process, concurrent transitions share that transaction (group
@@ -295,14 +295,6 @@ impl SqliteLedger {
 }
 
 impl EffectLedger for SqliteLedger {
-    fn apply(
-        &self,
-        operation_id: &str,
-        transition: &Transition,
-    ) -> Result<TransitionOutcome, LedgerError> {
-        self.submit(operation_id, transition, WriteDurability::Durable)
-    }
-
     /// A deferrable transition commits, in a batch of deferrable transitions
     /// only, at `synchronous = NORMAL` and is answered before the log is
     /// synced (see [`SqliteOptions::deferred_sync_delay`]).

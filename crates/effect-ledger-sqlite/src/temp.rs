@@ -105,15 +105,8 @@ impl Deref for TempLedger {
     }
 }
 
+#[deny(clippy::missing_trait_methods)]
 impl EffectLedger for TempLedger {
-    fn apply(
-        &self,
-        operation_id: &str,
-        transition: &Transition,
-    ) -> Result<TransitionOutcome, LedgerError> {
-        self.ledger.apply(operation_id, transition)
-    }
-
     fn apply_with(
         &self,
         operation_id: &str,

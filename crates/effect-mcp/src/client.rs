@@ -1,9 +1,10 @@
 //! [`RemoteTool`]: a tool of an MCP server, called through the executor.
 
-use agent_runtime::InputSchema;
+use effect_core::EffectStatus;
 use effect_exec::{
     CallOptions, EffectExecutor, HandlerContext, HandlerError, TypedContract, TypedResult,
 };
+use effect_schema::InputSchema;
 use rmcp::RoleClient;
 use rmcp::model::{CallToolRequestParams, CallToolResult, ErrorCode, RequestMetaObject};
 use rmcp::service::{Peer, ServiceError};
@@ -190,20 +191,32 @@ fn classify(result: CallToolResult) -> Result<Value, HandlerError> {
         .and_then(|effect| effect.get("status"))
         .and_then(Value::as_str)
         .map(str::to_owned);
-    match status.as_deref() {
-        Some("confirmed") => Ok(output_of(result)),
-        Some("rejected") | Some(meta::INVALID_ARGUMENTS) => {
-            Err(HandlerError::rejected(text_of(&result)))
-        }
-        Some(other) => Err(HandlerError::unknown(format!(
-            "the server reports the outcome as {other}"
+    let Some(status) = status else {
+        return classify_foreign(result);
+    };
+    if status == meta::INVALID_ARGUMENTS {
+        return Err(HandlerError::rejected(text_of(&result)));
+    }
+    match status.parse::<EffectStatus>() {
+        Ok(EffectStatus::Confirmed) => Ok(output_of(result)),
+        Ok(EffectStatus::Rejected) => Err(HandlerError::rejected(text_of(&result))),
+        // Any other status, or one this version does not know, is uncertain.
+        _ => Err(HandlerError::unknown(format!(
+            "the server reports the outcome as {status}"
         ))),
-        None if result.is_error == Some(true) => Err(HandlerError::unknown(format!(
+    }
+}
+
+/// A result from a server that does not report an effect status: only a
+/// successful result proves the effect.
+fn classify_foreign(result: CallToolResult) -> Result<Value, HandlerError> {
+    if result.is_error == Some(true) {
+        return Err(HandlerError::unknown(format!(
             "the tool answered with an error: {}",
             text_of(&result)
-        ))),
-        None => Ok(output_of(result)),
+        )));
     }
+    Ok(output_of(result))
 }
 
 /// The structured content, else the text parsed as JSON, else the text.

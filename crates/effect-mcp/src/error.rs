@@ -1,7 +1,7 @@
 //! Errors of the MCP adapter.
 
-use agent_runtime::SchemaError;
 use effect_exec::ExecError;
+use effect_schema::SchemaError;
 
 /// Why an MCP tool could not be served or called.
 ///

@@ -23,9 +23,10 @@
 //! a failed request is an uncertain outcome, except the JSON-RPC errors that
 //! mean the tool never ran (`invalid params`, `method not found`).
 //!
-//! It depends on `effect-core`, `effect-exec` (with `tokio`), `agent-runtime`
-//! (for its schemas; no store) and `rmcp` with the `server` and `client`
-//! features only (no HTTP, no TLS). It names no store.
+//! It depends on `effect-core`, `effect-exec` (with `tokio`), `effect-schema`
+//! (the schemas, the same as effect-rig's and agent-runtime's) and `rmcp`
+//! with the `server` and `client` features only (no HTTP, no TLS). It names
+//! no store and no agent runtime.
 //!
 //! ```
 //! # #[tokio::main(flavor = "multi_thread", worker_threads = 2)]

@@ -4,12 +4,12 @@ use std::collections::BTreeMap;
 use std::future::Future;
 use std::sync::Arc;
 
-use agent_runtime::InputSchema;
 use effect_core::{BoxFuture, EffectStatus};
 use effect_exec::{
     CallOptions, EffectExecutor, ExecError, HandlerContext, HandlerError, TypedContract,
     UncertainOutcome,
 };
+use effect_schema::InputSchema;
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, JsonObject,
     ListToolsResult, MetaObject, PaginatedRequestParams, RequestMetaObject, ServerCapabilities,
@@ -85,7 +85,7 @@ impl EffectServer {
         if self.tools.contains_key(&tool.name) {
             return Err(EffectMcpError::DuplicateTool { tool: tool.name });
         }
-        let declared = agent_runtime::schema_for::<A>();
+        let declared = effect_schema::schema_for::<A>();
         let schema =
             InputSchema::new(declared.clone()).map_err(|source| EffectMcpError::Schema {
                 tool: tool.name.clone(),
@@ -94,7 +94,7 @@ impl EffectServer {
         let Value::Object(input_schema) = declared else {
             return Err(EffectMcpError::Schema {
                 tool: tool.name,
-                source: agent_runtime::SchemaError::NotAnObjectSchema,
+                source: effect_schema::SchemaError::NotAnObjectSchema,
             });
         };
         // The executor replays a repeated call and dispatches each operation
@@ -297,7 +297,7 @@ where
                 // claims a status, so a client treats the outcome as unknown.
                 Err(err) => CallToolResult::error(vec![ContentBlock::text(format!(
                     "tool `{name}` could not run through the executor: {}",
-                    error_chain(&err)
+                    effect_core::error_chain(&err)
                 ))]),
             }
         })
@@ -337,17 +337,6 @@ fn with_effect(result: CallToolResult, effect: Value) -> CallToolResult {
     let mut object = JsonObject::new();
     object.insert(meta::EFFECT.to_owned(), effect);
     result.with_meta(Some(MetaObject(object)))
-}
-
-fn error_chain(err: &dyn std::error::Error) -> String {
-    let mut text = err.to_string();
-    let mut source = err.source();
-    while let Some(cause) = source {
-        text.push_str(": ");
-        text.push_str(&cause.to_string());
-        source = cause.source();
-    }
-    text
 }
 
 impl std::fmt::Debug for EffectServer {

@@ -16,7 +16,7 @@
 //!
 //! Faults are scripted by call count, never by wall-clock time: "the 3rd
 //! transition fails after commit". Calls are counted per [`CallKind`]; every
-//! transition is one [`apply`](EffectLedger::apply) call, whether made
+//! transition is one [`apply_with`](EffectLedger::apply_with) call, whether made
 //! directly or through a named convenience of
 //! [`EffectLedgerExt`](effect_core::EffectLedgerExt) such as `claim_dispatch`.
 //!
@@ -288,16 +288,6 @@ impl Script {
 
 #[deny(clippy::missing_trait_methods)]
 impl<L: EffectLedger> EffectLedger for FaultyLedger<L> {
-    fn apply(
-        &self,
-        operation_id: &str,
-        transition: &Transition,
-    ) -> Result<TransitionOutcome, LedgerError> {
-        self.transition(operation_id, transition, WriteDurability::Durable, |l| {
-            l.apply(operation_id, transition)
-        })
-    }
-
     fn apply_with(
         &self,
         operation_id: &str,

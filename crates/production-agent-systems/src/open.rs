@@ -24,11 +24,16 @@ use std::fmt;
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use effect_core::{Clock, EffectLedger, LedgerError};
+mod fresh;
+
+pub use fresh::{FreshLedger, open_fresh};
+
+use effect_core::{Clock, EffectLedger, LedgerError, MemoryLedger, PruneReport, PruneRequest};
 
 /// Where a ledger lives, as written on a command line or in a configuration
-/// file: `postgres://…` or `postgresql://…` is a PostgreSQL database, anything
-/// else the path of a SQLite file. A libpq `key=value` connection string is
+/// file: `postgres://…` or `postgresql://…` is a PostgreSQL database,
+/// `memory:` a throwaway in-memory ledger (nothing survives the process),
+/// anything else the path of a SQLite file. A libpq `key=value` connection string is
 /// not recognised here (it would read as a file name): write it as a URL,
 /// or call `PostgresLedger::connect`, which takes both forms.
 #[derive(Clone, PartialEq, Eq)]
@@ -38,13 +43,21 @@ pub enum LedgerUrl {
     Sqlite(PathBuf),
     /// A PostgreSQL connection URL, as `PostgresLedger::connect` takes it.
     Postgres(String),
+    /// `memory:`, a [`MemoryLedger`]: throwaway, for trials and tests.
+    Memory,
 }
 
 impl LedgerUrl {
+    /// How a throwaway in-memory ledger is written.
+    pub const MEMORY: &'static str = "memory:";
+
     /// Reads `text`; only an empty string is refused.
     pub fn parse(text: &str) -> Result<LedgerUrl, OpenError> {
         if text.trim().is_empty() {
             return Err(OpenError::Empty);
+        }
+        if text == Self::MEMORY {
+            return Ok(LedgerUrl::Memory);
         }
         if is_postgres_url(text) {
             return Ok(LedgerUrl::Postgres(text.to_owned()));
@@ -72,6 +85,7 @@ impl fmt::Debug for LedgerUrl {
         match self {
             LedgerUrl::Sqlite(path) => f.debug_tuple("Sqlite").field(path).finish(),
             LedgerUrl::Postgres(url) => f.debug_tuple("Postgres").field(&redacted(url)).finish(),
+            LedgerUrl::Memory => f.write_str("Memory"),
         }
     }
 }
@@ -82,6 +96,7 @@ impl fmt::Display for LedgerUrl {
         match self {
             LedgerUrl::Sqlite(path) => write!(f, "{}", path.display()),
             LedgerUrl::Postgres(url) => f.write_str(&redacted(url)),
+            LedgerUrl::Memory => f.write_str(Self::MEMORY),
         }
     }
 }
@@ -118,19 +133,59 @@ pub struct OpenOptions {
     /// Options of a PostgreSQL database.
     #[cfg(feature = "postgres")]
     pub postgres: effect_ledger_postgres::PostgresOptions,
+    /// The clock of a `memory:` ledger (default the system clock).
+    pub memory_clock: Option<Arc<dyn Clock>>,
 }
+
+/// The variable naming the PostgreSQL schema of a ledger opened from a URL,
+/// read by [`OpenOptions::schema_from_env`].
+pub const SCHEMA_VARIABLE: &str = "EFFECT_LEDGER_SCHEMA";
 
 impl OpenOptions {
     /// The clock of a SQLite ledger. A PostgreSQL ledger always reads the
     /// database server's clock, which every host sharing it agrees on.
     #[must_use]
     pub fn clock(self, clock: Arc<dyn Clock>) -> Self {
-        #[cfg(not(feature = "sqlite"))]
-        drop(clock);
         OpenOptions {
             #[cfg(feature = "sqlite")]
-            sqlite: self.sqlite.clock(clock),
+            sqlite: self.sqlite.clock(Arc::clone(&clock)),
+            memory_clock: Some(clock),
             ..self
+        }
+    }
+
+    /// Opens to read only: a SQLite file read-only, and neither store
+    /// created nor migrated.
+    #[must_use]
+    pub fn read_only(self, read_only: bool) -> Self {
+        let options = if read_only { self.migrate(false) } else { self };
+        OpenOptions {
+            #[cfg(feature = "sqlite")]
+            sqlite: options.sqlite.read_only(read_only),
+            ..options
+        }
+    }
+
+    /// The PostgreSQL schema (default `effect_ledger`).
+    #[must_use]
+    pub fn schema(self, schema: impl Into<String>) -> Self {
+        let schema = schema.into();
+        #[cfg(not(feature = "postgres"))]
+        drop(schema);
+        OpenOptions {
+            #[cfg(feature = "postgres")]
+            postgres: self.postgres.schema(schema),
+            ..self
+        }
+    }
+
+    /// The PostgreSQL schema named by [`SCHEMA_VARIABLE`]
+    /// (`EFFECT_LEDGER_SCHEMA`), when it is set: every binary reads it here.
+    #[must_use]
+    pub fn schema_from_env(self) -> Self {
+        match std::env::var(SCHEMA_VARIABLE) {
+            Ok(schema) if !schema.is_empty() => self.schema(schema),
+            _ => self,
         }
     }
 
@@ -144,6 +199,7 @@ impl OpenOptions {
             sqlite: self.sqlite.migrate(allowed),
             #[cfg(feature = "postgres")]
             postgres: self.postgres.migrate(allowed),
+            ..self
         }
     }
 
@@ -175,6 +231,8 @@ pub enum Ledger {
     /// A PostgreSQL schema.
     #[cfg(feature = "postgres")]
     Postgres(Arc<effect_ledger_postgres::PostgresLedger>),
+    /// A throwaway in-memory ledger (`memory:`).
+    Memory(Arc<MemoryLedger>),
 }
 
 impl Ledger {
@@ -185,6 +243,7 @@ impl Ledger {
             Ledger::Sqlite(ledger) => ledger,
             #[cfg(feature = "postgres")]
             Ledger::Postgres(ledger) => ledger,
+            Ledger::Memory(ledger) => ledger,
         }
     }
 
@@ -195,6 +254,77 @@ impl Ledger {
             Ledger::Sqlite(ledger) => ledger.as_ref(),
             #[cfg(feature = "postgres")]
             Ledger::Postgres(ledger) => ledger.as_ref(),
+            Ledger::Memory(ledger) => ledger.as_ref(),
+        }
+    }
+
+    /// The SQLite file, if the ledger is one.
+    pub fn sqlite_path(&self) -> Option<&std::path::Path> {
+        match self {
+            #[cfg(feature = "sqlite")]
+            Ledger::Sqlite(ledger) => Some(ledger.path()),
+            _ => None,
+        }
+    }
+
+    /// Opens the same ledger again with `options`: a SQLite file is opened
+    /// anew (to write a file opened read-only, say); a PostgreSQL or memory
+    /// ledger, whose handle already writes, is shared.
+    ///
+    /// # Errors
+    ///
+    /// As [`open_url`].
+    pub fn reopen(&self, options: OpenOptions) -> Result<Ledger, OpenError> {
+        match self {
+            #[cfg(feature = "sqlite")]
+            Ledger::Sqlite(ledger) => {
+                open_url(&LedgerUrl::Sqlite(ledger.path().to_owned()), options)
+            }
+            other => {
+                drop(options);
+                Ok(other.clone())
+            }
+        }
+    }
+
+    /// Deletes resolved operations as `request` asks, writing each to
+    /// `archive` first (see `SqliteLedger::prune`, `PostgresLedger::prune`).
+    ///
+    /// # Errors
+    ///
+    /// The store's; [`LedgerError::Unsupported`] for a memory ledger.
+    pub fn prune(
+        &self,
+        request: &PruneRequest,
+        archive: &mut dyn std::io::Write,
+    ) -> Result<PruneReport, LedgerError> {
+        match self {
+            #[cfg(feature = "sqlite")]
+            Ledger::Sqlite(ledger) => ledger.prune(request, archive),
+            #[cfg(feature = "postgres")]
+            Ledger::Postgres(ledger) => ledger.prune(request, archive),
+            Ledger::Memory(_) => Err(LedgerError::Unsupported {
+                capability: "pruning a memory ledger",
+            }),
+        }
+    }
+
+    /// An online copy of the ledger at `destination`, which must not exist
+    /// (see `SqliteLedger::backup`). Only a SQLite file has one: a PostgreSQL
+    /// database is backed up with the server's tools.
+    ///
+    /// # Errors
+    ///
+    /// The store's; [`LedgerError::Unsupported`] for another store.
+    pub fn backup(&self, destination: &std::path::Path) -> Result<(), LedgerError> {
+        #[cfg(not(feature = "sqlite"))]
+        let _ = destination;
+        match self {
+            #[cfg(feature = "sqlite")]
+            Ledger::Sqlite(ledger) => ledger.backup(destination),
+            _ => Err(LedgerError::Unsupported {
+                capability: "backing up a ledger that is not a SQLite file",
+            }),
         }
     }
 
@@ -203,8 +333,7 @@ impl Ledger {
     pub fn as_sqlite(&self) -> Option<&Arc<effect_ledger_sqlite::SqliteLedger>> {
         match self {
             Ledger::Sqlite(ledger) => Some(ledger),
-            #[cfg(feature = "postgres")]
-            Ledger::Postgres(_) => None,
+            _ => None,
         }
     }
 
@@ -213,8 +342,7 @@ impl Ledger {
     pub fn as_postgres(&self) -> Option<&Arc<effect_ledger_postgres::PostgresLedger>> {
         match self {
             Ledger::Postgres(ledger) => Some(ledger),
-            #[cfg(feature = "sqlite")]
-            Ledger::Sqlite(_) => None,
+            _ => None,
         }
     }
 }
@@ -228,6 +356,10 @@ pub fn open(url: &str, options: OpenOptions) -> Result<Ledger, OpenError> {
 /// Opens the ledger at an already parsed [`LedgerUrl`].
 pub fn open_url(url: &LedgerUrl, options: OpenOptions) -> Result<Ledger, OpenError> {
     match url {
+        LedgerUrl::Memory => Ok(Ledger::Memory(Arc::new(match options.memory_clock {
+            Some(clock) => MemoryLedger::with_clock(clock),
+            None => MemoryLedger::new(),
+        }))),
         #[cfg(feature = "sqlite")]
         LedgerUrl::Sqlite(path) => Ok(Ledger::Sqlite(Arc::new(
             effect_ledger_sqlite::SqliteLedger::open(path, options.sqlite)?,
@@ -278,6 +410,15 @@ pub enum OpenError {
     /// The PostgreSQL store could not connect or open its schema.
     #[error(transparent)]
     Postgres(LedgerError),
+    /// A fresh ledger's place could not be made.
+    #[error("{doing}")]
+    Fresh {
+        /// What failed.
+        doing: String,
+        /// Why.
+        #[source]
+        source: std::io::Error,
+    },
 }
 
 impl From<OpenError> for LedgerError {

@@ -62,8 +62,37 @@ fn every_listed_scenario_passes_with_the_default_contract() {
         if name == "crash-after-commit" {
             continue; // Runs a child process; see crash.rs.
         }
-        let output = agent_effect(&["--scenario", name, "--db", "memory"]);
+        let output = agent_effect(&["--scenario", name, "--db", "memory:"]);
         assert_eq!(output.status.code(), Some(0), "{name}: {}", stdout(&output));
+    }
+}
+
+#[test]
+fn db_takes_a_path_memory_or_a_url_and_the_old_spellings_still_work() {
+    let scenario = ["--scenario", "after-commit-before-ack"];
+    // A path: the run's SQLite files are kept there.
+    let dir = tempfile::tempdir().unwrap();
+    let kept = dir.path().join("run");
+    let output = agent_effect(&[&scenario[..], &["--db", kept.to_str().unwrap()]].concat());
+    assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
+    assert!(kept.join("ledger.sqlite3").exists());
+    assert!(
+        !stderr(&output).contains("deprecated"),
+        "{}",
+        stderr(&output)
+    );
+    // memory: and the deprecated spellings, which say so.
+    for (db, deprecated) in [("memory:", false), ("memory", true), ("sqlite", true)] {
+        let output = agent_effect(&[&scenario[..], &["--db", db]].concat());
+        assert_eq!(output.status.code(), Some(0), "{db}: {}", stderr(&output));
+        let report: Value = serde_json::from_str(&stdout(&output)).unwrap();
+        assert_eq!(report["committed_effect_count"], 1, "{db}: {report}");
+        assert_eq!(
+            stderr(&output).contains(&format!("warning: --db {db} is deprecated")),
+            deprecated,
+            "{db}: {}",
+            stderr(&output)
+        );
     }
 }
 

@@ -453,13 +453,14 @@ impl FlakyLedger {
 }
 
 impl EffectLedger for FlakyLedger {
-    fn apply(
+    fn apply_with(
         &self,
         operation_id: &str,
         transition: &effect_core::Transition,
+        durability: effect_core::WriteDurability,
     ) -> Result<effect_core::TransitionOutcome, effect_core::LedgerError> {
         self.check()?;
-        self.inner.apply(operation_id, transition)
+        self.inner.apply_with(operation_id, transition, durability)
     }
 
     fn get(&self, id: &str) -> Result<Option<effect_core::EffectRecord>, effect_core::LedgerError> {

@@ -160,17 +160,22 @@ async fn async_concurrent_caller_gets_in_progress() {
     let ledger = ledger();
     let exec = executor(&ledger);
     let c = contract(&provider, PROBE_ONLY);
+    // The first handler says it is inside, then waits until it is released.
+    let (entered, mut inside) = tokio::sync::mpsc::channel::<()>(1);
+    let release = Arc::new(tokio::sync::Notify::new());
     let slow = {
-        let (exec, c) = (exec.clone(), c.clone());
+        let (exec, c, release) = (exec.clone(), c.clone(), Arc::clone(&release));
         tokio::spawn(async move {
             exec.execute_async(
                 &c,
                 &invoice("A-7"),
                 CallOptions::default(),
                 move |args: Value, key| {
-                    let p = Arc::clone(&p);
+                    let (p, entered, release) =
+                        (Arc::clone(&p), entered.clone(), Arc::clone(&release));
                     async move {
-                        tokio::time::sleep(Duration::from_millis(300)).await;
+                        entered.send(()).await.expect("the test listens");
+                        release.notified().await;
                         p.capture(&args, key.provider_key())
                     }
                 },
@@ -179,7 +184,7 @@ async fn async_concurrent_caller_gets_in_progress() {
             .unwrap()
         })
     };
-    tokio::time::sleep(Duration::from_millis(100)).await;
+    inside.recv().await.expect("the first handler runs");
     let second = exec
         .execute_async(
             &c,
@@ -190,6 +195,7 @@ async fn async_concurrent_caller_gets_in_progress() {
         .await
         .unwrap();
     assert!(second.in_progress);
+    release.notify_one();
     assert!(slow.await.unwrap().is_confirmed());
     assert_eq!((provider.handler_calls(), provider.committed()), (1, 1));
     let _ = OutcomeProbeResult::pending();

@@ -4,7 +4,7 @@ use std::sync::{Arc, Barrier};
 use std::thread;
 use std::time::Duration;
 
-use effect_core::{EffectLedger, EffectStatus};
+use effect_core::{EffectLedger, EffectLedgerExt as _, EffectStatus};
 use effect_exec::ExecutorOptions;
 use serde_json::Value;
 
@@ -15,8 +15,7 @@ use crate::{event_types, executor_with, ledger};
 
 #[test]
 fn concurrent_caller_during_a_live_dispatch_gets_in_progress() {
-    let provider =
-        FakeProvider::new(false).script(&[Fault::SlowCommit(Duration::from_millis(300))]);
+    let provider = FakeProvider::new(false).script(&[Fault::Held]);
     let ledger = ledger();
     let exec = executor_with(&ledger, ExecutorOptions::default());
     let c = contract(&provider, PROBE_ONLY);
@@ -24,10 +23,11 @@ fn concurrent_caller_during_a_live_dispatch_gets_in_progress() {
         let (exec, c, h) = (exec.clone(), c.clone(), handler(&provider));
         thread::spawn(move || exec.execute(&c, &invoice("INV-20"), h).unwrap())
     };
-    thread::sleep(Duration::from_millis(80));
+    provider.wait_until_held();
     let second = exec
         .execute(&c, &invoice("INV-20"), handler(&provider))
         .unwrap();
+    provider.release();
     assert!(second.in_progress);
     assert_eq!(second.status, EffectStatus::Dispatched);
     assert!(first.join().unwrap().is_confirmed());
@@ -36,17 +36,22 @@ fn concurrent_caller_during_a_live_dispatch_gets_in_progress() {
 
 #[test]
 fn a_waiting_caller_gets_the_live_owners_result() {
-    let provider =
-        FakeProvider::new(false).script(&[Fault::SlowCommit(Duration::from_millis(200))]);
+    let provider = FakeProvider::new(false).script(&[Fault::Held]);
     let ledger = ledger();
-    let options = ExecutorOptions::default().wait_for_in_progress(Some(Duration::from_secs(5)));
+    let options = ExecutorOptions::default().wait_for_in_progress(Some(Duration::from_secs(60)));
     let exec = executor_with(&ledger, options);
     let c = contract(&provider, PROBE_ONLY);
     let first = {
         let (exec, c, h) = (exec.clone(), c.clone(), handler(&provider));
         thread::spawn(move || exec.execute(&c, &invoice("INV-21"), h).unwrap())
     };
-    thread::sleep(Duration::from_millis(50));
+    // The first caller owns the live dispatch; the second waits for it
+    // (or, released first, replays it), and never dispatches.
+    provider.wait_until_held();
+    let releaser = {
+        let provider = Arc::clone(&provider);
+        thread::spawn(move || provider.release())
+    };
     let second = exec
         .execute(&c, &invoice("INV-21"), handler(&provider))
         .unwrap();
@@ -54,14 +59,16 @@ fn a_waiting_caller_gets_the_live_owners_result() {
     assert!(!second.in_progress);
     assert!(second.duplicate_suppressed);
     assert_eq!(second.output, first.join().unwrap().output);
+    releaser.join().unwrap();
     assert_eq!((provider.handler_calls(), provider.committed()), (1, 1));
 }
 
 #[test]
+#[allow(clippy::disallowed_methods)] // Real time is the point: the heartbeat runs on it.
 fn heartbeat_keeps_a_slow_live_handler_from_being_taken_over() {
     // The handler runs three times longer than the lease; the heartbeat renews it.
-    let lease = Duration::from_millis(150);
-    let provider = FakeProvider::new(false).script(&[Fault::SlowCommit(lease * 3)]);
+    let lease = Duration::from_millis(300);
+    let provider = FakeProvider::new(false).script(&[Fault::Held]);
     let ledger = ledger();
     let options = ExecutorOptions::default()
         .dispatch_lease(lease)
@@ -72,15 +79,15 @@ fn heartbeat_keeps_a_slow_live_handler_from_being_taken_over() {
         let (exec, c, h) = (exec.clone(), c.clone(), handler(&provider));
         thread::spawn(move || exec.execute(&c, &invoice("INV-22"), h).unwrap())
     };
-    thread::sleep(Duration::from_millis(20));
+    provider.wait_until_held();
+    // Real time is the point here: the handler stays inside for three
+    // leases, and only the heartbeat keeps its lease alive.
+    let start = std::time::Instant::now();
     let mut tries = 0;
-    while !first.is_finished() {
+    while start.elapsed() < lease * 3 || tries < 5 {
         let second = exec
             .execute(&c, &invoice("INV-22"), handler(&provider))
             .unwrap();
-        if second.is_confirmed() {
-            break;
-        }
         assert!(
             second.in_progress,
             "second caller must see in_progress, got {second:?}"
@@ -88,7 +95,7 @@ fn heartbeat_keeps_a_slow_live_handler_from_being_taken_over() {
         tries += 1;
         thread::sleep(Duration::from_millis(25));
     }
-    assert!(tries >= 5, "the second caller kept trying ({tries} times)");
+    provider.release();
     assert!(first.join().unwrap().is_confirmed());
     assert_eq!((provider.handler_calls(), provider.committed()), (1, 1));
     assert_eq!(
@@ -103,7 +110,7 @@ fn stale_worker_after_lease_takeover_cannot_finalize() {
     let options = ExecutorOptions::default()
         .dispatch_lease(Duration::from_millis(50))
         .lease_heartbeat(Duration::from_secs(60));
-    let provider = FakeProvider::new(true).script(&[Fault::SlowCommit(Duration::from_millis(400))]);
+    let provider = FakeProvider::new(true).script(&[Fault::Held]);
     let ledger = ledger();
     let exec = executor_with(&ledger, options);
     let c = contract(&provider, GUARANTEED_ONLY);
@@ -111,13 +118,17 @@ fn stale_worker_after_lease_takeover_cannot_finalize() {
         let (exec, c, h) = (exec.clone(), c.clone(), handler(&provider));
         thread::spawn(move || exec.execute(&c, &invoice("INV-23"), h).unwrap())
     };
-    thread::sleep(Duration::from_millis(150));
+    // A is inside its handler; its 50 ms lease (on the ledger's real clock)
+    // has surely ended once 100 ms have passed.
+    provider.wait_until_held();
+    thread::sleep(Duration::from_millis(100));
     // B finds the expired lease, records the interruption and, covered by the
     // guaranteed key, dispatches again with the same key.
     let b = exec
         .execute(&c, &invoice("INV-23"), handler(&provider))
         .unwrap();
     assert!(b.is_confirmed());
+    provider.release();
     let a = a.join().unwrap();
     // A's confirmation was refused (stale token); it reports B's stored outcome.
     assert_eq!(a.status, EffectStatus::Confirmed);
@@ -178,10 +189,9 @@ fn sixteen_callers_of_one_operation_dispatch_once() {
 #[test]
 fn reconcile_settles_an_expired_dispatch_without_running_the_handler() {
     let options = ExecutorOptions::default()
-        .dispatch_lease(Duration::from_millis(40))
+        .dispatch_lease(Duration::from_secs(60))
         .lease_heartbeat(Duration::from_secs(60));
-    let provider =
-        FakeProvider::new(false).script(&[Fault::SlowCommit(Duration::from_millis(150))]);
+    let provider = FakeProvider::new(false).script(&[Fault::Held]);
     let ledger = ledger();
     let exec = executor_with(&ledger, options);
     let c = contract(&provider, PROBE_ONLY);
@@ -189,11 +199,12 @@ fn reconcile_settles_an_expired_dispatch_without_running_the_handler() {
         let (exec, c, h) = (exec.clone(), c.clone(), handler(&provider));
         thread::spawn(move || exec.execute(&c, &invoice("INV-25"), h).unwrap())
     };
-    thread::sleep(Duration::from_millis(20));
+    provider.wait_until_held();
     // Live lease: reconcile leaves the dispatch alone.
     let live = exec.reconcile(&c, &invoice("INV-25")).unwrap();
     assert_eq!(live.status, EffectStatus::Dispatched);
-    // Nobody took the expired lease over, so the live worker still finalizes.
+    // Nobody took the lease over, so the live worker still finalizes.
+    provider.release();
     assert!(worker.join().unwrap().is_confirmed());
     // A dispatch claimed by a worker that died: its lease has already ended.
     let provider2 = FakeProvider::new(false);

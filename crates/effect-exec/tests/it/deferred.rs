@@ -22,10 +22,6 @@ struct Recorder {
 }
 
 impl EffectLedger for Recorder {
-    fn apply(&self, id: &str, transition: &Transition) -> Result<TransitionOutcome, LedgerError> {
-        self.apply_with(id, transition, WriteDurability::Durable)
-    }
-
     fn apply_with(
         &self,
         id: &str,
@@ -36,7 +32,7 @@ impl EffectLedger for Recorder {
             .lock()
             .unwrap()
             .push((transition.name(), durability));
-        self.inner.apply(id, transition)
+        self.inner.apply_with(id, transition, durability)
     }
 
     fn get(&self, id: &str) -> Result<Option<EffectRecord>, LedgerError> {

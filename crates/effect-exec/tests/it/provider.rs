@@ -3,7 +3,7 @@
 
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Condvar, Mutex};
 use std::time::Duration;
 
 use effect_core::{CallbackError, EffectContract, OutcomeProbeResult, ProbeStatus};
@@ -24,6 +24,20 @@ pub enum Fault {
     SlowCommit(Duration),
     /// Reject definitively without committing.
     Reject,
+    /// Wait until [`FakeProvider::release`], then commit and acknowledge: a
+    /// handler that is surely still running while the test looks
+    /// ([`FakeProvider::wait_until_held`]).
+    Held,
+}
+
+/// How long a test waits for a condition before it fails.
+const PATIENCE: Duration = Duration::from_secs(60);
+
+/// Handlers inside a [`Fault::Held`] call, and whether they may go on.
+#[derive(Debug, Default)]
+struct Gate {
+    state: Mutex<(usize, bool)>,
+    changed: Condvar,
 }
 
 /// What the next probe call answers.
@@ -43,6 +57,7 @@ pub struct FakeProvider {
     probes: Mutex<VecDeque<ProbeAnswer>>,
     handler_calls: AtomicUsize,
     probe_calls: AtomicUsize,
+    gate: Gate,
     /// Whether a repeated key returns the first commit instead of committing again.
     pub dedup_by_key: bool,
 }
@@ -67,6 +82,34 @@ impl FakeProvider {
 
     pub fn committed(&self) -> usize {
         self.commits.lock().unwrap().len()
+    }
+
+    /// Blocks until a handler is inside a [`Fault::Held`] call.
+    pub fn wait_until_held(&self) {
+        let state = self.gate.state.lock().unwrap();
+        let (state, _) = self
+            .gate
+            .changed
+            .wait_timeout_while(state, PATIENCE, |(held, _)| *held == 0)
+            .unwrap();
+        assert!(state.0 > 0, "no handler was held");
+    }
+
+    /// Lets every [`Fault::Held`] call, present and future, go on.
+    pub fn release(&self) {
+        self.gate.state.lock().unwrap().1 = true;
+        self.gate.changed.notify_all();
+    }
+
+    /// Blocks until the provider has committed `n` effects.
+    pub fn wait_for_commits(&self, n: usize) {
+        let step = Duration::from_millis(1);
+        let mut waited = Duration::ZERO;
+        while self.committed() < n {
+            assert!(waited < PATIENCE, "{n} commits never happened");
+            std::thread::sleep(step);
+            waited += step;
+        }
     }
 
     pub fn handler_calls(&self) -> usize {
@@ -120,6 +163,18 @@ impl FakeProvider {
                 Ok(self.commit(&key, &invoice))
             }
             Fault::Reject => Err(HandlerError::rejected("card declined")),
+            Fault::Held => {
+                let mut state = self.gate.state.lock().unwrap();
+                state.0 += 1;
+                self.gate.changed.notify_all();
+                let state = self
+                    .gate
+                    .changed
+                    .wait_while(state, |(_, released)| !*released)
+                    .unwrap();
+                drop(state);
+                Ok(self.commit(&key, &invoice))
+            }
         }
     }
 

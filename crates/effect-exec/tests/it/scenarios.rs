@@ -276,8 +276,7 @@ fn probe_failure_without_guarantee_quarantines() {
 
 #[test]
 fn handler_deadline_with_late_commit_is_quarantined_then_confirmed_by_the_probe() {
-    let provider =
-        FakeProvider::new(false).script(&[Fault::SlowCommit(Duration::from_millis(300))]);
+    let provider = FakeProvider::new(false).script(&[Fault::Held]);
     let ledger = ledger();
     let exec = executor(&ledger);
     let c = contract(&provider, PROBE_ONLY);
@@ -295,8 +294,8 @@ fn handler_deadline_with_late_commit_is_quarantined_then_confirmed_by_the_probe(
     assert_eq!(result.evidence["dispatch_interruption"], "handler_timeout");
     assert_eq!(provider.committed(), 0);
 
-    std::thread::sleep(Duration::from_millis(500));
-    assert_eq!(provider.committed(), 1, "the late commit happened");
+    provider.release();
+    provider.wait_for_commits(1);
     let later = exec
         .execute(&c, &invoice("INV-10"), handler(&provider))
         .unwrap();
@@ -306,8 +305,7 @@ fn handler_deadline_with_late_commit_is_quarantined_then_confirmed_by_the_probe(
 
 #[test]
 fn deadline_then_negative_probe_does_not_retry_while_the_old_handler_may_send() {
-    let provider =
-        FakeProvider::new(false).script(&[Fault::SlowCommit(Duration::from_millis(200))]);
+    let provider = FakeProvider::new(false).script(&[Fault::Held]);
     let ledger = ledger();
     let exec = executor(&ledger);
     let c = contract(&provider, PROBE_ONLY);
@@ -326,7 +324,9 @@ fn deadline_then_negative_probe_does_not_retry_while_the_old_handler_may_send() 
             .unwrap()
             .contains("previous handler may still dispatch")
     );
-    std::thread::sleep(Duration::from_millis(400));
+    assert_eq!((provider.handler_calls(), provider.committed()), (1, 0));
+    provider.release();
+    provider.wait_for_commits(1);
     assert_eq!((provider.handler_calls(), provider.committed()), (1, 1));
 }
 

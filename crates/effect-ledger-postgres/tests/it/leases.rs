@@ -100,21 +100,27 @@ fn killed_process_dispatch_is_reconciled_after_its_lease_expires() -> TestResult
         Some(EffectStatus::Dispatched)
     );
 
-    // Once the database clock passes the lease, another process turns the
-    // dispatch into an uncertain outcome.
-    let start = Instant::now();
-    while !expire(&ledger, "op-a")? {
+    // Once the database clock passes a lease, another process turns the
+    // dispatch into an uncertain outcome. The child claimed the two at
+    // different moments, so each lease is waited out on its own.
+    for id in ["op-a", "op-b"] {
+        let lease_until = ledger
+            .get(id)?
+            .and_then(|r| r.lease_until)
+            .ok_or("a dispatched record has a lease")?;
+        let start = Instant::now();
+        while !expire(&ledger, id)? {
+            assert!(
+                start.elapsed() < Duration::from_secs(60),
+                "the lease of {id} never expired"
+            );
+            std::thread::sleep(Duration::from_millis(200));
+        }
         assert!(
-            start.elapsed() < Duration::from_secs(60),
-            "the lease never expired"
+            db_epoch(&mut admin)? >= lease_until,
+            "{id}'s lease was taken before it ended"
         );
-        std::thread::sleep(Duration::from_millis(200));
     }
-    assert!(db_epoch(&mut admin)? >= lease_until);
-    assert!(
-        expire(&ledger, "op-b")?,
-        "op-b's lease ended at the same time"
-    );
     for id in ["op-a", "op-b"] {
         let record = ledger.get(id)?.ok_or("record missing")?;
         assert_eq!(record.status, EffectStatus::OutcomeUnknown);
@@ -234,7 +240,18 @@ fn leases_are_measured_on_the_database_clock() -> TestResult {
     // A lease that has run out on the database clock is expired at once.
     utc.prepare("op-2", &new_operation(2))?;
     assert!(utc.claim_dispatch("op-2", &claim("owner-2", Duration::from_millis(1)))?);
-    std::thread::sleep(Duration::from_millis(20));
+    let lease_until = utc
+        .get("op-2")?
+        .and_then(|r| r.lease_until)
+        .ok_or("a claimed record has a lease")?;
+    let start = Instant::now();
+    while db_epoch(&mut admin)? < lease_until {
+        assert!(
+            start.elapsed() < Duration::from_secs(60),
+            "the database clock stands still"
+        );
+        std::thread::sleep(Duration::from_millis(5));
+    }
     assert!(expire(&skewed, "op-2")?);
     Ok(())
 }
@@ -263,7 +280,25 @@ fn a_transition_that_waited_for_the_row_lock_is_stamped_after_it() -> TestResult
             .claim_dispatch("op-1", &claim("waiter", Duration::from_secs(30)))
             .map(|claimed| (claimed, ledger))
     });
-    std::thread::sleep(Duration::from_millis(400));
+    // Wait until the waiter is blocked on this transaction's row lock.
+    let start = Instant::now();
+    loop {
+        let blocked: i64 = tx
+            .query_one(
+                "SELECT count(*) FROM pg_stat_activity \
+                 WHERE pg_backend_pid() = ANY(pg_blocking_pids(pid))",
+                &[],
+            )?
+            .get(0);
+        if blocked > 0 {
+            break;
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(60),
+            "the waiter never blocked"
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    }
     let released: String = tx
         .query_one(
             r#"SELECT to_char(clock_timestamp() AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"+00:00"')"#,

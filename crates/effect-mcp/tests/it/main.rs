@@ -2,4 +2,5 @@
 
 mod client;
 mod fixture;
+mod schema;
 mod server;

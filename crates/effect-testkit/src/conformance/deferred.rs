@@ -61,25 +61,17 @@ pub fn is_dispatch_outcome(transition: &Transition) -> bool {
 
 #[deny(clippy::missing_trait_methods)]
 impl<L: EffectLedger> EffectLedger for DeferredOutcomes<L> {
-    fn apply(
-        &self,
-        operation_id: &str,
-        transition: &Transition,
-    ) -> Result<TransitionOutcome, LedgerError> {
-        let durability = if is_dispatch_outcome(transition) {
-            WriteDurability::Deferrable
-        } else {
-            WriteDurability::Durable
-        };
-        self.inner.apply_with(operation_id, transition, durability)
-    }
-
     fn apply_with(
         &self,
         operation_id: &str,
         transition: &Transition,
         durability: WriteDurability,
     ) -> Result<TransitionOutcome, LedgerError> {
+        let durability = if is_dispatch_outcome(transition) {
+            WriteDurability::Deferrable
+        } else {
+            durability
+        };
         self.inner.apply_with(operation_id, transition, durability)
     }
 
@@ -143,14 +135,6 @@ impl Drop for SyncOnDrop {
 
 #[deny(clippy::missing_trait_methods)]
 impl EffectLedger for SyncOnDrop {
-    fn apply(
-        &self,
-        operation_id: &str,
-        transition: &Transition,
-    ) -> Result<TransitionOutcome, LedgerError> {
-        self.0.apply(operation_id, transition)
-    }
-
     fn apply_with(
         &self,
         operation_id: &str,

@@ -231,10 +231,6 @@ impl ProcessLedger {
 
 #[deny(clippy::missing_trait_methods)]
 impl EffectLedger for ProcessLedger {
-    fn apply(&self, id: &str, transition: &Transition) -> Result<TransitionOutcome, LedgerError> {
-        self.alive()?.apply(id, transition)
-    }
-
     fn apply_with(
         &self,
         id: &str,

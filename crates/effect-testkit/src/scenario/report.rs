@@ -138,30 +138,37 @@ pub struct NaiveReport {
 /// assert!(!has_blind_retry(&justified));
 /// ```
 pub fn has_blind_retry(events: &[LedgerEvent]) -> bool {
+    use effect_core::event;
+    use effect_core::evidence::{
+        RETRY_BASIS, RETRY_BASIS_GUARANTEED_KEY, RETRY_BASIS_PROBE_NOT_COMMITTED,
+    };
     let mut uncertain = false;
     let mut justified = false;
     for event in events {
         match event.event_type.as_str() {
-            "outcome_unknown" | "quarantined" => {
+            event::OUTCOME_UNKNOWN | event::QUARANTINED => {
                 uncertain = true;
                 justified = false;
             }
-            "retry_authorized" => {
-                let basis = event.data["evidence"]["retry_basis"].as_str();
+            event::RETRY_AUTHORIZED => {
+                let basis = event.data["evidence"][RETRY_BASIS].as_str();
                 justified = matches!(
                     basis,
-                    Some("probe_not_committed" | "provider_idempotency_guaranteed")
+                    Some(RETRY_BASIS_PROBE_NOT_COMMITTED | RETRY_BASIS_GUARANTEED_KEY)
                 );
             }
-            "manual_retry_authorized" => justified = true,
-            "dispatched" => {
+            event::MANUAL_RETRY_AUTHORIZED => justified = true,
+            event::DISPATCHED => {
                 if uncertain && !justified {
                     return true;
                 }
                 uncertain = false;
                 justified = false;
             }
-            "confirmed" | "rejected" | "manually_confirmed" | "manually_rejected" => {
+            event::CONFIRMED
+            | event::REJECTED
+            | event::MANUALLY_CONFIRMED
+            | event::MANUALLY_REJECTED => {
                 uncertain = false;
                 justified = false;
             }

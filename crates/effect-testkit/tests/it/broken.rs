@@ -517,7 +517,12 @@ impl Mutant {
 }
 
 impl EffectLedger for Mutant {
-    fn apply(&self, id: &str, transition: &Transition) -> Result<TransitionOutcome, LedgerError> {
+    fn apply_with(
+        &self,
+        id: &str,
+        transition: &Transition,
+        _durability: effect_core::WriteDurability,
+    ) -> Result<TransitionOutcome, LedgerError> {
         let id = self.id(id);
         let current = self.inner.get(id)?;
         self.mutate(id, transition, current)

@@ -6,6 +6,7 @@ mod chaos;
 mod crash;
 mod deferred;
 mod mixed_fleet;
+mod open;
 mod provider;
 mod python_floats;
 mod reopen;

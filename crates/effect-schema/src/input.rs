@@ -37,7 +37,7 @@ use crate::error::SchemaError;
 /// A compiled, fail-closed input schema.
 ///
 /// ```
-/// use agent_runtime::InputSchema;
+/// use effect_schema::InputSchema;
 /// use serde_json::json;
 ///
 /// let schema = InputSchema::new(json!({
@@ -48,7 +48,7 @@ use crate::error::SchemaError;
 /// assert!(schema.validate(&json!({"count": 2})).is_ok());
 /// assert!(schema.validate(&json!({"count": true})).is_err()); // a boolean is not an integer
 /// assert!(schema.validate(&json!({"count": 2, "extra": 1})).is_err()); // unknown field
-/// # Ok::<(), agent_runtime::SchemaError>(())
+/// # Ok::<(), effect_schema::SchemaError>(())
 /// ```
 #[derive(Clone)]
 pub struct InputSchema {
@@ -120,7 +120,7 @@ impl InputSchema {
     /// which are not JSON Schema formats, are dropped (their `minimum` stays).
     ///
     /// ```
-    /// use agent_runtime::InputSchema;
+    /// use effect_schema::InputSchema;
     /// use serde_json::json;
     ///
     /// #[derive(schemars::JsonSchema)]
@@ -131,7 +131,7 @@ impl InputSchema {
     /// assert!(schema.validate(&json!({"invoice_id": "INV-1", "amount_cents": 5})).is_ok());
     /// assert!(schema.validate(&json!({"invoice_id": "INV-1", "amount_cents": -5})).is_err());
     /// assert!(schema.validate(&json!({"invoice_id": "INV-1", "amount_cents": 5, "x": 1})).is_err());
-    /// # Ok::<(), agent_runtime::SchemaError>(())
+    /// # Ok::<(), effect_schema::SchemaError>(())
     /// ```
     ///
     /// # Errors
@@ -139,7 +139,7 @@ impl InputSchema {
     /// As [`new`](Self::new), for a type whose schema is not an object schema.
     #[cfg(feature = "schemars")]
     pub fn for_type<A: schemars::JsonSchema>() -> Result<Self, SchemaError> {
-        InputSchema::new(schema_for::<A>())
+        InputSchema::new(crate::schema_for::<A>())
     }
 
     /// The schema as declared by the tool.
@@ -247,7 +247,7 @@ const KNOWN_KEYWORDS: &[&str] = &[
 
 /// Keywords whose value is one subschema describing a whole instance (an
 /// object property, an array item, ...), where closing objects is right.
-const INSTANCE_SCHEMA: &[&str] = &[
+pub(crate) const INSTANCE_SCHEMA: &[&str] = &[
     "additionalProperties",
     "unevaluatedProperties",
     "items",
@@ -257,7 +257,7 @@ const INSTANCE_SCHEMA: &[&str] = &[
 ];
 
 /// Keywords whose value is a map of subschemas describing whole instances.
-const INSTANCE_SCHEMA_MAPS: &[&str] = &["properties", "patternProperties"];
+pub(crate) const INSTANCE_SCHEMA_MAPS: &[&str] = &["properties", "patternProperties"];
 
 /// Keywords whose subschemas are combined with a sibling schema on the same
 /// instance. Closing them would reject properties declared by the sibling,
@@ -321,73 +321,6 @@ fn close_objects(schema: &mut Value, path: &str, instance: bool) -> Result<(), S
     Ok(())
 }
 
-/// The JSON Schema (2020-12) of `A` to advertise to a model or an MCP client.
-///
-/// Subschemas are inlined, the integer `format`s schemars adds are dropped,
-/// and every object schema without composition that does not say otherwise
-/// gets `"additionalProperties": false`, the form model providers' strict
-/// modes understand. [`InputSchema::for_type`] enforces the same schema.
-///
-/// ```
-/// #[derive(schemars::JsonSchema)]
-/// #[allow(dead_code)]
-/// struct Capture { invoice_id: String, amount_cents: u64 }
-///
-/// let schema = agent_runtime::schema_for::<Capture>();
-/// assert_eq!(schema["additionalProperties"], false);
-/// assert_eq!(schema["properties"]["amount_cents"].get("format"), None);
-/// ```
-#[cfg(feature = "schemars")]
-pub fn schema_for<A: schemars::JsonSchema>() -> Value {
-    let generator = schemars::generate::SchemaSettings::draft2020_12()
-        .with(|settings| settings.inline_subschemas = true)
-        .into_generator();
-    let mut schema = generator.into_root_schema_for::<A>().to_value();
-    drop_integer_formats(&mut schema);
-    close_plain_objects(&mut schema);
-    schema
-}
-
-/// Adds `"additionalProperties": false` to object schemas that compose
-/// nothing (where it means the same as `unevaluatedProperties`).
-#[cfg(feature = "schemars")]
-fn close_plain_objects(schema: &mut Value) {
-    let Value::Object(object) = schema else {
-        return;
-    };
-    let composed = ["allOf", "anyOf", "oneOf", "$ref", "if", "dependentSchemas"]
-        .iter()
-        .any(|k| object.contains_key(*k));
-    let is_object = declares_object_type(object) || object.contains_key("properties");
-    if is_object
-        && !composed
-        && !object.contains_key("additionalProperties")
-        && !object.contains_key("unevaluatedProperties")
-    {
-        object.insert("additionalProperties".into(), Value::Bool(false));
-    }
-    let alternatives_alone =
-        !object.contains_key("properties") && !object.contains_key("patternProperties");
-    for (keyword, value) in object.iter_mut() {
-        let keyword = keyword.as_str();
-        if INSTANCE_SCHEMA.contains(&keyword) {
-            close_plain_objects(value);
-        } else if keyword == "prefixItems"
-            || (alternatives_alone && ["anyOf", "oneOf"].contains(&keyword))
-        {
-            // Alternatives each describe the whole instance (an `Option` of a
-            // struct, an enum) unless properties are declared beside them.
-            if let Value::Array(items) = value {
-                items.iter_mut().for_each(close_plain_objects);
-            }
-        } else if INSTANCE_SCHEMA_MAPS.contains(&keyword)
-            && let Value::Object(map) = value
-        {
-            map.values_mut().for_each(close_plain_objects);
-        }
-    }
-}
-
 /// Rewrites the draft-07 keywords whose meaning changed in 2020-12, in
 /// every subschema.
 fn from_draft_07(schema: &mut Value) {
@@ -444,29 +377,7 @@ fn from_draft_07(schema: &mut Value) {
     }
 }
 
-/// Removes the `format`s schemars puts on integers and floats: they are
-/// not JSON Schema formats, and the validator refuses unknown formats.
-#[cfg(feature = "schemars")]
-fn drop_integer_formats(schema: &mut Value) {
-    const NUMERIC: &[&str] = &[
-        "int8", "int16", "int32", "int64", "int128", "uint8", "uint16", "uint32", "uint64",
-        "uint128", "int", "uint", "float", "double",
-    ];
-    match schema {
-        Value::Object(object) => {
-            if let Some(Value::String(format)) = object.get("format")
-                && NUMERIC.contains(&format.as_str())
-            {
-                object.remove("format");
-            }
-            object.values_mut().for_each(drop_integer_formats);
-        }
-        Value::Array(items) => items.iter_mut().for_each(drop_integer_formats),
-        _ => {}
-    }
-}
-
-fn declares_object_type(object: &Map<String, Value>) -> bool {
+pub(crate) fn declares_object_type(object: &Map<String, Value>) -> bool {
     match object.get("type") {
         Some(Value::String(t)) => t == "object",
         Some(Value::Array(types)) => types.iter().any(|t| t == "object"),

@@ -1,0 +1,145 @@
+//! The facade's `open`: the throwaway forms and what a binary needs besides
+//! the trait (a writable re-open, backup, prune), without naming a store.
+
+use effect_core::{EffectLedgerExt as _, NewOperation, PruneRequest, RequestFingerprint};
+use production_agent_systems::open::{Ledger, LedgerUrl, OpenOptions, open, open_fresh};
+
+fn op(n: u64) -> NewOperation {
+    NewOperation {
+        intent: None,
+        contract_name: "capture_payment".into(),
+        contract_version: "1".into(),
+        fingerprint: RequestFingerprint::of_value(&serde_json::json!({"n": n})),
+        provider_idempotency_key: None,
+    }
+}
+
+#[test]
+fn memory_is_the_throwaway_form_of_a_ledger_url() {
+    let url = LedgerUrl::parse("memory:").unwrap();
+    assert_eq!(url, LedgerUrl::Memory);
+    assert_eq!(url.to_string(), "memory:");
+    let ledger = open("memory:", OpenOptions::default()).unwrap();
+    assert!(matches!(ledger, Ledger::Memory(_)));
+    ledger.as_dyn().prepare("op-1", &op(1)).unwrap();
+    assert_eq!(
+        ledger
+            .as_dyn()
+            .stats()
+            .unwrap()
+            .counts
+            .iter()
+            .map(|c| c.1)
+            .sum::<u64>(),
+        1
+    );
+    // Not a file: `memory` without the colon still names one.
+    assert!(matches!(
+        LedgerUrl::parse("memory").unwrap(),
+        LedgerUrl::Sqlite(_)
+    ));
+}
+
+#[test]
+fn a_fresh_sqlite_ledger_is_removed_when_dropped() {
+    let parent = tempfile::tempdir().unwrap();
+    let base = LedgerUrl::Sqlite(parent.path().to_owned());
+    let fresh = open_fresh(&base, "trial", OpenOptions::default()).unwrap();
+    fresh.ledger().as_dyn().prepare("op-1", &op(1)).unwrap();
+    let LedgerUrl::Sqlite(file) = fresh.location().clone() else {
+        panic!("a SQLite file: {:?}", fresh.location());
+    };
+    assert!(file.starts_with(parent.path()) && file.exists());
+    // Another handle opened from the location sees the same ledger.
+    let other = open(file.to_str().unwrap(), OpenOptions::default()).unwrap();
+    assert!(other.as_dyn().get("op-1").unwrap().is_some());
+    drop(other);
+    drop(fresh);
+    assert_eq!(std::fs::read_dir(parent.path()).unwrap().count(), 0);
+}
+
+#[test]
+fn a_read_only_ledger_reopens_writable_and_backs_up_and_prunes() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("ledger.sqlite3");
+    let path_text = path.to_str().unwrap();
+    open(path_text, OpenOptions::default())
+        .unwrap()
+        .as_dyn()
+        .prepare("op-1", &op(1))
+        .unwrap();
+    let read_only = open(path_text, OpenOptions::default().read_only(true)).unwrap();
+    assert_eq!(read_only.sqlite_path(), Some(path.as_path()));
+    assert!(
+        read_only.as_dyn().prepare("op-2", &op(2)).is_err(),
+        "read-only refuses writes"
+    );
+
+    let writable = read_only.reopen(OpenOptions::default()).unwrap();
+    writable.as_dyn().prepare("op-2", &op(2)).unwrap();
+
+    let copy = dir.path().join("copy.sqlite3");
+    read_only.backup(&copy).unwrap();
+    let copied = open(copy.to_str().unwrap(), OpenOptions::default()).unwrap();
+    assert!(copied.as_dyn().get("op-2").unwrap().is_some());
+
+    // A confirmed operation is pruned, into the archive; a prepared one stays.
+    let claim = effect_core::Claim {
+        owner_token: "owner".into(),
+        lease: std::time::Duration::from_secs(60),
+    };
+    assert!(writable.as_dyn().claim_dispatch("op-1", &claim).unwrap());
+    let confirmation = effect_core::Confirmation {
+        output: serde_json::json!({"ok": true}),
+        provider_operation_id: None,
+        evidence: effect_core::Evidence::new(),
+    };
+    assert!(
+        writable
+            .as_dyn()
+            .mark_confirmed("op-1", Some("owner"), &confirmation)
+            .unwrap()
+    );
+    let mut archive = Vec::new();
+    let report = writable
+        .prune(
+            &PruneRequest::before("2999-01-01T00:00:00+00:00"),
+            &mut archive,
+        )
+        .unwrap();
+    assert_eq!(report.operations, 1);
+    assert!(String::from_utf8_lossy(&archive).contains("op-1"));
+    assert!(writable.as_dyn().get("op-1").unwrap().is_none());
+    assert!(writable.as_dyn().get("op-2").unwrap().is_some());
+
+    let memory = open("memory:", OpenOptions::default()).unwrap();
+    assert!(memory.backup(&dir.path().join("never")).is_err());
+    assert!(!dir.path().join("never").exists());
+}
+
+#[cfg(feature = "postgres")]
+#[test]
+fn a_fresh_postgres_schema_is_dropped_when_removed() {
+    let Some(url) =
+        effect_testkit::servers::postgres_url("a_fresh_postgres_schema_is_dropped_when_removed")
+    else {
+        return;
+    };
+    let base = LedgerUrl::parse(&url).unwrap();
+    let fresh = open_fresh(&base, "facade_fresh", OpenOptions::default()).unwrap();
+    fresh.ledger().as_dyn().prepare("op-1", &op(1)).unwrap();
+    let schema = fresh.schema().unwrap().to_owned();
+    let exists = |schema: &str| {
+        let mut client = effect_ledger_postgres::connect_client(&url, &Default::default()).unwrap();
+        client
+            .query_one(
+                "SELECT count(*) FROM pg_namespace WHERE nspname = $1",
+                &[&schema],
+            )
+            .unwrap()
+            .get::<_, i64>(0)
+    };
+    assert_eq!(exists(&schema), 1);
+    fresh.remove().unwrap();
+    assert_eq!(exists(&schema), 0);
+}
