@@ -259,3 +259,110 @@ impl LedgerError {
         }
     }
 }
+
+/// A [`Redaction`](crate::redaction::Redaction) rule that cannot be built.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum RedactionError {
+    /// The path is not a JSON Pointer (RFC 6901) this crate can apply.
+    #[error("redaction path {path:?} is invalid: {reason}")]
+    InvalidPath {
+        /// The path as given.
+        path: String,
+        /// What is wrong with it.
+        reason: &'static str,
+    },
+}
+
+/// Key material or a key id that cannot be used for sealing or fingerprinting.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum KeyError {
+    /// The key is not 32 bytes long.
+    #[error("a key must be 32 bytes, got {len}")]
+    WrongLength {
+        /// The number of bytes given.
+        len: usize,
+    },
+    /// The text is neither 64 hex digits nor base64 of 32 bytes.
+    #[error("a key must be 64 hex digits or the base64 of 32 bytes")]
+    Unparseable,
+    /// The key id is empty or only whitespace.
+    #[error("a key id must not be blank")]
+    BlankId,
+    /// The keyring already holds a key under this id.
+    #[error("key id {key_id:?} is already in the keyring")]
+    DuplicateId {
+        /// The key id.
+        key_id: String,
+    },
+}
+
+/// A value that cannot be sealed or opened by a [`Keyring`](crate::seal::Keyring).
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum SealError {
+    /// The value to seal is outside the canonical-JSON limits, so it could
+    /// never be stored or opened again.
+    #[error("value cannot be sealed")]
+    Canonical {
+        /// What limit it breaks.
+        #[source]
+        source: CanonicalError,
+    },
+    /// The operating system's random number generator gave no nonce.
+    #[error("no nonce: the operating system's random number generator failed")]
+    Random {
+        /// The generator's error.
+        #[source]
+        source: BoxError,
+    },
+    /// The cipher refused to encrypt (the value is longer than it can seal).
+    #[error("encryption failed")]
+    Encrypt,
+    /// The value is not a sealed envelope (`{"$sealed": {...}}`).
+    #[error("value is not a sealed envelope")]
+    NotSealed,
+    /// The value looks like a sealed envelope but a field is missing or invalid.
+    #[error("sealed envelope is malformed: {reason}")]
+    Malformed {
+        /// Which field is wrong.
+        reason: String,
+    },
+    /// The envelope was written by a newer format version.
+    #[error("sealed envelope has format version {version}; this build opens version 1")]
+    UnsupportedVersion {
+        /// The envelope's version.
+        version: u64,
+    },
+    /// The envelope names an algorithm this build does not implement.
+    #[error("sealed envelope uses algorithm {alg:?}; this build opens xchacha20poly1305")]
+    UnsupportedAlgorithm {
+        /// The envelope's algorithm.
+        alg: String,
+    },
+    /// The envelope names a key the keyring does not hold: add it with
+    /// [`Keyring::with_retired`](crate::seal::Keyring::with_retired).
+    #[error("value was sealed with key {key_id:?}, which is not in the keyring")]
+    UnknownKey {
+        /// The key id the envelope names.
+        key_id: String,
+    },
+    /// Authentication failed: the ciphertext or its header was altered, the
+    /// additional data differs (the value was sealed for another record), or
+    /// the key under this id is not the one that sealed it.
+    #[error(
+        "sealed value does not open with key {key_id:?}: it was altered, sealed for another record, or sealed under another key with this id"
+    )]
+    Authentication {
+        /// The key id the envelope names.
+        key_id: String,
+    },
+    /// The envelope opened but does not hold a storable JSON value.
+    #[error("sealed value opened but holds no storable JSON")]
+    Plaintext {
+        /// The decoding or limit error.
+        #[source]
+        source: BoxError,
+    },
+}

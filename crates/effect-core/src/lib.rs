@@ -8,9 +8,16 @@
 //! docs/spec.md §2, the ledger state machine ([`transition::plan`]) and the
 //! [`EffectLedger`] trait that durable stores implement.
 //!
-//! It depends on serde, serde_json, blake3, sha2 and thiserror only. It never
-//! touches a database and never dispatches anything: stores live in their own
-//! crates (`effect-ledger-sqlite`, ...) and execution in `effect-exec`.
+//! It also holds the building blocks that keep secrets out of the ledger
+//! (docs/security-boundaries.md): the [`Secret`] argument wrapper, field-path
+//! [`Redaction`], the [`Redactor`] that scrubs what a call writes, the
+//! [`fingerprint_view`] that fingerprints secrets without storing them, and
+//! the [`Keyring`] that seals stored values at rest.
+//!
+//! It depends on serde, serde_json, blake3, sha2, thiserror, and for sealing
+//! chacha20poly1305, base64 and zeroize only. It never touches a database and
+//! never dispatches anything: stores live in their own crates
+//! (`effect-ledger-sqlite`, ...) and execution in `effect-exec`.
 //! [`MemoryLedger`] is the reference implementation, for examples and tests.
 //!
 //! ```
@@ -38,10 +45,14 @@ mod error;
 pub mod event;
 pub mod evidence;
 pub mod intent;
+mod key;
 mod ledger;
 mod memory;
 mod prune;
 mod record;
+pub mod redaction;
+pub mod seal;
+pub mod secret;
 mod status;
 pub mod transition;
 
@@ -52,15 +63,21 @@ pub use contract::{
     PostconditionFn, ProbeFn,
 };
 pub use error::{
-    BoxError, CallbackError, CanonicalError, ContractError, LedgerError, LedgerErrorKind,
-    error_chain,
+    BoxError, CallbackError, CanonicalError, ContractError, KeyError, LedgerError, LedgerErrorKind,
+    RedactionError, SealError, error_chain,
 };
+pub use key::{FingerprintKey, SealingKey};
 pub use ledger::{
     EffectLedger, EffectLedgerExt, LedgerStats, ListQuery, MAX_LIST_LIMIT, WriteDurability,
 };
 pub use memory::MemoryLedger;
 pub use prune::{ArchivedOperation, PruneReport, PruneRequest};
 pub use record::{EffectRecord, EffectResult, Evidence, LedgerEvent, OutcomeProbeResult, Revision};
+pub use redaction::{
+    ProtectedField, Protection, Redaction, Redactor, fingerprint_view, protected_fields,
+};
+pub use seal::{Keyring, SealedInfo, sealed_info};
+pub use secret::{REDACTED, Secret, is_redacted, reveal};
 pub use status::{EffectStatus, ParseStatusError, ProbeStatus, UnknownOutcomePolicy};
 pub use transition::{
     Claim, Confirmation, Guard, ManualAction, ManualResolution, NewOperation, Transition,

@@ -14,7 +14,7 @@
 //!
 //! | module | crate | what |
 //! |---|---|---|
-//! | [`core`] | `effect-core` | contracts, statuses, canonical JSON, the [`EffectLedger`] trait |
+//! | [`core`] | `effect-core` | contracts, statuses, canonical JSON, the [`EffectLedger`] trait, [`Secret`] and sealing |
 //! | [`exec`] | `effect-exec` | the [`EffectExecutor`]: execute, reconcile, resolve |
 //! | [`sqlite`] | `effect-ledger-sqlite` | [`SqliteLedger`], the embedded durable store |
 //! | `postgres` | `effect-ledger-postgres` | `PostgresLedger`, one ledger for several hosts |
@@ -93,8 +93,9 @@ pub use effect_rig as rig;
 pub use effect_testkit as testkit;
 
 pub use effect_core::{
-    EffectContract, EffectLedger, EffectRecord, EffectResult, EffectStatus, MemoryLedger,
-    OutcomeProbeResult, ProbeStatus, UnknownOutcomePolicy,
+    EffectContract, EffectLedger, EffectRecord, EffectResult, EffectStatus, FingerprintKey,
+    KeyError, Keyring, MemoryLedger, OutcomeProbeResult, ProbeStatus, Redaction, RedactionError,
+    Redactor, SealError, SealingKey, Secret, UnknownOutcomePolicy,
 };
 pub use effect_exec::{
     Audit, CallOptions, EffectExecutor, ExecError, ExecutorOptions, HandlerContext, HandlerError,
