@@ -9,6 +9,7 @@ use serde_json::Value;
 
 use crate::error::{CallbackError, ContractError};
 use crate::record::OutcomeProbeResult;
+use crate::redaction::Redaction;
 use crate::status::UnknownOutcomePolicy;
 
 /// Derives the operation id from the arguments.
@@ -44,6 +45,7 @@ pub struct EffectContract {
     postcondition: Option<PostconditionFn>,
     unknown_outcome: UnknownOutcomePolicy,
     stores_intent: bool,
+    redaction: Redaction,
 }
 
 impl fmt::Debug for EffectContract {
@@ -60,6 +62,7 @@ impl fmt::Debug for EffectContract {
             .field("has_postcondition", &self.postcondition.is_some())
             .field("unknown_outcome", &self.unknown_outcome)
             .field("stores_intent", &self.stores_intent)
+            .field("redaction", &self.redaction)
             .finish()
     }
 }
@@ -83,7 +86,9 @@ impl EffectContract {
                 postcondition: None,
                 unknown_outcome: UnknownOutcomePolicy::default(),
                 stores_intent: false,
+                redaction: Redaction::default(),
             },
+            invalid_redaction: None,
         }
     }
 
@@ -111,6 +116,12 @@ impl EffectContract {
     /// recovery worker can dispatch it without its caller.
     pub fn stores_intent(&self) -> bool {
         self.stores_intent
+    }
+
+    /// The argument fields that never reach the ledger in clear (besides any
+    /// [`Secret`](crate::Secret) in typed arguments).
+    pub fn redaction(&self) -> &Redaction {
+        &self.redaction
     }
 
     /// Whether the contract has a sync or async outcome probe.
@@ -181,6 +192,7 @@ impl EffectContract {
 #[derive(Debug)]
 pub struct EffectContractBuilder {
     contract: EffectContract,
+    invalid_redaction: Option<crate::error::RedactionError>,
 }
 
 impl EffectContractBuilder {
@@ -246,6 +258,26 @@ impl EffectContractBuilder {
         self
     }
 
+    /// Redacts these argument fields (JSON Pointers, `*` matching every
+    /// member or element) from everything the ledger stores in clear:
+    /// outputs, evidence, error text and event data are scrubbed of their
+    /// values, and the request fingerprint covers them through a digest
+    /// (docs/security-boundaries.md). Stored intent that holds them must be
+    /// sealed (effect-exec's `EffectExecutor::with_keyring`).
+    /// An invalid path fails [`build`](Self::build).
+    #[must_use]
+    pub fn redact<I, S>(mut self, paths: I) -> Self
+    where
+        I: IntoIterator<Item = S>,
+        S: AsRef<str>,
+    {
+        match Redaction::new(paths) {
+            Ok(redaction) => self.contract.redaction = redaction,
+            Err(err) => self.invalid_redaction = Some(err),
+        }
+        self
+    }
+
     /// Stores the operation's arguments with it (its *intent*), so that a
     /// later process can dispatch it without the original caller: a recovery
     /// worker with a handler registered for this contract finishes an
@@ -273,6 +305,12 @@ impl EffectContractBuilder {
     /// A blank name or version; a guarantee without a key function.
     pub fn build(self) -> Result<EffectContract, ContractError> {
         let contract = self.contract;
+        if let Some(source) = self.invalid_redaction {
+            return Err(ContractError::InvalidRedaction {
+                name: contract.name,
+                source,
+            });
+        }
         if contract.name.trim().is_empty() {
             return Err(ContractError::BlankName);
         }

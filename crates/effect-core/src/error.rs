@@ -57,6 +57,15 @@ pub enum ContractError {
         /// The contract name.
         name: String,
     },
+    /// A redaction path is not a JSON Pointer.
+    #[error("contract {name:?}: invalid redaction path")]
+    InvalidRedaction {
+        /// The contract name.
+        name: String,
+        /// What is wrong with the path.
+        #[source]
+        source: RedactionError,
+    },
 }
 
 /// An error raised by a user callback (operation id, key, probe, postcondition).

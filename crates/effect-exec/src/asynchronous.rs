@@ -124,7 +124,12 @@ impl EffectExecutor {
         H: Fn(Value, HandlerContext) -> Fut + Send + Sync + 'static,
         Fut: Future<Output = Result<O, HandlerError>> + Send + 'static,
     {
-        let identity = identify(contract, arguments, self.options.fingerprint_form)?;
+        let identity = identify(
+            contract,
+            arguments,
+            self.options.fingerprint_form,
+            &self.keys,
+        )?;
         let operation_id = identity.operation_id.clone();
         let executor = self.clone();
         let contract = contract.clone();

@@ -98,6 +98,37 @@ pub enum ExecError {
         /// The contract name.
         contract: String,
     },
+    /// The arguments hold secrets (a [`Secret`](effect_core::Secret) or a
+    /// redacted field) and the contract stores its intent, but no keyring
+    /// seals it: the secrets would reach the ledger in clear. Nothing was
+    /// written.
+    #[error(
+        "contract {contract:?} stores its intent and its arguments hold secrets; \
+         give the executor a keyring (EffectExecutor::with_keyring) so they are sealed"
+    )]
+    SecretsNeedSealing {
+        /// The contract name.
+        contract: String,
+    },
+    /// Stored intent could not be sealed or opened: an unknown key id, a
+    /// tampered or misplaced envelope.
+    #[error("stored intent of operation {operation_id:?} cannot be sealed or opened")]
+    Seal {
+        /// The operation id.
+        operation_id: String,
+        /// Why.
+        #[source]
+        source: effect_core::SealError,
+    },
+    /// The stored intent is sealed and the executor has no keyring to open it.
+    #[error(
+        "stored intent of operation {operation_id:?} is sealed; give the executor the keyring \
+         that sealed it (EffectExecutor::with_keyring)"
+    )]
+    NoKeyring {
+        /// The operation id.
+        operation_id: String,
+    },
     /// The async runtime could not run a blocking ledger step.
     #[error("async execution of operation {operation_id:?} was interrupted: {message}")]
     Runtime {

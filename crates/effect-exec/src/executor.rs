@@ -14,6 +14,7 @@ use effect_core::{
     EffectStatus, Evidence, FingerprintForm, NewOperation, RequestFingerprint, Sleeper,
     SystemClock, ThreadSleeper, Transition, TransitionOutcome, WriteDurability,
 };
+use effect_core::{FingerprintKey, Keyring, Redactor};
 use serde::Serialize;
 use serde_json::Value;
 
@@ -59,6 +60,15 @@ pub struct EffectExecutor {
     /// Times the bounded wait for a live owner.
     clock: Arc<dyn Clock>,
     sleeper: Arc<dyn Sleeper>,
+    pub(crate) keys: Keys,
+}
+
+/// The keys that protect secrets: sealing of stored intent, and the keyed
+/// digest of secret arguments in the request fingerprint.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Keys {
+    pub(crate) keyring: Option<Arc<Keyring>>,
+    pub(crate) fingerprint: Option<Arc<FingerprintKey>>,
 }
 
 /// The identity of one call, derived before anything is written.
@@ -66,8 +76,11 @@ pub struct EffectExecutor {
 pub(crate) struct Identity {
     pub(crate) operation_id: String,
     pub(crate) operation: NewOperation,
-    /// The canonical arguments; every callback gets its own clone.
+    /// The canonical arguments, secrets revealed; every callback gets its
+    /// own clone.
     pub(crate) arguments: Value,
+    /// Scrubs the call's secrets from what is written, when it has any.
+    pub(crate) redactor: Option<Arc<Redactor>>,
 }
 
 /// One execution in flight.
@@ -85,6 +98,15 @@ impl Call<'_> {
 
     pub(crate) fn arguments(&self) -> Value {
         self.identity.arguments.clone()
+    }
+
+    /// `transition` with this call's secrets scrubbed from everything it
+    /// writes in clear: error text, evidence, outputs.
+    pub(crate) fn scrub(&self, transition: Transition) -> Transition {
+        match &self.identity.redactor {
+            Some(redactor) => scrub(redactor, transition),
+            None => transition,
+        }
     }
 
     /// What the handler is told about the dispatch of `record`.
@@ -145,7 +167,29 @@ impl EffectExecutor {
             keeper: LeaseKeeper::default(),
             clock,
             sleeper: Arc::new(ThreadSleeper),
+            keys: Keys::default(),
         }
+    }
+
+    /// Seals stored intent with `keyring` before it is written (AEAD, the
+    /// operation id as associated data), and opens it with the key it names:
+    /// old keys the keyring retires still open what they sealed. Required
+    /// for a contract that stores intent holding secrets
+    /// (docs/security-boundaries.md).
+    #[must_use]
+    pub fn with_keyring(mut self, keyring: Keyring) -> Self {
+        self.keys.keyring = Some(Arc::new(keyring));
+        self
+    }
+
+    /// Digests secret arguments into the request fingerprint under this key,
+    /// so that the stored fingerprint does not let a low-entropy secret (a
+    /// card number) be guessed. Keep it stable: changing it changes the
+    /// fingerprint of every request with a secret.
+    #[must_use]
+    pub fn with_fingerprint_key(mut self, key: FingerprintKey) -> Self {
+        self.keys.fingerprint = Some(Arc::new(key));
+        self
     }
 
     /// Waits through `sleeper` between polls of a live owner's dispatch
@@ -175,10 +219,23 @@ impl EffectExecutor {
     /// The arguments a stored intent holds, as the handler receives them.
     pub(crate) fn open_intent(
         &self,
-        _operation_id: &str,
+        operation_id: &str,
         stored: &Value,
     ) -> Result<Value, ExecError> {
-        Ok(stored.clone())
+        if effect_core::sealed_info(stored).is_none() {
+            return Ok(stored.clone());
+        }
+        match &self.keys.keyring {
+            Some(keyring) => keyring
+                .open(stored, operation_id)
+                .map_err(|source| ExecError::Seal {
+                    operation_id: operation_id.to_owned(),
+                    source,
+                }),
+            None => Err(ExecError::NoKeyring {
+                operation_id: operation_id.to_owned(),
+            }),
+        }
     }
 
     /// Waits until another caller's operation settles (confirmed, rejected
@@ -261,7 +318,12 @@ impl EffectExecutor {
         O: Serialize + Send + 'static,
         H: Fn(Value, HandlerContext) -> Result<O, HandlerError> + Send + Sync + 'static,
     {
-        let identity = identify(contract, arguments, self.options.fingerprint_form)?;
+        let identity = identify(
+            contract,
+            arguments,
+            self.options.fingerprint_form,
+            &self.keys,
+        )?;
         let invoke = SyncInvoke {
             handler: Arc::new(handler),
         };
@@ -441,10 +503,10 @@ impl EffectExecutor {
             HandlerOutcome::Rejected(reason) => {
                 let rejected = self.apply_with(
                     id,
-                    Transition::MarkRejected {
+                    call.scrub(Transition::MarkRejected {
                         owner_token: token.to_owned(),
                         error: format!("provider definitively rejected the effect: {reason}"),
-                    },
+                    }),
                     durability,
                 )?;
                 return Ok(Round::Done(EffectResult::from_record(&rejected.record)));
@@ -456,10 +518,10 @@ impl EffectExecutor {
                         provider_operation_id: None,
                         evidence: evidence_of([(SOURCE, SOURCE_HANDLER_RETURN.into())]),
                     };
-                    let transition = Transition::MarkConfirmed {
+                    let transition = call.scrub(Transition::MarkConfirmed {
                         owner_token: Some(token.to_owned()),
                         confirmation,
-                    };
+                    });
                     match self.ledger.apply_with(id, &transition, durability) {
                         Ok(confirmed) => return Ok(self.after_finalize(call, confirmed)),
                         // The store refused the output (too large for it): the
@@ -522,11 +584,11 @@ impl EffectExecutor {
         };
         let unknown = self.apply_with(
             id,
-            Transition::MarkOutcomeUnknown {
+            call.scrub(Transition::MarkOutcomeUnknown {
                 owner_token: Some(token.to_owned()),
                 error,
                 evidence,
-            },
+            }),
             durability,
         )?;
         if !unknown.applied {
@@ -668,31 +730,74 @@ impl EffectExecutor {
 }
 
 /// Derives the identity of a call (docs/spec.md §5 step 1). Nothing is written.
+///
+/// The arguments are serialized twice: once revealing every
+/// [`Secret`](effect_core::Secret) (what the handler, the probe and the
+/// contract's callbacks see, and what sealed intent holds) and once as the
+/// ledger may store them, secrets and the contract's redacted fields
+/// replaced by a marker. When the two differ the request fingerprint is
+/// taken over the redacted form with a digest of each secret.
 pub(crate) fn identify<A: Serialize + ?Sized>(
     contract: &EffectContract,
     arguments: &A,
     form: FingerprintForm,
+    keys: &Keys,
 ) -> Result<Identity, ExecError> {
-    let arguments =
-        to_json_value(arguments).map_err(|source| ExecError::InvalidArguments { source })?;
+    let invalid = |source| ExecError::InvalidArguments { source };
+    let revealed = effect_core::reveal(|| to_json_value(arguments)).map_err(invalid)?;
+    let redacted = contract
+        .redaction()
+        .apply(&to_json_value(arguments).map_err(invalid)?);
+    let secrets = redacted != revealed;
     let contract_error = |source| ExecError::Contract {
         contract: contract.name().to_owned(),
         source,
     };
     let operation_id =
-        call_guarded(|| contract.operation_id(&arguments.clone())).map_err(contract_error)?;
-    let key = call_guarded(|| contract.provider_idempotency_key(&arguments.clone()))
+        call_guarded(|| contract.operation_id(&revealed.clone())).map_err(contract_error)?;
+    let key = call_guarded(|| contract.provider_idempotency_key(&revealed.clone()))
         .map_err(contract_error)?;
+    let fingerprint = if secrets {
+        let view = effect_core::redaction::fingerprint_view(
+            &revealed,
+            &redacted,
+            keys.fingerprint.as_deref(),
+        );
+        RequestFingerprint::of_value(&view)
+    } else {
+        RequestFingerprint::of_value(&revealed)
+    };
+    let intent = if contract.stores_intent() {
+        Some(match &keys.keyring {
+            Some(keyring) => {
+                keyring
+                    .seal(&revealed, &operation_id)
+                    .map_err(|source| ExecError::Seal {
+                        operation_id: operation_id.clone(),
+                        source,
+                    })?
+            }
+            None if secrets => {
+                return Err(ExecError::SecretsNeedSealing {
+                    contract: contract.name().to_owned(),
+                });
+            }
+            None => revealed.clone(),
+        })
+    } else {
+        None
+    };
     Ok(Identity {
         operation_id,
         operation: NewOperation {
             contract_name: contract.name().to_owned(),
             contract_version: contract.version().to_owned(),
-            fingerprint: RequestFingerprint::of_value(&arguments).with_form(form),
+            fingerprint: fingerprint.with_form(form),
             provider_idempotency_key: key,
-            intent: contract.stores_intent().then(|| arguments.clone()),
+            intent,
         },
-        arguments,
+        redactor: secrets.then(|| Arc::new(Redactor::new(&revealed, &redacted))),
+        arguments: revealed,
     })
 }
 
@@ -704,6 +809,58 @@ pub(crate) fn settled_result(record: &EffectRecord) -> EffectResult {
     let mut result = EffectResult::from_record(record);
     result.duplicate_suppressed = record.status == EffectStatus::Confirmed;
     result
+}
+
+/// `transition` with `redactor`'s secrets replaced by the marker.
+fn scrub(redactor: &Redactor, transition: Transition) -> Transition {
+    let evidence = |evidence: Evidence| -> Evidence {
+        evidence
+            .into_iter()
+            .map(|(key, value)| (redactor.scrub_str(&key), redactor.scrub_value(&value)))
+            .collect()
+    };
+    match transition {
+        Transition::MarkOutcomeUnknown {
+            owner_token,
+            error,
+            evidence: found,
+        } => Transition::MarkOutcomeUnknown {
+            owner_token,
+            error: redactor.scrub_str(&error),
+            evidence: evidence(found),
+        },
+        Transition::MarkConfirmed {
+            owner_token,
+            confirmation,
+        } => Transition::MarkConfirmed {
+            owner_token,
+            confirmation: Confirmation {
+                output: redactor.scrub_value(&confirmation.output),
+                provider_operation_id: confirmation
+                    .provider_operation_id
+                    .map(|id| redactor.scrub_str(&id)),
+                evidence: evidence(confirmation.evidence),
+            },
+        },
+        Transition::MarkRejected { owner_token, error } => Transition::MarkRejected {
+            owner_token,
+            error: redactor.scrub_str(&error),
+        },
+        Transition::Quarantine {
+            error,
+            evidence: found,
+        } => Transition::Quarantine {
+            error: redactor.scrub_str(&error),
+            evidence: evidence(found),
+        },
+        Transition::ResetForRetry { evidence: found } => Transition::ResetForRetry {
+            evidence: evidence(found),
+        },
+        Transition::Guarded(guard, inner) => {
+            Transition::Guarded(guard, Box::new(scrub(redactor, *inner)))
+        }
+        other => other,
+    }
 }
 
 pub(crate) fn evidence_of<const N: usize>(entries: [(&str, Value); N]) -> Evidence {

@@ -57,7 +57,12 @@ impl EffectExecutor {
         contract: &EffectContract,
         arguments: &A,
     ) -> Result<EffectResult, ExecError> {
-        let identity = identify(contract, arguments, self.options.fingerprint_form)?;
+        let identity = identify(
+            contract,
+            arguments,
+            self.options.fingerprint_form,
+            &self.keys,
+        )?;
         self.reconcile_identity(contract, &identity)
     }
 
@@ -441,8 +446,10 @@ struct Decided<'c, 'a> {
 }
 
 impl Decided<'_, '_> {
+    /// `transition`, applied only while the read holds, with the call's
+    /// secrets scrubbed from what it writes.
     fn guarded(&self, transition: Transition) -> Transition {
-        Transition::Guarded(self.guard.clone(), Box::new(transition))
+        Transition::Guarded(self.guard.clone(), Box::new(self.call.scrub(transition)))
     }
 
     /// `applied` as `done`; a guard that no longer held as [`Reconciled::Stale`].

@@ -62,7 +62,8 @@ use std::time::Duration;
 
 use effect_core::clock::format_timestamp;
 use effect_core::{
-    EffectContract, EffectLedger, EffectRecord, EffectStatus, ListQuery, MAX_LIST_LIMIT, intent,
+    EffectContract, EffectLedger, EffectRecord, EffectResult, EffectStatus, ListQuery,
+    MAX_LIST_LIMIT, intent,
 };
 use serde::Serialize;
 use serde::de::DeserializeOwned;
@@ -77,10 +78,18 @@ use crate::typed::TypedContract;
 type DurableHandler =
     Arc<dyn Fn(Value, HandlerContext) -> Result<Value, HandlerError> + Send + Sync>;
 
+/// Runs one operation from its stored arguments: `None` when they do not
+/// describe the stored record (another id or fingerprint, or they do not
+/// decode as the contract's argument type).
+type Run = Arc<
+    dyn Fn(&EffectExecutor, &EffectRecord, &Value) -> Option<Result<EffectResult, ExecError>>
+        + Send
+        + Sync,
+>;
+
 #[derive(Clone)]
 struct Durable {
-    contract: EffectContract,
-    handler: DurableHandler,
+    run: Run,
 }
 
 /// Dispatches the operations whose caller is gone, from their stored intent;
@@ -208,9 +217,38 @@ impl RecoveryWorker {
                 HandlerError::unknown(format!("handler output cannot be stored as JSON: {err}"))
             })
         });
-        let key = (contract.name().to_owned(), contract.version().to_owned());
-        self.handlers.insert(key, Durable { contract, handler });
+        self.insert::<Value>(contract, handler);
         Ok(self)
+    }
+
+    /// Registers `handler` for operations whose stored arguments decode as
+    /// `A`: identified and executed as `A`, as the original caller did, so
+    /// that secrets fingerprint as they did then.
+    fn insert<A>(&mut self, contract: EffectContract, handler: DurableHandler)
+    where
+        A: Serialize + DeserializeOwned + 'static,
+    {
+        let key = (contract.name().to_owned(), contract.version().to_owned());
+        let run: Run = Arc::new(move |executor, record, stored| {
+            let id = record.operation_id.as_str();
+            let arguments = match A::deserialize(stored) {
+                Ok(arguments) => arguments,
+                Err(err) => {
+                    tracing::warn!(operation_id = id, error = %err, "stored intent does not decode");
+                    return None;
+                }
+            };
+            if !describes(executor, &contract, record, &arguments) {
+                return None;
+            }
+            let handler = Arc::clone(&handler);
+            Some(
+                executor.execute(&contract, &arguments, move |args, context| {
+                    handler(args, context)
+                }),
+            )
+        });
+        self.handlers.insert(key, Durable { run });
     }
 
     /// [`register`](Self::register) for a typed contract and handler.
@@ -228,15 +266,27 @@ impl RecoveryWorker {
         O: Serialize + DeserializeOwned + 'static,
         H: Fn(A, HandlerContext) -> Result<O, HandlerError> + Send + Sync + 'static,
     {
-        self.register(contract.contract().clone(), move |args: Value, context| {
+        let inner = contract.contract().clone();
+        if !inner.stores_intent() {
+            return Err(ExecError::IntentNotStored {
+                contract: inner.name().to_owned(),
+            });
+        }
+        let handler: DurableHandler = Arc::new(move |args: Value, context| {
             let args = A::deserialize(&args).map_err(|err| {
                 HandlerError::rejected(format!(
                     "stored arguments do not decode as {}, nothing was sent: {err}",
                     std::any::type_name::<A>()
                 ))
             })?;
-            handler(args, context)
-        })
+            let output = handler(args, context)?;
+            effect_core::canonical::to_json_value(&output).map_err(|err| {
+                HandlerError::unknown(format!("handler output cannot be stored as JSON: {err}"))
+            })
+        });
+        let mut worker = self;
+        worker.insert::<A>(inner, handler);
+        Ok(worker)
     }
 
     /// One pass: lists every operation left behind, then dispatches (or
@@ -396,16 +446,11 @@ impl RecoveryWorker {
                 return;
             }
         };
-        if !self.describes(durable, record, &arguments) {
+        let Some(executed) = (durable.run)(&self.executor, record, &arguments) else {
             report.unusable_intent += 1;
             return;
-        }
-        let handler = Arc::clone(&durable.handler);
-        match self
-            .executor
-            .execute(&durable.contract, &arguments, move |args, context| {
-                handler(args, context)
-            }) {
+        };
+        match executed {
             Ok(result) => match result.status {
                 EffectStatus::Confirmed => report.confirmed += 1,
                 EffectStatus::Rejected => report.rejected += 1,
@@ -420,33 +465,43 @@ impl RecoveryWorker {
             }
         }
     }
+}
 
-    /// True when the stored arguments derive this very operation: its id
-    /// and its request fingerprint.
-    fn describes(&self, durable: &Durable, record: &EffectRecord, arguments: &Value) -> bool {
-        let id = record.operation_id.as_str();
-        match self.executor.identify(&durable.contract, arguments) {
-            Ok(identity)
-                if identity.operation_id == record.operation_id
-                    && identity
-                        .operation
-                        .fingerprint
-                        .matches(&record.request_fingerprint) =>
-            {
-                true
-            }
-            Ok(identity) => {
-                tracing::warn!(
-                    operation_id = id,
-                    derived = identity.operation_id,
-                    "stored intent does not describe the stored operation"
-                );
-                false
-            }
-            Err(err) => {
-                tracing::warn!(operation_id = id, error = %err, "stored intent cannot be identified");
-                false
-            }
+/// True when the stored arguments derive this very operation: its id and
+/// its request fingerprint.
+fn describes<A: Serialize>(
+    executor: &EffectExecutor,
+    contract: &EffectContract,
+    record: &EffectRecord,
+    arguments: &A,
+) -> bool {
+    let id = record.operation_id.as_str();
+    match identify(
+        contract,
+        arguments,
+        executor.options.fingerprint_form,
+        &executor.keys,
+    ) {
+        Ok(identity)
+            if identity.operation_id == record.operation_id
+                && identity
+                    .operation
+                    .fingerprint
+                    .matches(&record.request_fingerprint) =>
+        {
+            true
+        }
+        Ok(identity) => {
+            tracing::warn!(
+                operation_id = id,
+                derived = identity.operation_id,
+                "stored intent does not describe the stored operation"
+            );
+            false
+        }
+        Err(err) => {
+            tracing::warn!(operation_id = id, error = %err, "stored intent cannot be identified");
+            false
         }
     }
 }
@@ -530,16 +585,5 @@ pub(crate) fn list_all(
         if !full {
             return Ok(all);
         }
-    }
-}
-
-impl EffectExecutor {
-    /// The identity `arguments` derive under `contract`, as a call would.
-    pub(crate) fn identify(
-        &self,
-        contract: &EffectContract,
-        arguments: &Value,
-    ) -> Result<crate::executor::Identity, ExecError> {
-        identify(contract, arguments, self.options.fingerprint_form)
     }
 }

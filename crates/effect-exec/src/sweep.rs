@@ -317,6 +317,7 @@ impl Sweeper {
                     provider_idempotency_key: record.provider_idempotency_key.clone(),
                 },
                 arguments: Value::Null,
+                redactor: None,
             }));
         };
         let arguments = lookup(record).map_err(|source| ExecError::Contract {
@@ -331,6 +332,7 @@ impl Sweeper {
             &registered.contract,
             &arguments,
             self.executor.options().fingerprint_form,
+            &self.executor.keys,
         )?;
         if identity.operation_id != record.operation_id
             || !identity

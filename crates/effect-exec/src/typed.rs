@@ -164,6 +164,26 @@ where
         self.map(|builder| builder.provider_idempotency_key(move |args| key(&decode_args(args)?)))
     }
 
+    /// See [`EffectContractBuilder::store_intent`]: the arguments are stored
+    /// with the operation, so a [`RecoveryWorker`](crate::RecoveryWorker)
+    /// can dispatch it without its caller.
+    #[must_use]
+    pub fn store_intent(self, store: bool) -> Self {
+        self.map(|builder| builder.store_intent(store))
+    }
+
+    /// See [`EffectContractBuilder::redact`]: paths into the arguments' JSON
+    /// that never reach the ledger in clear. A [`Secret`](effect_core::Secret)
+    /// field needs no path.
+    #[must_use]
+    pub fn redact<I, S>(self, paths: I) -> Self
+    where
+        I: IntoIterator<Item = S>,
+        S: AsRef<str>,
+    {
+        self.map(|builder| builder.redact(paths))
+    }
+
     /// See [`EffectContractBuilder::provider_idempotency_guaranteed`].
     #[must_use]
     pub fn provider_idempotency_guaranteed(self, guaranteed: bool) -> Self {
@@ -390,11 +410,13 @@ impl EffectExecutor {
         O: Serialize + DeserializeOwned + Send + 'static,
         H: Fn(A, HandlerContext) -> Result<O, HandlerError> + Send + Sync + 'static,
     {
-        let value = check_round_trip(contract, arguments)?;
-        let result =
-            self.execute_with(&contract.contract, &value, options, move |args, context| {
-                handler(decode_dispatched(&args)?, context)
-            })?;
+        check_round_trip(contract, arguments)?;
+        let result = self.execute_with(
+            &contract.contract,
+            arguments,
+            options,
+            move |args, context| handler(decode_dispatched(&args)?, context),
+        )?;
         decode_result(result)
     }
 
@@ -440,13 +462,18 @@ impl EffectExecutor {
         H: Fn(A, HandlerContext) -> Fut + Send + Sync + 'static,
         Fut: Future<Output = Result<O, HandlerError>> + Send + 'static,
     {
-        let value = check_round_trip(contract, arguments)?;
+        check_round_trip(contract, arguments)?;
         let handler = std::sync::Arc::new(handler);
         let result = self
-            .execute_async(&contract.contract, &value, options, move |args, context| {
-                let handler = std::sync::Arc::clone(&handler);
-                async move { handler(decode_dispatched(&args)?, context).await }
-            })
+            .execute_async(
+                &contract.contract,
+                arguments,
+                options,
+                move |args, context| {
+                    let handler = std::sync::Arc::clone(&handler);
+                    async move { handler(decode_dispatched(&args)?, context).await }
+                },
+            )
             .await?;
         decode_result(result)
     }
@@ -507,8 +534,9 @@ fn check_round_trip<A, O>(contract: &TypedContract<A, O>, arguments: &A) -> Resu
 where
     A: Serialize + DeserializeOwned,
 {
-    let value =
-        to_json_value(arguments).map_err(|source| ExecError::InvalidArguments { source })?;
+    // With every secret revealed: that is what the handler decodes.
+    let value = effect_core::reveal(|| to_json_value(arguments))
+        .map_err(|source| ExecError::InvalidArguments { source })?;
     A::deserialize(&value).map_err(|source| ExecError::ArgumentsDecode {
         contract: contract.contract.name().to_owned(),
         type_name: std::any::type_name::<A>(),

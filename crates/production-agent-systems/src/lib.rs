@@ -93,13 +93,14 @@ pub use effect_rig as rig;
 pub use effect_testkit as testkit;
 
 pub use effect_core::{
-    EffectContract, EffectLedger, EffectRecord, EffectResult, EffectStatus, FingerprintKey,
-    KeyError, Keyring, MemoryLedger, OutcomeProbeResult, ProbeStatus, Redaction, RedactionError,
-    Redactor, SealError, SealingKey, Secret, UnknownOutcomePolicy,
+    EffectContract, EffectLedger, EffectLedgerExt, EffectRecord, EffectResult, EffectStatus,
+    FingerprintKey, KeyError, Keyring, MemoryLedger, OutcomeProbeResult, ProbeStatus, Redaction,
+    RedactionError, Redactor, SealError, SealingKey, Secret, UnknownOutcomePolicy,
 };
 pub use effect_exec::{
     Audit, CallOptions, EffectExecutor, ExecError, ExecutorOptions, HandlerContext, HandlerError,
-    SweepReport, Sweeper, TypedContract, TypedProbe, TypedResult, UncertainOutcome,
+    RecoveryHandle, RecoveryReport, RecoveryWorker, SweepReport, Sweeper, TypedContract,
+    TypedProbe, TypedResult, UncertainOutcome, Waiting, WaitingFor, waiting,
 };
 #[cfg(feature = "sqlite")]
 #[cfg_attr(docsrs, doc(cfg(feature = "sqlite")))]

@@ -7,6 +7,7 @@ mod crash;
 mod deferred;
 mod mixed_fleet;
 mod open;
+mod payment_recovery;
 mod provider;
 mod python_floats;
 mod reopen;
