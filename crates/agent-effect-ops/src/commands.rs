@@ -14,7 +14,7 @@ use effect_exec::{EffectExecutor, ExecutorOptions};
 use serde_json::Value;
 
 use crate::cli::{AuditArgs, Cli, Command, Format, Since};
-use crate::error::{ChangedSinceSeen, InputError};
+use crate::error::{ChangedSinceSeen, HandlerMayStillRun, InputError};
 use crate::maintenance;
 use crate::open::{Opened, open};
 use crate::printer::Printer;
@@ -43,7 +43,24 @@ pub fn run(cli: &Cli, clock: Arc<dyn Clock>, out: &mut dyn Write) -> anyhow::Res
         check_id(id)?;
         check_audit(audit)?;
     }
-    let opened = open(&cli.db, cli.migrate, Arc::clone(&clock))?;
+    let db = cli.db.as_ref().ok_or(InputError::MissingDb)?;
+    let prune_cutoff = match &cli.command {
+        Command::Prune {
+            before,
+            older_than,
+            min_retention,
+            ignore_min_retention,
+            ..
+        } => Some(maintenance::checked_cutoff(
+            before.as_deref(),
+            *older_than,
+            *min_retention,
+            *ignore_min_retention,
+            clock.now(),
+        )?),
+        _ => None,
+    };
+    let opened = open(db, cli.migrate, cli.create, Arc::clone(&clock))?;
     let ledger = opened.ledger();
     let mut printer = Printer::new(out, cli.format);
     match &cli.command {
@@ -65,12 +82,14 @@ pub fn run(cli: &Cli, clock: Arc<dyn Clock>, out: &mut dyn Write) -> anyhow::Res
         Command::Export { since } => export(ledger, *since, &mut printer),
         Command::Expire { id, audit } => expire(&opened, id, audit, clock, &mut printer),
         Command::Prune {
-            before,
             status,
             archive,
             dry_run,
+            ..
         } => {
-            let request = PruneRequest::before(maintenance::cutoff(before)?)
+            let cutoff =
+                prune_cutoff.ok_or_else(|| anyhow::anyhow!("internal error: no cutoff"))?;
+            let request = PruneRequest::before(cutoff)
                 .statuses(status.clone())
                 .dry_run(*dry_run);
             maintenance::prune(&opened, &request, archive.as_deref(), clock, &mut printer)
@@ -78,7 +97,7 @@ pub fn run(cli: &Cli, clock: Arc<dyn Clock>, out: &mut dyn Write) -> anyhow::Res
         Command::Backup { dest } => maintenance::backup(&opened, dest, &mut printer),
         Command::Confirm { id, audit, .. }
         | Command::Reject { id, audit }
-        | Command::AuthorizeRetry { id, audit } => {
+        | Command::AuthorizeRetry { id, audit, .. } => {
             match &resolution {
                 Some(resolution) => resolve(
                     &opened,
@@ -120,7 +139,17 @@ fn manual_resolution(command: &Command) -> Result<Option<ManualResolution>, Inpu
             (id, action, audit)
         }
         Command::Reject { id, audit } => (id, ManualAction::Reject, audit),
-        Command::AuthorizeRetry { id, audit } => (id, ManualAction::AuthorizeRetry, audit),
+        Command::AuthorizeRetry {
+            id,
+            audit,
+            handler_stopped,
+        } => (
+            id,
+            ManualAction::AuthorizeRetry {
+                handler_stopped: *handler_stopped,
+            },
+            audit,
+        ),
         Command::List { .. }
         | Command::Show { .. }
         | Command::Events { .. }
@@ -283,6 +312,19 @@ fn resolve(
     if expect_attempts.is_some_and(|n| n != current.attempts) {
         return Err(changed(&current).into());
     }
+    if let ManualAction::AuthorizeRetry {
+        handler_stopped: false,
+    } = resolution.action
+    {
+        let now = effect_core::clock::unix_seconds(clock.now());
+        let lease_live = current.lease_until.is_some_and(|until| until > now);
+        if current.handler_may_still_be_running() || lease_live {
+            return Err(HandlerMayStillRun {
+                operation_id: id.to_owned(),
+            }
+            .into());
+        }
+    }
     let writable = opened.writable(Arc::clone(&clock))?;
     let executor = EffectExecutor::with_clock(writable, ExecutorOptions::default(), clock);
     // Applied only to the record checked above: a dispatch in between makes
@@ -294,7 +336,7 @@ fn resolve(
     let (action, event_type) = match resolution.action {
         ManualAction::Confirm { .. } => ("confirm", "manually_confirmed"),
         ManualAction::Reject => ("reject", "manually_rejected"),
-        ManualAction::AuthorizeRetry => ("authorize_retry", "manual_retry_authorized"),
+        ManualAction::AuthorizeRetry { .. } => ("authorize_retry", "manual_retry_authorized"),
     };
     // The resolution is committed; the event is read back only to report it.
     let event = executor
@@ -304,7 +346,7 @@ fn resolve(
         .rev()
         .find(|event| event.event_type == event_type)
         .map(EventView::from);
-    let is_retry = matches!(resolution.action, ManualAction::AuthorizeRetry);
+    let is_retry = matches!(resolution.action, ManualAction::AuthorizeRetry { .. });
     let report = Resolution {
         operation_id: record.operation_id.clone(),
         status: record.status,
