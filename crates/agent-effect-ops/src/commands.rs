@@ -177,11 +177,26 @@ fn list(
     query: &ListQuery,
     printer: &mut Printer<'_>,
 ) -> anyhow::Result<()> {
-    let operations: Vec<OperationSummary> = ledger
-        .list(query)?
-        .iter()
-        .map(OperationSummary::from)
-        .collect();
+    let mut operations = Vec::new();
+    for record in ledger.list(query)? {
+        let mut summary = OperationSummary::from(&record);
+        if record.status.is_uncertain() {
+            summary.reconciliation_flags =
+                Some(safety_evidence(&record.evidence)).filter(|e| !e.is_empty());
+            summary.dispatch_error = ledger
+                .events(&record.operation_id)?
+                .iter()
+                .rev()
+                .find(|event| {
+                    event.event_type == effect_core::event::OUTCOME_UNKNOWN
+                        && event.data["evidence"]
+                            .get(effect_core::evidence::DISPATCH_INTERRUPTION)
+                            .is_some()
+                })
+                .and_then(|event| event.data["error"].as_str().map(str::to_owned));
+        }
+        operations.push(summary);
+    }
     let limit = query.limit;
     printer.report(&operations, |operations| table::list(operations, limit))
 }
@@ -455,6 +470,27 @@ fn not_stale(record: &EffectRecord) -> anyhow::Error {
         _ => refused,
     }
 }
+/// The evidence entries the safety rules read; nothing a probe or a
+/// provider returned.
+fn safety_evidence(evidence: &Evidence) -> Evidence {
+    use effect_core::evidence as key;
+    [
+        key::DISPATCH_INTERRUPTION,
+        key::HANDLER_MAY_STILL_BE_RUNNING,
+        key::PROBE_STATUS,
+        key::POSTCONDITION,
+        key::RETRY_BASIS,
+    ]
+    .into_iter()
+    .filter_map(|name| {
+        evidence
+            .get(name)
+            .filter(|value| value.is_string() || value.is_boolean())
+            .map(|value| (name.to_owned(), value.clone()))
+    })
+    .collect()
+}
+
 fn check_id(id: &str) -> Result<(), InputError> {
     if id.trim().is_empty() {
         return Err(InputError::Blank {
