@@ -202,6 +202,11 @@ pub enum Command {
         /// The provider's id for the effect (payment id, message id, ...).
         #[arg(long, value_name = "ID")]
         provider_operation_id: Option<String>,
+        /// Store --output-json even though it has not the shape of the last
+        /// confirmed output of the same contract (another JSON type, or
+        /// missing top-level keys), which the agent's replay may fail to decode.
+        #[arg(long)]
+        ignore_output_shape: bool,
         #[command(flatten)]
         audit: AuditArgs,
     },

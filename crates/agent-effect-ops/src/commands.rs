@@ -95,6 +95,34 @@ pub fn run(cli: &Cli, clock: Arc<dyn Clock>, out: &mut dyn Write) -> anyhow::Res
             maintenance::prune(&opened, &request, archive.as_deref(), clock, &mut printer)
         }
         Command::Backup { dest } => maintenance::backup(&opened, dest, &mut printer),
+        Command::Confirm {
+            id,
+            audit,
+            ignore_output_shape: false,
+            ..
+        } if resolution.is_some() => {
+            let current = ledger.get(id)?.ok_or_else(|| not_found(id))?;
+            // A settled operation is refused by `resolve` (exit 4), whatever the output.
+            if let Some(ManualResolution {
+                action: ManualAction::Confirm { output, .. },
+                ..
+            }) = &resolution
+                && current.status.is_uncertain()
+            {
+                check_output_shape(ledger, &current, output)?;
+            }
+            match &resolution {
+                Some(resolution) => resolve(
+                    &opened,
+                    id,
+                    resolution,
+                    audit.expect_attempts,
+                    clock,
+                    &mut printer,
+                ),
+                None => Err(anyhow::anyhow!("internal error: no resolution for {id:?}")),
+            }
+        }
         Command::Confirm { id, audit, .. }
         | Command::Reject { id, audit }
         | Command::AuthorizeRetry { id, audit, .. } => {
@@ -123,6 +151,7 @@ fn manual_resolution(command: &Command) -> Result<Option<ManualResolution>, Inpu
             output_json,
             provider_operation_id,
             audit,
+            ..
         } => {
             if provider_operation_id
                 .as_deref()
@@ -470,6 +499,75 @@ fn not_stale(record: &EffectRecord) -> anyhow::Error {
         _ => refused,
     }
 }
+/// How many confirmed operations `confirm` reads to find the last output of
+/// the same contract.
+const SHAPE_SCAN: usize = 1000;
+
+/// Refuses an output that cannot be one of this contract's: another JSON
+/// type than its last confirmed output, or an object missing its top-level
+/// keys. No confirmed output of the contract (among the latest
+/// [`SHAPE_SCAN`]): nothing to compare with, accepted.
+fn check_output_shape(
+    ledger: &dyn EffectLedger,
+    current: &EffectRecord,
+    output: &Value,
+) -> anyhow::Result<()> {
+    let mut query = ListQuery::new(SHAPE_SCAN);
+    query.status = Some(effect_core::EffectStatus::Confirmed);
+    let Some((seen, stored)) = ledger.list(&query)?.into_iter().find_map(|record| {
+        (record.contract_name == current.contract_name
+            && record.contract_version == current.contract_version)
+            .then(|| record.output.map(|output| (record.operation_id, output)))
+            .flatten()
+    }) else {
+        return Ok(());
+    };
+    let missing: Vec<&str> = match (&stored, output) {
+        (Value::Object(stored), Value::Object(given)) => stored
+            .keys()
+            .filter(|key| !given.contains_key(*key))
+            .map(String::as_str)
+            .collect(),
+        _ => Vec::new(),
+    };
+    if json_type(&stored) == json_type(output) && missing.is_empty() {
+        return Ok(());
+    }
+    Err(InputError::OutputShape {
+        contract: format!("{} v{}", current.contract_name, current.contract_version),
+        operation_id: seen,
+        expected: describe_shape(&stored),
+        given: describe_shape(output),
+    }
+    .into())
+}
+
+fn json_type(value: &Value) -> &'static str {
+    match value {
+        Value::Null => "null",
+        Value::Bool(_) => "a boolean",
+        Value::Number(_) => "a number",
+        Value::String(_) => "a string",
+        Value::Array(_) => "an array",
+        Value::Object(_) => "an object",
+    }
+}
+
+/// The type, and an object's top-level keys: never the values (they can hold
+/// customer data).
+fn describe_shape(value: &Value) -> String {
+    match value {
+        Value::Object(map) if !map.is_empty() => format!(
+            "an object with keys {}",
+            map.keys()
+                .map(String::as_str)
+                .collect::<Vec<_>>()
+                .join(", ")
+        ),
+        other => json_type(other).to_owned(),
+    }
+}
+
 /// The evidence entries the safety rules read; nothing a probe or a
 /// provider returned.
 fn safety_evidence(evidence: &Evidence) -> Evidence {

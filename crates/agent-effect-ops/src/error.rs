@@ -75,6 +75,20 @@ pub enum InputError {
         "--before must be an ISO-8601 timestamp with offset, such as 2026-01-01T00:00:00+00:00"
     )]
     InvalidBefore,
+    /// `confirm --output-json` cannot be an output of the contract.
+    #[error(
+        "--output-json is {given}, but the last confirmed output of {contract} ({operation_id:?}) is {expected}; pass an output of that shape, or --ignore-output-shape if this one is right"
+    )]
+    OutputShape {
+        /// The contract, `name vVERSION`.
+        contract: String,
+        /// The operation whose output was compared.
+        operation_id: String,
+        /// Its shape.
+        expected: String,
+        /// The given value's shape.
+        given: String,
+    },
     /// `--output-json` is not JSON.
     #[error("--output-json is not valid JSON")]
     InvalidOutputJson {
