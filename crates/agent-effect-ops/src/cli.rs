@@ -11,11 +11,13 @@ const EXIT_CODES: &str = "\
 Exit codes:
   0  success
   1  the ledger failed (unreadable, locked past the busy timeout, corrupt) or output could not be written
-  2  usage error or invalid input: a bad flag, a missing or empty --db file, invalid --output-json,
+  2  usage error or invalid input: a bad flag, a missing or empty --db file, a file that is not a
+     ledger, invalid --output-json, a prune cutoff in the future or younger than --min-retention,
      an empty --actor/--reason/--evidence-reference, a ledger that needs --migrate
   3  the operation does not exist
   4  the transition is not allowed from the operation's current status
-     (only outcome_unknown and quarantined operations can be resolved manually)
+     (only outcome_unknown and quarantined operations can be resolved manually; authorize-retry
+     of one whose previous handler may still run needs --handler-stopped)
 
 Errors are one line on stderr, starting with \"error: \". Nothing is written to the
 ledger when a command fails.";
@@ -33,7 +35,7 @@ outcome_unknown, with the same audit fields. The tool does not authenticate --ac
 deployment's job.
 
 --db must name an existing ledger, a SQLite file or a postgres:// URL: the tool
-never creates one.
+creates one only with --create. Global flags go before or after the command.
 
 Output is JSON (stable field names, see docs/operations.md); --format table is for
 people. list never prints outputs, arguments or evidence.";
@@ -49,11 +51,19 @@ people. list never prints outputs, arguments or evidence.";
     after_long_help = EXIT_CODES,
 )]
 pub struct Cli {
-    /// The ledger: the path of an existing SQLite file (never created), or a
+    /// The ledger: the path of an existing SQLite file (created only with
+    /// --create), or a
     /// PostgreSQL database as a postgres:// URL (schema from
     /// EFFECT_LEDGER_SCHEMA, default effect_ledger).
-    #[arg(long, value_name = "PATH|URL")]
-    pub db: LedgerUrl,
+    /// Accepted before or after the command.
+    #[arg(long, value_name = "PATH|URL", global = true)]
+    pub db: Option<LedgerUrl>,
+
+    /// Create a new, empty SQLite ledger when --db names no file (or an
+    /// empty one). Without it a missing file is an error: a ledger made on
+    /// the spot would show no operations, a false all-clear.
+    #[arg(long, global = true)]
+    pub create: bool,
 
     /// Output format: JSON for scripts, a table for people.
     #[arg(long, value_enum, default_value_t = Format::Json, global = true)]
@@ -92,8 +102,8 @@ pub enum Command {
         #[arg(long, value_name = "STATUS", value_parser = parse_status)]
         status: Option<EffectStatus>,
         /// At most this many operations (1..=1000).
-        #[arg(long, value_name = "N", default_value_t = 100,
-              value_parser = clap::value_parser!(u16).range(1..=1000))]
+        #[arg(long, value_name = "N", default_value_t = 100, allow_negative_numbers = true,
+              value_parser = parse_limit)]
         limit: u16,
         /// Only stale dispatches: dispatched operations whose lease has
         /// expired (their worker is gone); see `expire`.
@@ -145,8 +155,24 @@ pub enum Command {
     /// forgotten: executing the same call again dispatches it anew.
     Prune {
         /// The cutoff: an ISO-8601 timestamp with offset (2026-01-01T00:00:00+00:00).
-        #[arg(long, value_name = "TIMESTAMP")]
-        before: String,
+        #[arg(
+            long,
+            value_name = "TIMESTAMP",
+            required_unless_present = "older_than",
+            conflicts_with = "older_than"
+        )]
+        before: Option<String>,
+        /// The cutoff as an age: operations last updated longer ago than this
+        /// (30d, 12h, 1w).
+        #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
+        older_than: Option<std::time::Duration>,
+        /// Refuse a cutoff younger than this (default 24h): recent operations
+        /// are the ones an agent may still repeat.
+        #[arg(long, value_name = "DURATION", default_value = "24h", value_parser = parse_duration)]
+        min_retention: std::time::Duration,
+        /// Prune up to a cutoff younger than --min-retention anyway.
+        #[arg(long)]
+        ignore_min_retention: bool,
         /// Only these statuses (comma-separated): confirmed, rejected.
         #[arg(long, value_name = "STATUS,...", value_delimiter = ',',
               default_value = "confirmed,rejected", value_parser = parse_status)]
@@ -176,6 +202,11 @@ pub enum Command {
         /// The provider's id for the effect (payment id, message id, ...).
         #[arg(long, value_name = "ID")]
         provider_operation_id: Option<String>,
+        /// Store --output-json even though it has not the shape of the last
+        /// confirmed output of the same contract (another JSON type, or
+        /// missing top-level keys), which the agent's replay may fail to decode.
+        #[arg(long)]
+        ignore_output_shape: bool,
         #[command(flatten)]
         audit: AuditArgs,
     },
@@ -191,6 +222,12 @@ pub enum Command {
     AuthorizeRetry {
         /// The operation id.
         id: String,
+        /// State that no previous handler of this operation is still running
+        /// (its process is gone, the request was never sent). Required when
+        /// the evidence says one may be (a missed deadline, an expired lease);
+        /// recorded in the event as handler_stopped_asserted.
+        #[arg(long)]
+        handler_stopped: bool,
         #[command(flatten)]
         audit: AuditArgs,
     },
@@ -234,6 +271,27 @@ fn parse_since(value: &str) -> Result<Since, String> {
         .ok_or_else(|| {
             "expected a sequence number or an ISO-8601 timestamp with offset, such as 2026-01-01T00:00:00+00:00".to_owned()
         })
+}
+
+fn parse_limit(value: &str) -> Result<u16, String> {
+    value
+        .parse::<u16>()
+        .ok()
+        .filter(|n| (1..=1000).contains(n))
+        .ok_or_else(|| "must be between 1 and 1000".to_owned())
+}
+
+/// A duration such as `30d`, `12h` or `1w` (jiff's friendly format; a day is 24 hours).
+fn parse_duration(value: &str) -> Result<std::time::Duration, String> {
+    let invalid = || format!("expected a duration such as 30d, 12h or 1w, not {value:?}");
+    let span: jiff::Span = value.trim().parse().map_err(|_| invalid())?;
+    let seconds = span
+        .total(jiff::SpanTotal::from(jiff::Unit::Second).days_are_24_hours())
+        .map_err(|_| invalid())?;
+    if !seconds.is_finite() || seconds < 0.0 {
+        return Err(invalid());
+    }
+    std::time::Duration::try_from_secs_f64(seconds).map_err(|_| invalid())
 }
 
 fn parse_status(value: &str) -> Result<EffectStatus, effect_core::ParseStatusError> {

@@ -15,7 +15,7 @@ use effect_exec::{EffectExecutor, ExecutorOptions};
 use serde_json::Value;
 
 use crate::cli::{AuditArgs, Cli, Command, Format, Since};
-use crate::error::{ChangedSinceSeen, InputError};
+use crate::error::{ChangedSinceSeen, HandlerMayStillRun, InputError};
 use crate::maintenance;
 use crate::open::{Opened, open};
 use crate::printer::Printer;
@@ -44,7 +44,24 @@ pub fn run(cli: &Cli, clock: Arc<dyn Clock>, out: &mut dyn Write) -> anyhow::Res
         check_id(id)?;
         check_audit(audit)?;
     }
-    let opened = open(&cli.db, cli.migrate, Arc::clone(&clock))?;
+    let db = cli.db.as_ref().ok_or(InputError::MissingDb)?;
+    let prune_cutoff = match &cli.command {
+        Command::Prune {
+            before,
+            older_than,
+            min_retention,
+            ignore_min_retention,
+            ..
+        } => Some(maintenance::checked_cutoff(
+            before.as_deref(),
+            *older_than,
+            *min_retention,
+            *ignore_min_retention,
+            clock.now(),
+        )?),
+        _ => None,
+    };
+    let opened = open(db, cli.migrate, cli.create, Arc::clone(&clock))?;
     let ledger = opened.ledger();
     let mut printer = Printer::new(out, cli.format);
     match &cli.command {
@@ -66,20 +83,50 @@ pub fn run(cli: &Cli, clock: Arc<dyn Clock>, out: &mut dyn Write) -> anyhow::Res
         Command::Export { since } => export(ledger, *since, &mut printer),
         Command::Expire { id, audit } => expire(&opened, id, audit, clock, &mut printer),
         Command::Prune {
-            before,
             status,
             archive,
             dry_run,
+            ..
         } => {
-            let request = PruneRequest::before(maintenance::cutoff(before)?)
+            let cutoff =
+                prune_cutoff.ok_or_else(|| anyhow::anyhow!("internal error: no cutoff"))?;
+            let request = PruneRequest::before(cutoff)
                 .statuses(status.clone())
                 .dry_run(*dry_run);
             maintenance::prune(&opened, &request, archive.as_deref(), clock, &mut printer)
         }
         Command::Backup { dest } => maintenance::backup(&opened, dest, &mut printer),
+        Command::Confirm {
+            id,
+            audit,
+            ignore_output_shape: false,
+            ..
+        } if resolution.is_some() => {
+            let current = ledger.get(id)?.ok_or_else(|| not_found(id))?;
+            // A settled operation is refused by `resolve` (exit 4), whatever the output.
+            if let Some(ManualResolution {
+                action: ManualAction::Confirm { output, .. },
+                ..
+            }) = &resolution
+                && current.status.is_uncertain()
+            {
+                check_output_shape(ledger, &current, output)?;
+            }
+            match &resolution {
+                Some(resolution) => resolve(
+                    &opened,
+                    id,
+                    resolution,
+                    audit.expect_attempts,
+                    clock,
+                    &mut printer,
+                ),
+                None => Err(anyhow::anyhow!("internal error: no resolution for {id:?}")),
+            }
+        }
         Command::Confirm { id, audit, .. }
         | Command::Reject { id, audit }
-        | Command::AuthorizeRetry { id, audit } => {
+        | Command::AuthorizeRetry { id, audit, .. } => {
             match &resolution {
                 Some(resolution) => resolve(
                     &opened,
@@ -105,6 +152,7 @@ fn manual_resolution(command: &Command) -> Result<Option<ManualResolution>, Inpu
             output_json,
             provider_operation_id,
             audit,
+            ..
         } => {
             if provider_operation_id
                 .as_deref()
@@ -121,7 +169,17 @@ fn manual_resolution(command: &Command) -> Result<Option<ManualResolution>, Inpu
             (id, action, audit)
         }
         Command::Reject { id, audit } => (id, ManualAction::Reject, audit),
-        Command::AuthorizeRetry { id, audit } => (id, ManualAction::AuthorizeRetry, audit),
+        Command::AuthorizeRetry {
+            id,
+            audit,
+            handler_stopped,
+        } => (
+            id,
+            ManualAction::AuthorizeRetry {
+                handler_stopped: *handler_stopped,
+            },
+            audit,
+        ),
         Command::List { .. }
         | Command::Show { .. }
         | Command::Events { .. }
@@ -149,11 +207,26 @@ fn list(
     query: &ListQuery,
     printer: &mut Printer<'_>,
 ) -> anyhow::Result<()> {
-    let operations: Vec<OperationSummary> = ledger
-        .list(query)?
-        .iter()
-        .map(OperationSummary::from)
-        .collect();
+    let mut operations = Vec::new();
+    for record in ledger.list(query)? {
+        let mut summary = OperationSummary::from(&record);
+        if record.status.is_uncertain() {
+            summary.reconciliation_flags =
+                Some(safety_evidence(&record.evidence)).filter(|e| !e.is_empty());
+            summary.dispatch_error = ledger
+                .events(&record.operation_id)?
+                .iter()
+                .rev()
+                .find(|event| {
+                    event.event_type == effect_core::event::OUTCOME_UNKNOWN
+                        && event.data["evidence"]
+                            .get(effect_core::evidence::DISPATCH_INTERRUPTION)
+                            .is_some()
+                })
+                .and_then(|event| event.data["error"].as_str().map(str::to_owned));
+        }
+        operations.push(summary);
+    }
     let limit = query.limit;
     printer.report(&operations, |operations| table::list(operations, limit))
 }
@@ -284,6 +357,19 @@ fn resolve(
     if expect_attempts.is_some_and(|n| n != current.attempts) {
         return Err(changed(&current).into());
     }
+    if let ManualAction::AuthorizeRetry {
+        handler_stopped: false,
+    } = resolution.action
+    {
+        let now = effect_core::clock::unix_seconds(clock.now());
+        let lease_live = current.lease_until.is_some_and(|until| until > now);
+        if current.handler_may_still_be_running() || lease_live {
+            return Err(HandlerMayStillRun {
+                operation_id: id.to_owned(),
+            }
+            .into());
+        }
+    }
     let writable = opened.writable(Arc::clone(&clock))?;
     let executor = EffectExecutor::with_clock(writable, ExecutorOptions::default(), clock);
     // Applied only to the record checked above: a dispatch in between makes
@@ -295,7 +381,7 @@ fn resolve(
     let (action, event_type) = match resolution.action {
         ManualAction::Confirm { .. } => ("confirm", "manually_confirmed"),
         ManualAction::Reject => ("reject", "manually_rejected"),
-        ManualAction::AuthorizeRetry => ("authorize_retry", "manual_retry_authorized"),
+        ManualAction::AuthorizeRetry { .. } => ("authorize_retry", "manual_retry_authorized"),
     };
     // The resolution is committed; the event is read back only to report it.
     let event = executor
@@ -305,7 +391,7 @@ fn resolve(
         .rev()
         .find(|event| event.event_type == event_type)
         .map(EventView::from);
-    let is_retry = matches!(resolution.action, ManualAction::AuthorizeRetry);
+    let is_retry = matches!(resolution.action, ManualAction::AuthorizeRetry { .. });
     let report = Resolution {
         operation_id: record.operation_id.clone(),
         status: record.status,
@@ -414,6 +500,96 @@ fn not_stale(record: &EffectRecord) -> anyhow::Error {
         _ => refused,
     }
 }
+/// How many confirmed operations `confirm` reads to find the last output of
+/// the same contract.
+const SHAPE_SCAN: usize = 1000;
+
+/// Refuses an output that cannot be one of this contract's: another JSON
+/// type than its last confirmed output, or an object missing its top-level
+/// keys. No confirmed output of the contract (among the latest
+/// [`SHAPE_SCAN`]): nothing to compare with, accepted.
+fn check_output_shape(
+    ledger: &dyn EffectLedger,
+    current: &EffectRecord,
+    output: &Value,
+) -> anyhow::Result<()> {
+    let mut query = ListQuery::new(SHAPE_SCAN);
+    query.status = Some(effect_core::EffectStatus::Confirmed);
+    let Some((seen, stored)) = ledger.list(&query)?.into_iter().find_map(|record| {
+        (record.contract_name == current.contract_name
+            && record.contract_version == current.contract_version)
+            .then(|| record.output.map(|output| (record.operation_id, output)))
+            .flatten()
+    }) else {
+        return Ok(());
+    };
+    let missing: Vec<&str> = match (&stored, output) {
+        (Value::Object(stored), Value::Object(given)) => stored
+            .keys()
+            .filter(|key| !given.contains_key(*key))
+            .map(String::as_str)
+            .collect(),
+        _ => Vec::new(),
+    };
+    if json_type(&stored) == json_type(output) && missing.is_empty() {
+        return Ok(());
+    }
+    Err(InputError::OutputShape {
+        contract: format!("{} v{}", current.contract_name, current.contract_version),
+        operation_id: seen,
+        expected: describe_shape(&stored),
+        given: describe_shape(output),
+    }
+    .into())
+}
+
+fn json_type(value: &Value) -> &'static str {
+    match value {
+        Value::Null => "null",
+        Value::Bool(_) => "a boolean",
+        Value::Number(_) => "a number",
+        Value::String(_) => "a string",
+        Value::Array(_) => "an array",
+        Value::Object(_) => "an object",
+    }
+}
+
+/// The type, and an object's top-level keys: never the values (they can hold
+/// customer data).
+fn describe_shape(value: &Value) -> String {
+    match value {
+        Value::Object(map) if !map.is_empty() => format!(
+            "an object with keys {}",
+            map.keys()
+                .map(String::as_str)
+                .collect::<Vec<_>>()
+                .join(", ")
+        ),
+        other => json_type(other).to_owned(),
+    }
+}
+
+/// The evidence entries the safety rules read; nothing a probe or a
+/// provider returned.
+fn safety_evidence(evidence: &Evidence) -> Evidence {
+    use effect_core::evidence as key;
+    [
+        key::DISPATCH_INTERRUPTION,
+        key::HANDLER_MAY_STILL_BE_RUNNING,
+        key::PROBE_STATUS,
+        key::POSTCONDITION,
+        key::RETRY_BASIS,
+    ]
+    .into_iter()
+    .filter_map(|name| {
+        evidence
+            .get(name)
+            .filter(|value| value.is_string() || value.is_boolean())
+            .map(|value| (name.to_owned(), value.clone()))
+    })
+    .collect()
+}
+
 fn check_id(id: &str) -> Result<(), InputError> {
     if id.trim().is_empty() {
         return Err(InputError::Blank {

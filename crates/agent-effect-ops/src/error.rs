@@ -11,8 +11,33 @@ use effect_ledger_sqlite::SqliteError;
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum InputError {
+    /// No `--db`.
+    #[error(
+        "--db is required: pass the path of a ledger file or a postgres:// URL, before or after the command"
+    )]
+    MissingDb,
+    /// `prune` with a cutoff after now.
+    #[error(
+        "the prune cutoff {cutoff} is in the future; pass a past time with --before, or an age with --older-than 30d"
+    )]
+    FutureCutoff {
+        /// The cutoff.
+        cutoff: String,
+    },
+    /// `prune` with a cutoff younger than the minimum retention.
+    #[error(
+        "the prune cutoff {cutoff} is younger than the minimum retention of {retention}: an agent may still repeat those calls, and a pruned one dispatches again; choose an older cutoff, or pass --ignore-min-retention"
+    )]
+    RecentCutoff {
+        /// The cutoff.
+        cutoff: String,
+        /// The retention, as given.
+        retention: String,
+    },
     /// `--db` names no file.
-    #[error("ledger file {path:?} does not exist; pass the path of an existing ledger with --db")]
+    #[error(
+        "ledger file {path:?} does not exist; pass the path of an existing ledger with --db, or --create to make a new one"
+    )]
     MissingLedger {
         /// The path given.
         path: PathBuf,
@@ -50,6 +75,20 @@ pub enum InputError {
         "--before must be an ISO-8601 timestamp with offset, such as 2026-01-01T00:00:00+00:00"
     )]
     InvalidBefore,
+    /// `confirm --output-json` cannot be an output of the contract.
+    #[error(
+        "--output-json is {given}, but the last confirmed output of {contract} ({operation_id:?}) is {expected}; pass an output of that shape, or --ignore-output-shape if this one is right"
+    )]
+    OutputShape {
+        /// The contract, `name vVERSION`.
+        contract: String,
+        /// The operation whose output was compared.
+        operation_id: String,
+        /// Its shape.
+        expected: String,
+        /// The given value's shape.
+        given: String,
+    },
     /// `--output-json` is not JSON.
     #[error("--output-json is not valid JSON")]
     InvalidOutputJson {
@@ -72,7 +111,19 @@ pub enum InputError {
     },
 }
 
-/// A ledger file the CLI cannot use, in the CLI's words (exit code 1). The
+/// `authorize-retry` while a previous handler may still send the request
+/// (exit code 4).
+#[derive(Debug, thiserror::Error)]
+#[error(
+    "cannot authorize a retry of operation {operation_id:?}: its evidence says a previous handler may still be running (a missed deadline or an expired lease), so a retry could send the request twice; pass --handler-stopped once you know it stopped"
+)]
+pub struct HandlerMayStillRun {
+    /// The operation id.
+    pub operation_id: String,
+}
+
+/// A ledger file the CLI cannot use, in the CLI's words (exit code 2 for a
+/// file that is not a ledger, 1 otherwise). The
 /// store's error is not kept as a source: its text would repeat SQLite's
 /// and name library options.
 #[derive(Debug, thiserror::Error)]
@@ -133,10 +184,17 @@ impl Exit {
     /// Classifies an error by the first cause in its chain that has a kind.
     pub fn of(error: &anyhow::Error) -> Exit {
         for cause in error.chain() {
-            if cause.downcast_ref::<ChangedSinceSeen>().is_some() {
+            if cause.downcast_ref::<ChangedSinceSeen>().is_some()
+                || cause.downcast_ref::<HandlerMayStillRun>().is_some()
+            {
                 return Exit::NotAllowed;
             }
-            if cause.downcast_ref::<InputError>().is_some() {
+            if cause.downcast_ref::<InputError>().is_some()
+                || matches!(
+                    cause.downcast_ref::<OpenError>(),
+                    Some(OpenError::NotALedger { .. })
+                )
+            {
                 return Exit::Usage;
             }
             if let Some(kind) = cause

@@ -4,7 +4,7 @@ use std::fs::OpenOptions;
 use std::io::{BufWriter, Write as _};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::time::{Duration, UNIX_EPOCH};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use anyhow::Context as _;
 use effect_core::clock::format_timestamp;
@@ -18,12 +18,39 @@ use crate::table;
 use crate::timestamp::parse_unix_micros;
 use crate::view::{BackupView, PruneView};
 
-/// `--before` in the ledger's own timestamp format, which the stores compare
-/// as text.
-pub(crate) fn cutoff(text: &str) -> Result<String, InputError> {
-    let micros = parse_unix_micros(text).ok_or(InputError::InvalidBefore)?;
-    let micros = u64::try_from(micros).map_err(|_| InputError::InvalidBefore)?;
-    Ok(format_timestamp(UNIX_EPOCH + Duration::from_micros(micros)))
+/// The cutoff `prune` may use: `--before`, or now minus `--older-than`;
+/// refused when it lies in the future or is younger than the minimum
+/// retention (unless `ignore_min_retention`), before anything is opened.
+pub(crate) fn checked_cutoff(
+    before: Option<&str>,
+    older_than: Option<Duration>,
+    min_retention: Duration,
+    ignore_min_retention: bool,
+    now: SystemTime,
+) -> Result<String, InputError> {
+    let cutoff = match (before, older_than) {
+        (Some(text), _) => {
+            let micros = parse_unix_micros(text).ok_or(InputError::InvalidBefore)?;
+            let micros = u64::try_from(micros).map_err(|_| InputError::InvalidBefore)?;
+            UNIX_EPOCH + Duration::from_micros(micros)
+        }
+        (None, Some(age)) => now.checked_sub(age).unwrap_or(UNIX_EPOCH),
+        (None, None) => return Err(InputError::InvalidBefore),
+    };
+    let text = format_timestamp(cutoff);
+    if cutoff > now {
+        return Err(InputError::FutureCutoff { cutoff: text });
+    }
+    let youngest = now.checked_sub(min_retention).unwrap_or(UNIX_EPOCH);
+    if cutoff > youngest && !ignore_min_retention {
+        return Err(InputError::RecentCutoff {
+            cutoff: text,
+            retention: jiff::SignedDuration::try_from(min_retention)
+                .map(|d| format!("{d:#}"))
+                .unwrap_or_else(|_| format!("{}s", min_retention.as_secs())),
+        });
+    }
+    Ok(text)
 }
 
 /// `prune`: writes the archive (a new file, owner-only), then deletes.

@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use anyhow::Context as _;
 use effect_core::{Clock, EffectLedger};
-use effect_ledger_sqlite::SqliteError;
+use effect_ledger_sqlite::{SqliteError, SqliteLedger, SqliteOptions};
 use production_agent_systems::open::{
     Ledger, LedgerUrl, OpenError as OpenFailed, OpenOptions, open_url,
 };
@@ -60,10 +60,31 @@ impl Opened {
 /// read-only, which proves it is a ledger this version can read without
 /// writing to it; a misspelled PostgreSQL schema is an error, and a role with
 /// only SELECT can read. With `migrate` an older schema is migrated in place,
-/// as an agent process opening it would.
-pub fn open(db: &LedgerUrl, migrate: bool, clock: Arc<dyn Clock>) -> anyhow::Result<Opened> {
+/// as an agent process opening it would; only a file that holds the
+/// ledger's tables (of any version) is migrated, anything else is not a
+/// ledger. With `create`, a missing or empty SQLite file becomes a new ledger.
+pub fn open(
+    db: &LedgerUrl,
+    migrate: bool,
+    create: bool,
+    clock: Arc<dyn Clock>,
+) -> anyhow::Result<Opened> {
     if let LedgerUrl::Sqlite(path) = db {
-        check_file(path)?;
+        match check_file(path) {
+            Err(err) if create && is_absent(&err) => {
+                let options = SqliteOptions::default().clock(Arc::clone(&clock));
+                drop(SqliteLedger::open(path, options).map_err(in_cli_words)?);
+            }
+            other => other?,
+        }
+        if migrate {
+            // A migration runs only on a ledger: a read-only look first, so
+            // a file without the ledger's tables is refused, not made one.
+            match SqliteLedger::open(path, SqliteOptions::default().read_only(true)) {
+                Ok(_) | Err(SqliteError::NeedsMigration { .. }) => {}
+                Err(err) => return Err(in_cli_words(err)),
+            }
+        }
     }
     #[cfg(not(feature = "postgres"))]
     if db.is_postgres() {
@@ -113,6 +134,14 @@ fn check_file(path: &Path) -> anyhow::Result<()> {
     }
 }
 
+/// Whether `check_file` refused a missing or empty file, which `--create` makes a ledger of.
+fn is_absent(err: &anyhow::Error) -> bool {
+    matches!(
+        err.downcast_ref::<InputError>(),
+        Some(InputError::MissingLedger { .. } | InputError::EmptyLedger { .. })
+    )
+}
+
 /// The store's open errors a user can act on, in the CLI's language.
 pub(crate) fn in_cli_words(err: SqliteError) -> anyhow::Error {
     match err {
@@ -126,7 +155,7 @@ pub(crate) fn in_cli_words(err: SqliteError) -> anyhow::Error {
         .into(),
         SqliteError::NotALedger { path } => OpenError::NotALedger {
             path,
-            why: "a SQLite database without the ledger's tables",
+            why: "a SQLite database without the ledger's tables (pass --create to make a new ledger of a missing or empty file)",
         }
         .into(),
         SqliteError::IncompatibleSchema { path, .. } => OpenError::NotALedger {

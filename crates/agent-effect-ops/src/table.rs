@@ -80,6 +80,7 @@ pub fn list(operations: &[OperationSummary], limit: usize) -> String {
                 cell(op.provider_operation_id.as_deref()),
                 cell(Some(&op.updated_at)),
                 cell(op.error.as_deref()),
+                cell(op.dispatch_error.as_deref()),
             ]
         })
         .collect();
@@ -93,6 +94,7 @@ pub fn list(operations: &[OperationSummary], limit: usize) -> String {
             "PROVIDER_OPERATION_ID",
             "UPDATED_AT",
             "ERROR",
+            "DISPATCH_ERROR",
         ],
         &rows,
     );
@@ -192,6 +194,7 @@ pub fn stats(stats: &Stats) -> String {
         .iter()
         .map(|(status, count)| vec![status.to_string(), count.to_string()])
         .collect();
+    rows.push(vec!["unresolved".to_owned(), stats.unresolved.to_string()]);
     rows.push(vec!["total".to_owned(), stats.total.to_string()]);
     let mut out = columns(&["STATUS", "COUNT"], &rows);
     match (
@@ -201,8 +204,9 @@ pub fn stats(stats: &Stats) -> String {
         (Some(at), Some(age)) => {
             let _ = writeln!(
                 out,
-                "oldest unresolved: updated {} ({age} seconds ago)",
-                cell(Some(at))
+                "oldest unresolved: updated {} ({} ago)",
+                cell(Some(at)),
+                age_words(age)
             );
         }
         (Some(at), None) => {
@@ -212,6 +216,17 @@ pub fn stats(stats: &Stats) -> String {
     }
     let _ = writeln!(out, "stale dispatches: {}", stats.stale);
     out
+}
+
+/// An age in its largest whole unit: "8 days", "3 hours", "1 minute".
+pub fn age_words(seconds: u64) -> String {
+    let (n, unit) = match seconds {
+        s if s >= 86_400 => (s / 86_400, "day"),
+        s if s >= 3_600 => (s / 3_600, "hour"),
+        s if s >= 60 => (s / 60, "minute"),
+        s => (s, "second"),
+    };
+    format!("{n} {unit}{}", if n == 1 { "" } else { "s" })
 }
 
 /// `confirm`, `reject`, `authorize-retry`.

@@ -27,6 +27,18 @@ pub struct OperationSummary {
     pub created_at: String,
     /// ISO-8601 UTC time of the last transition.
     pub updated_at: String,
+    /// `list`, for `outcome_unknown` and `quarantined` operations: the error
+    /// of the last dispatch that ended without an outcome (a quarantine
+    /// replaces `error` with its own reason), to tell a request that never
+    /// left from a lost acknowledgement.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dispatch_error: Option<String>,
+    /// `list`, for `outcome_unknown` and `quarantined` operations: the
+    /// evidence entries the safety rules read (how the dispatch ended,
+    /// whether a handler may still run, the probe's verdict), never the
+    /// free-form evidence a probe or provider returned.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reconciliation_flags: Option<Evidence>,
 }
 
 impl From<&EffectRecord> for OperationSummary {
@@ -41,6 +53,8 @@ impl From<&EffectRecord> for OperationSummary {
             error: record.error.clone(),
             created_at: record.created_at.clone(),
             updated_at: record.updated_at.clone(),
+            dispatch_error: None,
+            reconciliation_flags: None,
         }
     }
 }

@@ -181,6 +181,15 @@ pub enum LedgerError {
         /// The status the operation is in.
         status: EffectStatus,
     },
+    /// A retry authorization while a previous handler may still send the
+    /// request, without the operator stating that it stopped.
+    #[error("cannot authorize a retry of operation {operation_id:?}: {why}")]
+    HandlerMayStillRun {
+        /// The operation id.
+        operation_id: String,
+        /// What the record shows.
+        why: &'static str,
+    },
     /// The request is invalid.
     #[error("invalid ledger request: {message}")]
     InvalidInput {
@@ -229,6 +238,7 @@ impl LedgerError {
             LedgerError::Conflict { .. } => LedgerErrorKind::Conflict,
             LedgerError::NotFound { .. } => LedgerErrorKind::NotFound,
             LedgerError::InvalidTransition { .. } => LedgerErrorKind::InvalidTransition,
+            LedgerError::HandlerMayStillRun { .. } => LedgerErrorKind::InvalidTransition,
             LedgerError::InvalidInput { .. } => LedgerErrorKind::InvalidInput,
             LedgerError::Unavailable { .. } => LedgerErrorKind::Unavailable,
             LedgerError::Corrupt { .. } => LedgerErrorKind::Corrupt,

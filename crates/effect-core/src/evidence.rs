@@ -43,6 +43,14 @@ pub const POSTCONDITION: &str = "postcondition";
 pub const SOURCE: &str = "source";
 /// A confirmation from the handler's own return value.
 pub const SOURCE_HANDLER_RETURN: &str = "handler_return";
+/// `true` on a manual retry authorization whose operator stated that no
+/// previous handler is still running, which the planner otherwise requires
+/// the record to show.
+pub const HANDLER_STOPPED_ASSERTED: &str = "handler_stopped_asserted";
+/// On a manually resolved record (and in its event): the evidence the record
+/// held before the operator's decision, so a resolution never erases what was
+/// known.
+pub const EVIDENCE_BEFORE_RESOLUTION: &str = "evidence_before_resolution";
 /// The kind of an operator's decision (`manual_confirmation`, ...).
 pub const RESOLUTION: &str = "resolution";
 

@@ -67,7 +67,18 @@ pub enum ManualAction {
     /// The effect did not happen and must not be retried.
     Reject,
     /// The effect did not happen; the next execution may dispatch again.
-    AuthorizeRetry,
+    ///
+    /// Refused while the record says a previous handler may still be running
+    /// (its deadline passed or its lease expired) or its dispatch lease has
+    /// not ended, unless the operator states that it stopped: a retry then
+    /// could send the request a second time.
+    AuthorizeRetry {
+        /// The operator states that no previous handler of this operation is
+        /// still running (the process is gone, the request was never sent).
+        /// Recorded in the evidence as
+        /// [`HANDLER_STOPPED_ASSERTED`](crate::evidence::HANDLER_STOPPED_ASSERTED).
+        handler_stopped: bool,
+    },
 }
 
 /// An audited manual resolution (docs/spec.md §4, last three rows).
@@ -201,7 +212,7 @@ impl Transition {
             Transition::Resolve(resolution) => match resolution.action {
                 ManualAction::Confirm { .. } => "manually confirm",
                 ManualAction::Reject => "manually reject",
-                ManualAction::AuthorizeRetry => "authorize a retry of",
+                ManualAction::AuthorizeRetry { .. } => "authorize a retry of",
             },
             Transition::Guarded(_, inner) => inner.name(),
         }
@@ -269,7 +280,9 @@ pub struct Plan {
 /// [`LedgerError::InvalidInput`] for a blank operation id or a manual resolution
 /// with a blank actor, reason or evidence reference, and
 /// [`LedgerError::InvalidTransition`] for a manual resolution outside
-/// `outcome_unknown` / `quarantined`.
+/// `outcome_unknown` / `quarantined`, and [`LedgerError::HandlerMayStillRun`]
+/// for a retry authorization while a previous handler may still run and the
+/// operator did not state that it stopped.
 pub fn plan(
     operation_id: &str,
     current: Option<EffectRecord>,
@@ -672,6 +685,27 @@ impl Planner {
                 status: record.status,
             });
         }
+        if let ManualAction::AuthorizeRetry {
+            handler_stopped: false,
+        } = resolution.action
+        {
+            let lease_live = record
+                .lease_until
+                .is_some_and(|until| until > unix_seconds(self.now));
+            let why = if record.handler_may_still_be_running() {
+                Some("its evidence says a previous handler may still be running")
+            } else if lease_live {
+                Some("its dispatch lease has not ended")
+            } else {
+                None
+            };
+            if let Some(why) = why {
+                return Err(LedgerError::HandlerMayStillRun {
+                    operation_id: record.operation_id.clone(),
+                    why,
+                });
+            }
+        }
         let mut evidence = Evidence::new();
         evidence.insert("actor".into(), resolution.actor.clone().into());
         evidence.insert(
@@ -679,6 +713,16 @@ impl Planner {
             resolution.evidence_reference.clone().into(),
         );
         evidence.insert("reason".into(), resolution.reason.clone().into());
+        // What was known before the decision stays on the record and in the
+        // event, one level deep (an earlier resolution's copy is not nested).
+        let mut before = std::mem::take(&mut record.evidence);
+        before.remove(evidence::EVIDENCE_BEFORE_RESOLUTION);
+        if !before.is_empty() {
+            evidence.insert(
+                evidence::EVIDENCE_BEFORE_RESOLUTION.into(),
+                Value::Object(before),
+            );
+        }
         release(record);
         match &resolution.action {
             ManualAction::Confirm {
@@ -708,11 +752,17 @@ impl Planner {
                 );
                 record.error = Some(error);
             }
-            ManualAction::AuthorizeRetry => {
+            ManualAction::AuthorizeRetry { handler_stopped } => {
+                // False either because nothing said otherwise or because the
+                // operator stated it; the earlier value stays in
+                // EVIDENCE_BEFORE_RESOLUTION and the statement beside it.
                 evidence.insert(
                     evidence::HANDLER_MAY_STILL_BE_RUNNING.into(),
                     Value::Bool(false),
                 );
+                if *handler_stopped {
+                    evidence.insert(evidence::HANDLER_STOPPED_ASSERTED.into(), Value::Bool(true));
+                }
                 evidence.insert(
                     evidence::RESOLUTION.into(),
                     "manual_retry_authorization".into(),

@@ -337,7 +337,8 @@ impl EffectExecutor {
     ///
     /// [`ExecError::Ledger`] with kind `InvalidInput` (blank fields, or an
     /// output nested deeper than [`MAX_DEPTH`](effect_core::canonical::MAX_DEPTH)),
-    /// `InvalidTransition` (wrong status) or `NotFound`; nothing is written then.
+    /// `InvalidTransition` (wrong status, or a retry authorization while a
+    /// previous handler may still run) or `NotFound`; nothing is written then.
     pub fn resolve(
         &self,
         operation_id: &str,
@@ -418,11 +419,15 @@ impl EffectExecutor {
         self.resolve(operation_id, &audit.into_resolution(ManualAction::Reject))
     }
 
-    /// Authorizes another dispatch of an uncertain operation.
+    /// Authorizes another dispatch of an uncertain operation. Refused while
+    /// the record says a previous handler may still be running (a missed
+    /// deadline, an expired lease) or its dispatch lease has not ended; see
+    /// [`authorize_retry_handler_stopped`](Self::authorize_retry_handler_stopped).
     ///
     /// # Errors
     ///
-    /// As [`resolve`](Self::resolve).
+    /// As [`resolve`](Self::resolve), and kind `InvalidTransition`
+    /// ([`LedgerError::HandlerMayStillRun`]) while a previous handler may still run.
     pub fn authorize_retry(
         &self,
         operation_id: &str,
@@ -430,7 +435,30 @@ impl EffectExecutor {
     ) -> Result<EffectRecord, ExecError> {
         self.resolve(
             operation_id,
-            &audit.into_resolution(ManualAction::AuthorizeRetry),
+            &audit.into_resolution(ManualAction::AuthorizeRetry {
+                handler_stopped: false,
+            }),
+        )
+    }
+
+    /// [`authorize_retry`](Self::authorize_retry) with the operator's
+    /// statement that no previous handler is still running (recorded as
+    /// `handler_stopped_asserted`), for an operation whose record says one
+    /// may be.
+    ///
+    /// # Errors
+    ///
+    /// As [`resolve`](Self::resolve).
+    pub fn authorize_retry_handler_stopped(
+        &self,
+        operation_id: &str,
+        audit: Audit,
+    ) -> Result<EffectRecord, ExecError> {
+        self.resolve(
+            operation_id,
+            &audit.into_resolution(ManualAction::AuthorizeRetry {
+                handler_stopped: true,
+            }),
         )
     }
 }

@@ -98,11 +98,11 @@ pub enum SqliteError {
         /// The missing column.
         column: &'static str,
     },
-    /// The database has tables, but none of the ledger's: it is someone
-    /// else's database, and opening it never adds ledger tables to it.
-    #[error(
-        "sqlite database {path:?} is not an effect ledger: it has other tables but no effect_operations"
-    )]
+    /// The database has no `effect_operations` table: it is someone else's
+    /// database, and opening it never adds ledger tables to it; or, opened
+    /// read-only, a database with no tables at all (an empty file), which a
+    /// read-write open would make a new ledger of.
+    #[error("sqlite database {path:?} is not an effect ledger: it has no effect_operations table")]
     NotALedger {
         /// The database file.
         path: PathBuf,

@@ -119,12 +119,16 @@ pub(crate) fn check_readable(conn: &Connection, path: &Path) -> Result<Layout, S
     let has_operations =
         table_exists(conn, "effect_operations").map_err(fail("reading the schema"))?;
     let has_events = table_exists(conn, "effect_events").map_err(fail("reading the schema"))?;
-    if !has_operations && has_other_tables(conn).map_err(fail("reading the schema"))? {
+    // Only a file with the operations table is a ledger (of any version, the
+    // Python package's included). A database without it, with other tables
+    // or none at all (an empty file, /dev/null), is not one: calling it an
+    // older schema would invite a migration that makes an empty ledger of it.
+    if !has_operations {
         return Err(SqliteError::NotALedger {
             path: path.to_owned(),
         });
     }
-    if !has_operations || !has_events {
+    if !has_events {
         return Err(needs_migration());
     }
     let present = columns(conn, "effect_operations").map_err(fail("reading the schema"))?;

@@ -33,3 +33,12 @@ fn columns_align_wide_characters_by_display_width() {
     // 東京 takes four terminal columns.
     assert_eq!(columns(&["ID", "N"], &rows), "ID    N\n東京  1\nab    2\n");
 }
+
+#[test]
+fn ages_read_as_durations() {
+    assert_eq!(age_words(28_930_695), "334 days");
+    assert_eq!(age_words(86_400 * 8 + 5), "8 days");
+    assert_eq!(age_words(3_600), "1 hour");
+    assert_eq!(age_words(125), "2 minutes");
+    assert_eq!(age_words(0), "0 seconds");
+}

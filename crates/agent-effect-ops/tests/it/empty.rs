@@ -56,7 +56,7 @@ fn a_foreign_database_is_not_a_ledger_and_migrate_never_adds_ledger_tables() {
     let garbage = dir.path().join("garbage.db");
     std::fs::write(&garbage, vec![0x5a_u8; 4096]).unwrap();
     let (code, stderr) = failure(&bin_on(&garbage, &["list"]));
-    assert_eq!(code, 1);
+    assert_eq!(code, 2);
     assert_eq!(
         stderr,
         format!("error: {garbage:?} is not a ledger: not a SQLite database")
@@ -73,7 +73,7 @@ fn a_foreign_database_is_not_a_ledger_and_migrate_never_adds_ledger_tables() {
         &["--migrate", "stats"],
     ] {
         let (code, stderr) = failure(&bin_on(&foreign, args));
-        assert_eq!(code, 1, "{args:?}");
+        assert_eq!(code, 2, "{args:?}");
         assert!(stderr.contains("is not a ledger"), "{stderr}");
         assert!(
             !stderr.contains("SqliteOptions") && !stderr.contains("Error code"),
@@ -89,4 +89,72 @@ fn a_foreign_database_is_not_a_ledger_and_migrate_never_adds_ledger_tables() {
         .collect::<Result<_, _>>()
         .unwrap();
     assert_eq!(tables, ["customers"], "no ledger table was added");
+}
+
+/// A SQLite database with no tables, or `/dev/null`, is "not a ledger"
+/// (exit 2), with `--migrate` or not, and stays as it was: calling it an
+/// older schema and migrating it would make an empty ledger, a false
+/// all-clear. `--create` does not make a ledger of it either.
+#[test]
+fn a_database_without_tables_or_dev_null_is_not_a_ledger_even_with_migrate() {
+    let dir = tempfile::tempdir().unwrap();
+    let blank = dir.path().join("blank.sqlite3");
+    let conn = rusqlite::Connection::open(&blank).unwrap();
+    conn.execute_batch("CREATE TABLE t (x); DROP TABLE t;")
+        .unwrap();
+    drop(conn);
+    let bytes = std::fs::read(&blank).unwrap();
+    assert!(!bytes.is_empty());
+    for db in [blank.as_path(), std::path::Path::new("/dev/null")] {
+        for args in [
+            &["list"][..],
+            &["--migrate", "list"],
+            &["stats", "--migrate"],
+            &["--create", "--migrate", "list"],
+        ] {
+            let (code, stderr) = failure(&bin_on(db, args));
+            assert_eq!(code, 2, "{db:?} {args:?}: {stderr}");
+            assert_eq!(
+                stderr,
+                format!(
+                    "error: {db:?} is not a ledger: a SQLite database without the ledger's tables (pass --create to make a new ledger of a missing or empty file)"
+                )
+            );
+        }
+    }
+    assert_eq!(
+        std::fs::read(&blank).unwrap(),
+        bytes,
+        "the file was written"
+    );
+    assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 1);
+}
+
+/// Every ledger fixture (the Python package's, legacy layout included) is a
+/// ledger: read as it is, or migrated with --migrate.
+#[test]
+fn every_python_fixture_is_a_ledger() {
+    for name in ["python-ledger-v1.sqlite3", "python-ledger-legacy.sqlite3"] {
+        let (_dir, db) = crate::support::fixture(name);
+        let listed = crate::support::success(&bin_on(&db, &["--migrate", "list"]));
+        let listed: serde_json::Value = serde_json::from_str(&listed).unwrap();
+        assert!(!listed.as_array().unwrap().is_empty(), "{name}");
+    }
+}
+
+/// `--create` makes a new ledger of a missing file; without it the file is
+/// not created.
+#[test]
+fn create_makes_a_new_ledger_only_when_asked() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("new.sqlite3");
+    let (code, stderr) = failure(&bin_on(&db, &["--migrate", "list"]));
+    assert_eq!(code, 2, "{stderr}");
+    assert!(stderr.contains("--create"), "{stderr}");
+    assert!(!db.exists(), "created without --create");
+    let listed = crate::support::success(&bin_on(&db, &["list", "--create"]));
+    assert_eq!(listed.trim(), "[]");
+    assert!(db.exists());
+    // Now it is a ledger: plain commands open it.
+    crate::support::success(&bin_on(&db, &["stats"]));
 }

@@ -222,7 +222,7 @@ fn usage_errors_exit_2_and_help_exits_0() {
 }
 
 #[test]
-fn a_file_that_is_not_a_ledger_exits_1() {
+fn a_file_that_is_not_a_ledger_exits_2() {
     let dir = tempfile::tempdir().unwrap();
     let db = dir.path().join("notes.txt");
     std::fs::write(
@@ -231,7 +231,7 @@ fn a_file_that_is_not_a_ledger_exits_1() {
     )
     .unwrap();
     let (exit, stderr) = failure(&bin_on(&db, &["list"]));
-    assert_eq!(exit, code(Exit::Failure));
+    assert_eq!(exit, code(Exit::Usage));
     // In the CLI's words, once: no library option, no repeated SQLite text.
     assert_eq!(
         stderr,
@@ -282,4 +282,41 @@ fn a_ledger_locked_past_the_busy_timeout_exits_1_in_the_cli_words() {
     // Nothing was written: the operation is still quarantined.
     let show: serde_json::Value = ops(&db, &["show", "ticket:T-7:create"]).json();
     assert_eq!(show["status"], "quarantined", "{show}");
+}
+
+/// Global flags work before or after the command, and a usage error names
+/// the fix in one line.
+#[test]
+fn global_flags_work_in_any_position_and_usage_errors_name_the_fix() {
+    let (_dir, db) = crate::support::python_ledger();
+    let db = db.to_str().unwrap();
+    let before = success(&bin(&["--db", db, "list", "--limit", "2"]));
+    for args in [
+        &["list", "--db", db, "--limit", "2"][..],
+        &["list", "--limit", "2", "--db", db],
+        &["--format", "json", "list", "--db", db, "--limit", "2"],
+    ] {
+        assert_eq!(success(&bin(args)), before, "{args:?}");
+    }
+    for (args, says) in [
+        (
+            &["list", "--db", db, "--limit", "-1"][..],
+            "--limit <N>': must be between 1 and 1000",
+        ),
+        (
+            &["list", "--db", db, "--limit", "1001"],
+            "must be between 1 and 1000",
+        ),
+        (
+            &["list"],
+            "--db is required: pass the path of a ledger file or a postgres:// URL",
+        ),
+    ] {
+        let output = bin(args);
+        let stderr = String::from_utf8(output.stderr.clone()).unwrap();
+        assert_eq!(output.status.code(), Some(2), "{args:?}: {stderr}");
+        assert!(output.stdout.is_empty());
+        assert_eq!(stderr.lines().count(), 1, "{stderr}");
+        assert!(stderr.contains(says), "{args:?}: {stderr}");
+    }
 }

@@ -182,3 +182,111 @@ fn an_operator_confirms_a_quarantined_payment_and_the_agent_replays_it() {
     assert_eq!(provider.handler_calls.load(Ordering::SeqCst), 1);
     assert_eq!(provider.committed.load(Ordering::SeqCst), 1);
 }
+
+/// `confirm` refuses an output that cannot be one of the contract's (another
+/// JSON type, or missing top-level keys of its last confirmed output), in
+/// one line that says the stored shape, and writes nothing;
+/// `--ignore-output-shape` overrides.
+#[test]
+fn confirm_refuses_an_output_of_another_shape_unless_told() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("effects.sqlite3");
+    let provider = Arc::new(FakeProvider::default());
+    {
+        let agent = executor(&db);
+        let confirmed = agent
+            .execute(
+                &capture_contract(),
+                &json!({"invoice_id": "INV-1"}),
+                |_args, _key| Ok(json!({"payment_id": "pay-1", "status": "captured"})),
+            )
+            .unwrap();
+        assert_eq!(confirmed.status, EffectStatus::Confirmed);
+        let lost = agent
+            .execute(
+                &capture_contract(),
+                &json!({"invoice_id": "INV-2"}),
+                capture_then_time_out(&provider),
+            )
+            .unwrap();
+        assert_eq!(lost.status, EffectStatus::Quarantined);
+    }
+    let audit = ["--actor", "a", "--reason", "r", "--evidence-reference", "e"];
+    let confirm = |output: &'static str, extra: &[&'static str]| {
+        let mut args = vec!["confirm", "invoice:INV-2:capture", "--output-json", output];
+        args.extend(audit);
+        args.extend(extra);
+        bin_on(&db, &args)
+    };
+    let before = std::fs::read(&db).unwrap();
+    for (output, given) in [
+        ("42", "a number"),
+        (
+            r#"{"payment_id":"pay-2"}"#,
+            "an object with keys payment_id",
+        ),
+    ] {
+        let (exit, stderr) = failure(&confirm(output, &[]));
+        assert_eq!(exit, i32::from(Exit::Usage.code()), "{stderr}");
+        assert_eq!(
+            stderr,
+            format!(
+                "error: --output-json is {given}, but the last confirmed output of capture_payment v1 (\"invoice:INV-1:capture\") is an object with keys payment_id, status; pass an output of that shape, or --ignore-output-shape if this one is right"
+            )
+        );
+    }
+    assert_eq!(
+        std::fs::read(&db).unwrap(),
+        before,
+        "a refused confirm wrote"
+    );
+    let extra_keys = success(&confirm(
+        r#"{"payment_id":"pay-2","status":"captured","note":"x"}"#,
+        &[],
+    ));
+    assert!(extra_keys.contains("\"confirmed\""), "{extra_keys}");
+    assert_eq!(provider.committed.load(Ordering::SeqCst), 1);
+}
+
+/// The override stores a value of another shape.
+#[test]
+fn confirm_with_ignore_output_shape_stores_any_json() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("effects.sqlite3");
+    let provider = Arc::new(FakeProvider::default());
+    {
+        let agent = executor(&db);
+        agent
+            .execute(
+                &capture_contract(),
+                &json!({"invoice_id": "INV-1"}),
+                |_a, _k| Ok(json!({"payment_id": "pay-1"})),
+            )
+            .unwrap();
+        agent
+            .execute(
+                &capture_contract(),
+                &json!({"invoice_id": "INV-2"}),
+                capture_then_time_out(&provider),
+            )
+            .unwrap();
+    }
+    let out = success(&bin_on(
+        &db,
+        &[
+            "confirm",
+            "invoice:INV-2:capture",
+            "--output-json",
+            "42",
+            "--ignore-output-shape",
+            "--actor",
+            "a",
+            "--reason",
+            "r",
+            "--evidence-reference",
+            "e",
+        ],
+    ));
+    let resolution: Resolution = json(&out);
+    assert_eq!(resolution.status, EffectStatus::Confirmed);
+}

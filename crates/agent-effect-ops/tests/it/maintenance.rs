@@ -35,7 +35,16 @@ fn prune_archives_then_deletes_terminal_operations_and_a_dry_run_changes_nothing
         .count();
     assert!(terminal > 0 && terminal < before.len());
 
-    let dry = json(&bin_on(&db, &["prune", "--before", BEFORE, "--dry-run"]));
+    let dry = json(&bin_on(
+        &db,
+        &[
+            "prune",
+            "--ignore-min-retention",
+            "--before",
+            BEFORE,
+            "--dry-run",
+        ],
+    ));
     assert_eq!(dry["dry_run"], true);
     assert_eq!(dry["operations"], terminal);
     assert_eq!(dry["archive"], Value::Null);
@@ -47,7 +56,14 @@ fn prune_archives_then_deletes_terminal_operations_and_a_dry_run_changes_nothing
 
     let unresolved = bin_on(
         &db,
-        &["prune", "--before", BEFORE, "--status", "quarantined"],
+        &[
+            "prune",
+            "--ignore-min-retention",
+            "--before",
+            BEFORE,
+            "--status",
+            "quarantined",
+        ],
     );
     assert_eq!(failure(&unresolved).0, i32::from(Exit::Usage.code()));
 
@@ -55,7 +71,14 @@ fn prune_archives_then_deletes_terminal_operations_and_a_dry_run_changes_nothing
     let archive_arg = archive.to_str().unwrap();
     let pruned = json(&bin_on(
         &db,
-        &["prune", "--before", BEFORE, "--archive", archive_arg],
+        &[
+            "prune",
+            "--ignore-min-retention",
+            "--before",
+            BEFORE,
+            "--archive",
+            archive_arg,
+        ],
     ));
     assert_eq!(pruned["operations"], terminal);
     assert_eq!(pruned["archive"], archive_arg);
@@ -73,10 +96,25 @@ fn prune_archives_then_deletes_terminal_operations_and_a_dry_run_changes_nothing
     // An existing archive is never overwritten.
     let again = bin_on(
         &db,
-        &["prune", "--before", BEFORE, "--archive", archive_arg],
+        &[
+            "prune",
+            "--ignore-min-retention",
+            "--before",
+            BEFORE,
+            "--archive",
+            archive_arg,
+        ],
     );
     assert_eq!(failure(&again).0, i32::from(Exit::Failure.code()));
-    let bad = bin_on(&db, &["prune", "--before", "2026-02-31T00:00:00+00:00"]);
+    let bad = bin_on(
+        &db,
+        &[
+            "prune",
+            "--ignore-min-retention",
+            "--before",
+            "2026-02-31T00:00:00+00:00",
+        ],
+    );
     assert_eq!(failure(&bad).0, i32::from(Exit::Usage.code()));
 }
 
@@ -93,4 +131,56 @@ fn backup_copies_the_ledger_and_never_overwrites() {
     );
     let again = failure(&bin_on(&db, &["backup", copy_arg]));
     assert_eq!(again.0, i32::from(Exit::Usage.code()), "{}", again.1);
+}
+
+/// A cutoff in the future, or younger than the minimum retention, is refused
+/// with one line naming the fix, and nothing is written; `--older-than`
+/// takes an age.
+#[test]
+fn prune_refuses_a_future_or_recent_cutoff_and_writes_nothing() {
+    let (dir, db) = python_ledger();
+    let before_files = snapshot_dir(dir.path());
+    for (args, says) in [
+        (
+            &[
+                "prune",
+                "--before",
+                "2099-01-01T00:00:00+00:00",
+                "--dry-run",
+            ][..],
+            "is in the future",
+        ),
+        (
+            &["prune", "--before", "2099-01-01T00:00:00+00:00"][..],
+            "is in the future",
+        ),
+        (
+            &["prune", "--older-than", "1h"][..],
+            "younger than the minimum retention of 24h",
+        ),
+        (
+            &["prune", "--older-than", "3d", "--min-retention", "7d"][..],
+            "younger than the minimum retention of 168h",
+        ),
+    ] {
+        let (exit, stderr) = failure(&bin_on(&db, args));
+        assert_eq!(exit, i32::from(Exit::Usage.code()), "{stderr}");
+        assert!(stderr.contains(says), "{args:?}: {stderr}");
+        assert!(stderr.contains("--"), "names a fix: {stderr}");
+    }
+    let (exit, stderr) = failure(&bin_on(&db, &["prune", "--older-than", "soon"]));
+    assert_eq!(exit, i32::from(Exit::Usage.code()), "{stderr}");
+    assert!(stderr.contains("such as 30d"), "{stderr}");
+    assert_eq!(
+        snapshot_dir(dir.path()),
+        before_files,
+        "a refused prune wrote"
+    );
+    // An age far enough back is accepted (nothing is that old here).
+    let dry = json(&bin_on(
+        &db,
+        &["prune", "--older-than", "3650d", "--dry-run"],
+    ));
+    assert_eq!(dry["operations"], 0);
+    assert_eq!(snapshot_dir(dir.path()), before_files, "a dry run wrote");
 }

@@ -67,7 +67,12 @@ fn resolutions_migrate_an_older_schema_only_with_migrate() {
     for args in [
         with_audit(&["reject", "ticket:T-7:create"]),
         with_audit(&["authorize-retry", "email:ada@example.com:welcome"]),
-        with_audit(&["confirm", "ticket:T-7:create", "--output-json", "{}"]),
+        with_audit(&[
+            "confirm",
+            "ticket:T-7:create",
+            "--output-json",
+            r#"{"ticket_id":"JIRA-77"}"#,
+        ]),
     ] {
         let refused = ops(&db, &args);
         assert_eq!(refused.exit, Exit::Usage, "{args:?}");

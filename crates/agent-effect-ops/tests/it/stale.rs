@@ -144,10 +144,35 @@ fn expire_makes_a_stale_dispatch_resolvable_and_refuses_a_live_one() {
     let (exit, _) = failure(&bin_on(&db, &args));
     assert_eq!(exit, i32::from(Exit::NotAllowed.code()));
 
-    // Now an operator can resolve it; the fields scripts read are there.
+    // A retry while the evidence says the old handler may still run is
+    // refused, naming the flag, and writes nothing.
     let mut args = vec!["authorize-retry", "stale"];
     args.extend(AUDIT);
+    let bytes = std::fs::read(&db).unwrap();
+    let (exit, stderr) = failure(&bin_on(&db, &args));
+    assert_eq!(exit, i32::from(Exit::NotAllowed.code()), "{stderr}");
+    assert!(
+        stderr.contains("a previous handler may still be running")
+            && stderr.contains("--handler-stopped"),
+        "{stderr}"
+    );
+    assert_eq!(std::fs::read(&db).unwrap(), bytes, "a refused retry wrote");
+    assert_eq!(json(&db, &["show", "stale"])["status"], "outcome_unknown");
+
+    // With the operator's statement it is authorized; the fields scripts
+    // read are there, and the event keeps what was known.
+    args.push("--handler-stopped");
     let retried = json(&db, &args);
+    let evidence = &retried["event"]["data"]["evidence"];
+    assert_eq!(evidence["handler_stopped_asserted"], true);
+    assert_eq!(
+        evidence["evidence_before_resolution"]["handler_may_still_be_running"],
+        true
+    );
+    assert_eq!(
+        evidence["evidence_before_resolution"]["expired_by"],
+        "alice"
+    );
     assert_eq!(
         (
             &retried["operation_id"],

@@ -105,7 +105,7 @@ enum Expect {
 /// One rule of the state machine.
 struct Row {
     rule: &'static str,
-    from: Option<(S, bool)>,
+    current: Option<EffectRecord>,
     transition: Transition,
     expect: Expect,
 }
@@ -113,7 +113,22 @@ struct Row {
 fn row(rule: &'static str, from: Option<(S, bool)>, transition: Transition, expect: Expect) -> Row {
     Row {
         rule,
-        from,
+        current: from.map(|(status, expired)| record(status, expired)),
+        transition,
+        expect,
+    }
+}
+
+/// A row on a record made by hand.
+fn row_on(
+    rule: &'static str,
+    current: EffectRecord,
+    transition: Transition,
+    expect: Expect,
+) -> Row {
+    Row {
+        rule,
+        current: Some(current),
         transition,
         expect,
     }
@@ -123,12 +138,11 @@ fn check(rows: Vec<Row>) {
     let mut failures = Vec::new();
     for Row {
         rule,
-        from,
+        current,
         transition,
         expect,
     } in rows
     {
-        let current = from.map(|(status, expired)| record(status, expired));
         let got = match plan("op", current.clone(), &transition, now()) {
             Err(err) => Expect::Fails(err.kind()),
             Ok(plan) if !plan.outcome.applied => {
@@ -479,6 +493,14 @@ fn reconciliation_rows() {
 #[test]
 fn manual_rows() {
     use crate::LedgerErrorKind as K;
+    let mut running = record(S::OutcomeUnknown, LIVE);
+    running.evidence.insert(
+        crate::evidence::HANDLER_MAY_STILL_BE_RUNNING.into(),
+        true.into(),
+    );
+    // A record another writer left uncertain with its lease still running.
+    let mut leased = record(S::Quarantined, LIVE);
+    leased.lease_until = Some(unix_seconds(now()) + 60.0);
     let blank_actor = Transition::Resolve(ManualResolution {
         action: ManualAction::Reject,
         actor: " ".into(),
@@ -515,7 +537,37 @@ fn manual_rows() {
         row(
             "manual retry from quarantined",
             Some((S::Quarantined, LIVE)),
-            manual(ManualAction::AuthorizeRetry),
+            manual(ManualAction::AuthorizeRetry {
+                handler_stopped: false,
+            }),
+            Applied(
+                S::Prepared,
+                &["manual_retry_authorized"],
+                Some(WriteKind::Transition),
+            ),
+        ),
+        row_on(
+            "manual retry refused while a handler may still run",
+            running.clone(),
+            manual(ManualAction::AuthorizeRetry {
+                handler_stopped: false,
+            }),
+            Fails(K::InvalidTransition),
+        ),
+        row_on(
+            "manual retry refused while the dispatch lease is live",
+            leased,
+            manual(ManualAction::AuthorizeRetry {
+                handler_stopped: false,
+            }),
+            Fails(K::InvalidTransition),
+        ),
+        row_on(
+            "manual retry once the operator states the handler stopped",
+            running,
+            manual(ManualAction::AuthorizeRetry {
+                handler_stopped: true,
+            }),
             Applied(
                 S::Prepared,
                 &["manual_retry_authorized"],
@@ -636,4 +688,50 @@ fn values_too_deep_to_read_back_are_refused() {
             .expect_err("a value too deep to read back is refused");
         assert_eq!(err.kind(), crate::LedgerErrorKind::InvalidInput, "{err}");
     }
+}
+
+/// A retry authorization keeps what was known and says what the operator
+/// stated: the earlier evidence (a handler that may still run) stays on the
+/// record and in the event, beside the operator's statement.
+#[test]
+fn a_manual_retry_keeps_the_evidence_it_replaces() {
+    let mut running = record(S::OutcomeUnknown, LIVE);
+    running.evidence.insert(
+        crate::evidence::HANDLER_MAY_STILL_BE_RUNNING.into(),
+        true.into(),
+    );
+    running.evidence.insert(
+        crate::evidence::DISPATCH_INTERRUPTION.into(),
+        crate::evidence::INTERRUPTED_BY_LEASE_EXPIRY.into(),
+    );
+    let retry = manual(ManualAction::AuthorizeRetry {
+        handler_stopped: true,
+    });
+    let plan = plan("op", Some(running), &retry, now()).unwrap();
+    let write = plan.write.unwrap();
+    let data = &write.events[0].data["evidence"];
+    for evidence in [data, &Value::Object(plan.outcome.record.evidence.clone())] {
+        assert_eq!(evidence["handler_stopped_asserted"], json!(true));
+        assert_eq!(evidence["handler_may_still_be_running"], json!(false));
+        assert_eq!(
+            evidence["evidence_before_resolution"],
+            json!({"handler_may_still_be_running": true, "dispatch_interruption": "lease_expired"})
+        );
+        assert_eq!(evidence["actor"], json!("ops@example.com"));
+    }
+    // A second resolution keeps one copy, not a nested chain.
+    let mut again = plan.outcome.record;
+    again.status = S::Quarantined;
+    let plan2 = plan_again(again);
+    assert!(
+        plan2["evidence_before_resolution"]
+            .get("evidence_before_resolution")
+            .is_none(),
+        "{plan2}"
+    );
+}
+
+fn plan_again(record: EffectRecord) -> Value {
+    let plan = plan("op", Some(record), &manual(ManualAction::Reject), now()).unwrap();
+    Value::Object(plan.outcome.record.evidence)
 }

@@ -108,6 +108,57 @@ fn manual_retry_authorization_lets_the_next_execution_dispatch() {
     assert_eq!((provider.handler_calls(), provider.committed()), (2, 2));
 }
 
+/// A retry authorization while the record says a previous handler may still
+/// run is refused, writing nothing; the operator's statement that it stopped
+/// lets it through, and the event keeps what was known beside the statement.
+#[test]
+fn manual_retry_while_a_handler_may_still_run_needs_the_operators_statement() {
+    use effect_core::EffectLedgerExt as _;
+    let (ledger, provider) = quarantined("INV-34");
+    let exec = executor(&ledger);
+    let id = "invoice:INV-34:capture";
+    let mut running = effect_core::Evidence::new();
+    running.insert("handler_may_still_be_running".into(), true.into());
+    assert!(
+        ledger
+            .mark_outcome_unknown(id, None, "lease expired", &running)
+            .unwrap()
+    );
+    let before = ledger.events(id).unwrap();
+    let err = exec.authorize_retry(id, audit()).unwrap_err();
+    assert_eq!(err.ledger_kind(), Some(LedgerErrorKind::InvalidTransition));
+    let cause = std::error::Error::source(&err).map(ToString::to_string);
+    assert!(
+        cause
+            .as_deref()
+            .is_some_and(|c| c.contains("a previous handler may still be running")),
+        "{cause:?}"
+    );
+    assert_eq!(
+        ledger.events(id).unwrap(),
+        before,
+        "a refusal writes nothing"
+    );
+    let record = exec.authorize_retry_handler_stopped(id, audit()).unwrap();
+    assert_eq!(record.status, EffectStatus::Prepared);
+    let events = ledger.events(id).unwrap();
+    let evidence = &events.last().unwrap().data["evidence"];
+    assert_eq!(evidence["handler_stopped_asserted"], true);
+    assert_eq!(
+        evidence["evidence_before_resolution"]["handler_may_still_be_running"],
+        true
+    );
+    let result = exec
+        .execute(
+            &contract(&provider, NEITHER),
+            &invoice("INV-34"),
+            handler(&provider),
+        )
+        .unwrap();
+    assert!(result.is_confirmed());
+    assert_eq!((provider.handler_calls(), provider.committed()), (2, 2));
+}
+
 #[test]
 fn manual_resolution_needs_actor_reason_evidence_and_an_uncertain_status() {
     let (ledger, _provider) = quarantined("INV-33");

@@ -430,3 +430,26 @@ fn a_version_2_file_migrates_keeping_its_events_and_list_order() -> TestResult {
     assert_eq!(version, SCHEMA_VERSION);
     Ok(())
 }
+
+/// A database without the ledger's tables (no tables at all, as an empty
+/// database or `/dev/null` reads) is not a ledger when opened read-only, not
+/// "an older schema": a migration would make an empty ledger of it.
+#[test]
+fn read_only_open_of_a_database_without_tables_is_not_a_ledger() -> TestResult {
+    let dir = tempfile::tempdir()?;
+    let path = dir.path().join("blank.sqlite3");
+    // A valid SQLite file with a header and no tables.
+    raw(&path)?.pragma_update(None, "user_version", 0)?;
+    raw(&path)?.execute_batch("VACUUM")?;
+    let before = std::fs::read(&path)?;
+    for target in [path.as_path(), std::path::Path::new("/dev/null")] {
+        let error = SqliteLedger::open(target, SqliteOptions::default().read_only(true))
+            .expect_err("no tables");
+        assert!(
+            matches!(error, effect_ledger_sqlite::SqliteError::NotALedger { .. }),
+            "{target:?}: {error:?}"
+        );
+    }
+    assert_eq!(std::fs::read(&path)?, before, "the file was written to");
+    Ok(())
+}

@@ -110,7 +110,9 @@ pub fn stale_reconciliation_is_refused(factory: LedgerFactory<'_>) {
         !c.guarded(
             "op",
             &read_by_b,
-            Transition::Resolve(manual(ManualAction::AuthorizeRetry)),
+            Transition::Resolve(manual(ManualAction::AuthorizeRetry {
+                handler_stopped: false,
+            })),
         ),
         "a manual retry authorization guarded by a stale read must be refused",
     );

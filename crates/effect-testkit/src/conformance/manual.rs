@@ -103,7 +103,13 @@ pub fn manual_authorize_retry(factory: LedgerFactory<'_>) {
     for from in UNCERTAIN {
         let id = format!("from {from}");
         c.in_status(&id, from);
-        let record = resolve(&c, &id, ManualAction::AuthorizeRetry);
+        let record = resolve(
+            &c,
+            &id,
+            ManualAction::AuthorizeRetry {
+                handler_stopped: false,
+            },
+        );
         let mut expected = audit();
         expected["handler_may_still_be_running"] = Value::Bool(false);
         c.same(record.status, S::Prepared, "status");
@@ -137,7 +143,12 @@ fn actions() -> [(&'static str, ManualAction); 3] {
             },
         ),
         ("manual reject", ManualAction::Reject),
-        ("manual retry authorization", ManualAction::AuthorizeRetry),
+        (
+            "manual retry authorization",
+            ManualAction::AuthorizeRetry {
+                handler_stopped: false,
+            },
+        ),
     ]
 }
 

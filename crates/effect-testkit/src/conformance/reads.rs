@@ -100,7 +100,12 @@ pub fn missing_operation_transitions(factory: LedgerFactory<'_>) {
         (
             "manual retry authorization",
             c.ledger
-                .resolve_manually(id, &manual(ManualAction::AuthorizeRetry))
+                .resolve_manually(
+                    id,
+                    &manual(ManualAction::AuthorizeRetry {
+                        handler_stopped: false,
+                    }),
+                )
                 .map(drop),
         ),
     ];

@@ -239,7 +239,7 @@ fn run_seed(seed: u64) {
                     .unwrap();
             } else {
                 executor
-                    .authorize_retry(&result.operation_id, audit)
+                    .authorize_retry_handler_stopped(&result.operation_id, audit)
                     .unwrap();
             }
             result = executor
