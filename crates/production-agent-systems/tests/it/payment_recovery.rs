@@ -142,6 +142,7 @@ fn run_agent(dir: &Path, invoice: &str, after_commit: bool) {
 }
 
 #[test]
+#[allow(clippy::disallowed_methods)] // Leases run out on the real clock; this bounds the wait.
 fn a_recovery_worker_captures_once_and_the_ledger_holds_no_card_token() {
     let dir = tempfile::tempdir().unwrap();
     let (db, provider) = paths(dir.path());
