@@ -11,7 +11,7 @@ use effect_core::{
     Clock, EffectLedger, EffectRecord, Evidence, Guard, LedgerError, ListQuery, ManualAction,
     ManualResolution, PruneRequest, Transition,
 };
-use effect_exec::{EffectExecutor, ExecutorOptions};
+use effect_exec::{EffectExecutor, ExecutorOptions, WaitingFor};
 use serde_json::Value;
 
 use crate::cli::{AuditArgs, Cli, Command, Format, Since};
@@ -268,6 +268,8 @@ fn stats(
 ) -> anyhow::Result<()> {
     let raw = ledger.stats()?;
     let counts = StatusCounts::of(&raw);
+    // Oldest first: who each prepared operation waits for.
+    let waiting = effect_exec::waiting(ledger)?;
     let age = raw
         .oldest_unresolved_updated_at
         .as_deref()
@@ -279,6 +281,18 @@ fn stats(
         oldest_unresolved_updated_at: raw.oldest_unresolved_updated_at,
         oldest_unresolved_age_seconds: age,
         stale: raw.stale_dispatched,
+        waiting_for_caller: waiting
+            .iter()
+            .filter(|w| w.waiting_for == WaitingFor::Caller)
+            .count() as u64,
+        waiting_for_recovery_worker: waiting
+            .iter()
+            .filter(|w| w.waiting_for == WaitingFor::RecoveryWorker)
+            .count() as u64,
+        oldest_waiting_age_seconds: waiting
+            .first()
+            .and_then(|w| age_seconds(&w.since, clock.now())),
+        oldest_waiting_since: waiting.first().map(|w| w.since.clone()),
     };
     printer.report(&stats, table::stats)
 }

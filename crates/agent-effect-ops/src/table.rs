@@ -215,6 +215,28 @@ pub fn stats(stats: &Stats) -> String {
         (None, _) => out.push_str("oldest unresolved: none\n"),
     }
     let _ = writeln!(out, "stale dispatches: {}", stats.stale);
+    let _ = writeln!(
+        out,
+        "prepared, waiting for their caller: {}; for a recovery worker: {}",
+        stats.waiting_for_caller, stats.waiting_for_recovery_worker
+    );
+    match (
+        &stats.oldest_waiting_since,
+        stats.oldest_waiting_age_seconds,
+    ) {
+        (Some(at), Some(age)) => {
+            let _ = writeln!(
+                out,
+                "oldest waiting: since {} ({} ago)",
+                cell(Some(at)),
+                age_words(age)
+            );
+        }
+        (Some(at), None) => {
+            let _ = writeln!(out, "oldest waiting: since {}", cell(Some(at)));
+        }
+        (None, _) => {}
+    }
     out
 }
 

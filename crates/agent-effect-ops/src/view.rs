@@ -71,19 +71,45 @@ pub struct EventView {
     pub event_type: String,
     /// ISO-8601 UTC time.
     pub timestamp: String,
-    /// The event's data: errors, evidence, actor and reason; never outputs or arguments.
+    /// The event's data: errors, evidence, actor and reason; never outputs or
+    /// arguments. A stored intent shows as `"stored"` or `"sealed (key K)"`,
+    /// a sealed value anywhere as `"sealed (key K)"`, a redacted one as the
+    /// marker `"[redacted]"`.
     pub data: Value,
 }
 
 impl From<&LedgerEvent> for EventView {
     fn from(event: &LedgerEvent) -> Self {
+        let mut data = event.data.clone();
+        if let Some(intent) = data.get_mut(effect_core::intent::EVENT_KEY) {
+            let arguments = intent.get("arguments");
+            *intent = Value::String(match arguments.and_then(effect_core::sealed_info) {
+                Some(sealed) => sealed.to_string(),
+                None => "stored".to_owned(),
+            });
+        }
+        show_sealed(&mut data);
         EventView {
             sequence: event.sequence,
             operation_id: event.operation_id.clone(),
             event_type: event.event_type.clone(),
             timestamp: event.timestamp.clone(),
-            data: event.data.clone(),
+            data,
         }
+    }
+}
+
+/// Replaces every sealed envelope in `value` by what it says of itself
+/// (`sealed (key k1)`), never its ciphertext.
+pub(crate) fn show_sealed(value: &mut Value) {
+    if let Some(sealed) = effect_core::sealed_info(value) {
+        *value = Value::String(sealed.to_string());
+        return;
+    }
+    match value {
+        Value::Array(items) => items.iter_mut().for_each(show_sealed),
+        Value::Object(map) => map.values_mut().for_each(show_sealed),
+        _ => {}
     }
 }
 
@@ -182,6 +208,16 @@ pub struct Stats {
     /// Stale dispatches: `dispatched` operations whose lease has expired
     /// (their worker is gone); alert when it stays above zero.
     pub stale: u64,
+    /// `prepared` operations without stored intent: only their caller,
+    /// calling again, dispatches them. Alert when one stays.
+    pub waiting_for_caller: u64,
+    /// `prepared` operations with stored intent: a recovery worker with
+    /// their contract's handler dispatches them. Alert when one stays.
+    pub waiting_for_recovery_worker: u64,
+    /// `updated_at` of the longest-waiting `prepared` operation, or null.
+    pub oldest_waiting_since: Option<String>,
+    /// Its age in whole seconds when the command ran, or null.
+    pub oldest_waiting_age_seconds: Option<u64>,
 }
 
 /// `confirm`, `reject`, `authorize-retry` and `expire`: the fields the Python

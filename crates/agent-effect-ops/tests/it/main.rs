@@ -7,6 +7,7 @@ mod errors;
 mod export;
 mod fixtures;
 mod incident;
+mod intent;
 mod maintenance;
 mod postgres;
 mod readonly;
