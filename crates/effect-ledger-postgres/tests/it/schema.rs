@@ -124,7 +124,11 @@ fn concurrent_opens_migrate_once() -> TestResult {
             &[],
         )?
         .get(0);
-    assert_eq!(count, i64::from(SCHEMA_VERSION), "each migration applied once");
+    assert_eq!(
+        count,
+        i64::from(SCHEMA_VERSION),
+        "each migration applied once"
+    );
     Ok(())
 }
 
