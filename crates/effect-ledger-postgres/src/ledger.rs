@@ -3,12 +3,13 @@
 use std::fmt;
 use std::time::{Duration, SystemTime};
 
-use effect_core::transition::{PendingEvent, Plan, WriteKind, plan};
+use effect_core::transition::{PendingEvent, Plan, Write, WriteKind, plan};
 use effect_core::{
     EffectLedger, EffectRecord, EffectStatus, LedgerError, LedgerEvent, LedgerStats, ListQuery,
     Transition, TransitionOutcome, WriteDurability,
 };
-use postgres::types::ToSql;
+use postgres::GenericClient;
+use postgres::types::{ToSql, Type};
 
 use crate::error::{Step, boxed, corrupt, from_pg, from_pool};
 use crate::options::PostgresOptions;
@@ -122,7 +123,7 @@ impl PostgresLedger {
         let mut conn = self.connection()?;
         let row = conn
             .client
-            .query_one("SELECT current_setting('synchronous_commit')", &[])
+            .query_typed_one("SELECT current_setting('synchronous_commit')", &[])
             .map_err(|err| from_pg("reading synchronous_commit", err))?;
         row.try_get(0)
             .map_err(|err| corrupt("synchronous_commit cannot be decoded".to_owned(), err))
@@ -138,7 +139,7 @@ impl PostgresLedger {
         let mut conn = self.connection()?;
         let row = conn
             .client
-            .query_one(
+            .query_typed_one(
                 "SELECT coalesce((SELECT ssl FROM pg_stat_ssl WHERE pid = pg_backend_pid()), false)",
                 &[],
             )
@@ -156,8 +157,36 @@ impl PostgresLedger {
         self.pool.get().map_err(from_pool)
     }
 
-    /// One attempt at a transition, in one transaction.
-    fn try_apply(
+    /// One attempt at a transition without an explicit transaction: read
+    /// the record and the database clock, plan, and write the plan (if it
+    /// writes) in one statement that commits on its own, provided the record
+    /// is still as read and nobody holds its lock. Two round trips and one
+    /// commit for a write; one read and nothing else for a transition that
+    /// writes nothing (a replay of a finished operation, a claim refused).
+    /// `None` when the write did not apply: plan again under the row lock.
+    fn try_apply_unlocked(
+        conn: &mut Connection,
+        operation_id: &str,
+        transition: &Transition,
+        durability: WriteDurability,
+    ) -> Result<Option<TransitionOutcome>, Step> {
+        let Connection { client, sql } = conn;
+        let found = client
+            .query_typed_one(&sql.read_record, &[(&operation_id, Type::TEXT)])
+            .map_err(|err| Step::from_pg("reading an operation", err))?;
+        let (current, version, now) = found_record(&found)?;
+        let Plan { outcome, write } = plan(operation_id, current, transition, now)?;
+        let Some(write) = write else {
+            return Ok(Some(outcome));
+        };
+        let written = write_plan(client, &sql.write, &outcome, &write, &version, durability)?;
+        Ok(written.then_some(outcome))
+    }
+
+    /// One attempt at a transition in one transaction, under the row lock
+    /// (`SELECT ... FOR UPDATE`): for a record another transaction changed or
+    /// holds between our read and our write.
+    fn try_apply_locked(
         conn: &mut Connection,
         operation_id: &str,
         transition: &Transition,
@@ -165,66 +194,27 @@ impl PostgresLedger {
     ) -> Result<TransitionOutcome, Step> {
         let pg = |doing: &'static str| move |err| Step::from_pg(doing, err);
         let Connection { client, sql } = conn;
+        // READ COMMITTED whatever the server's default: the row lock orders
+        // transitions, and the write function's horizon needs fresh snapshots.
         let mut tx = client
-            .transaction()
+            .build_transaction()
+            .isolation_level(postgres::IsolationLevel::ReadCommitted)
+            .start()
             .map_err(pg("beginning a transaction"))?;
-        // A deferrable transaction's commit returns before its WAL is
-        // flushed (the lock statement's variant sets synchronous_commit off
-        // for this transaction only); the WAL writer flushes it within three
-        // `wal_writer_delay`s, and any later synchronous commit flushes it first.
-        let lock = match durability {
-            WriteDurability::Deferrable => &sql.lock_record_deferred,
-            _ => &sql.lock_record,
-        };
         let locked = tx
-            .query_one(lock, &[&operation_id])
+            .query_typed_one(&sql.lock_record, &[(&operation_id, Type::TEXT)])
             .map_err(pg("locking an operation"))?;
-        let exists: Option<String> = locked
-            .try_get("operation_id")
-            .map_err(|err| corrupt("a locked operation cannot be decoded".to_owned(), err))?;
-        let current = exists.map(|_| row::record(&locked)).transpose()?;
-        let now: SystemTime = locked
-            .try_get("ledger_now")
-            .map_err(|err| corrupt("the database clock cannot be decoded".to_owned(), err))?;
+        let (current, version, now) = found_record(&locked)?;
         let Plan { outcome, write } = plan(operation_id, current, transition, now)?;
         if let Some(write) = write {
-            let params = RecordParams::new(&outcome.record)?;
-            let bound = params.bind(&outcome.record);
-            let events = EventParams::new(&write.events);
-            match write.kind {
-                WriteKind::Insert => {
-                    let inserted = tx
-                        .execute(&sql.insert_record, &bound)
-                        .map_err(pg("inserting an operation"))?;
-                    if inserted == 0 {
-                        // Another transaction created it since our read: start
-                        // over, and lock the row it wrote.
-                        return Err(Step::Retry(None));
-                    }
-                    let mut args: Vec<&(dyn ToSql + Sync)> = vec![&operation_id];
-                    args.extend(events.bind());
-                    tx.execute(&sql.append_events, &args)
-                        .map_err(pg("appending events"))?;
-                }
-                WriteKind::InPlace => {
-                    let updated = tx
-                        .execute(&sql.update_record, &bound)
-                        .map_err(pg("updating an operation"))?;
-                    if updated != 1 {
-                        return Err(vanished(operation_id));
-                    }
-                }
-                WriteKind::Transition => {
-                    let mut args: Vec<&(dyn ToSql + Sync)> = bound.to_vec();
-                    args.extend(events.bind());
-                    let appended = tx
-                        .execute(&sql.update_and_append, &args)
-                        .map_err(pg("updating an operation and appending its events"))?;
-                    // One row per event, none if the row was gone.
-                    if usize::try_from(appended) != Ok(write.events.len()) {
-                        return Err(vanished(operation_id));
-                    }
-                }
+            let written = write_plan(&mut tx, &sql.write, &outcome, &write, &version, durability)?;
+            if !written {
+                return Err(match write.kind {
+                    // Another transaction created it since our read: start
+                    // over, and lock the row it wrote.
+                    WriteKind::Insert => Step::Retry(None),
+                    _ => vanished(operation_id),
+                });
             }
         }
         tx.commit().map_err(pg("committing a transition"))?;
@@ -234,10 +224,7 @@ impl PostgresLedger {
     fn read<T>(
         &self,
         doing: &'static str,
-        f: impl FnOnce(
-            &mut postgres::Client,
-            &Statements<postgres::Statement>,
-        ) -> Result<T, postgres::Error>,
+        f: impl FnOnce(&mut postgres::Client, &Statements) -> Result<T, postgres::Error>,
     ) -> Result<T, LedgerError> {
         let mut conn = self.connection()?;
         let Connection { client, sql } = &mut *conn;
@@ -251,6 +238,63 @@ fn vanished(operation_id: &str) -> Step {
         format!("operation {operation_id:?} vanished while locked"),
         None,
     ))
+}
+
+/// The record (if any), its version and the database clock from a
+/// `read_record` or `lock_record` row.
+fn found_record(
+    found: &postgres::Row,
+) -> Result<(Option<EffectRecord>, Option<String>, SystemTime), Step> {
+    let exists: Option<String> = found
+        .try_get("operation_id")
+        .map_err(|err| corrupt("an operation cannot be decoded".to_owned(), err))?;
+    let current = exists.map(|_| row::record(found)).transpose()?;
+    let version: Option<String> = found
+        .try_get("version")
+        .map_err(|err| corrupt("an operation's version cannot be decoded".to_owned(), err))?;
+    let now: SystemTime = found
+        .try_get("ledger_now")
+        .map_err(|err| corrupt("the database clock cannot be decoded".to_owned(), err))?;
+    Ok((current, version, now))
+}
+
+/// Runs the write function for a plan: true when it wrote, false when it
+/// wrote nothing (the record exists already or changed since `version`).
+fn write_plan(
+    client: &mut impl GenericClient,
+    statement: &str,
+    outcome: &TransitionOutcome,
+    write: &Write,
+    version: &Option<String>,
+    durability: WriteDurability,
+) -> Result<bool, Step> {
+    let record = &outcome.record;
+    let params = RecordParams::new(record)?;
+    let events = EventParams::new(&write.events);
+    let kind = match write.kind {
+        WriteKind::Insert => "insert",
+        WriteKind::Transition => "transition",
+        WriteKind::InPlace => "in place",
+    };
+    let deferred = matches!(durability, WriteDurability::Deferrable);
+    let mut args: Vec<(&(dyn ToSql + Sync), Type)> =
+        vec![(&kind, Type::TEXT), (version, Type::TEXT)];
+    args.extend(params.bind(record).into_iter().zip(RecordParams::TYPES));
+    args.extend(events.bind().into_iter().zip([
+        Type::TEXT_ARRAY,
+        Type::TEXT_ARRAY,
+        Type::TEXT_ARRAY,
+    ]));
+    args.push((&deferred, Type::BOOL));
+    let row = client
+        .query_typed_one(statement, &args)
+        .map_err(|err| Step::from_pg("writing a transition", err))?;
+    row.try_get(0).map_err(|err| {
+        Step::Fail(corrupt(
+            "the write's answer cannot be decoded".to_owned(),
+            err,
+        ))
+    })
 }
 
 /// A transition's events as the three arrays the append statements unnest.
@@ -338,7 +382,12 @@ impl EffectLedger for PostgresLedger {
         let mut conn = self.connection()?;
         let mut attempt: u32 = 0;
         loop {
-            match Self::try_apply(&mut conn, operation_id, transition, durability) {
+            let tried = Self::try_apply_unlocked(&mut conn, operation_id, transition, durability)
+                .and_then(|done| match done {
+                    Some(outcome) => Ok(outcome),
+                    None => Self::try_apply_locked(&mut conn, operation_id, transition, durability),
+                });
+            match tried {
                 Ok(outcome) => return Ok(outcome),
                 Err(Step::Fail(err)) => return Err(err),
                 Err(Step::Retry(err)) => {
@@ -367,14 +416,14 @@ impl EffectLedger for PostgresLedger {
     fn sync(&self) -> Result<(), LedgerError> {
         self.read("syncing deferred commits", |c, _| {
             let mut tx = c.transaction()?;
-            tx.query_one("SELECT txid_current()", &[])?;
+            tx.query_typed_one("SELECT txid_current()", &[])?;
             tx.commit()
         })
     }
 
     fn get(&self, operation_id: &str) -> Result<Option<EffectRecord>, LedgerError> {
         self.read("reading an operation", |c, sql| {
-            c.query_opt(&sql.get, &[&operation_id])
+            c.query_typed_opt(&sql.get, &[(&operation_id, Type::TEXT)])
         })?
         .map(|r| row::record(&r))
         .transpose()
@@ -385,7 +434,7 @@ impl EffectLedger for PostgresLedger {
         let limit = i64::try_from(query.limit).unwrap_or(i64::MAX);
         if let Some(after) = &query.after {
             let found = self.read("reading the list cursor", |c, sql| {
-                c.query(&sql.get, &[after])
+                c.query_typed(&sql.get, &[(after, Type::TEXT)])
             })?;
             if found.is_empty() {
                 return Err(ListQuery::unknown_cursor(after));
@@ -394,14 +443,22 @@ impl EffectLedger for PostgresLedger {
         let rows = self.read("listing operations", |c, sql| {
             if query.after.is_some() || query.stale {
                 let status = query.status_filter().map(EffectStatus::as_str);
-                c.query(
+                c.query_typed(
                     &sql.list_page,
-                    &[&status, &query.stale, &query.after, &limit],
+                    &[
+                        (&status, Type::TEXT),
+                        (&query.stale, Type::BOOL),
+                        (&query.after, Type::TEXT),
+                        (&limit, Type::INT8),
+                    ],
                 )
             } else {
                 match query.status {
-                    Some(status) => c.query(&sql.list_status, &[&status.as_str(), &limit]),
-                    None => c.query(&sql.list, &[&limit]),
+                    Some(status) => c.query_typed(
+                        &sql.list_status,
+                        &[(&status.as_str(), Type::TEXT), (&limit, Type::INT8)],
+                    ),
+                    None => c.query_typed(&sql.list, &[(&limit, Type::INT8)]),
                 }
             }
         })?;
@@ -410,7 +467,7 @@ impl EffectLedger for PostgresLedger {
 
     fn events(&self, operation_id: &str) -> Result<Vec<LedgerEvent>, LedgerError> {
         let rows = self.read("reading events", |c, sql| {
-            c.query(&sql.events, &[&operation_id])
+            c.query_typed(&sql.events, &[(&operation_id, Type::TEXT)])
         })?;
         rows.iter().map(row::event).collect()
     }
@@ -422,7 +479,10 @@ impl EffectLedger for PostgresLedger {
         };
         let limit = i64::try_from(limit).unwrap_or(i64::MAX);
         let rows = self.read("reading events", |c, sql| {
-            c.query(&sql.events_after, &[&after, &limit])
+            c.query_typed(
+                &sql.events_after,
+                &[(&after, Type::INT8), (&limit, Type::INT8)],
+            )
         })?;
         rows.iter().map(row::event).collect()
     }
@@ -435,8 +495,8 @@ impl EffectLedger for PostgresLedger {
                 .isolation_level(postgres::IsolationLevel::RepeatableRead)
                 .read_only(true)
                 .start()?;
-            let rows = tx.query(&sql.stats, &[])?;
-            let stale: i64 = tx.query_one(&sql.stale, &[])?.try_get(0)?;
+            let rows = tx.query_typed(&sql.stats, &[])?;
+            let stale: i64 = tx.query_typed_one(&sql.stale, &[])?.try_get(0)?;
             tx.commit()?;
             Ok((rows, stale))
         })?;

@@ -5,14 +5,14 @@
 //!
 //! Choose this store when agents on **several hosts** must share one ledger:
 //! a claim made on one host is exclusive on every other, because each transition
-//! locks the operation's row in one transaction. On a single host, the SQLite
+//! writes only a record that is still as it was read, or holds its row lock.
+//! On a single host, the SQLite
 //! store (`effect-ledger-sqlite`) is simpler and needs no server; do not put a
 //! SQLite file on a network drive to share it between hosts.
 //!
 //! It depends on effect-core and the synchronous `postgres` driver with an
-//! `r2d2` pool (whose connections keep the ledger's statements prepared) and
-//! rustls for TLS, and deliberately on nothing else: no async runtime of its
-//! own, no executor, no other store.
+//! `r2d2` pool and rustls for TLS, and deliberately on nothing else: no async
+//! runtime of its own, no executor, no other store.
 //!
 //! # What it stores
 //!
@@ -26,11 +26,39 @@
 //! as the SQLite store does. `lease_until` is seconds since the epoch
 //! (`DOUBLE PRECISION`), timestamps are ISO-8601 UTC text.
 //!
-//! Event sequences come from an identity column; appends take a per-schema
-//! advisory lock held until commit, so events become visible in sequence
-//! order and an [`events_after`](effect_core::EffectLedger::events_after)
-//! cursor never skips an event that committed late. The price is that event
-//! appends in one schema commit one at a time.
+//! # A transition: one read, one write statement
+//!
+//! A transition reads the record with its version (`xmin`) and the database
+//! clock, plans it in Rust ([`effect_core::transition::plan`]), and writes the
+//! plan with one call of the schema's `effect_write` function (installed by
+//! migration 2), which commits on its own: two round trips and one commit.
+//! The function writes only if the record is unchanged since the read and
+//! nobody holds its row lock; otherwise the transition is planned again
+//! inside a transaction that locks the row first (`SELECT ... FOR UPDATE`,
+//! four round trips). A transition that writes nothing (a replay of a
+//! finished operation, a claim refused because another holds the lease) is
+//! the one read and nothing else.
+//!
+//! Every statement runs unnamed (the extended protocol's one-round-trip
+//! `query_typed`), and the write sets `synchronous_commit` for its own
+//! transaction, so nothing outlives a transaction: the ledger works through
+//! PgBouncer with `pool_mode = transaction`, with no prepared-statement
+//! setting. The driver is synchronous and does not pipeline, so the read and
+//! the write are two round trips; a single statement cannot do both while the
+//! plan is decided in Rust.
+//!
+//! # Event order without a lock
+//!
+//! Event sequences come from an identity column, and appends in one schema
+//! commit in parallel. A writer marks itself as appending (a shared advisory
+//! lock, which no writer waits for) before it draws its sequences, and stores
+//! with its events the transaction ids of the other marked writers at that
+//! moment: every writer that drew a smaller sequence and has not committed is
+//! among them. An [`events_after`](effect_core::EffectLedger::events_after)
+//! page stops before the first event one of whose recorded writers is still
+//! in progress, so a cursor never skips an event that commits late, and never
+//! returns one twice. Such an event is held only while a writer of the same
+//! schema is between its append and its commit.
 //!
 //! # What a lease proves, and what it does not
 //!

@@ -1,18 +1,18 @@
 //! The connection pool: r2d2 over `postgres` clients that carry the ledger's
-//! statements, prepared once per connection.
+//! statements (as text: they run unnamed, see [`Statements`]).
 
 use std::fmt;
 use std::sync::Arc;
 
-use postgres::{Client, Statement};
+use postgres::Client;
 
 use crate::schema::Statements;
 use crate::tls::Target;
 
-/// A pooled connection and its prepared statements.
+/// A pooled connection and the ledger's statements.
 pub(crate) struct Connection {
     pub(crate) client: Client,
-    pub(crate) sql: Statements<Statement>,
+    pub(crate) sql: Arc<Statements>,
 }
 
 impl fmt::Debug for Connection {
@@ -23,10 +23,10 @@ impl fmt::Debug for Connection {
     }
 }
 
-/// Opens connections for r2d2 and prepares the ledger's statements on each.
+/// Opens connections for r2d2.
 pub(crate) struct Manager {
     target: Target,
-    sql: Arc<Statements<String>>,
+    sql: Arc<Statements>,
 }
 
 impl fmt::Debug for Manager {
@@ -40,7 +40,7 @@ impl fmt::Debug for Manager {
 pub(crate) const DURABLE_SESSION: &str = "SET synchronous_commit = on";
 
 impl Manager {
-    pub(crate) fn new(target: Target, sql: Arc<Statements<String>>) -> Manager {
+    pub(crate) fn new(target: Target, sql: Arc<Statements>) -> Manager {
         Manager { target, sql }
     }
 }
@@ -55,9 +55,13 @@ impl r2d2::ManageConnection for Manager {
         // whatever the server's or the role's default: a server running with
         // `synchronous_commit = off` would otherwise lose acknowledged claims
         // and confirmations in a crash, and a lost claim is a duplicate.
+        // (Each write also sets it for its own transaction, so a pooler that
+        // hands transactions to other server sessions changes nothing.)
         client.batch_execute(DURABLE_SESSION)?;
-        let sql = self.sql.prepare(&mut client)?;
-        Ok(Connection { client, sql })
+        Ok(Connection {
+            client,
+            sql: Arc::clone(&self.sql),
+        })
     }
 
     fn is_valid(&self, conn: &mut Connection) -> Result<(), postgres::Error> {

@@ -3,7 +3,7 @@
 use effect_core::canonical::canonical_json;
 use effect_core::{EffectRecord, EffectStatus, Evidence, LedgerError, LedgerEvent};
 use postgres::Row;
-use postgres::types::{FromSql, ToSql};
+use postgres::types::{FromSql, ToSql, Type};
 use serde_json::Value;
 
 use crate::error::corrupt;
@@ -124,6 +124,25 @@ pub(crate) struct RecordParams {
 }
 
 impl RecordParams {
+    /// The types of [`RecordParams::bind`]'s values, in order.
+    pub(crate) const TYPES: [Type; 15] = [
+        Type::TEXT,
+        Type::TEXT,
+        Type::TEXT,
+        Type::TEXT,
+        Type::TEXT,
+        Type::TEXT,
+        Type::TEXT,
+        Type::TEXT,
+        Type::TEXT,
+        Type::INT4,
+        Type::TEXT,
+        Type::TEXT,
+        Type::FLOAT8,
+        Type::TEXT,
+        Type::TEXT,
+    ];
+
     pub(crate) fn new(record: &EffectRecord) -> Result<RecordParams, LedgerError> {
         let attempts = i32::try_from(record.attempts).map_err(|_| {
             LedgerError::invalid_input(format!(

@@ -11,7 +11,8 @@
 //! between the two stores without a conversion step.
 
 use effect_core::LedgerError;
-use postgres::{Client, Statement};
+use postgres::Client;
+use postgres::types::Type;
 
 use crate::error::{corrupt, from_pg};
 
@@ -23,10 +24,11 @@ struct Migration {
 }
 
 /// Every migration, in order. Append only: a released migration never changes.
-const MIGRATIONS: &[Migration] = &[Migration {
-    version: 1,
-    description: "operations and events tables with status and history indexes",
-    sql: r#"
+const MIGRATIONS: &[Migration] = &[
+    Migration {
+        version: 1,
+        description: "operations and events tables with status and history indexes",
+        sql: r#"
 CREATE TABLE IF NOT EXISTS {schema}.effect_operations (
     operation_id TEXT PRIMARY KEY,
     contract_name TEXT NOT NULL,
@@ -60,10 +62,118 @@ CREATE INDEX IF NOT EXISTS idx_effect_operations_status_updated
 CREATE INDEX IF NOT EXISTS idx_effect_operations_updated
     ON {schema}.effect_operations (updated_at);
 "#,
-}];
+    },
+    Migration {
+        version: 2,
+        description: "the writers an event may follow, and the one-statement write function",
+        sql: MIGRATION_2,
+    },
+];
+
+/// Appends no longer serialize on a lock. A writer marks itself as drawing
+/// sequences in this schema (a shared advisory lock, which writers never wait
+/// for), draws them, then records with its events the transaction ids of the
+/// other writers marked at that moment (`drawers`): every transaction that
+/// drew a smaller sequence and has not committed yet is among them.
+/// `events_after` stops before the first event one of whose drawers is still
+/// in progress (see [`Statements::new`]). The function writes one transition
+/// (the record and its events) in one statement, so a transition outside an
+/// explicit transaction is one round trip and one commit.
+///
+/// `effect_write` returns false, having written nothing, when:
+/// the record to insert exists already; the record to update has changed
+/// since it was read (its `xmin` is not `p_version`) or is locked by another
+/// transaction (the caller then plans again under the row lock, so it never
+/// waits here with a stale clock reading); or the transaction is not READ
+/// COMMITTED (the ledger's own explicit transactions always are).
+const MIGRATION_2: &str = r#"
+ALTER TABLE {schema}.effect_events ADD COLUMN IF NOT EXISTS drawers xid[];
+CREATE OR REPLACE FUNCTION {schema}.effect_write(
+    p_kind text, p_version text,
+    p_operation_id text, p_contract_name text, p_contract_version text,
+    p_request_fingerprint text, p_provider_idempotency_key text, p_status text,
+    p_result_json text, p_provider_operation_id text, p_error text, p_attempts integer,
+    p_evidence_json text, p_owner_token text, p_lease_until double precision,
+    p_created_at text, p_updated_at text,
+    p_event_types text[], p_event_data text[], p_event_timestamps text[],
+    p_deferred boolean
+) RETURNS boolean LANGUAGE plpgsql VOLATILE AS $effect_write$
+DECLARE
+    n integer := coalesce(cardinality(p_event_types), 0);
+    sequences bigint[];
+    marked xid[];
+BEGIN
+    IF current_setting('transaction_isolation') <> 'read committed' THEN
+        RETURN false;
+    END IF;
+    -- For this transaction only: a deferrable write commits without waiting
+    -- for its WAL flush, every other one waits whatever the session says.
+    PERFORM set_config('synchronous_commit',
+                       CASE WHEN p_deferred THEN 'off' ELSE 'on' END, true);
+    IF p_kind = 'insert' THEN
+        INSERT INTO {schema}.effect_operations (operation_id, contract_name,
+            contract_version, request_fingerprint, provider_idempotency_key, status,
+            result_json, provider_operation_id, error, attempts, evidence_json,
+            owner_token, lease_until, created_at, updated_at)
+        VALUES (p_operation_id, p_contract_name, p_contract_version,
+            p_request_fingerprint, p_provider_idempotency_key, p_status, p_result_json,
+            p_provider_operation_id, p_error, p_attempts, p_evidence_json, p_owner_token,
+            p_lease_until, p_created_at, p_updated_at)
+        ON CONFLICT (operation_id) DO NOTHING;
+        IF NOT FOUND THEN
+            RETURN false;
+        END IF;
+    ELSE
+        PERFORM 1 FROM {schema}.effect_operations
+            WHERE operation_id = p_operation_id AND xmin = p_version::xid
+            FOR UPDATE SKIP LOCKED;
+        IF NOT FOUND THEN
+            RETURN false;
+        END IF;
+        UPDATE {schema}.effect_operations SET contract_name = p_contract_name,
+            contract_version = p_contract_version,
+            request_fingerprint = p_request_fingerprint,
+            provider_idempotency_key = p_provider_idempotency_key, status = p_status,
+            result_json = p_result_json, provider_operation_id = p_provider_operation_id,
+            error = p_error, attempts = p_attempts, evidence_json = p_evidence_json,
+            owner_token = p_owner_token, lease_until = p_lease_until,
+            created_at = p_created_at, updated_at = p_updated_at
+        WHERE operation_id = p_operation_id;
+    END IF;
+    IF n > 0 THEN
+        -- Marked before drawing, so a writer that drew a smaller sequence
+        -- and has not committed is marked when we look, after our draw.
+        -- Locks are released after a commit is visible, so one whose mark is
+        -- gone is visible to every reader that can see these events.
+        PERFORM pg_advisory_xact_lock_shared(1701209697,
+            hashtext('effect-ledger-postgres events {schema}'));
+        SELECT array_agg(s ORDER BY s) INTO sequences FROM (
+            SELECT nextval(pg_get_serial_sequence('{schema}.effect_events', 'sequence')) AS s
+            FROM generate_series(1, n)
+        ) AS drawn;
+        WITH locks AS MATERIALIZED (SELECT * FROM pg_catalog.pg_locks)
+        SELECT coalesce(array_agg(own.transactionid), '{}') INTO marked
+        FROM locks AS mark JOIN locks AS own
+            ON own.virtualtransaction = mark.virtualtransaction
+        WHERE mark.locktype = 'advisory' AND mark.objsubid = 2 AND mark.granted
+            AND mark.classid = 1701209697
+            AND mark.objid = hashtext('effect-ledger-postgres events {schema}')::oid
+            AND mark.pid <> pg_backend_pid()
+            AND own.locktype = 'transactionid' AND own.mode = 'ExclusiveLock'
+            AND own.granted;
+        INSERT INTO {schema}.effect_events (sequence, operation_id, event_type,
+            data_json, timestamp, drawers)
+        SELECT sequences[i], p_operation_id, p_event_types[i], p_event_data[i],
+            p_event_timestamps[i], marked
+        FROM generate_series(1, n) AS i ORDER BY i;
+    END IF;
+    RETURN true;
+END
+$effect_write$;
+"#;
 
 /// The schema version this library writes.
-pub const SCHEMA_VERSION: i32 = 1;
+pub const SCHEMA_VERSION: i32 = 2;
 
 /// A validated schema name and its quoted form.
 #[derive(Debug, Clone)]
@@ -99,11 +209,6 @@ impl Schema {
     /// The key of the advisory lock that serializes migrations of this schema.
     fn migration_lock_name(&self) -> String {
         format!("effect-ledger-postgres migrate {}", self.name)
-    }
-
-    /// The key of the advisory lock that orders event appends in this schema.
-    pub(crate) fn events_lock_name(&self) -> String {
-        format!("effect-ledger-postgres events {}", self.name)
     }
 }
 
@@ -177,7 +282,10 @@ pub(crate) fn check(client: &mut Client, schema: &Schema) -> Result<(), LedgerEr
     .iter()
     .map(|table| {
         client
-            .query_one("SELECT to_regclass($1)::text", &[&format!("{q}.{table}")])
+            .query_typed_one(
+                "SELECT to_regclass($1)::text",
+                &[(&format!("{q}.{table}"), Type::TEXT)],
+            )
             .and_then(|row| row.try_get(0))
             .map_err(pg)
     })
@@ -189,7 +297,7 @@ pub(crate) fn check(client: &mut Client, schema: &Schema) -> Result<(), LedgerEr
         )));
     }
     let current: Option<i32> = client
-        .query_one(
+        .query_typed_one(
             &format!("SELECT max(version) FROM {q}.effect_schema_version"),
             &[],
         )
@@ -221,102 +329,53 @@ pub(crate) const COLUMNS: &str = "operation_id, contract_name, contract_version,
      provider_idempotency_key, status, result_json, provider_operation_id, error, attempts, \
      evidence_json, owner_token, lease_until, created_at, updated_at";
 
-/// Every column but the key, set from `$2` to `$15` in [`COLUMNS`] order.
-const UPDATE_SET: &str = "contract_name = $2, contract_version = $3, \
-     request_fingerprint = $4, provider_idempotency_key = $5, status = $6, \
-     result_json = $7, provider_operation_id = $8, error = $9, attempts = $10, \
-     evidence_json = $11, owner_token = $12, lease_until = $13, created_at = $14, \
-     updated_at = $15";
-
 pub(crate) const EVENT_COLUMNS: &str = "sequence, operation_id, event_type, data_json, timestamp";
 
-/// Every statement the ledger runs: as SQL text with the schema name filled in
-/// (`Statements<String>`), or prepared on one connection (`Statements<Statement>`).
+/// Every statement the ledger runs, as SQL text with the schema name filled
+/// in. They run as unnamed statements (`query_typed`): one round trip each,
+/// and nothing prepared that outlives a transaction, so a pooler in
+/// transaction mode (PgBouncer's `pool_mode = transaction`) may hand each
+/// transaction to another server connection.
 #[derive(Debug, Clone)]
-pub(crate) struct Statements<S> {
-    pub(crate) lock_record: S,
-    pub(crate) lock_record_deferred: S,
-    pub(crate) insert_record: S,
-    pub(crate) update_record: S,
-    pub(crate) append_events: S,
-    pub(crate) update_and_append: S,
-    pub(crate) get: S,
-    pub(crate) list: S,
-    pub(crate) list_status: S,
-    pub(crate) list_page: S,
-    pub(crate) events: S,
-    pub(crate) events_after: S,
-    pub(crate) stats: S,
-    pub(crate) stale: S,
+pub(crate) struct Statements {
+    pub(crate) read_record: String,
+    pub(crate) lock_record: String,
+    pub(crate) write: String,
+    pub(crate) get: String,
+    pub(crate) list: String,
+    pub(crate) list_status: String,
+    pub(crate) list_page: String,
+    pub(crate) events: String,
+    pub(crate) events_after: String,
+    pub(crate) stats: String,
+    pub(crate) stale: String,
 }
 
-impl Statements<String> {
-    pub(crate) fn new(schema: &Schema) -> Statements<String> {
+impl Statements {
+    pub(crate) fn new(schema: &Schema) -> Statements {
         let q = &schema.quoted;
         let ops = format!("{q}.effect_operations");
         let events = format!("{q}.effect_events");
-        // The events of one transition, `$N` to `$N+2` as arrays of types,
-        // data and timestamps, behind the schema's append lock. Appends are
-        // ordered by that lock, held until commit, so sequences become
-        // visible in order and an `events_after` cursor never skips an event
-        // committed late; the lock's subquery is joined in, so it is held
-        // before the first sequence is drawn. The key names the schema, so
-        // separate ledgers never wait on each other.
-        let events_from = |n: u32| {
-            format!(
-                "(SELECT pg_advisory_xact_lock(hashtextextended('{}', 0))) AS append_lock, \
-                 unnest(${n}::text[], ${}::text[], ${}::text[]) WITH ORDINALITY \
-                 AS e (event_type, data_json, timestamp, n)",
-                schema.events_lock_name(),
-                n + 1,
-                n + 2
-            )
-        };
-        // The row (or none) and the database clock in one round trip. The
+        // The row (or none), its version (`xmin`, which every update
+        // changes) and the database clock in one round trip. Locking, the
         // clock is read after the lock is held (the CTE is materialized
         // before the projection runs), so a transition that waited for the
         // lock sees the time at which it actually runs.
-        let lock_record = |extra: &str| {
+        let record_and_clock = |lock: &str| {
             format!(
-                "WITH locked AS MATERIALIZED \
-                 (SELECT {COLUMNS} FROM {ops} WHERE operation_id = $1 FOR UPDATE) \
-                 SELECT locked.*, clock_timestamp() AS ledger_now{extra} \
-                 FROM (VALUES (0)) AS one (x) LEFT JOIN locked ON true"
+                "WITH found AS MATERIALIZED \
+                 (SELECT {COLUMNS}, xmin::text AS version FROM {ops} \
+                  WHERE operation_id = $1{lock}) \
+                 SELECT found.*, clock_timestamp() AS ledger_now \
+                 FROM (VALUES (0)) AS one (x) LEFT JOIN found ON true"
             )
         };
-        let locked_events = events_from(2);
-        let locked_events_16 = events_from(16);
         Statements {
-            // The row (or none) and the database clock in one round trip. The
-            // clock is read after the lock is held (the CTE is materialized
-            // before the projection runs), so a transition that waited for
-            // the lock sees the time at which it actually runs.
-            lock_record: lock_record(""),
-            // The same, and this transaction's commit does not wait for its
-            // WAL to be flushed (`SET LOCAL synchronous_commit = off`).
-            lock_record_deferred: lock_record(
-                ", set_config('synchronous_commit', 'off', true) AS deferred",
-            ),
-            insert_record: format!(
-                "INSERT INTO {ops} ({COLUMNS}) VALUES \
-                 ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15) \
-                 ON CONFLICT (operation_id) DO NOTHING"
-            ),
-            update_record: format!("UPDATE {ops} SET {UPDATE_SET} WHERE operation_id = $1"),
-            append_events: format!(
-                "INSERT INTO {events} (operation_id, event_type, data_json, timestamp) \
-                 SELECT $1, e.event_type, e.data_json, e.timestamp FROM {locked_events} \
-                 ORDER BY e.n"
-            ),
-            // The update of a row this transaction holds locked, and its
-            // events, in one round trip: as many rows come back as events
-            // were appended, none if the row was not there.
-            update_and_append: format!(
-                "WITH written AS \
-                 (UPDATE {ops} SET {UPDATE_SET} WHERE operation_id = $1 RETURNING operation_id) \
-                 INSERT INTO {events} (operation_id, event_type, data_json, timestamp) \
-                 SELECT written.operation_id, e.event_type, e.data_json, e.timestamp \
-                 FROM written, {locked_events_16} ORDER BY e.n"
+            read_record: record_and_clock(""),
+            lock_record: record_and_clock(" FOR UPDATE"),
+            write: format!(
+                "SELECT {q}.effect_write($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, \
+                 $13, $14, $15, $16, $17, $18, $19, $20, $21)"
             ),
             get: format!("SELECT {COLUMNS} FROM {ops} WHERE operation_id = $1"),
             list: format!(
@@ -340,8 +399,24 @@ impl Statements<String> {
             events: format!(
                 "SELECT {EVENT_COLUMNS} FROM {events} WHERE operation_id = $1 ORDER BY sequence"
             ),
+            // The events after the cursor, up to the first one that a
+            // transaction still in progress may precede: one of its
+            // `drawers` (see `effect_write`) has not committed yet, so a
+            // smaller sequence may still appear. Once an event is returned,
+            // every smaller sequence is committed or will never be, and a
+            // cursor following the answer skips nothing. The running
+            // `bool_or` is true from the first held event on, so the limit
+            // applies before the filter and the page is a prefix. Events
+            // written before migration 2 have no drawers: their writers held
+            // a lock until commit.
             events_after: format!(
-                "SELECT {EVENT_COLUMNS} FROM {events} WHERE sequence > $1 ORDER BY sequence LIMIT $2"
+                "WITH running AS (SELECT coalesce(array_agg(x::xid), '{{}}') AS xids \
+                  FROM pg_snapshot_xip(pg_current_snapshot()) AS x) \
+                 SELECT {EVENT_COLUMNS} FROM \
+                 (SELECT {EVENT_COLUMNS}, \
+                      bool_or(drawers && running.xids) OVER (ORDER BY sequence) AS held \
+                  FROM {events}, running WHERE sequence > $1 ORDER BY sequence LIMIT $2) AS page \
+                 WHERE held IS NOT TRUE ORDER BY sequence"
             ),
             stats: format!("SELECT status, count(*), min(updated_at) FROM {ops} GROUP BY status"),
             stale: format!(
@@ -349,29 +424,5 @@ impl Statements<String> {
                  AND (lease_until IS NULL OR lease_until <= extract(epoch FROM clock_timestamp()))"
             ),
         }
-    }
-
-    /// Prepares every statement on `client`, once per pooled connection, so a
-    /// transition costs one round trip per statement instead of two.
-    pub(crate) fn prepare(
-        &self,
-        client: &mut Client,
-    ) -> Result<Statements<Statement>, postgres::Error> {
-        Ok(Statements {
-            lock_record: client.prepare(&self.lock_record)?,
-            lock_record_deferred: client.prepare(&self.lock_record_deferred)?,
-            insert_record: client.prepare(&self.insert_record)?,
-            update_record: client.prepare(&self.update_record)?,
-            append_events: client.prepare(&self.append_events)?,
-            update_and_append: client.prepare(&self.update_and_append)?,
-            get: client.prepare(&self.get)?,
-            list: client.prepare(&self.list)?,
-            list_status: client.prepare(&self.list_status)?,
-            list_page: client.prepare(&self.list_page)?,
-            events: client.prepare(&self.events)?,
-            events_after: client.prepare(&self.events_after)?,
-            stats: client.prepare(&self.stats)?,
-            stale: client.prepare(&self.stale)?,
-        })
     }
 }

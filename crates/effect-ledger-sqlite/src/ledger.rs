@@ -266,6 +266,13 @@ impl SqliteLedger {
                 return Ok(plan.outcome);
             }
         }
+        if matches!(
+            transition,
+            Transition::Prepare(_) | Transition::PrepareAndClaim(..)
+        ) && let Some(outcome) = self.replay(operation_id, transition)?
+        {
+            return Ok(outcome);
+        }
         let doing = || {
             format!(
                 "applying {} to operation {operation_id:?}",
@@ -291,6 +298,36 @@ impl SqliteLedger {
             self.confirmed.remember(&outcome.record);
         }
         answer
+    }
+}
+
+impl SqliteLedger {
+    /// A prepare of an operation already `confirmed` or `rejected`, answered
+    /// from one read outside any transaction, with no write and no lock: a
+    /// terminal record never changes (only a prune deletes it), so the plan
+    /// on it is the plan the write transaction would make. Only a plan that
+    /// writes nothing is answered here; anything else, a conflict included,
+    /// goes to the write path, which decides it as before.
+    fn replay(
+        &self,
+        operation_id: &str,
+        transition: &Transition,
+    ) -> Result<Option<TransitionOutcome>, LedgerError> {
+        let conn = self.connection(|| format!("reading operation {operation_id:?}"))?;
+        let Some(record) = load(&conn, operation_id)? else {
+            return Ok(None);
+        };
+        drop(conn);
+        if !record.status.is_terminal() {
+            return Ok(None);
+        }
+        match transition::plan(operation_id, Some(record), transition, self.clock.now()) {
+            Ok(plan) if plan.write.is_none() => {
+                self.confirmed.remember(&plan.outcome.record);
+                Ok(Some(plan.outcome))
+            }
+            _ => Ok(None),
+        }
     }
 }
 

@@ -11,6 +11,7 @@
 
 mod conformance;
 mod leases;
+mod pgbouncer;
 mod processes;
 mod prune;
 mod schema;

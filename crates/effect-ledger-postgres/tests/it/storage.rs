@@ -413,3 +413,99 @@ fn a_deferred_commit_leaves_the_session_synchronous() -> TestResult {
     );
     Ok(())
 }
+
+/// Reads `events_after(after, 100)` until `done` holds for the page: another
+/// writer of the same schema still in flight may hold events back briefly.
+fn page_when(
+    ledger: &PostgresLedger,
+    after: u64,
+    done: impl Fn(&[effect_core::LedgerEvent]) -> bool,
+) -> Result<Vec<effect_core::LedgerEvent>, Box<dyn std::error::Error>> {
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    loop {
+        let page = ledger.events_after(after, 100)?;
+        if done(&page) {
+            return Ok(page);
+        }
+        if std::time::Instant::now() > deadline {
+            return Err(format!("events_after({after}) stayed at {page:?}").into());
+        }
+        std::thread::yield_now();
+    }
+}
+
+/// A slow transaction draws its event's sequence first and commits last: a
+/// faster, later transition commits meanwhile without waiting for it (appends
+/// take no lock), the cursor returns nothing from the slow event on while it
+/// is open, and once it commits the cursor reads both, in sequence order, once.
+#[test]
+fn a_late_commit_is_neither_skipped_nor_repeated_by_the_cursor() -> TestResult {
+    let Some(url) = server_url("a_late_commit_is_neither_skipped_nor_repeated_by_the_cursor")
+    else {
+        return Ok(());
+    };
+    let schema = TestSchema::new(&url, "late_commit")?;
+    let ledger = schema.ledger()?;
+    ledger.prepare("first", &new_operation(1))?;
+    let first = page_when(&ledger, 0, |page| page.len() == 1)?;
+    let cursor = first[0].sequence;
+
+    // The slow writer: the ledger's own write function, in a transaction
+    // held open after its event was appended.
+    let mut slow = schema.admin()?;
+    let mut tx = slow.transaction()?;
+    let q = schema.q();
+    let at = "2026-01-01T00:00:00.000000+00:00";
+    let written: bool = tx
+        .query_one(
+            &format!(
+                "SELECT {q}.effect_write('insert', NULL, 'slow', 'capture_payment', '1', 'fp', \
+                 NULL, 'prepared', NULL, NULL, NULL, 0, '{{}}', NULL, NULL, $1, $1, \
+                 ARRAY['prepared'], ARRAY['{{}}'], ARRAY[$1], false)"
+            ),
+            &[&at],
+        )?
+        .get(0);
+    assert!(written, "the slow transaction wrote its record and event");
+    let slow_sequence: i64 = tx
+        .query_one(
+            &format!("SELECT sequence FROM {q}.effect_events WHERE operation_id = 'slow'"),
+            &[],
+        )?
+        .get(0);
+
+    // The fast writer commits while the slow one is open.
+    let (sent, answered) = std::sync::mpsc::channel();
+    let fast_ledger = ledger.clone();
+    std::thread::spawn(move || {
+        let _ = sent.send(fast_ledger.prepare("fast", &new_operation(2)));
+    });
+    let fast = answered
+        .recv_timeout(Duration::from_secs(30))
+        .map_err(|_| "the later append waited for the open transaction")??;
+    assert_eq!(fast.operation_id, "fast");
+    let fast_sequence = ledger.events("fast")?[0].sequence;
+    assert!(fast_sequence > u64::try_from(slow_sequence)?);
+    assert_eq!(
+        ledger.events_after(cursor, 100)?,
+        vec![],
+        "nothing from the open transaction's sequence on is returned"
+    );
+
+    tx.commit()?;
+    let page = page_when(&ledger, cursor, |page| page.len() == 2)?;
+    let seen: Vec<(u64, &str)> = page
+        .iter()
+        .map(|e| (e.sequence, e.operation_id.as_str()))
+        .collect();
+    assert_eq!(
+        seen,
+        [
+            (u64::try_from(slow_sequence)?, "slow"),
+            (fast_sequence, "fast")
+        ],
+        "the late commit is read in its place, then the fast one"
+    );
+    assert_eq!(ledger.events_after(fast_sequence, 100)?, vec![]);
+    Ok(())
+}
