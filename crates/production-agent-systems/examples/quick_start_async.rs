@@ -22,7 +22,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
             &contract,
             &arguments,
             options,
-            |args: Value, _key| async move {
+            |args: Value, _ctx| async move {
                 // Send the email here, and return what the provider answered.
                 Ok::<_, HandlerError>(json!({"message_id": "m-1", "to": args["to"]}))
             },
