@@ -46,6 +46,8 @@ pub struct EffectContract {
     unknown_outcome: UnknownOutcomePolicy,
     stores_intent: bool,
     redaction: Redaction,
+    provider_key_ttl: Option<std::time::Duration>,
+    settle: Option<std::time::Duration>,
 }
 
 impl fmt::Debug for EffectContract {
@@ -63,6 +65,8 @@ impl fmt::Debug for EffectContract {
             .field("unknown_outcome", &self.unknown_outcome)
             .field("stores_intent", &self.stores_intent)
             .field("redaction", &self.redaction)
+            .field("provider_key_ttl", &self.provider_key_ttl)
+            .field("settle", &self.settle)
             .finish()
     }
 }
@@ -87,6 +91,8 @@ impl EffectContract {
                 unknown_outcome: UnknownOutcomePolicy::default(),
                 stores_intent: false,
                 redaction: Redaction::default(),
+                provider_key_ttl: None,
+                settle: None,
             },
             invalid_redaction: None,
         }
@@ -116,6 +122,18 @@ impl EffectContract {
     /// recovery worker can dispatch it without its caller.
     pub fn stores_intent(&self) -> bool {
         self.stores_intent
+    }
+
+    /// How long the provider honours an idempotency key, if it says
+    /// ([`EffectContractBuilder::provider_key_ttl`]).
+    pub fn provider_key_ttl(&self) -> Option<std::time::Duration> {
+        self.provider_key_ttl
+    }
+
+    /// How long after an attempt a commit can still appear
+    /// ([`EffectContractBuilder::settle`]).
+    pub fn settle(&self) -> Option<std::time::Duration> {
+        self.settle
     }
 
     /// The argument fields that never reach the ledger in clear (besides any
@@ -275,6 +293,28 @@ impl EffectContractBuilder {
             Ok(redaction) => self.contract.redaction = redaction,
             Err(err) => self.invalid_redaction = Some(err),
         }
+        self
+    }
+
+    /// How long the provider honours an idempotency key (Stripe documents
+    /// 24 hours). Once the operation is that old, an automatic retry on the
+    /// key alone is refused: the key may be forgotten and the repeat charged
+    /// again, so the operation is quarantined with that reason unless an
+    /// authoritative probe decides it. Measured from the operation's
+    /// creation, when the key was first sent.
+    #[must_use]
+    pub fn provider_key_ttl(mut self, ttl: std::time::Duration) -> Self {
+        self.contract.provider_key_ttl = Some(ttl);
+        self
+    }
+
+    /// How long after an attempt a commit can still appear at the provider
+    /// (a late commit of a slow request). A probe's `not_committed` is not
+    /// acted on before the last attempt is that old: the operation stays
+    /// `outcome_unknown` and is probed again later.
+    #[must_use]
+    pub fn settle(mut self, settle: std::time::Duration) -> Self {
+        self.contract.settle = Some(settle);
         self
     }
 

@@ -120,8 +120,14 @@ impl EffectExecutor {
         dispatch_follows: bool,
     ) -> Result<Reconciled, ExecError> {
         let contract = call.contract;
-        let guaranteed =
-            contract.provider_idempotency_guaranteed() && record.provider_idempotency_key.is_some();
+        // The provider forgets its keys after their lifetime: a key older
+        // than that guarantees nothing any more.
+        let key_expired = contract
+            .provider_key_ttl()
+            .is_some_and(|ttl| self.older_than(&record.created_at, ttl));
+        let guaranteed = contract.provider_idempotency_guaranteed()
+            && record.provider_idempotency_key.is_some()
+            && !key_expired;
         let guaranteed_retry = guaranteed && idempotent_retry_allowed;
         let retry_basis = evidence_of([(RETRY_BASIS, RETRY_BASIS_GUARANTEED_KEY.into())]);
         // The probe's answer is about the record as it is now: everything
@@ -155,12 +161,17 @@ impl EffectExecutor {
             call.arguments(),
             record.provider_idempotency_key.clone(),
         );
+        let no_basis = if key_expired {
+            "the provider's idempotency key has outlived the lifetime the contract gives it, and no probe decides the outcome"
+        } else {
+            NO_BASIS
+        };
         let Some(probed) = probed else {
             telemetry::reconciled(contract.name(), "none");
             return if guaranteed_retry {
                 self.reset(&read, retry_basis)
             } else {
-                self.apply_policy(&read, NO_BASIS, Evidence::new())
+                self.apply_policy(&read, no_basis, Evidence::new())
             };
         };
         // Evidence nested too deep to read back is no answer: a failed probe.
@@ -234,6 +245,21 @@ impl EffectExecutor {
                     }),
                 }
             }
+            ProbeStatus::NotCommitted
+                if contract
+                    .settle()
+                    .is_some_and(|settle| !self.older_than(&record.updated_at, settle)) =>
+            {
+                // A late commit can still appear: not acted on yet.
+                self.settle(
+                    &read,
+                    Transition::MarkOutcomeUnknown {
+                        owner_token: None,
+                        error: "provider reports not committed, but the attempt is younger than the contract's settle time; probed again later".into(),
+                        evidence,
+                    },
+                )
+            }
             ProbeStatus::NotCommitted => {
                 if record.handler_may_still_be_running() && !guaranteed {
                     self.apply_policy(
@@ -268,6 +294,8 @@ impl EffectExecutor {
                 if guaranteed_retry {
                     evidence.extend(retry_basis);
                     self.reset(&read, evidence)
+                } else if key_expired {
+                    self.apply_policy(&read, no_basis, evidence)
                 } else {
                     self.apply_policy(
                         &read,
@@ -460,6 +488,20 @@ impl EffectExecutor {
                 handler_stopped: true,
             }),
         )
+    }
+}
+
+impl EffectExecutor {
+    /// True when the ledger time `at` (ISO-8601 UTC, docs/spec.md §8) is at
+    /// least `age` before the executor's clock. Timestamps of one format
+    /// order as text; an unreadable one counts as old.
+    fn older_than(&self, at: &str, age: std::time::Duration) -> bool {
+        let cutoff = self
+            .clock()
+            .now()
+            .checked_sub(age)
+            .unwrap_or(std::time::UNIX_EPOCH);
+        at <= effect_core::clock::format_timestamp(cutoff).as_str()
     }
 }
 

@@ -164,6 +164,18 @@ where
         self.map(|builder| builder.provider_idempotency_key(move |args| key(&decode_args(args)?)))
     }
 
+    /// See [`EffectContractBuilder::provider_key_ttl`].
+    #[must_use]
+    pub fn provider_key_ttl(self, ttl: std::time::Duration) -> Self {
+        self.map(|builder| builder.provider_key_ttl(ttl))
+    }
+
+    /// See [`EffectContractBuilder::settle`].
+    #[must_use]
+    pub fn settle(self, settle: std::time::Duration) -> Self {
+        self.map(|builder| builder.settle(settle))
+    }
+
     /// See [`EffectContractBuilder::store_intent`]: the arguments are stored
     /// with the operation, so a [`RecoveryWorker`](crate::RecoveryWorker)
     /// can dispatch it without its caller.
