@@ -47,6 +47,8 @@ pub(crate) fn summary(lines: &[Line], runs: &[Vec<Line>], store: &Store) -> Valu
         ratio("W3 >= 0.5 x W0r", Workload::W3, Workload::W0r, 0.5);
     }
     ratio("W1d >= 0.8 x W0", Workload::W1d, Workload::W0, 0.8);
+    // Stored intent adds a field to the `prepared` event, not a commit.
+    ratio("W1i >= 0.85 x W1", Workload::W1i, Workload::W1, 0.85);
     ratio("W4 >= 2 x W0", Workload::W4, Workload::W0, 2.0);
     ratio("W7 >= 0.3 x W0", Workload::W7, Workload::W0, 0.3);
     let calls = |w: Workload| find(w).and_then(|l| l.handler_calls.map(|c| (c, l.n)));

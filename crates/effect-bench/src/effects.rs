@@ -1,4 +1,4 @@
-//! W1 to W5, W1d: effects executed through [`EffectExecutor`] on one ledger.
+//! W1 to W5, W1d, W1i: effects executed through [`EffectExecutor`] on one ledger.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Barrier};
@@ -20,6 +20,12 @@ use crate::store::Store;
 /// provider key `key:{i}`, provider idempotency guaranteed, no probe, no
 /// postcondition.
 pub(crate) fn contract() -> anyhow::Result<EffectContract> {
+    contract_storing_intent(false)
+}
+
+/// [`contract`], recording its arguments with each operation when
+/// `store_intent` (W1i), so that a recovery worker could dispatch it.
+pub(crate) fn contract_storing_intent(store_intent: bool) -> anyhow::Result<EffectContract> {
     let index = |args: &Value| {
         args["i"]
             .as_u64()
@@ -30,6 +36,7 @@ pub(crate) fn contract() -> anyhow::Result<EffectContract> {
     })
     .provider_idempotency_key(move |args| Ok(Some(format!("key:{}", index(args)?))))
     .provider_idempotency_guaranteed(true)
+    .store_intent(store_intent)
     .build()
     .context("building the bench_capture contract")
 }
@@ -58,6 +65,14 @@ impl Runner {
             executor: EffectExecutor::with_options(ledger, options),
             contract: contract()?,
             calls: Arc::new(AtomicU64::new(0)),
+        })
+    }
+
+    /// A runner whose contract stores its intent (W1i).
+    pub(crate) fn storing_intent(ledger: Arc<dyn EffectLedger>) -> anyhow::Result<Self> {
+        Ok(Runner {
+            contract: contract_storing_intent(true)?,
+            ..Runner::new(ledger)?
         })
     }
 
@@ -177,6 +192,47 @@ pub(crate) fn fresh_and_replay(
             .collect();
     }
     lines
+}
+
+/// W1i: W1 with a contract that stores its intent: the canonical arguments
+/// are written in each operation's `prepared` event. Every operation must
+/// read back confirmed, with its intent stored.
+pub(crate) fn fresh_intent(store: &Store, n: u64) -> Line {
+    let workload = Workload::W1i;
+    let measured = (|| -> anyhow::Result<(Duration, u64)> {
+        let ledger = store.fresh(Durability::Full)?;
+        let runner = Runner::storing_intent(Arc::clone(&ledger.ledger))?;
+        let elapsed = timed(|| {
+            for i in 0..n {
+                let result = runner.execute(i)?;
+                if !result.is_confirmed() || result.duplicate_suppressed {
+                    bail!("op:{i} was not freshly confirmed: {result:?}");
+                }
+            }
+            Ok(())
+        })?;
+        runner.verify_confirmed(n)?;
+        for i in 0..n {
+            let id = format!("op:{i}");
+            let events = ledger
+                .ledger
+                .events(&id)
+                .with_context(|| format!("reading the events of {id}"))?;
+            if effect_core::intent::stored(&events) != Some(&json!({"i": i})) {
+                bail!("{id} has no stored intent");
+            }
+        }
+        Ok((elapsed, runner.calls()))
+    })();
+    match measured {
+        Ok((elapsed, calls)) => Line::measured(workload, n, 1, elapsed)
+            .handler_calls(calls)
+            .with("store", store.name())
+            .require(calls == n, || {
+                format!("{calls} handler calls instead of {n}")
+            }),
+        Err(err) => Line::failed(workload, n, 1, format!("{err:#}")),
+    }
 }
 
 /// W1d: W1 with the executor's deferred outcomes (claims durable, outcomes

@@ -50,7 +50,7 @@ struct Cli {
     /// Small sizes, for a correctness run in seconds (figures are meaningless).
     #[arg(long)]
     quick: bool,
-    /// Only these workloads (repeat or separate with commas): W0, W0n, W0r, W1 … W7, W1d, W4d.
+    /// Only these workloads (repeat or separate with commas): W0, W0n, W0r, W1 … W7, W1d, W1i, W4d.
     #[arg(long = "workload", value_delimiter = ',')]
     workloads: Vec<Workload>,
     /// The ledger store, as every binary names one: a directory path (a
@@ -96,6 +96,7 @@ pub(crate) enum Workload {
     W0r,
     W1,
     W1d,
+    W1i,
     W2,
     W3,
     W4,
@@ -106,12 +107,13 @@ pub(crate) enum Workload {
 }
 
 impl Workload {
-    const ALL: [Workload; 12] = [
+    const ALL: [Workload; 13] = [
         Workload::W0,
         Workload::W0n,
         Workload::W0r,
         Workload::W1,
         Workload::W1d,
+        Workload::W1i,
         Workload::W2,
         Workload::W3,
         Workload::W4,
@@ -128,6 +130,7 @@ impl Workload {
             Workload::W0r => "W0r",
             Workload::W1 => "W1",
             Workload::W1d => "W1d",
+            Workload::W1i => "W1i",
             Workload::W2 => "W2",
             Workload::W3 => "W3",
             Workload::W4 => "W4",
@@ -145,6 +148,7 @@ impl Workload {
             Workload::W0r => "read-limit",
             Workload::W1 => "fresh-full",
             Workload::W1d => "fresh-deferred",
+            Workload::W1i => "fresh-intent",
             Workload::W2 => "fresh-normal",
             Workload::W3 => "replay",
             Workload::W4 => "concurrent-full",
@@ -172,7 +176,9 @@ impl FromStr for Workload {
             .into_iter()
             .find(|w| w.id().eq_ignore_ascii_case(s.trim()))
             .ok_or_else(|| {
-                format!("unknown workload {s:?}; expected one of W0, W0n, W0r, W1 … W7, W1d, W4d")
+                format!(
+                    "unknown workload {s:?}; expected one of W0, W0n, W0r, W1 … W7, W1d, W1i, W4d"
+                )
             })
     }
 }
@@ -330,6 +336,7 @@ fn run_once(store: &Store, sizes: &Sizes, selected: &[Workload]) -> Vec<Line> {
                 false,
             )),
             Workload::W1d => lines.push(effects::fresh_deferred(store, sizes.fresh)),
+            Workload::W1i => lines.push(effects::fresh_intent(store, sizes.fresh)),
             Workload::W4 => lines.push(worker::concurrent_in_child(
                 store,
                 sizes.concurrent,

@@ -6,8 +6,8 @@ use std::process::Command;
 
 use serde_json::Value;
 
-const WORKLOADS: [&str; 12] = [
-    "W0", "W0n", "W0r", "W1", "W1d", "W2", "W3", "W4", "W4d", "W5", "W6", "W7",
+const WORKLOADS: [&str; 13] = [
+    "W0", "W0n", "W0r", "W1", "W1d", "W1i", "W2", "W3", "W4", "W4d", "W5", "W6", "W7",
 ];
 
 #[test]
@@ -103,7 +103,7 @@ fn check_line(line: &Value) {
     );
     let n = line["n"].as_u64().expect("n");
     match line["workload"].as_str().expect("workload") {
-        "W1" | "W1d" | "W2" | "W4" | "W4d" | "W5" | "W7" => {
+        "W1" | "W1d" | "W1i" | "W2" | "W4" | "W4d" | "W5" | "W7" => {
             assert_eq!(line["handler_calls"], n, "{line}")
         }
         "W3" => assert_eq!(line["handler_calls"], 0, "{line}"),

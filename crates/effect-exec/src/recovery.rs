@@ -61,6 +61,7 @@ use std::thread::JoinHandle;
 use std::time::Duration;
 
 use effect_core::clock::format_timestamp;
+use effect_core::evidence::PROBE_STATUS;
 use effect_core::{
     EffectContract, EffectLedger, EffectRecord, EffectResult, EffectStatus, ListQuery,
     MAX_LIST_LIMIT, intent,
@@ -129,7 +130,8 @@ pub struct RecoveryReport {
     pub rejected: u64,
     /// Quarantined for an operator: nothing made a retry safe.
     pub quarantined: u64,
-    /// Still uncertain, or dispatched by another caller or worker meanwhile.
+    /// Still uncertain, or dispatched (or confirmed) by another caller or
+    /// worker meanwhile.
     pub unsettled: u64,
     /// Left for their caller: no stored intent.
     pub waiting_for_caller: u64,
@@ -451,6 +453,16 @@ impl RecoveryWorker {
             return;
         };
         match executed {
+            // Another caller or worker confirmed it meanwhile: a replay,
+            // not this pass's work. A confirmation this pass's probe found
+            // carries the probe's verdict instead.
+            Ok(result)
+                if result.status == EffectStatus::Confirmed
+                    && result.duplicate_suppressed
+                    && !result.evidence.contains_key(PROBE_STATUS) =>
+            {
+                report.unsettled += 1;
+            }
             Ok(result) => match result.status {
                 EffectStatus::Confirmed => report.confirmed += 1,
                 EffectStatus::Rejected => report.rejected += 1,

@@ -47,18 +47,19 @@
 //! the write are two round trips; a single statement cannot do both while the
 //! plan is decided in Rust.
 //!
-//! # Event order without a lock
+//! # Event order
 //!
-//! Event sequences come from an identity column, and appends in one schema
-//! commit in parallel. A writer marks itself as appending (a shared advisory
-//! lock, which no writer waits for) before it draws its sequences, and stores
-//! with its events the transaction ids of the other marked writers at that
-//! moment: every writer that drew a smaller sequence and has not committed is
-//! among them. An [`events_after`](effect_core::EffectLedger::events_after)
-//! page stops before the first event one of whose recorded writers is still
-//! in progress, so a cursor never skips an event that commits late, and never
-//! returns one twice. Such an event is held only while a writer of the same
-//! schema is between its append and its commit.
+//! Event sequences come from an identity column. Appends in one schema are
+//! serialized until commit by a transaction-level advisory lock, so sequences
+//! become visible in the order they are drawn and an
+//! [`events_after`](effect_core::EffectLedger::events_after) cursor never
+//! skips an event that commits late, nor returns one twice. The rest of a
+//! transition (one read, one `effect_write` call) runs in parallel. The
+//! schema also records, with each event, the other writers still appending
+//! (`drawers`), and the cursor stops before an event one of them may precede:
+//! that lets appends commit in parallel under a shared lock, but one
+//! concurrent-writer run under load skipped two events with it, so the
+//! exclusive lock stays until that is explained (docs/performance.md).
 //!
 //! # What a lease proves, and what it does not
 //!

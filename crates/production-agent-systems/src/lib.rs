@@ -116,6 +116,11 @@ pub struct EffectContractsDoctests;
 #[doc = include_str!("../../../docs/operations.md")]
 pub struct OperationsDoctests;
 
+/// The examples of `docs/recovering-work.md`, compiled and run as doctests.
+#[cfg(doctest)]
+#[doc = include_str!("../../../docs/recovering-work.md")]
+pub struct RecoveringWorkDoctests;
+
 /// The examples of `docs/rig.md`, compiled and run as doctests.
 #[cfg(all(doctest, feature = "rig"))]
 #[doc = include_str!("../../../docs/rig.md")]

@@ -8,6 +8,7 @@ mod concurrency;
 mod deferred;
 mod properties;
 mod provider;
+mod recovery;
 mod resolution;
 mod scenarios;
 mod stale;

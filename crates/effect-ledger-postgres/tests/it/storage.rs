@@ -474,18 +474,38 @@ fn a_late_commit_is_neither_skipped_nor_repeated_by_the_cursor() -> TestResult {
         )?
         .get(0);
 
-    // The fast writer commits while the slow one is open.
+    // A later writer waits for the open transaction: appends in one schema
+    // are serialized until commit, so it cannot draw a sequence and commit
+    // ahead of it. Nothing from the open transaction's sequence on is read.
     let (sent, answered) = std::sync::mpsc::channel();
     let fast_ledger = ledger.clone();
     std::thread::spawn(move || {
         let _ = sent.send(fast_ledger.prepare("fast", &new_operation(2)));
     });
-    let fast = answered
-        .recv_timeout(Duration::from_secs(30))
-        .map_err(|_| "the later append waited for the open transaction")??;
-    assert_eq!(fast.operation_id, "fast");
-    let fast_sequence = ledger.events("fast")?[0].sequence;
-    assert!(fast_sequence > u64::try_from(slow_sequence)?);
+    let mut watcher = schema.admin()?;
+    let slow_pid: i32 = tx.query_one("SELECT pg_backend_pid()", &[])?.get(0);
+    let mut blocked = false;
+    #[allow(clippy::disallowed_methods)] // Bounds a wait for a condition.
+    let give_up = std::time::Instant::now() + Duration::from_secs(30);
+    #[allow(clippy::disallowed_methods)] // Bounds a wait for a condition.
+    while std::time::Instant::now() < give_up {
+        let waiting: i64 = watcher
+            .query_one(
+                "SELECT count(*) FROM pg_stat_activity WHERE $1 = ANY(pg_blocking_pids(pid))",
+                &[&slow_pid],
+            )?
+            .get(0);
+        if waiting > 0 {
+            blocked = true;
+            break;
+        }
+        std::thread::yield_now();
+    }
+    assert!(blocked, "the later append waits for the open transaction");
+    assert!(
+        answered.try_recv().is_err(),
+        "the later append has not committed"
+    );
     assert_eq!(
         ledger.events_after(cursor, 100)?,
         vec![],
@@ -493,6 +513,12 @@ fn a_late_commit_is_neither_skipped_nor_repeated_by_the_cursor() -> TestResult {
     );
 
     tx.commit()?;
+    let fast = answered
+        .recv_timeout(Duration::from_secs(30))
+        .map_err(|_| "the later append never committed")??;
+    assert_eq!(fast.operation_id, "fast");
+    let fast_sequence = ledger.events("fast")?[0].sequence;
+    assert!(fast_sequence > u64::try_from(slow_sequence)?);
     let page = page_when(&ledger, cursor, |page| page.len() == 2)?;
     let seen: Vec<(u64, &str)> = page
         .iter()

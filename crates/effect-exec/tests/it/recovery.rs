@@ -1,0 +1,743 @@
+//! The recovery worker: operations whose caller is gone are dispatched from
+//! their stored intent, once, under the same rules as a live call; the rest
+//! are counted and left alone.
+
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, Barrier, OnceLock};
+use std::time::{Duration, SystemTime};
+
+use effect_core::{
+    Claim, Clock, EffectContract, EffectLedger, EffectLedgerExt, EffectStatus, ManualClock,
+    MemoryLedger, NewOperation, RequestFingerprint,
+};
+use effect_exec::{
+    Audit, CallOptions, EffectExecutor, ExecError, ExecutorOptions, HandlerContext, HandlerError,
+    RecoveryReport, RecoveryWorker, TypedContract, WaitingFor, waiting,
+};
+use effect_ledger_sqlite::{SqliteLedger, SqliteOptions};
+use serde::{Deserialize, Serialize};
+use serde_json::{Value, json};
+
+use crate::provider::{FakeProvider, Fault, ProbeAnswer, handler, invoice};
+
+const LEASE: Duration = Duration::from_secs(30);
+
+/// A ledger on a manual clock, with an executor on the same clock.
+struct World {
+    store: &'static str,
+    clock: Arc<ManualClock>,
+    ledger: Arc<dyn EffectLedger>,
+    provider: Arc<FakeProvider>,
+}
+
+fn clock() -> Arc<ManualClock> {
+    Arc::new(ManualClock::new(
+        SystemTime::UNIX_EPOCH + Duration::from_secs(1_800_000_000),
+    ))
+}
+
+fn memory() -> World {
+    let clock = clock();
+    World {
+        store: "memory",
+        ledger: Arc::new(MemoryLedger::with_clock(clock.clone())),
+        clock,
+        provider: FakeProvider::new(false),
+    }
+}
+
+fn sqlite() -> World {
+    let clock = clock();
+    let temp =
+        SqliteLedger::open_temporary_with(SqliteOptions::default().clock(clock.clone())).unwrap();
+    World {
+        store: "sqlite",
+        ledger: Arc::new(temp),
+        clock,
+        provider: FakeProvider::new(false),
+    }
+}
+
+/// Both stores: the behaviour must not depend on the store.
+fn worlds() -> [World; 2] {
+    [memory(), sqlite()]
+}
+
+impl World {
+    fn executor(&self) -> EffectExecutor {
+        EffectExecutor::with_clock(
+            Arc::clone(&self.ledger),
+            ExecutorOptions::default(),
+            self.clock.clone(),
+        )
+        .with_sleeper(self.clock.clone())
+    }
+
+    /// The capture contract of the fake provider, with a probe and a key
+    /// that is not guaranteed.
+    fn capture(&self, store_intent: bool) -> EffectContract {
+        capture_contract(&self.provider, "capture_payment", store_intent)
+    }
+
+    /// A worker on this world's executor with the provider's handler for
+    /// `contract`, taking prepared operations at once.
+    fn worker(&self, contract: &EffectContract) -> RecoveryWorker {
+        RecoveryWorker::new(self.executor())
+            .register(contract.clone(), handler(&self.provider))
+            .unwrap()
+            .min_age(Duration::ZERO)
+    }
+
+    /// The caller's dispatch fails before anything is sent, every time it
+    /// tries, and the caller goes away: the operation is left uncertain, its
+    /// evidence saying nothing was sent. Returns its id and how many times
+    /// the caller's handler ran.
+    fn left_by_not_sent(&self, contract: &EffectContract, args: &Value) -> (String, usize) {
+        let calls = Arc::new(AtomicUsize::new(0));
+        let counted = Arc::clone(&calls);
+        let result = self
+            .executor()
+            .execute(contract, args, move |_args: Value, _ctx| {
+                counted.fetch_add(1, Ordering::SeqCst);
+                Err::<Value, _>(HandlerError::not_sent("the agent stopped before sending"))
+            })
+            .unwrap();
+        assert_eq!(
+            result.status,
+            EffectStatus::OutcomeUnknown,
+            "{}",
+            self.store
+        );
+        assert_eq!(
+            result.evidence["dispatch_interruption"], "not_sent",
+            "{}: {result:?}",
+            self.store
+        );
+        (result.operation_id, calls.load(Ordering::SeqCst))
+    }
+
+    /// As [`left_by_not_sent`](Self::left_by_not_sent), then an operator
+    /// authorizes a retry (`agent-effect-ops authorize-retry`): the operation
+    /// is `prepared`, and its caller is gone.
+    fn left_prepared(&self, contract: &EffectContract, args: &Value) -> String {
+        let (id, _) = self.left_by_not_sent(contract, args);
+        let audit = Audit::new("operator", "nothing was sent", "ticket-1");
+        let record = self.executor().authorize_retry(&id, audit).unwrap();
+        assert_eq!(record.status, EffectStatus::Prepared, "{}", self.store);
+        id
+    }
+
+    /// A caller claims the dispatch of `args` and dies after its request
+    /// reached the provider (when `sent`).
+    fn abandoned(&self, contract: &EffectContract, args: &Value, sent: bool) -> String {
+        let id = contract.operation_id(args).unwrap();
+        let key = contract.provider_idempotency_key(args).unwrap();
+        let op = NewOperation {
+            intent: Some(args.clone()),
+            contract_name: contract.name().to_owned(),
+            contract_version: contract.version().to_owned(),
+            fingerprint: RequestFingerprint::of_value(args),
+            provider_idempotency_key: key.clone(),
+        };
+        self.ledger.prepare(&id, &op).unwrap();
+        let claim = Claim {
+            owner_token: format!("dead-caller-{id}"),
+            lease: LEASE,
+        };
+        assert!(self.ledger.claim_dispatch(&id, &claim).unwrap());
+        if sent {
+            let context = HandlerContext::new(&id, contract.name(), contract.version(), 1, key);
+            handler(&self.provider)(args.clone(), context).unwrap();
+        }
+        id
+    }
+
+    fn status(&self, id: &str) -> EffectStatus {
+        self.ledger.get(id).unwrap().unwrap().status
+    }
+}
+
+fn capture_contract(
+    provider: &Arc<FakeProvider>,
+    name: &str,
+    store_intent: bool,
+) -> EffectContract {
+    let provider = Arc::clone(provider);
+    EffectContract::builder(name, |args| {
+        Ok(format!(
+            "invoice:{}:capture",
+            args["invoice_id"].as_str().ok_or("missing invoice_id")?
+        ))
+    })
+    .provider_idempotency_key(|args| {
+        Ok(args["invoice_id"].as_str().map(|i| format!("capture:{i}")))
+    })
+    .outcome_probe(move |_args, key| provider.probe(key))
+    .store_intent(store_intent)
+    .build()
+    .unwrap()
+}
+
+/// The report's counters, in a fixed order, for one assertion.
+fn counts(report: &RecoveryReport) -> [(&'static str, u64); 10] {
+    [
+        ("examined", report.examined),
+        ("confirmed", report.confirmed),
+        ("rejected", report.rejected),
+        ("quarantined", report.quarantined),
+        ("unsettled", report.unsettled),
+        ("waiting_for_caller", report.waiting_for_caller),
+        ("unregistered", report.unregistered),
+        ("too_recent", report.too_recent),
+        ("unusable_intent", report.unusable_intent),
+        ("failed", report.failed),
+    ]
+}
+
+/// Asserts the non-zero counters of `report`; every other one is zero.
+fn check(store: &str, report: &RecoveryReport, expected: &[(&str, u64)]) {
+    let got: Vec<(&str, u64)> = counts(report)
+        .into_iter()
+        .filter(|(_, n)| *n != 0)
+        .collect();
+    assert_eq!(got, expected, "{store}: {report:?}");
+}
+
+#[test]
+fn a_retry_authorized_after_not_sent_is_dispatched_once_by_the_worker() {
+    for w in worlds() {
+        let capture = w.capture(true);
+        let id = w.left_prepared(&capture, &invoice("INV-1"));
+        assert_eq!(w.provider.committed(), 0, "{}", w.store);
+        let worker = w.worker(&capture);
+
+        let report = worker.run_once().unwrap();
+        check(w.store, &report, &[("examined", 1), ("confirmed", 1)]);
+        let record = w.ledger.get(&id).unwrap().unwrap();
+        assert_eq!(record.status, EffectStatus::Confirmed, "{}", w.store);
+        assert_eq!(
+            record.output.unwrap()["invoice_id"],
+            "INV-1",
+            "{}: the stored intent reached the handler",
+            w.store
+        );
+        assert_eq!(
+            (w.provider.handler_calls(), w.provider.committed()),
+            (1, 1),
+            "{}",
+            w.store
+        );
+
+        // A second pass has nothing left to do.
+        check(w.store, &worker.run_once().unwrap(), &[]);
+        assert_eq!(w.provider.committed(), 1, "{}", w.store);
+    }
+}
+
+#[test]
+fn an_operation_left_uncertain_by_not_sent_is_dispatched_once_by_the_worker() {
+    for w in worlds() {
+        let capture = w.capture(true);
+        let (id, caller_calls) = w.left_by_not_sent(&capture, &invoice("INV-1"));
+        assert!(caller_calls >= 1, "{}", w.store);
+        let worker = w.worker(&capture);
+
+        // Not sent, and the probe agrees: a retry is safe, dispatched once.
+        let report = worker.run_once().unwrap();
+        check(w.store, &report, &[("examined", 1), ("confirmed", 1)]);
+        assert_eq!(w.status(&id), EffectStatus::Confirmed, "{}", w.store);
+        assert_eq!(
+            (w.provider.handler_calls(), w.provider.committed()),
+            (1, 1),
+            "{}",
+            w.store
+        );
+        check(w.store, &worker.run_once().unwrap(), &[]);
+        assert_eq!(w.provider.committed(), 1, "{}", w.store);
+    }
+}
+
+#[test]
+fn an_operation_without_stored_intent_waits_for_its_caller() {
+    for w in worlds() {
+        // An earlier deployment of the same contract stored no intent.
+        let old = w.capture(false);
+        let id = w.left_prepared(&old, &invoice("INV-1"));
+        let worker = w.worker(&w.capture(true));
+
+        for _ in 0..2 {
+            let report = worker.run_once().unwrap();
+            check(
+                w.store,
+                &report,
+                &[("examined", 1), ("waiting_for_caller", 1)],
+            );
+        }
+        assert_eq!(w.status(&id), EffectStatus::Prepared, "{}", w.store);
+        assert_eq!(
+            (w.provider.handler_calls(), w.provider.committed()),
+            (0, 0),
+            "{}",
+            w.store
+        );
+
+        // Its caller, coming back, finishes it.
+        let result = w
+            .executor()
+            .execute(&old, &invoice("INV-1"), handler(&w.provider))
+            .unwrap();
+        assert!(result.is_confirmed(), "{}", w.store);
+        assert_eq!(w.provider.committed(), 1, "{}", w.store);
+    }
+}
+
+#[test]
+fn an_operation_of_an_unregistered_contract_is_left_alone() {
+    for w in worlds() {
+        let capture = w.capture(true);
+        let id = w.left_prepared(&capture, &invoice("INV-1"));
+        let refunds = capture_contract(&w.provider, "refund_payment", true);
+        let worker = w.worker(&refunds);
+
+        let report = worker.run_once().unwrap();
+        check(w.store, &report, &[("examined", 1), ("unregistered", 1)]);
+        assert_eq!(w.status(&id), EffectStatus::Prepared, "{}", w.store);
+        assert_eq!(
+            (w.provider.handler_calls(), w.provider.committed()),
+            (0, 0),
+            "{}",
+            w.store
+        );
+    }
+}
+
+#[test]
+fn min_age_leaves_a_fresh_prepared_operation_to_its_caller() {
+    for w in worlds() {
+        let capture = w.capture(true);
+        let id = w.left_prepared(&capture, &invoice("INV-1"));
+        let worker = w.worker(&capture).min_age(Duration::from_secs(60));
+
+        let report = worker.run_once().unwrap();
+        check(w.store, &report, &[("examined", 1), ("too_recent", 1)]);
+        w.clock.advance(Duration::from_secs(59));
+        let report = worker.run_once().unwrap();
+        check(w.store, &report, &[("examined", 1), ("too_recent", 1)]);
+        assert_eq!(w.status(&id), EffectStatus::Prepared, "{}", w.store);
+        assert_eq!(w.provider.handler_calls(), 0, "{}", w.store);
+
+        w.clock.advance(Duration::from_secs(2));
+        let report = worker.run_once().unwrap();
+        check(w.store, &report, &[("examined", 1), ("confirmed", 1)]);
+        assert_eq!(
+            (w.provider.handler_calls(), w.provider.committed()),
+            (1, 1),
+            "{}",
+            w.store
+        );
+    }
+}
+
+#[test]
+fn stored_intent_deriving_another_operation_is_not_dispatched() {
+    for w in worlds() {
+        let capture = w.capture(true);
+        // The operation of INV-1 holds the arguments of INV-2, as a writer
+        // with a bug (or a hand-edited file) might leave it.
+        let id = capture.operation_id(&invoice("INV-1")).unwrap();
+        let op = NewOperation {
+            intent: Some(invoice("INV-2")),
+            contract_name: capture.name().to_owned(),
+            contract_version: capture.version().to_owned(),
+            fingerprint: RequestFingerprint::of_value(&invoice("INV-1")),
+            provider_idempotency_key: Some("capture:INV-1".to_owned()),
+        };
+        w.ledger.prepare(&id, &op).unwrap();
+        let worker = w.worker(&capture);
+
+        let report = worker.run_once().unwrap();
+        check(w.store, &report, &[("examined", 1), ("unusable_intent", 1)]);
+        assert_eq!(w.status(&id), EffectStatus::Prepared, "{}", w.store);
+        let other = capture.operation_id(&invoice("INV-2")).unwrap();
+        assert!(w.ledger.get(&other).unwrap().is_none(), "{}", w.store);
+        assert_eq!(
+            (w.provider.handler_calls(), w.provider.committed()),
+            (0, 0),
+            "{}",
+            w.store
+        );
+    }
+}
+
+#[test]
+fn stored_intent_with_another_fingerprint_is_not_dispatched() {
+    let w = memory();
+    let capture = w.capture(true);
+    // Same operation id, but the amount differs from what was fingerprinted.
+    let id = capture.operation_id(&invoice("INV-1")).unwrap();
+    let op = NewOperation {
+        intent: Some(json!({"invoice_id": "INV-1", "amount_cents": 999_999})),
+        contract_name: capture.name().to_owned(),
+        contract_version: capture.version().to_owned(),
+        fingerprint: RequestFingerprint::of_value(&invoice("INV-1")),
+        provider_idempotency_key: Some("capture:INV-1".to_owned()),
+    };
+    w.ledger.prepare(&id, &op).unwrap();
+
+    let report = w.worker(&capture).run_once().unwrap();
+    check(w.store, &report, &[("examined", 1), ("unusable_intent", 1)]);
+    assert_eq!(w.status(&id), EffectStatus::Prepared);
+    assert_eq!((w.provider.handler_calls(), w.provider.committed()), (0, 0));
+}
+
+#[test]
+fn registering_a_contract_that_stores_no_intent_is_refused() {
+    let w = memory();
+    let err = RecoveryWorker::new(w.executor())
+        .register(w.capture(false), handler(&w.provider))
+        .unwrap_err();
+    assert!(
+        matches!(&err, ExecError::IntentNotStored { contract } if contract == "capture_payment"),
+        "{err:?}"
+    );
+}
+
+#[test]
+fn an_expired_dispatch_found_committed_by_the_probe_is_confirmed_without_the_handler() {
+    for w in worlds() {
+        let capture = w.capture(true);
+        let committed = w.abandoned(&capture, &invoice("INV-1"), true);
+        let lost = w.abandoned(&capture, &invoice("INV-2"), false);
+        assert_eq!(w.provider.handler_calls(), 1, "{}", w.store);
+        let worker = w.worker(&capture);
+
+        // While the leases are live the callers may still be working.
+        check(w.store, &worker.run_once().unwrap(), &[]);
+        w.clock.advance(LEASE + Duration::from_secs(1));
+
+        let report = worker.run_once().unwrap();
+        // INV-1 committed: the probe says so, confirmed. INV-2 did not, but
+        // the dead caller's request may still be in flight: quarantined.
+        check(
+            w.store,
+            &report,
+            &[("examined", 2), ("confirmed", 1), ("quarantined", 1)],
+        );
+        assert_eq!(w.status(&committed), EffectStatus::Confirmed, "{}", w.store);
+        assert_eq!(w.status(&lost), EffectStatus::Quarantined, "{}", w.store);
+        assert_eq!(
+            (w.provider.handler_calls(), w.provider.committed()),
+            (1, 1),
+            "{}: the worker ran no handler",
+            w.store
+        );
+    }
+}
+
+#[test]
+fn a_handler_that_may_still_be_running_is_not_retried_by_the_worker() {
+    let w = memory();
+    w.provider.script(&[Fault::Held]);
+    // At the deadline the probe cannot tell yet: the operation stays uncertain.
+    w.provider
+        .probe_script(&[ProbeAnswer::Pending, ProbeAnswer::Lookup]);
+    let capture = w.capture(true);
+    let first = EffectExecutor::new(Arc::clone(&w.ledger))
+        .execute_with(
+            &capture,
+            &invoice("INV-1"),
+            CallOptions::deadline(Duration::from_millis(20)),
+            handler(&w.provider),
+        )
+        .unwrap();
+    assert_eq!(first.status, EffectStatus::OutcomeUnknown, "{first:?}");
+    assert_eq!(first.evidence["handler_may_still_be_running"], true);
+    w.provider.wait_until_held();
+
+    // The worker's probe now says not committed, but the first handler may
+    // still send, and the key is not guaranteed: no retry.
+    let report = w.worker(&capture).run_once().unwrap();
+    check(w.store, &report, &[("examined", 1), ("quarantined", 1)]);
+    assert_eq!(w.status(&first.operation_id), EffectStatus::Quarantined);
+    assert_eq!((w.provider.handler_calls(), w.provider.committed()), (1, 0));
+
+    // The first handler does send: one effect, never two.
+    w.provider.release();
+    w.provider.wait_for_commits(1);
+    check(w.store, &w.worker(&capture).run_once().unwrap(), &[]);
+    assert_eq!((w.provider.handler_calls(), w.provider.committed()), (1, 1));
+}
+
+#[test]
+fn two_workers_racing_over_fifty_operations_dispatch_each_once() {
+    for w in worlds() {
+        let capture = w.capture(true);
+        let ids: Vec<(String, u32)> = (0..50)
+            .map(|i| {
+                let id = w.left_prepared(&capture, &invoice(&format!("INV-{i:02}")));
+                let attempts = w.ledger.get(&id).unwrap().unwrap().attempts;
+                (id, attempts)
+            })
+            .collect();
+        let start = Arc::new(Barrier::new(2));
+        let threads: Vec<_> = (0..2)
+            .map(|_| {
+                let worker = w.worker(&capture);
+                let start = Arc::clone(&start);
+                std::thread::spawn(move || {
+                    start.wait();
+                    worker.run_once().unwrap()
+                })
+            })
+            .collect();
+        let reports: Vec<RecoveryReport> = threads.into_iter().map(|t| t.join().unwrap()).collect();
+
+        assert_eq!(
+            (w.provider.handler_calls(), w.provider.committed()),
+            (50, 50),
+            "{}: {reports:?}",
+            w.store
+        );
+        for (id, attempts) in &ids {
+            let record = w.ledger.get(id).unwrap().unwrap();
+            assert_eq!(record.status, EffectStatus::Confirmed, "{}: {id}", w.store);
+            assert_eq!(
+                record.attempts,
+                attempts + 1,
+                "{}: {id} claimed once by the workers",
+                w.store
+            );
+        }
+        for report in &reports {
+            assert_eq!(report.failed, 0, "{}: {report:?}", w.store);
+            assert!(report.examined <= 50, "{}: {report:?}", w.store);
+        }
+        let confirmed: u64 = reports.iter().map(|r| r.confirmed).sum();
+        assert_eq!(
+            confirmed, 50,
+            "{}: each dispatch counted once: {reports:?}",
+            w.store
+        );
+    }
+}
+
+#[test]
+fn a_worker_does_not_count_another_workers_dispatch_as_its_own() {
+    let w = memory();
+    let capture = w.capture(true);
+    w.left_prepared(&capture, &invoice("INV-1"));
+    w.left_prepared(&capture, &invoice("INV-2"));
+    let other = w.worker(&capture);
+    let other_report = Arc::new(OnceLock::new());
+    let (provider, first) = (Arc::clone(&w.provider), Arc::new(AtomicBool::new(true)));
+    let report_slot = Arc::clone(&other_report);
+    // While this worker dispatches INV-1, the other worker's pass dispatches INV-2.
+    let worker = RecoveryWorker::new(w.executor())
+        .register(capture, move |args: Value, ctx: HandlerContext| {
+            if first.swap(false, Ordering::SeqCst) {
+                report_slot.set(other.run_once().unwrap()).unwrap();
+            }
+            provider.capture(&args, ctx.provider_key())
+        })
+        .unwrap()
+        .min_age(Duration::ZERO);
+
+    let report = worker.run_once().unwrap();
+    let other_report = other_report.get().unwrap();
+    check(w.store, other_report, &[("examined", 1), ("confirmed", 1)]);
+    assert_eq!((w.provider.handler_calls(), w.provider.committed()), (2, 2));
+    check(
+        w.store,
+        &report,
+        &[("examined", 2), ("confirmed", 1), ("unsettled", 1)],
+    );
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+struct Capture {
+    invoice_id: String,
+    amount_cents: u64,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+struct Captured {
+    payment_id: String,
+    amount_cents: u64,
+}
+
+#[test]
+fn a_typed_durable_handler_receives_the_stored_arguments_decoded() {
+    for w in worlds() {
+        let probe = Arc::clone(&w.provider);
+        let contract: TypedContract<Capture, Captured> = TypedContract::from_contract(
+            EffectContract::builder("capture_typed", |args| {
+                Ok(format!(
+                    "invoice:{}:capture",
+                    args["invoice_id"].as_str().ok_or("missing invoice_id")?
+                ))
+            })
+            .provider_idempotency_key(|args| {
+                Ok(args["invoice_id"].as_str().map(|i| format!("capture:{i}")))
+            })
+            .outcome_probe(move |_args, key| probe.probe(key))
+            .store_intent(true)
+            .build()
+            .unwrap(),
+        );
+        let args = Capture {
+            invoice_id: "INV-7".to_owned(),
+            amount_cents: 1250,
+        };
+        let id = w.left_prepared(contract.contract(), &serde_json::to_value(&args).unwrap());
+        let calls = Arc::new(AtomicUsize::new(0));
+        let counted = Arc::clone(&calls);
+        let worker = RecoveryWorker::new(w.executor())
+            .register_typed(&contract, move |args: Capture, ctx: HandlerContext| {
+                counted.fetch_add(1, Ordering::SeqCst);
+                assert_eq!(ctx.provider_key(), Some("capture:INV-7"));
+                Ok(Captured {
+                    payment_id: format!("pay-{}", args.invoice_id),
+                    amount_cents: args.amount_cents,
+                })
+            })
+            .unwrap()
+            .min_age(Duration::ZERO);
+
+        let report = worker.run_once().unwrap();
+        check(w.store, &report, &[("examined", 1), ("confirmed", 1)]);
+        assert_eq!(calls.load(Ordering::SeqCst), 1, "{}", w.store);
+        let record = w.ledger.get(&id).unwrap().unwrap();
+        assert_eq!(
+            record.output,
+            Some(json!({"payment_id": "pay-INV-7", "amount_cents": 1250})),
+            "{}",
+            w.store
+        );
+    }
+}
+
+#[test]
+fn wait_returns_the_other_callers_confirmed_result_without_dispatching() {
+    let w = memory();
+    w.provider.script(&[Fault::Held]);
+    let capture = w.capture(true);
+    let caller = {
+        let (exec, capture, handler) = (
+            EffectExecutor::new(Arc::clone(&w.ledger)),
+            capture.clone(),
+            handler(&w.provider),
+        );
+        std::thread::spawn(move || exec.execute(&capture, &invoice("INV-1"), handler).unwrap())
+    };
+    w.provider.wait_until_held();
+    let id = capture.operation_id(&invoice("INV-1")).unwrap();
+    let waiter = {
+        let (exec, id) = (EffectExecutor::new(Arc::clone(&w.ledger)), id.clone());
+        std::thread::spawn(move || exec.wait(&id, Duration::from_secs(120)).unwrap())
+    };
+    w.provider.release();
+    let first = caller.join().unwrap();
+    let waited = waiter.join().unwrap();
+
+    assert!(first.is_confirmed(), "{first:?}");
+    assert!(waited.is_confirmed(), "{waited:?}");
+    assert_eq!(waited.output, first.output);
+    assert_eq!((w.provider.handler_calls(), w.provider.committed()), (1, 1));
+}
+
+#[test]
+fn wait_answers_in_progress_when_the_time_is_up() {
+    // The ledger and the caller keep real time (the caller's lease stays
+    // live); only the waiter's clock is manual.
+    let w = World {
+        ledger: Arc::new(MemoryLedger::new()),
+        ..memory()
+    };
+    w.provider.script(&[Fault::Held]);
+    let capture = w.capture(true);
+    let caller = {
+        let (exec, capture, handler) = (
+            EffectExecutor::new(Arc::clone(&w.ledger)),
+            capture.clone(),
+            handler(&w.provider),
+        );
+        std::thread::spawn(move || exec.execute(&capture, &invoice("INV-1"), handler).unwrap())
+    };
+    w.provider.wait_until_held();
+    let id = capture.operation_id(&invoice("INV-1")).unwrap();
+
+    // On the manual clock the wait's polls advance time instead of sleeping.
+    let before = w.clock.now();
+    let waited = w.executor().wait(&id, Duration::from_secs(10)).unwrap();
+    assert_eq!(waited.status, EffectStatus::Dispatched, "{waited:?}");
+    assert!(waited.in_progress, "{waited:?}");
+    assert!(w.clock.now().duration_since(before).unwrap() >= Duration::from_secs(10));
+    assert_eq!((w.provider.handler_calls(), w.provider.committed()), (1, 0));
+
+    w.provider.release();
+    assert!(caller.join().unwrap().is_confirmed());
+    assert_eq!((w.provider.handler_calls(), w.provider.committed()), (1, 1));
+}
+
+#[test]
+fn wait_on_an_unknown_operation_is_not_found() {
+    let w = memory();
+    let err = w
+        .executor()
+        .wait("invoice:nope:capture", Duration::from_secs(1))
+        .unwrap_err();
+    assert_eq!(
+        err.ledger_kind(),
+        Some(effect_core::LedgerErrorKind::NotFound),
+        "{err:?}"
+    );
+}
+
+#[test]
+fn waiting_tells_the_caller_kind_from_the_worker_kind_oldest_first() {
+    for w in worlds() {
+        let by_caller = w.left_prepared(&w.capture(false), &invoice("INV-1"));
+        let since_caller = w.ledger.get(&by_caller).unwrap().unwrap().updated_at;
+        w.clock.advance(Duration::from_secs(5));
+        let stored = capture_contract(&w.provider, "capture_stored", true);
+        let by_worker = w.left_prepared(&stored, &invoice("INV-2"));
+        let since_worker = w.ledger.get(&by_worker).unwrap().unwrap().updated_at;
+        // A confirmed operation waits for nobody.
+        w.executor()
+            .execute(&stored, &invoice("INV-3"), handler(&w.provider))
+            .unwrap();
+
+        let listed = waiting(w.ledger.as_ref()).unwrap();
+        let got: Vec<(&str, &str, WaitingFor, &str)> = listed
+            .iter()
+            .map(|item| {
+                (
+                    item.operation_id.as_str(),
+                    item.contract_name.as_str(),
+                    item.waiting_for,
+                    item.since.as_str(),
+                )
+            })
+            .collect();
+        assert_eq!(
+            got,
+            [
+                (
+                    by_caller.as_str(),
+                    "capture_payment",
+                    WaitingFor::Caller,
+                    since_caller.as_str()
+                ),
+                (
+                    by_worker.as_str(),
+                    "capture_stored",
+                    WaitingFor::RecoveryWorker,
+                    since_worker.as_str()
+                ),
+            ],
+            "{}",
+            w.store
+        );
+        assert_eq!(w.provider.committed(), 1, "{}", w.store);
+    }
+}
