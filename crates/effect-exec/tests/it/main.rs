@@ -5,6 +5,7 @@
 mod asynchronous;
 mod bad_input;
 mod concurrency;
+mod decide_by;
 mod deferred;
 mod properties;
 mod provider;
