@@ -23,7 +23,7 @@ use production_agent_systems::core::{LedgerErrorKind, ListQuery, intent};
 use production_agent_systems::open::{LedgerUrl, OpenOptions, open, open_fresh};
 use production_agent_systems::{
     Audit, EffectContract, EffectExecutor, EffectLedger, EffectStatus, ExecutorOptions,
-    HandlerContext, HandlerError, RecoveryReport, RecoveryWorker, SqliteOptions,
+    HandlerContext, HandlerError, RecoveryReport, RecoveryWorker, SqliteOptions, WaitingFor,
 };
 use serde_json::{Value, json};
 
@@ -678,6 +678,11 @@ fn an_authorized_retry_is_carried_out_once_by_a_recovery_worker() {
         .authorize_retry_handler_stopped(&id, audit())
         .unwrap();
     assert_eq!(authorized.status, EffectStatus::Prepared);
+    // Not silently waiting: the operator sees it is the worker's to do.
+    let waiting = production_agent_systems::waiting(ledger.as_ref()).unwrap();
+    assert_eq!(waiting.len(), 1);
+    assert_eq!(waiting[0].operation_id, id);
+    assert_eq!(waiting[0].waiting_for, WaitingFor::RecoveryWorker);
 
     let report = worker.run_once().unwrap();
     assert_eq!((report.examined, report.confirmed), (1, 1), "{report:?}");
