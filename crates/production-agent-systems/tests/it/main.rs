@@ -10,5 +10,6 @@ mod open;
 mod payment_recovery;
 mod provider;
 mod python_floats;
+mod recovery_kill;
 mod reopen;
 mod unstorable;

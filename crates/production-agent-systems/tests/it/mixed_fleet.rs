@@ -159,6 +159,8 @@ fn mixed_fleet_rust_worker_role() {
         }
         Ok(probing.probe(args["invoice_id"].as_str().ok_or("missing invoice_id")?))
     })
+    // The Rust side stores its intent (beside the columns Python reads).
+    .store_intent(true)
     .build()
     .unwrap();
     let faulted = Arc::new(Mutex::new(HashSet::new()));
@@ -218,6 +220,8 @@ struct Run<'a> {
     order: Vec<usize>,
     faults: &'a str,
     probe: &'a str,
+    /// The Python worker lists the ledger after its run.
+    listing: bool,
 }
 
 struct Fleet {
@@ -237,6 +241,7 @@ impl Fleet {
             "faults": run.faults,
             "probe": run.probe,
             "out": dir.join(format!("{}.jsonl", run.name)),
+            "listing": run.listing.then(|| dir.join(format!("{}.listing.json", run.name))),
         })
     }
 
@@ -398,6 +403,7 @@ fn python_and_rust_workers_share_one_ledger() {
         order: py2rs.clone(),
         faults: "lost_ack",
         probe: "pending",
+        listing: false,
     });
     assert_answered("python-leaves-uncertain", &python_left);
 
@@ -408,12 +414,14 @@ fn python_and_rust_workers_share_one_ledger() {
         order: indices(0..SHARED),
         faults: "mixed",
         probe: "provider",
+        listing: false,
     };
     let backward = Run {
         name: "rust-shared",
         order: shuffled(SHARED),
         faults: "mixed",
         probe: "provider",
+        listing: false,
     };
     let python_child = fleet.spawn_python(&forward);
     let rust_child = fleet.spawn_rust(&backward);
@@ -445,6 +453,7 @@ fn python_and_rust_workers_share_one_ledger() {
         order: rs2py.clone(),
         faults: "lost_ack",
         probe: "pending",
+        listing: false,
     });
     assert_answered("rust-leaves-uncertain", &rust_left);
     let mut handed_over = Vec::new();
@@ -457,6 +466,7 @@ fn python_and_rust_workers_share_one_ledger() {
             order,
             faults: "none",
             probe: "provider",
+            listing: false,
         };
         let answers = if by_python {
             fleet.run_python(&run)
@@ -474,12 +484,14 @@ fn python_and_rust_workers_share_one_ledger() {
         order: everything.clone(),
         faults: "none",
         probe: "provider",
+        listing: true,
     });
     replays.extend(fleet.run_rust(&Run {
         name: "rust-replays",
         order: everything,
         faults: "none",
         probe: "provider",
+        listing: false,
     }));
 
     // Exactly one committed effect per operation, across both fleets.
@@ -538,8 +550,54 @@ fn python_and_rust_workers_share_one_ledger() {
             record.operation_id
         );
     }
+
+    // Stored intent is on for the Rust side: what Rust prepared holds it
+    // (the operations it left uncertain for Python, at least), what Python
+    // prepared does not.
+    let stored = |id: &str| {
+        production_agent_systems::core::intent::stored(&ledger.events(id).unwrap()).is_some()
+    };
+    let id = |i: usize| {
+        format!(
+            "invoice:{}:capture",
+            arguments[i].get("invoice_id").unwrap().as_str().unwrap()
+        )
+    };
+    assert!(
+        rs2py.iter().all(|&i| stored(&id(i))),
+        "Rust stored its intent"
+    );
+    assert!(!py2rs.iter().any(|&i| stored(&id(i))), "Python stores none");
+    let with_intent = records.iter().filter(|r| stored(&r.operation_id)).count();
+    assert!(
+        with_intent >= HANDED_OVER,
+        "{with_intent} with stored intent"
+    );
+
+    // The Python package lists and reads every operation of the file, those
+    // with stored intent included: the status Rust reads, and the events.
+    let listing: Vec<Value> = serde_json::from_str(
+        &std::fs::read_to_string(fleet.dir.path().join("python-replays.listing.json")).unwrap(),
+    )
+    .unwrap();
+    assert_eq!(
+        listing.len(),
+        arguments.len(),
+        "Python lists every operation"
+    );
+    for listed in &listing {
+        let id = listed["operation_id"].as_str().unwrap();
+        assert_eq!(listed["status"], "confirmed", "{listed}");
+        let events = ledger.events(id).unwrap();
+        let types: Vec<&str> = events.iter().map(|e| e.event_type.as_str()).collect();
+        assert_eq!(
+            listed["events"],
+            json!(types),
+            "{id}: Python reads the events"
+        );
+    }
     eprintln!(
-        "mixed fleet: {} operations in {:?}",
+        "mixed fleet: {with_intent} operations with stored intent; {} operations in {:?}",
         arguments.len(),
         started.elapsed()
     );

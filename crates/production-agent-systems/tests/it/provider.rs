@@ -23,15 +23,7 @@ impl FileProvider {
 
     /// Commits the capture durably: one line per committed effect.
     pub fn capture(&self, key: &str) -> Value {
-        let mut file = OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(&self.path)
-            .unwrap();
-        // One write of the whole line: appends from several processes at
-        // once never interleave (O_APPEND writes of a small buffer are atomic).
-        file.write_all(format!("{key}\n").as_bytes()).unwrap();
-        file.sync_all().unwrap();
+        append_line(&self.path, key);
         json!({"payment_id": format!("pay-{key}"), "status": "captured"})
     }
 
@@ -44,11 +36,48 @@ impl FileProvider {
         self.capture(key)
     }
 
-    pub fn commits(&self) -> Vec<String> {
+    /// Receives a capture request from `by` and commits it unless the key
+    /// is committed already. One line per request, written at once (a
+    /// process killed here either made the request or did not): the key,
+    /// `by`, the process id, and `duplicate` when it committed nothing.
+    pub fn receive(&self, key: &str, by: &str) -> Value {
+        let duplicate = if self.commits().iter().any(|k| k == key) {
+            "\tduplicate"
+        } else {
+            ""
+        };
+        append_line(
+            &self.path,
+            &format!("{key}\t{by}\t{}{duplicate}", std::process::id()),
+        );
+        json!({"payment_id": format!("pay-{key}"), "status": "captured"})
+    }
+
+    /// Every request [`receive`](Self::receive) logged: key, `by`, process id.
+    pub fn requests(&self) -> Vec<(String, String, u32)> {
+        self.lines()
+            .filter_map(|line| {
+                let mut fields = line.split('\t');
+                let (key, by, pid) = (fields.next()?, fields.next()?, fields.next()?);
+                Some((key.to_owned(), by.to_owned(), pid.parse().unwrap()))
+            })
+            .collect()
+    }
+
+    fn lines(&self) -> impl Iterator<Item = String> {
         std::fs::read_to_string(&self.path)
             .unwrap_or_default()
             .lines()
             .map(str::to_owned)
+            .collect::<Vec<_>>()
+            .into_iter()
+    }
+
+    /// The key of every committed effect, in the order they committed.
+    pub fn commits(&self) -> Vec<String> {
+        self.lines()
+            .filter(|line| !line.ends_with("\tduplicate"))
+            .map(|line| line.split('\t').next().unwrap_or_default().to_owned())
             .collect()
     }
 
@@ -63,6 +92,19 @@ impl FileProvider {
             OutcomeProbeResult::not_committed()
         }
     }
+}
+
+/// Appends `line` durably. One write of the whole line: appends from several
+/// processes at once never interleave (O_APPEND writes of a small buffer are
+/// atomic).
+pub fn append_line(path: &Path, line: &str) {
+    let mut file = OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(path)
+        .unwrap();
+    file.write_all(format!("{line}\n").as_bytes()).unwrap();
+    file.sync_all().unwrap();
 }
 
 pub fn capture_contract(provider: &FileProvider) -> EffectContract {

@@ -19,6 +19,8 @@ Arguments (one JSON object as argv[1]):
              "none"
   probe      "provider" (authoritative) or "pending" (always pending)
   out        where to write the answers, one JSON line per caller
+  listing    (optional) where to write, after the run, every operation the
+             package lists in the ledger: its id, status and event types
 """
 
 from __future__ import annotations
@@ -125,7 +127,8 @@ def main() -> int:
         provider_idempotency_key=lambda args: f"capture:{args['invoice_id']}",
         outcome_probe=probe,
     )
-    executor = EffectExecutor(ledger=SQLiteEffectLedger(config["ledger"]))
+    ledger = SQLiteEffectLedger(config["ledger"])
+    executor = EffectExecutor(ledger=ledger)
     with open(config["out"], "w", encoding="utf-8") as out:
         for index in config["order"]:
             args = arguments[index]
@@ -144,6 +147,16 @@ def main() -> int:
                     output=result.output,
                 )
             out.write(json.dumps(answer) + "\n")
+    if config.get("listing"):
+        listing = [
+            {
+                "operation_id": record.operation_id,
+                "status": record.status.value,
+                "events": [event["event_type"] for event in ledger.events(record.operation_id)],
+            }
+            for record in ledger.list_operations(limit=1000)
+        ]
+        Path(config["listing"]).write_text(json.dumps(listing), encoding="utf-8")
     return 0
 
 
