@@ -16,7 +16,7 @@ use tokio::runtime::Handle;
 use crate::context::HandlerContext;
 use crate::dispatch::{HandlerOutcome, Invoke, call_guarded};
 use crate::error::{ExecError, HandlerError};
-use crate::executor::{Call, EffectExecutor, identify};
+use crate::executor::{Call, EffectExecutor};
 use crate::options::CallOptions;
 
 type AsyncHandler = Arc<dyn Fn(Value, HandlerContext) -> BoxFuture<HandlerOutcome> + Send + Sync>;
@@ -124,12 +124,7 @@ impl EffectExecutor {
         H: Fn(Value, HandlerContext) -> Fut + Send + Sync + 'static,
         Fut: Future<Output = Result<O, HandlerError>> + Send + 'static,
     {
-        let identity = identify(
-            contract,
-            arguments,
-            self.options.fingerprint_form,
-            &self.keys,
-        )?;
+        let identity = self.identity_of(contract, arguments)?;
         let operation_id = identity.operation_id.clone();
         let executor = self.clone();
         let contract = contract.clone();

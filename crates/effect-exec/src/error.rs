@@ -284,17 +284,7 @@ impl HandlerError {
     }
 }
 
-/// An error's message followed by its sources' messages.
-fn chain(err: &dyn std::error::Error) -> String {
-    let mut message = err.to_string();
-    let mut source = err.source();
-    while let Some(cause) = source {
-        message.push_str(": ");
-        message.push_str(&cause.to_string());
-        source = cause.source();
-    }
-    message
-}
+use effect_core::error_chain as chain;
 
 impl From<Box<dyn std::error::Error + Send + Sync>> for HandlerError {
     fn from(err: Box<dyn std::error::Error + Send + Sync>) -> Self {

@@ -211,6 +211,21 @@ impl EffectExecutor {
         &self.options
     }
 
+    /// The identity `arguments` derive under `contract`, with this
+    /// executor's fingerprint form and keys. Nothing is written.
+    pub(crate) fn identity_of<A: Serialize + ?Sized>(
+        &self,
+        contract: &EffectContract,
+        arguments: &A,
+    ) -> Result<Identity, ExecError> {
+        identify(
+            contract,
+            arguments,
+            self.options.fingerprint_form,
+            &self.keys,
+        )
+    }
+
     /// The clock the executor times its waits on.
     pub(crate) fn clock(&self) -> &Arc<dyn Clock> {
         &self.clock
@@ -318,12 +333,7 @@ impl EffectExecutor {
         O: Serialize + Send + 'static,
         H: Fn(Value, HandlerContext) -> Result<O, HandlerError> + Send + Sync + 'static,
     {
-        let identity = identify(
-            contract,
-            arguments,
-            self.options.fingerprint_form,
-            &self.keys,
-        )?;
+        let identity = self.identity_of(contract, arguments)?;
         let invoke = SyncInvoke {
             handler: Arc::new(handler),
         };

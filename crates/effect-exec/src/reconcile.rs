@@ -18,7 +18,7 @@ use serde_json::Value;
 
 use crate::dispatch::SyncInvoke;
 use crate::error::{ExecError, HandlerError};
-use crate::executor::{Call, EffectExecutor, Identity, evidence_of, identify, settled_result};
+use crate::executor::{Call, EffectExecutor, Identity, evidence_of, settled_result};
 use crate::telemetry;
 
 /// How a reconciliation ended.
@@ -57,12 +57,7 @@ impl EffectExecutor {
         contract: &EffectContract,
         arguments: &A,
     ) -> Result<EffectResult, ExecError> {
-        let identity = identify(
-            contract,
-            arguments,
-            self.options.fingerprint_form,
-            &self.keys,
-        )?;
+        let identity = self.identity_of(contract, arguments)?;
         self.reconcile_identity(contract, &identity)
     }
 
