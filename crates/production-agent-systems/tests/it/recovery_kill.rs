@@ -20,7 +20,9 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use production_agent_systems::core::{LedgerErrorKind, ListQuery, intent};
-use production_agent_systems::open::{LedgerUrl, OpenOptions, open, open_fresh};
+#[cfg(feature = "postgres")]
+use production_agent_systems::open::{LedgerUrl, open_fresh};
+use production_agent_systems::open::{OpenOptions, open};
 use production_agent_systems::{
     Audit, EffectContract, EffectExecutor, EffectLedger, EffectStatus, ExecutorOptions,
     HandlerContext, HandlerError, RecoveryReport, RecoveryWorker, SqliteOptions, WaitingFor,
