@@ -72,7 +72,9 @@ pub use ledger::{
 };
 pub use memory::MemoryLedger;
 pub use prune::{ArchivedOperation, PruneReport, PruneRequest};
-pub use record::{EffectRecord, EffectResult, Evidence, LedgerEvent, OutcomeProbeResult, Revision};
+pub use record::{
+    EffectRecord, EffectResult, Evidence, LedgerEvent, Outcome, OutcomeProbeResult, Revision,
+};
 pub use redaction::{
     ProtectedField, Protection, Redaction, Redactor, fingerprint_view, protected_fields,
 };

@@ -166,6 +166,37 @@ pub struct LedgerEvent {
     pub timestamp: String,
 }
 
+/// What an [`EffectResult`] tells its caller ([`EffectResult::outcome`]).
+/// None of these but `Confirmed` says the effect happened, and none but
+/// `Rejected` says it did not.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Outcome<'a> {
+    /// The effect happened; its stored output.
+    Confirmed {
+        /// The output, if one is stored.
+        output: Option<&'a Value>,
+    },
+    /// Another caller holds the dispatch, or a retry is pending: ask again
+    /// (or effect-exec's `EffectExecutor::wait`), never dispatch it yourself.
+    InProgress,
+    /// Nobody knows yet whether it happened; it is reconciled later (the
+    /// next call, a sweep or a recovery worker), never retried blindly.
+    Unknown {
+        /// Why it is uncertain.
+        reason: &'a str,
+    },
+    /// Nothing can settle it automatically: it waits for an operator.
+    Quarantined {
+        /// Why it is quarantined.
+        reason: &'a str,
+    },
+    /// The provider definitively refused it; it is never retried.
+    Rejected {
+        /// The refusal.
+        reason: &'a str,
+    },
+}
+
 /// What an outcome probe learned.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct OutcomeProbeResult {
@@ -270,6 +301,36 @@ impl EffectResult {
     /// True when the operation is confirmed.
     pub fn is_confirmed(&self) -> bool {
         self.status == EffectStatus::Confirmed
+    }
+
+    /// What the result tells the caller, as one value a `match` must cover.
+    ///
+    /// ```
+    /// use effect_core::{EffectRecord, EffectResult, EffectStatus, Outcome};
+    ///
+    /// let mut record = EffectRecord::new("op-1", "send_email", "1", "fp", "2026-01-01T00:00:00.000000+00:00");
+    /// record.status = EffectStatus::Quarantined;
+    /// record.error = Some("no authoritative outcome probe".into());
+    /// let result = EffectResult::from_record(&record);
+    /// match result.outcome() {
+    ///     Outcome::Confirmed { output } => println!("done: {output:?}"),
+    ///     Outcome::InProgress => println!("another caller is on it; ask again"),
+    ///     Outcome::Unknown { reason } => println!("not known yet, reconciled later: {reason}"),
+    ///     Outcome::Quarantined { reason } => assert_eq!(reason, "no authoritative outcome probe"),
+    ///     Outcome::Rejected { reason } => println!("refused, never retried: {reason}"),
+    /// }
+    /// ```
+    pub fn outcome(&self) -> Outcome<'_> {
+        let reason = self.error.as_deref().unwrap_or("");
+        match self.status {
+            EffectStatus::Confirmed => Outcome::Confirmed {
+                output: self.output.as_ref(),
+            },
+            EffectStatus::Rejected => Outcome::Rejected { reason },
+            EffectStatus::Quarantined => Outcome::Quarantined { reason },
+            EffectStatus::OutcomeUnknown => Outcome::Unknown { reason },
+            EffectStatus::Prepared | EffectStatus::Dispatched => Outcome::InProgress,
+        }
     }
 
     /// Marks the result in progress when the operation is `dispatched` or

@@ -94,8 +94,8 @@ pub use effect_testkit as testkit;
 
 pub use effect_core::{
     EffectContract, EffectLedger, EffectLedgerExt, EffectRecord, EffectResult, EffectStatus,
-    FingerprintKey, KeyError, Keyring, MemoryLedger, OutcomeProbeResult, ProbeStatus, Redaction,
-    RedactionError, Redactor, SealError, SealingKey, Secret, UnknownOutcomePolicy,
+    FingerprintKey, KeyError, Keyring, MemoryLedger, Outcome, OutcomeProbeResult, ProbeStatus,
+    Redaction, RedactionError, Redactor, SealError, SealingKey, Secret, UnknownOutcomePolicy,
 };
 pub use effect_exec::{
     Audit, CallOptions, EffectExecutor, ExecError, ExecutorOptions, HandlerContext, HandlerError,
