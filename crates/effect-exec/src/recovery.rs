@@ -94,7 +94,7 @@ struct Durable {
 }
 
 /// Dispatches the operations whose caller is gone, from their stored intent;
-/// see the [module documentation](self).
+/// see docs/recovering-work.md.
 #[derive(Clone)]
 pub struct RecoveryWorker {
     executor: EffectExecutor,
