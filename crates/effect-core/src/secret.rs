@@ -52,6 +52,8 @@ pub const REDACTED_SECRET_REFUSED: &str =
 thread_local! {
     /// How many [`reveal`] scopes are open on this thread.
     static REVEAL_DEPTH: Cell<usize> = const { Cell::new(0) };
+    /// How many [`Secret`] values this thread has serialized in clear.
+    static REVEALED: Cell<u64> = const { Cell::new(0) };
 }
 
 /// A secret argument field: its value is only ever serialized inside
@@ -113,6 +115,7 @@ impl<T> fmt::Display for Secret<T> {
 impl<T: Serialize> Serialize for Secret<T> {
     fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
         if is_revealing() {
+            let _ = REVEALED.try_with(|count| count.set(count.get().wrapping_add(1)));
             self.0.serialize(serializer)
         } else {
             serializer.serialize_str(REDACTED)
@@ -158,6 +161,25 @@ pub fn reveal<R>(f: impl FnOnce() -> R) -> R {
     REVEAL_DEPTH.with(|depth| depth.set(depth.get().saturating_add(1)));
     let _scope = Scope;
     f()
+}
+
+/// [`reveal`], also saying whether any [`Secret`] was serialized in clear
+/// inside it: when none was, the value holds no secret, and its redacted
+/// form need not be computed.
+///
+/// ```
+/// use effect_core::secret::{reveal_counted, Secret};
+///
+/// let (_, revealed) = reveal_counted(|| serde_json::to_value(&Secret::new("tok")));
+/// assert!(revealed);
+/// let (_, revealed) = reveal_counted(|| serde_json::to_value("plain"));
+/// assert!(!revealed);
+/// ```
+pub fn reveal_counted<R>(f: impl FnOnce() -> R) -> (R, bool) {
+    let before = REVEALED.try_with(Cell::get).unwrap_or(0);
+    let result = reveal(f);
+    let after = REVEALED.try_with(Cell::get).unwrap_or(0);
+    (result, after != before)
 }
 
 /// Whether this thread is inside a [`reveal`] scope.

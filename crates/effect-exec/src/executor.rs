@@ -226,6 +226,18 @@ impl EffectExecutor {
         )
     }
 
+    /// True when the ledger time `at` (ISO-8601 UTC, docs/spec.md §8) is at
+    /// least `age` before the executor's clock. Timestamps of one format
+    /// order as text; an unreadable one counts as old.
+    pub(crate) fn older_than(&self, at: &str, age: std::time::Duration) -> bool {
+        let cutoff = self
+            .clock()
+            .now()
+            .checked_sub(age)
+            .unwrap_or(std::time::UNIX_EPOCH);
+        at <= effect_core::clock::format_timestamp(cutoff).as_str()
+    }
+
     /// The clock the executor times its waits on.
     pub(crate) fn clock(&self) -> &Arc<dyn Clock> {
         &self.clock
@@ -754,11 +766,21 @@ pub(crate) fn identify<A: Serialize + ?Sized>(
     keys: &Keys,
 ) -> Result<Identity, ExecError> {
     let invalid = |source| ExecError::InvalidArguments { source };
-    let revealed = effect_core::reveal(|| to_json_value(arguments)).map_err(invalid)?;
-    let redacted = contract
-        .redaction()
-        .apply(&to_json_value(arguments).map_err(invalid)?);
-    let secrets = redacted != revealed;
+    let (revealed, any_secret) = effect_core::secret::reveal_counted(|| to_json_value(arguments));
+    let revealed = revealed.map_err(invalid)?;
+    // Without a Secret field or a redaction path the two forms are one:
+    // the common call serializes once.
+    let redacted = if any_secret || !contract.redaction().is_empty() {
+        Some(
+            contract
+                .redaction()
+                .apply(&to_json_value(arguments).map_err(invalid)?),
+        )
+    } else {
+        None
+    };
+    let redacted = redacted.filter(|redacted| *redacted != revealed);
+    let secrets = redacted.is_some();
     let contract_error = |source| ExecError::Contract {
         contract: contract.name().to_owned(),
         source,
@@ -767,15 +789,13 @@ pub(crate) fn identify<A: Serialize + ?Sized>(
         call_guarded(|| contract.operation_id(&revealed.clone())).map_err(contract_error)?;
     let key = call_guarded(|| contract.provider_idempotency_key(&revealed.clone()))
         .map_err(contract_error)?;
-    let fingerprint = if secrets {
-        let view = effect_core::redaction::fingerprint_view(
+    let fingerprint = match &redacted {
+        Some(redacted) => RequestFingerprint::of_value(&effect_core::redaction::fingerprint_view(
             &revealed,
-            &redacted,
+            redacted,
             keys.fingerprint.as_deref(),
-        );
-        RequestFingerprint::of_value(&view)
-    } else {
-        RequestFingerprint::of_value(&revealed)
+        )),
+        None => RequestFingerprint::of_value(&revealed),
     };
     let intent = if contract.stores_intent() {
         Some(match &keys.keyring {
@@ -806,7 +826,7 @@ pub(crate) fn identify<A: Serialize + ?Sized>(
             provider_idempotency_key: key,
             intent,
         },
-        redactor: secrets.then(|| Arc::new(Redactor::new(&revealed, &redacted))),
+        redactor: redacted.map(|redacted| Arc::new(Redactor::new(&revealed, &redacted))),
         arguments: revealed,
     })
 }

@@ -486,20 +486,6 @@ impl EffectExecutor {
     }
 }
 
-impl EffectExecutor {
-    /// True when the ledger time `at` (ISO-8601 UTC, docs/spec.md §8) is at
-    /// least `age` before the executor's clock. Timestamps of one format
-    /// order as text; an unreadable one counts as old.
-    fn older_than(&self, at: &str, age: std::time::Duration) -> bool {
-        let cutoff = self
-            .clock()
-            .now()
-            .checked_sub(age)
-            .unwrap_or(std::time::UNIX_EPOCH);
-        at <= effect_core::clock::format_timestamp(cutoff).as_str()
-    }
-}
-
 /// A decision taken on one read of a record: applied only while that read holds.
 struct Decided<'c, 'a> {
     call: &'c Call<'a>,

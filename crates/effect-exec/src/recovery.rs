@@ -60,7 +60,6 @@ use std::sync::mpsc::{self, RecvTimeoutError};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
-use effect_core::clock::format_timestamp;
 use effect_core::evidence::PROBE_STATUS;
 use effect_core::{
     EffectContract, EffectLedger, EffectRecord, EffectResult, EffectStatus, ListQuery,
@@ -213,12 +212,8 @@ impl RecoveryWorker {
                 contract: contract.name().to_owned(),
             });
         }
-        let handler: DurableHandler = Arc::new(move |args, context| {
-            let output = handler(args, context)?;
-            effect_core::canonical::to_json_value(&output).map_err(|err| {
-                HandlerError::unknown(format!("handler output cannot be stored as JSON: {err}"))
-            })
-        });
+        let handler: DurableHandler =
+            Arc::new(move |args, context| output_json(handler(args, context)?));
         self.insert::<Value>(contract, handler);
         Ok(self)
     }
@@ -281,10 +276,7 @@ impl RecoveryWorker {
                     std::any::type_name::<A>()
                 ))
             })?;
-            let output = handler(args, context)?;
-            effect_core::canonical::to_json_value(&output).map_err(|err| {
-                HandlerError::unknown(format!("handler output cannot be stored as JSON: {err}"))
-            })
+            output_json(handler(args, context)?)
         });
         let mut worker = self;
         worker.insert::<A>(inner, handler);
@@ -314,20 +306,12 @@ impl RecoveryWorker {
                 ListQuery::with_status(status, MAX_LIST_LIMIT),
             )?);
         }
-        let recent_after = format_timestamp(
-            self.executor
-                .clock()
-                .now()
-                .checked_sub(self.min_age)
-                .unwrap_or(std::time::UNIX_EPOCH),
-        );
         let mut report = RecoveryReport::default();
         for record in candidates {
             report.examined += 1;
-            // Timestamps share one format (docs/spec.md §8), so they order
-            // as text; a Python timestamp without microseconds is off by less
-            // than a second, which only shifts the grace period.
-            if record.status == EffectStatus::Prepared && record.updated_at > recent_after {
+            if record.status == EffectStatus::Prepared
+                && !self.executor.older_than(&record.updated_at, self.min_age)
+            {
                 report.too_recent += 1;
                 continue;
             }
@@ -477,6 +461,14 @@ impl RecoveryWorker {
             }
         }
     }
+}
+
+/// A durable handler's output as JSON: one that cannot be is an unknown
+/// outcome, as for any handler.
+fn output_json<O: Serialize>(output: O) -> Result<Value, HandlerError> {
+    effect_core::canonical::to_json_value(&output).map_err(|err| {
+        HandlerError::unknown(format!("handler output cannot be stored as JSON: {err}"))
+    })
 }
 
 /// True when the stored arguments derive this very operation: its id and
