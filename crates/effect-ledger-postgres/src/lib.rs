@@ -55,11 +55,12 @@
 //! [`events_after`](effect_core::EffectLedger::events_after) cursor never
 //! skips an event that commits late, nor returns one twice. The rest of a
 //! transition (one read, one `effect_write` call) runs in parallel. The
-//! schema also records, with each event, the other writers still appending
-//! (`drawers`), and the cursor stops before an event one of them may precede:
-//! that lets appends commit in parallel under a shared lock, but one
-//! concurrent-writer run under load skipped two events with it, so the
-//! exclusive lock stays until that is explained (docs/performance.md).
+//! schema keeps a `drawers` column and the cursor stops before an event one
+//! of whose recorded writers is still in progress: a shared lock with each
+//! writer recording the others let appends commit in parallel, but one
+//! concurrent-writer run under load skipped two events with it, so writers
+//! record nobody and the exclusive lock stays until that is explained
+//! (docs/performance.md).
 //!
 //! # What a lease proves, and what it does not
 //!
