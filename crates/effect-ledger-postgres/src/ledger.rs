@@ -15,7 +15,7 @@ use crate::error::{Step, boxed, corrupt, from_pg, from_pool};
 use crate::options::PostgresOptions;
 use crate::pool::{Connection, Manager};
 use crate::row::{self, RecordParams};
-use crate::schema::{self, Schema, Statements};
+use crate::schema::{self, Schema, SchemaState, Statements};
 use crate::tls::Target;
 
 type Pool = r2d2::Pool<Manager>;
@@ -82,7 +82,7 @@ impl PostgresLedger {
         // where the pool would retry until its timeout and keep only a string.
         let mut client = connect_direct(&target)?;
         if options.migrate {
-            schema::migrate(&mut client, &schema)?;
+            schema::migrate(&mut client, &schema, options.create)?;
         } else {
             schema::check(&mut client, &schema)?;
         }
@@ -100,6 +100,21 @@ impl PostgresLedger {
             retries: options.transaction_retries,
             sleeper: std::sync::Arc::new(effect_core::ThreadSleeper),
         })
+    }
+
+    /// What the schema of `options` holds at `url`, read without writing
+    /// anything: nothing, an empty schema, someone else's tables, or a ledger
+    /// and its schema version. A caller that must not make a new ledger of a
+    /// misspelled schema, or of someone else's, looks first.
+    ///
+    /// # Errors
+    ///
+    /// As [`connect`](PostgresLedger::connect) for the URL, the schema name,
+    /// the TLS setup and the connection.
+    pub fn schema_state(url: &str, options: &PostgresOptions) -> Result<SchemaState, LedgerError> {
+        let schema = Schema::new(&options.schema)?;
+        let mut client = connect_direct(&target(url, options)?)?;
+        schema::state(&mut client, &schema)
     }
 
     /// Waits between the retries of a conflicting transaction through

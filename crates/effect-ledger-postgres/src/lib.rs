@@ -179,5 +179,5 @@ pub use ledger::{PostgresLedger, connect_client};
 pub use options::{DEFAULT_SCHEMA, PostgresOptions};
 /// The `postgres` driver, whose [`Client`](postgres::Client) [`connect_client`] returns.
 pub use postgres;
-pub use schema::SCHEMA_VERSION;
+pub use schema::{SCHEMA_VERSION, SchemaState};
 pub use tls::{SslMode, TlsError};

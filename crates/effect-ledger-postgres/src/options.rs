@@ -40,6 +40,8 @@ pub struct PostgresOptions {
     pub transaction_retries: u32,
     /// See [`PostgresOptions::migrate`].
     pub migrate: bool,
+    /// See [`PostgresOptions::create`].
+    pub create: bool,
     /// See [`PostgresOptions::ssl_mode`].
     pub ssl_mode: SslMode,
     /// See [`PostgresOptions::tls_ca_file`].
@@ -54,6 +56,7 @@ impl Default for PostgresOptions {
             connect_timeout: Duration::from_secs(10),
             transaction_retries: 16,
             migrate: true,
+            create: true,
             ssl_mode: SslMode::Prefer,
             tls_ca_file: None,
         }
@@ -62,7 +65,7 @@ impl Default for PostgresOptions {
 
 impl PostgresOptions {
     /// The schema holding the ledger's tables (default `effect_ledger`). It is
-    /// created on open. A name is 1 to 63 characters of lowercase ASCII letters,
+    /// created on open (see [`create`](PostgresOptions::create)). A name is 1 to 63 characters of lowercase ASCII letters,
     /// digits and `_`, starting with a letter or `_`, and not `pg_`-prefixed.
     #[must_use]
     pub fn schema(mut self, schema: impl Into<String>) -> Self {
@@ -94,6 +97,17 @@ impl PostgresOptions {
     #[must_use]
     pub fn migrate(mut self, migrate: bool) -> Self {
         self.migrate = migrate;
+        self
+    }
+
+    /// Whether a migrating open may create the ledger (the default) where the
+    /// schema holds none yet. With `false` such a schema is refused, under the
+    /// migration lock, and nothing is created; an existing ledger is still
+    /// migrated. Without [`migrate`](PostgresOptions::migrate) nothing is
+    /// created anyway.
+    #[must_use]
+    pub fn create(mut self, create: bool) -> Self {
+        self.create = create;
         self
     }
 

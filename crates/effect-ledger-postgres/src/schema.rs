@@ -11,8 +11,8 @@
 //! between the two stores without a conversion step.
 
 use effect_core::LedgerError;
-use postgres::Client;
 use postgres::types::Type;
+use postgres::{Client, GenericClient};
 
 use crate::error::{corrupt, from_pg};
 
@@ -214,7 +214,15 @@ impl Schema {
 /// Runs in one transaction under a transaction-level advisory lock, so several
 /// processes opening the same schema at once apply each migration exactly once
 /// and all see the finished result.
-pub(crate) fn migrate(client: &mut Client, schema: &Schema) -> Result<(), LedgerError> {
+///
+/// With `create` false a schema that holds no ledger yet is refused
+/// ([`LedgerError::InvalidInput`]), checked under the lock, so nothing is
+/// created.
+pub(crate) fn migrate(
+    client: &mut Client,
+    schema: &Schema,
+    create: bool,
+) -> Result<(), LedgerError> {
     let doing = "migrating the ledger schema";
     let pg = |err| from_pg(doing, err);
     let mut tx = client.transaction().map_err(pg)?;
@@ -223,6 +231,12 @@ pub(crate) fn migrate(client: &mut Client, schema: &Schema) -> Result<(), Ledger
         &[&schema.migration_lock_name()],
     )
     .map_err(pg)?;
+    if !create && !matches!(state(&mut tx, schema)?, SchemaState::Ledger { .. }) {
+        return Err(LedgerError::invalid_input(format!(
+            "no ledger in schema {:?}, and creating one was not allowed",
+            schema.name
+        )));
+    }
     let q = &schema.quoted;
     tx.batch_execute(&format!(
         "CREATE SCHEMA IF NOT EXISTS {q};
@@ -265,6 +279,73 @@ pub(crate) fn migrate(client: &mut Client, schema: &Schema) -> Result<(), Ledger
         .map_err(pg)?;
     }
     tx.commit().map_err(pg)
+}
+
+/// What a schema holds, as [`PostgresLedger::schema_state`](crate::PostgresLedger::schema_state)
+/// reads it without writing.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum SchemaState {
+    /// The schema does not exist.
+    Absent,
+    /// The schema exists and holds no table, view or sequence.
+    Empty,
+    /// The schema holds relations, but not a ledger's (no
+    /// `effect_schema_version` and `effect_operations` tables): someone else's.
+    Foreign,
+    /// A ledger, at this schema version (older ones need migrating).
+    Ledger {
+        /// `max(version)` of its `effect_schema_version` table (0 when empty).
+        version: i32,
+    },
+}
+
+/// Reads what `schema` holds, without writing.
+pub(crate) fn state(
+    client: &mut impl GenericClient,
+    schema: &Schema,
+) -> Result<SchemaState, LedgerError> {
+    let pg = |err| from_pg("reading the ledger schema", err);
+    let relations: Option<i64> = client
+        .query_typed_opt(
+            "SELECT (SELECT count(*) FROM pg_class c WHERE c.relnamespace = n.oid)
+             FROM pg_namespace n WHERE n.nspname = $1",
+            &[(&schema.name, Type::TEXT)],
+        )
+        .and_then(|row| row.map(|row| row.try_get(0)).transpose())
+        .map_err(pg)?;
+    let Some(relations) = relations else {
+        return Ok(SchemaState::Absent);
+    };
+    if relations == 0 {
+        return Ok(SchemaState::Empty);
+    }
+    let q = &schema.quoted;
+    let mut ledger_tables = 0;
+    for table in ["effect_schema_version", "effect_operations"] {
+        let exists: bool = client
+            .query_typed_one(
+                "SELECT to_regclass($1) IS NOT NULL",
+                &[(&format!("{q}.{table}"), Type::TEXT)],
+            )
+            .and_then(|row| row.try_get(0))
+            .map_err(pg)?;
+        ledger_tables += usize::from(exists);
+    }
+    if ledger_tables < 2 {
+        return Ok(SchemaState::Foreign);
+    }
+    let version: Option<i32> = client
+        .query_typed_one(
+            &format!("SELECT max(version) FROM {q}.effect_schema_version"),
+            &[],
+        )
+        .map_err(pg)?
+        .try_get(0)
+        .map_err(|err| corrupt("schema version is not an integer".to_owned(), err))?;
+    Ok(SchemaState::Ledger {
+        version: version.unwrap_or(0),
+    })
 }
 
 /// Checks, without writing, that `schema` holds a ledger at [`SCHEMA_VERSION`].

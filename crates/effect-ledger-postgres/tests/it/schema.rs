@@ -4,7 +4,7 @@ use effect_core::EffectLedgerExt as _;
 use std::time::Duration;
 
 use effect_core::{EffectLedger, LedgerErrorKind};
-use effect_ledger_postgres::{PostgresLedger, PostgresOptions, SCHEMA_VERSION};
+use effect_ledger_postgres::{PostgresLedger, PostgresOptions, SCHEMA_VERSION, SchemaState};
 
 use crate::support::{TestResult, TestSchema, new_operation, server_url};
 
@@ -234,5 +234,71 @@ fn refused_login_is_a_backend_error_with_a_source() -> TestResult {
         format!("{source:?}").contains("effect_no_such_database"),
         "{source:?}"
     );
+    Ok(())
+}
+
+/// Whether `schema` exists, and how many relations it holds.
+fn relations(schema: &TestSchema) -> Result<Option<i64>, Box<dyn std::error::Error>> {
+    let row = schema.admin()?.query_opt(
+        "SELECT (SELECT count(*) FROM pg_class c WHERE c.relnamespace = n.oid)
+         FROM pg_namespace n WHERE n.nspname = $1",
+        &[&schema.name],
+    )?;
+    Ok(row.map(|row| row.get(0)))
+}
+
+#[test]
+fn schema_state_reads_without_writing_and_create_false_never_creates() -> TestResult {
+    let Some(url) = server_url("schema_state_reads_without_writing") else {
+        return Ok(());
+    };
+    let schema = TestSchema::new(&url, "schema_state")?;
+    let state = || PostgresLedger::schema_state(&url, &schema.options());
+    assert_eq!(state()?, SchemaState::Absent);
+    assert_eq!(relations(&schema)?, None, "looking created the schema");
+
+    // A migrating open that may not create refuses a missing schema and an
+    // empty one, and writes nothing.
+    let no_create = schema.options().create(false);
+    let err = PostgresLedger::connect(&url, no_create.clone()).expect_err("nothing to migrate");
+    assert_eq!(err.kind(), LedgerErrorKind::InvalidInput, "{err:#}");
+    assert_eq!(
+        relations(&schema)?,
+        None,
+        "a refused open created the schema"
+    );
+    schema
+        .admin()?
+        .batch_execute(&format!("CREATE SCHEMA {}", schema.q()))?;
+    assert_eq!(state()?, SchemaState::Empty);
+    let err = PostgresLedger::connect(&url, no_create.clone()).expect_err("still nothing");
+    assert_eq!(err.kind(), LedgerErrorKind::InvalidInput, "{err:#}");
+    assert_eq!(
+        relations(&schema)?,
+        Some(0),
+        "a refused open created tables"
+    );
+
+    // Someone else's table: not a ledger.
+    schema
+        .admin()?
+        .batch_execute(&format!("CREATE TABLE {}.invoices (id int)", schema.q()))?;
+    assert_eq!(state()?, SchemaState::Foreign);
+    assert!(PostgresLedger::connect(&url, no_create.clone()).is_err());
+    assert_eq!(relations(&schema)?, Some(1));
+
+    // A ledger is seen with its version, and `create(false)` opens it.
+    schema
+        .admin()?
+        .batch_execute(&format!("DROP TABLE {}.invoices", schema.q()))?;
+    drop(schema.ledger()?);
+    assert_eq!(
+        state()?,
+        SchemaState::Ledger {
+            version: SCHEMA_VERSION
+        }
+    );
+    let ledger = PostgresLedger::connect(&url, no_create)?;
+    assert!(ledger.get("invoice:INV-1:capture")?.is_none());
     Ok(())
 }
