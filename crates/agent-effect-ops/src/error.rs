@@ -1,11 +1,9 @@
 //! Errors of the CLI itself, and the mapping of every error onto an exit code.
 
-use std::path::PathBuf;
 use std::process::ExitCode;
 
 use effect_core::{LedgerError, LedgerErrorKind};
 use effect_exec::ExecError;
-use effect_ledger_sqlite::SqliteError;
 
 /// Invalid input caught by the CLI before anything is opened or written.
 #[derive(Debug, thiserror::Error)]
@@ -36,27 +34,27 @@ pub enum InputError {
     },
     /// `--db` names no file.
     #[error(
-        "ledger file {path:?} does not exist; pass the path of an existing ledger with --db, or --create to make a new one"
+        "ledger file {location} does not exist; pass the path of an existing ledger with --db, or --create to make a new one"
     )]
     MissingLedger {
-        /// The path given.
-        path: PathBuf,
+        /// The path given, quoted.
+        location: String,
     },
     /// `--db` names an empty file: SQLite would make a new database of it.
     #[error(
-        "ledger file {path:?} is empty, not a ledger; pass the path of an existing ledger with --db"
+        "ledger file {location} is empty, not a ledger; pass the path of an existing ledger with --db, or --create to make a new one"
     )]
     EmptyLedger {
-        /// The path given.
-        path: PathBuf,
+        /// The path given, quoted.
+        location: String,
     },
     /// The ledger must be migrated before this version can read it.
     #[error(
-        "ledger {path:?} has an older schema (version {found}) and must be migrated before use; re-run with --migrate to migrate it in place"
+        "ledger {location} has an older schema (version {found}) and must be migrated before use; re-run with --migrate to migrate it in place"
     )]
     NeedsMigration {
-        /// The ledger file.
-        path: PathBuf,
+        /// The ledger file (quoted), or its PostgreSQL schema and database.
+        location: String,
         /// Its schema version.
         found: i64,
     },
@@ -129,27 +127,27 @@ pub struct HandlerMayStillRun {
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum OpenError {
-    /// Not a SQLite database, or someone else's database.
-    #[error("{path:?} is not a ledger: {why}")]
+    /// Not a SQLite database, or a database or schema without the ledger's tables.
+    #[error("{location} is not a ledger: {why}")]
     NotALedger {
-        /// The file.
-        path: std::path::PathBuf,
+        /// The file (quoted), or the PostgreSQL schema and database.
+        location: String,
         /// Why not.
         why: &'static str,
     },
     /// Another process held the lock too long.
-    #[error("ledger {path:?} stayed locked by another process for more than 5 seconds; retry")]
+    #[error("ledger {location} stayed locked by another process for more than 5 seconds; retry")]
     Busy {
-        /// The file.
-        path: std::path::PathBuf,
+        /// The file (quoted).
+        location: String,
     },
     /// The file or its directory cannot be written.
     #[error(
-        "ledger {path:?} cannot be opened for writing: the file or its directory is read-only for this user (writing needs the -wal and -shm files beside it)"
+        "ledger {location} cannot be opened for writing: the file or its directory is read-only for this user (writing needs the -wal and -shm files beside it)"
     )]
     ReadOnly {
-        /// The file.
-        path: std::path::PathBuf,
+        /// The file (quoted).
+        location: String,
     },
 }
 
@@ -201,7 +199,6 @@ impl Exit {
                 .downcast_ref::<ExecError>()
                 .and_then(ExecError::ledger_kind)
                 .or_else(|| cause.downcast_ref::<LedgerError>().map(LedgerError::kind))
-                .or_else(|| cause.downcast_ref::<SqliteError>().map(SqliteError::kind))
             {
                 return Exit::of_kind(kind);
             }

@@ -9,7 +9,6 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use anyhow::Context as _;
 use effect_core::clock::format_timestamp;
 use effect_core::{Clock, PruneReport, PruneRequest};
-use production_agent_systems::open::OpenOptions as LedgerOptions;
 
 use crate::error::InputError;
 use crate::open::Opened;
@@ -132,10 +131,9 @@ fn run_prune(
     clock: &Arc<dyn Clock>,
 ) -> anyhow::Result<PruneReport> {
     // A dry run only reads: it never opens a file for writing.
-    let options = LedgerOptions::default()
-        .clock(Arc::clone(clock))
-        .read_only(request.dry_run);
-    Ok(opened.reopen(options)?.prune(request, archive)?)
+    Ok(opened
+        .reopen(Arc::clone(clock), request.dry_run)?
+        .prune(request, archive)?)
 }
 
 fn default_archive(clock: &dyn Clock) -> PathBuf {

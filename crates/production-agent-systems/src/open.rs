@@ -25,10 +25,16 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 mod fresh;
+#[cfg(feature = "postgres")]
+mod postgres;
+#[cfg(feature = "sqlite")]
+mod sqlite;
 
 pub use fresh::{FreshLedger, open_fresh};
 
-use effect_core::{Clock, EffectLedger, LedgerError, MemoryLedger, PruneReport, PruneRequest};
+use effect_core::{
+    Clock, EffectLedger, LedgerError, LedgerErrorKind, MemoryLedger, PruneReport, PruneRequest,
+};
 
 /// Where a ledger lives, as written on a command line or in a configuration
 /// file: `postgres://…` or `postgresql://…` is a PostgreSQL database,
@@ -124,7 +130,7 @@ fn redacted(url: &str) -> String {
 
 /// How [`open`] opens each kind of store: the options of the store the URL
 /// names are used, the others ignored.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone)]
 #[non_exhaustive]
 pub struct OpenOptions {
     /// Options of a SQLite file.
@@ -135,6 +141,29 @@ pub struct OpenOptions {
     pub postgres: effect_ledger_postgres::PostgresOptions,
     /// The clock of a `memory:` ledger (default the system clock).
     pub memory_clock: Option<Arc<dyn Clock>>,
+    /// See [`OpenOptions::create`]: `None` until set, the store's own rule.
+    create: Option<bool>,
+    /// See [`OpenOptions::migrate`].
+    migrate: bool,
+    /// See [`OpenOptions::read_only`].
+    read_only: bool,
+}
+
+impl Default for OpenOptions {
+    /// Each store's default options: read-write, creating a missing ledger
+    /// and migrating an older one.
+    fn default() -> Self {
+        OpenOptions {
+            #[cfg(feature = "sqlite")]
+            sqlite: effect_ledger_sqlite::SqliteOptions::default(),
+            #[cfg(feature = "postgres")]
+            postgres: effect_ledger_postgres::PostgresOptions::default(),
+            memory_clock: None,
+            create: None,
+            migrate: true,
+            read_only: false,
+        }
+    }
 }
 
 /// The variable naming the PostgreSQL schema of a ledger opened from a URL,
@@ -155,15 +184,60 @@ impl OpenOptions {
     }
 
     /// Opens to read only: a SQLite file read-only, and neither store
-    /// created nor migrated.
+    /// created nor migrated. `read_only(true)` turns [`create`](Self::create)
+    /// and [`migrate`](Self::migrate) off; turn `create` on after it to make a
+    /// missing ledger first and then open it read-only.
     #[must_use]
     pub fn read_only(self, read_only: bool) -> Self {
-        let options = if read_only { self.migrate(false) } else { self };
+        let options = if read_only {
+            self.migrate(false).create(false)
+        } else {
+            self
+        };
         OpenOptions {
             #[cfg(feature = "sqlite")]
             sqlite: options.sqlite.read_only(read_only),
+            read_only,
             ..options
         }
+    }
+
+    /// Whether opening may make a new, empty ledger where there is none: a
+    /// missing or empty SQLite file, a PostgreSQL schema that does not exist
+    /// or holds nothing. A new ledger is made at the current schema version
+    /// whatever [`migrate`](Self::migrate) says. With `false` such a place is
+    /// [`OpenError::NotALedger`] and nothing is written: an empty ledger made
+    /// on the spot would make every operation look unknown.
+    ///
+    /// Once set, either way, any other place must hold the ledger's tables (of
+    /// any version) to be opened or migrated: a SQLite database without them,
+    /// a schema holding someone else's tables, is [`OpenError::NotALedger`].
+    /// Unset (the default), each store's own rule applies: a new ledger is
+    /// made only when migrating is allowed, and a migrating open adds the
+    /// ledger's tables to a SQLite database without tables or to the
+    /// PostgreSQL schema it is given.
+    ///
+    /// ```
+    /// use production_agent_systems::open::{NotALedger, OpenError, OpenOptions, open};
+    ///
+    /// let dir = tempfile::tempdir()?;
+    /// let path = dir.path().join("effects.sqlite3");
+    /// let path = path.to_str().ok_or("not UTF-8")?;
+    /// let err = open(path, OpenOptions::default().create(false)).expect_err("no file");
+    /// assert!(matches!(err, OpenError::NotALedger { reason: NotALedger::Missing, .. }));
+    /// assert!(std::fs::read_dir(dir.path())?.next().is_none(), "nothing written");
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    #[must_use]
+    pub fn create(mut self, create: bool) -> Self {
+        self.create = Some(create);
+        self
+    }
+
+    /// Whether a missing or empty place may become a new ledger, and whether
+    /// any other place must hold the ledger's tables (see [`create`](Self::create)).
+    fn creation(&self) -> (bool, bool) {
+        (self.create.unwrap_or(self.migrate), self.create.is_some())
     }
 
     /// The PostgreSQL schema (default `effect_ledger`).
@@ -189,9 +263,11 @@ impl OpenOptions {
         }
     }
 
-    /// Whether opening may create the ledger and migrate an older schema (the
-    /// default), for either store. With `false` an older schema is refused and
-    /// a missing PostgreSQL schema is an error.
+    /// Whether opening may migrate a ledger with an older schema (the
+    /// default), for either store. With `false` an older schema is
+    /// [`OpenError::NeedsMigration`]. With [`create`](Self::create) off, only
+    /// a place that holds the ledger's tables (of any version) is migrated:
+    /// anything else is [`OpenError::NotALedger`], never made a ledger.
     #[must_use]
     pub fn migrate(self, allowed: bool) -> Self {
         OpenOptions {
@@ -199,6 +275,7 @@ impl OpenOptions {
             sqlite: self.sqlite.migrate(allowed),
             #[cfg(feature = "postgres")]
             postgres: self.postgres.migrate(allowed),
+            migrate: allowed,
             ..self
         }
     }
@@ -264,6 +341,18 @@ impl Ledger {
             #[cfg(feature = "sqlite")]
             Ledger::Sqlite(ledger) => Some(ledger.path()),
             _ => None,
+        }
+    }
+
+    /// Whether a read-only open of a SQLite file reads it as an immutable
+    /// snapshot (this user cannot write its directory and no agent has it
+    /// open), so work written after the open is not seen; see
+    /// `SqliteLedger::is_immutable_snapshot`. Always `false` for other stores.
+    pub fn is_snapshot(&self) -> bool {
+        match self {
+            #[cfg(feature = "sqlite")]
+            Ledger::Sqlite(ledger) => ledger.is_immutable_snapshot(),
+            _ => false,
         }
     }
 
@@ -361,9 +450,7 @@ pub fn open_url(url: &LedgerUrl, options: OpenOptions) -> Result<Ledger, OpenErr
             None => MemoryLedger::new(),
         }))),
         #[cfg(feature = "sqlite")]
-        LedgerUrl::Sqlite(path) => Ok(Ledger::Sqlite(Arc::new(
-            effect_ledger_sqlite::SqliteLedger::open(path, options.sqlite)?,
-        ))),
+        LedgerUrl::Sqlite(path) => sqlite::open(path, options),
         #[cfg(not(feature = "sqlite"))]
         LedgerUrl::Sqlite(_) => {
             drop(options);
@@ -373,10 +460,7 @@ pub fn open_url(url: &LedgerUrl, options: OpenOptions) -> Result<Ledger, OpenErr
             })
         }
         #[cfg(feature = "postgres")]
-        LedgerUrl::Postgres(text) => Ok(Ledger::Postgres(Arc::new(
-            effect_ledger_postgres::PostgresLedger::connect(text, options.postgres)
-                .map_err(OpenError::Postgres)?,
-        ))),
+        LedgerUrl::Postgres(text) => postgres::open(text, options),
         #[cfg(not(feature = "postgres"))]
         LedgerUrl::Postgres(_) => {
             drop(options);
@@ -403,10 +487,51 @@ pub enum OpenError {
         /// The cargo feature that adds the store.
         feature: &'static str,
     },
-    /// The SQLite store refused the file.
+    /// There is no ledger there: nothing, or something else. Nothing was
+    /// written.
+    #[error("{location} is not a ledger: {reason}")]
+    NotALedger {
+        /// The file (quoted) or the PostgreSQL schema and database (without
+        /// a password).
+        location: String,
+        /// What is there instead.
+        reason: NotALedger,
+        /// The store's own error, when it found out.
+        #[source]
+        source: Option<LedgerError>,
+    },
+    /// The ledger has an older schema, and the options do not allow
+    /// migrating it. Nothing was written.
+    #[error("the ledger {location} has an older schema (version {found}) and needs migrating")]
+    NeedsMigration {
+        /// As in [`OpenError::NotALedger`].
+        location: String,
+        /// Its schema version.
+        found: i64,
+    },
+    /// Another process held the ledger locked past the busy timeout.
+    #[error("the ledger {location} stayed locked by another process past the busy timeout")]
+    Busy {
+        /// As in [`OpenError::NotALedger`].
+        location: String,
+        /// The store's error.
+        #[source]
+        source: LedgerError,
+    },
+    /// Opening needs to write (a SQLite file's `-wal` and `-shm` files, a
+    /// migration) and this user cannot.
+    #[error("the ledger {location} cannot be opened for writing by this user")]
+    ReadOnly {
+        /// As in [`OpenError::NotALedger`].
+        location: String,
+        /// The store's error.
+        #[source]
+        source: LedgerError,
+    },
+    /// The SQLite store refused the file for another reason.
     #[cfg(feature = "sqlite")]
     #[error(transparent)]
-    Sqlite(#[from] effect_ledger_sqlite::SqliteError),
+    Sqlite(effect_ledger_sqlite::SqliteError),
     /// The PostgreSQL store could not connect or open its schema.
     #[error(transparent)]
     Postgres(LedgerError),
@@ -421,12 +546,73 @@ pub enum OpenError {
     },
 }
 
+/// What is where a ledger was expected ([`OpenError::NotALedger`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum NotALedger {
+    /// No file at the path.
+    Missing,
+    /// An empty file, which SQLite would make a new database of.
+    EmptyFile,
+    /// A file that is not a SQLite database (or is damaged or encrypted).
+    NotADatabase,
+    /// A database or schema that holds none of the ledger's tables.
+    NoLedgerTables,
+    /// A database or schema that holds someone else's tables.
+    ForeignTables,
+    /// The PostgreSQL schema does not exist.
+    NoSchema,
+}
+
+impl fmt::Display for NotALedger {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            NotALedger::Missing => "it does not exist",
+            NotALedger::EmptyFile => "it is an empty file",
+            NotALedger::NotADatabase => "it is not a SQLite database",
+            NotALedger::NoLedgerTables => "it holds none of the ledger's tables",
+            NotALedger::ForeignTables => "it holds tables of something else",
+            NotALedger::NoSchema => "the schema does not exist",
+        })
+    }
+}
+
+impl OpenError {
+    /// The backend-neutral kind of this error, as its [`LedgerError`] has it:
+    /// [`InvalidInput`](LedgerErrorKind::InvalidInput) for a string or a
+    /// place that names no ledger, [`Unsupported`](LedgerErrorKind::Unsupported)
+    /// for a ledger that needs migrating, and so on.
+    pub fn kind(&self) -> LedgerErrorKind {
+        match self {
+            OpenError::Empty | OpenError::NotBuilt { .. } | OpenError::NotALedger { .. } => {
+                LedgerErrorKind::InvalidInput
+            }
+            OpenError::NeedsMigration { .. } => LedgerErrorKind::Unsupported,
+            OpenError::Busy { .. } => LedgerErrorKind::Unavailable,
+            OpenError::ReadOnly { source, .. } => source.kind(),
+            #[cfg(feature = "sqlite")]
+            OpenError::Sqlite(err) => err.kind(),
+            OpenError::Postgres(err) => err.kind(),
+            OpenError::Fresh { .. } => LedgerErrorKind::Backend,
+        }
+    }
+}
+
 impl From<OpenError> for LedgerError {
     fn from(err: OpenError) -> LedgerError {
         match err {
             #[cfg(feature = "sqlite")]
             OpenError::Sqlite(err) => err.into(),
             OpenError::Postgres(err) => err,
+            OpenError::NotALedger {
+                source: Some(source),
+                ..
+            }
+            | OpenError::Busy { source, .. }
+            | OpenError::ReadOnly { source, .. } => source,
+            OpenError::NeedsMigration { .. } => LedgerError::Unsupported {
+                capability: "opening a ledger that needs migrating without migrating it",
+            },
             other => LedgerError::invalid_input(other.to_string()),
         }
     }

@@ -69,17 +69,26 @@ fn prune_archives_then_deletes_terminal_operations_and_a_dry_run_changes_nothing
 
     let archive = dir.path().join("archive.jsonl");
     let archive_arg = archive.to_str().unwrap();
-    let pruned = json(&bin_on(
-        &db,
-        &[
-            "prune",
-            "--ignore-min-retention",
-            "--before",
-            BEFORE,
-            "--archive",
-            archive_arg,
-        ],
-    ));
+    let prune = [
+        "prune",
+        "--ignore-min-retention",
+        "--before",
+        BEFORE,
+        "--archive",
+        archive_arg,
+    ];
+    // Pruning writes, and the Python package's file is an older schema:
+    // without --migrate it is refused, and neither migrated nor archived.
+    let (code, stderr) = failure(&bin_on(&db, &prune));
+    assert_eq!(code, i32::from(Exit::Usage.code()), "{stderr}");
+    assert!(stderr.contains("re-run with --migrate"), "{stderr}");
+    assert_eq!(
+        snapshot_dir(dir.path()),
+        before_files,
+        "a refused prune writes nothing"
+    );
+    let migrate_and_prune: Vec<&str> = ["--migrate"].into_iter().chain(prune).collect();
+    let pruned = json(&bin_on(&db, &migrate_and_prune));
     assert_eq!(pruned["operations"], terminal);
     assert_eq!(pruned["archive"], archive_arg);
     let lines: Vec<ArchivedOperation> = std::fs::read_to_string(&archive)
@@ -94,17 +103,7 @@ fn prune_archives_then_deletes_terminal_operations_and_a_dry_run_changes_nothing
     assert!(after.iter().all(|s| s != "confirmed" && s != "rejected"));
 
     // An existing archive is never overwritten.
-    let again = bin_on(
-        &db,
-        &[
-            "prune",
-            "--ignore-min-retention",
-            "--before",
-            BEFORE,
-            "--archive",
-            archive_arg,
-        ],
-    );
+    let again = bin_on(&db, &prune);
     assert_eq!(failure(&again).0, i32::from(Exit::Failure.code()));
     let bad = bin_on(
         &db,

@@ -123,7 +123,9 @@ fn read_commands_neither_create_nor_migrate_and_run_with_select_only() {
         let (code, stderr) = crate::support::failure(&output);
         assert_eq!(code, 2, "{command:?}: {stderr}");
         assert!(
-            stderr.contains(&format!("no ledger in schema \"{missing}\"")),
+            stderr.contains(&format!(
+                "schema \"{missing}\" at {url} is not a ledger: the schema does not exist"
+            )),
             "{stderr}"
         );
     }
@@ -213,5 +215,109 @@ fn the_tool_reads_over_verified_tls_and_a_missing_ca_file_is_exit_2() {
     let mut client = postgres::Client::connect(&url, postgres::NoTls).unwrap();
     client
         .batch_execute(&format!("DROP SCHEMA IF EXISTS {schema} CASCADE"))
+        .unwrap();
+}
+
+/// Whether `schema` exists, and how many tables, views and sequences it holds.
+fn relations(admin: &mut postgres::Client, schema: &str) -> Option<i64> {
+    admin
+        .query_opt(
+            "SELECT (SELECT count(*) FROM pg_class c WHERE c.relnamespace = n.oid)
+             FROM pg_namespace n WHERE n.nspname = $1",
+            &[&schema],
+        )
+        .unwrap()
+        .map(|row| row.get(0))
+}
+
+#[test]
+fn a_schema_without_the_ledgers_tables_is_not_a_ledger_and_only_create_makes_one() {
+    let Some(url) = server() else { return };
+    let pid = std::process::id();
+    let mut admin = postgres::Client::connect(&url, postgres::NoTls).unwrap();
+    let audit = [
+        "--actor",
+        "on-call",
+        "--reason",
+        "seen at the provider",
+        "--evidence-reference",
+        "INC-1",
+    ];
+    let reject: Vec<&str> = ["reject", "invoice:INV-1:capture"]
+        .into_iter()
+        .chain(audit)
+        .collect();
+    let commands: [&[&str]; 5] = [
+        &["list"],
+        &["--migrate", "list"],
+        &["stats", "--migrate"],
+        &reject,
+        &["prune", "--older-than", "30d", "--migrate"],
+    ];
+
+    // A missing schema, an empty one and one holding someone else's table:
+    // each is "not a ledger" (exit 2, one line), with --migrate or not, and
+    // nothing is created in it.
+    let missing = format!("ops_nothing_{pid}");
+    let empty = format!("ops_empty_{pid}");
+    let foreign = format!("ops_foreign_{pid}");
+    admin
+        .batch_execute(&format!(
+            "DROP SCHEMA IF EXISTS {missing} CASCADE;
+             DROP SCHEMA IF EXISTS {empty} CASCADE; CREATE SCHEMA {empty};
+             DROP SCHEMA IF EXISTS {foreign} CASCADE; CREATE SCHEMA {foreign};
+             CREATE TABLE {foreign}.invoices (id int);"
+        ))
+        .unwrap();
+    for (schema, why, relations_before) in [
+        (&missing, "the schema does not exist", None),
+        (
+            &empty,
+            "the schema holds none of the ledger's tables; pass --create to make a new ledger there",
+            Some(0),
+        ),
+        (
+            &foreign,
+            "the schema holds the tables of something else",
+            Some(1),
+        ),
+    ] {
+        for command in commands {
+            let (code, stderr) = crate::support::failure(&ops(&url, schema, command));
+            assert_eq!(code, 2, "{schema} {command:?}: {stderr}");
+            assert!(
+                stderr.starts_with(&format!(
+                    "error: schema \"{schema}\" at {url} is not a ledger: {why}"
+                )),
+                "{schema} {command:?}: {stderr}"
+            );
+            assert_eq!(
+                relations(&mut admin, schema),
+                relations_before,
+                "{schema} {command:?} wrote to the database"
+            );
+        }
+    }
+
+    // --create makes a new, empty ledger in a missing or an empty schema,
+    // but never in someone else's.
+    for schema in [&missing, &empty] {
+        let created: Value =
+            serde_json::from_str(&success(&ops(&url, schema, &["--create", "stats"]))).unwrap();
+        assert_eq!(created["total"], 0, "{schema}: {created}");
+        assert!(relations(&mut admin, schema).unwrap_or(0) > 0, "{schema}");
+        // Then it is a ledger, for every command.
+        let listed: Value = serde_json::from_str(&success(&ops(&url, schema, &["list"]))).unwrap();
+        assert_eq!(listed, Value::Array(Vec::new()));
+    }
+    let (code, stderr) = crate::support::failure(&ops(&url, &foreign, &["--create", "stats"]));
+    assert_eq!(code, 2, "{stderr}");
+    assert_eq!(relations(&mut admin, &foreign), Some(1));
+
+    admin
+        .batch_execute(&format!(
+            "DROP SCHEMA IF EXISTS {missing} CASCADE; DROP SCHEMA IF EXISTS {empty} CASCADE;
+             DROP SCHEMA IF EXISTS {foreign} CASCADE;"
+        ))
         .unwrap();
 }

@@ -1,6 +1,8 @@
 //! The facade's `open`: the throwaway forms and what a binary needs besides
 //! the trait (a writable re-open, backup, prune), without naming a store.
 
+use std::path::Path;
+
 use effect_core::{EffectLedgerExt as _, NewOperation, PruneRequest, RequestFingerprint};
 use production_agent_systems::open::{Ledger, LedgerUrl, OpenOptions, open, open_fresh};
 
@@ -142,4 +144,113 @@ fn a_fresh_postgres_schema_is_dropped_when_removed() {
     assert_eq!(exists(&schema), 1);
     fresh.remove().unwrap();
     assert_eq!(exists(&schema), 0);
+}
+
+/// `create(false)` refuses a missing or empty file and writes nothing; once
+/// `create` is set, a migrating open never makes a ledger of a database
+/// without the ledger's tables; an older schema without `migrate` is typed.
+#[test]
+fn only_create_makes_a_ledger_and_every_refusal_is_typed() {
+    use production_agent_systems::open::{NotALedger, OpenError};
+
+    let dir = tempfile::tempdir().unwrap();
+    let missing = dir.path().join("missing.sqlite3");
+    let missing_text = missing.to_str().unwrap();
+    let refused = open(missing_text, OpenOptions::default().create(false)).unwrap_err();
+    assert!(
+        matches!(
+            refused,
+            OpenError::NotALedger {
+                reason: NotALedger::Missing,
+                ..
+            }
+        ),
+        "{refused:?}"
+    );
+    assert!(!missing.exists());
+
+    let empty = dir.path().join("empty.sqlite3");
+    std::fs::write(&empty, b"").unwrap();
+    let refused = open(
+        empty.to_str().unwrap(),
+        OpenOptions::default().create(false),
+    )
+    .unwrap_err();
+    assert!(
+        matches!(
+            refused,
+            OpenError::NotALedger {
+                reason: NotALedger::EmptyFile,
+                ..
+            }
+        ),
+        "{refused:?}"
+    );
+    assert_eq!(std::fs::read(&empty).unwrap(), b"");
+
+    // A database with a table of its own is never made a ledger.
+    let foreign = dir.path().join("customers.sqlite3");
+    rusqlite::Connection::open(&foreign)
+        .unwrap()
+        .execute_batch("CREATE TABLE customers (id INTEGER)")
+        .unwrap();
+    let bytes = std::fs::read(&foreign).unwrap();
+    for options in [
+        OpenOptions::default().create(true),
+        OpenOptions::default().create(false),
+        OpenOptions::default().read_only(true),
+    ] {
+        let refused = open(foreign.to_str().unwrap(), options).unwrap_err();
+        assert!(
+            matches!(
+                refused,
+                OpenError::NotALedger {
+                    reason: NotALedger::NoLedgerTables,
+                    ..
+                }
+            ),
+            "{refused:?}"
+        );
+        assert_eq!(refused.kind(), effect_core::LedgerErrorKind::InvalidInput);
+    }
+    assert_eq!(std::fs::read(&foreign).unwrap(), bytes, "written");
+
+    // `create(true)` after `read_only(true)` makes the ledger, then reads it.
+    let made = open(
+        missing_text,
+        OpenOptions::default().read_only(true).create(true),
+    )
+    .unwrap();
+    assert!(made.as_dyn().prepare("op-1", &op(1)).is_err(), "read-only");
+    assert!(open(missing_text, OpenOptions::default().create(false)).is_ok());
+
+    // The Python package's file has an older schema.
+    let python = dir.path().join("python.sqlite3");
+    std::fs::copy(
+        Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../../fixtures/python/python-ledger-v1.sqlite3"),
+        &python,
+    )
+    .unwrap();
+    let mut permissions = std::fs::metadata(&python).unwrap().permissions();
+    #[allow(clippy::permissions_set_readonly_false)] // Unix: the copy is its owner's to write.
+    permissions.set_readonly(false);
+    std::fs::set_permissions(&python, permissions).unwrap();
+    let refused = open(
+        python.to_str().unwrap(),
+        OpenOptions::default().migrate(false).create(false),
+    )
+    .unwrap_err();
+    assert!(
+        matches!(refused, OpenError::NeedsMigration { found: 0, .. }),
+        "{refused:?}"
+    );
+    assert!(
+        open(
+            python.to_str().unwrap(),
+            OpenOptions::default().create(false)
+        )
+        .is_ok(),
+        "an older ledger is migrated"
+    );
 }
