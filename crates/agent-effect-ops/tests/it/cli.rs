@@ -42,22 +42,31 @@ fn shell_words(line: &str) -> Vec<String> {
     words
 }
 
-/// The `agent-effect-ops` commands in the runbook's shell blocks, with line
+/// The `agent-effect-ops` commands in the runbook's shell blocks and in its
+/// walk-through's sessions (without their `$ ` prompt), with line
 /// continuations joined.
 fn documented_commands() -> Vec<String> {
     let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../docs/operations.md");
     let text = std::fs::read_to_string(path).unwrap();
     let mut commands = Vec::new();
     let mut in_block = false;
+    let mut session = false;
     let mut pending = String::new();
     for line in text.lines() {
-        let trimmed = line.trim();
+        let mut trimmed = line.trim();
         if trimmed.starts_with("```") {
-            in_block = trimmed == "```sh";
+            in_block = trimmed == "```sh" || trimmed == "```console";
+            session = trimmed == "```console";
             continue;
         }
         if !in_block {
             continue;
+        }
+        if session && pending.is_empty() {
+            match trimmed.strip_prefix("$ ") {
+                Some(command) => trimmed = command,
+                None => continue,
+            }
         }
         if pending.is_empty() && !trimmed.starts_with("agent-effect-ops ") {
             continue;

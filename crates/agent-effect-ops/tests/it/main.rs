@@ -14,3 +14,4 @@ mod readonly;
 mod resolve;
 mod stale;
 mod support;
+mod walkthrough;
