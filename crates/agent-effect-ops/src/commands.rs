@@ -376,10 +376,21 @@ fn resolve(
     } = resolution.action
     {
         let now = effect_core::clock::unix_seconds(clock.now());
-        let lease_live = current.lease_until.is_some_and(|until| until > now);
-        if current.handler_may_still_be_running() || lease_live {
+        let why = match current.lease_until {
+            _ if current.handler_may_still_be_running() => Some(
+                "its evidence says a previous handler may still be running (a missed deadline or an expired lease)"
+                    .to_owned(),
+            ),
+            Some(until) if until > now => Some(format!(
+                "its dispatch lease is live until {}",
+                crate::timestamp::format_unix_seconds(until)
+            )),
+            _ => None,
+        };
+        if let Some(why) = why {
             return Err(HandlerMayStillRun {
                 operation_id: id.to_owned(),
+                why,
             }
             .into());
         }

@@ -113,11 +113,13 @@ pub enum InputError {
 /// (exit code 4).
 #[derive(Debug, thiserror::Error)]
 #[error(
-    "cannot authorize a retry of operation {operation_id:?}: its evidence says a previous handler may still be running (a missed deadline or an expired lease), so a retry could send the request twice; pass --handler-stopped once you know it stopped"
+    "cannot authorize a retry of operation {operation_id:?}: {why}, so a retry could send the request twice; pass --handler-stopped once you know it stopped"
 )]
 pub struct HandlerMayStillRun {
     /// The operation id.
     pub operation_id: String,
+    /// What the record shows.
+    pub why: String,
 }
 
 /// A ledger file the CLI cannot use, in the CLI's words (exit code 2 for a

@@ -54,18 +54,25 @@ fn prune_archives_then_deletes_terminal_operations_and_a_dry_run_changes_nothing
         "a dry run writes nothing"
     );
 
-    let unresolved = bin_on(
-        &db,
-        &[
-            "prune",
-            "--ignore-min-retention",
-            "--before",
-            BEFORE,
-            "--status",
-            "quarantined",
-        ],
-    );
-    assert_eq!(failure(&unresolved).0, i32::from(Exit::Usage.code()));
+    // Unresolved and active operations are never pruned: asking is a usage
+    // error in one line, and nothing is written.
+    for status in ["quarantined", "outcome_unknown", "prepared", "dispatched"] {
+        let unresolved = bin_on(
+            &db,
+            &[
+                "prune",
+                "--ignore-min-retention",
+                "--before",
+                BEFORE,
+                "--status",
+                status,
+            ],
+        );
+        let (code, stderr) = failure(&unresolved);
+        assert_eq!(code, i32::from(Exit::Usage.code()), "{status}: {stderr}");
+        assert!(stderr.contains(status), "{status}: {stderr}");
+        assert_eq!(snapshot_dir(dir.path()), before_files, "{status}: written");
+    }
 
     let archive = dir.path().join("archive.jsonl");
     let archive_arg = archive.to_str().unwrap();

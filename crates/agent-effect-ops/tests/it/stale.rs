@@ -219,3 +219,70 @@ fn events_print_a_json_array_and_resolutions_the_python_fields() {
     assert_eq!(confirmed["provider_operation_id"], "pay-1");
     assert!(confirmed.get("retry_authorized").is_none());
 }
+
+/// An uncertain operation whose record still holds a live dispatch lease
+/// (its worker may still be running): `authorize-retry` is refused in one
+/// line that says so, exit code 4, and the file is not written; the
+/// operator's `--handler-stopped` authorizes it.
+#[test]
+fn authorize_retry_is_refused_while_the_dispatch_lease_is_live() {
+    let (_dir, db) = ledger(0);
+    {
+        let ledger = SqliteLedger::open(&db, SqliteOptions::default()).unwrap();
+        assert!(
+            ledger
+                .mark_outcome_unknown(
+                    "stale",
+                    Some("worker-stale"),
+                    "connection reset",
+                    &effect_core::Evidence::new(),
+                )
+                .unwrap()
+        );
+    }
+    // As a writer that keeps the lease on an uncertain record leaves it,
+    // live until 2100-01-01.
+    let until = 4_102_444_800.0_f64;
+    rusqlite::Connection::open(&db)
+        .unwrap()
+        .execute(
+            "UPDATE effect_operations SET lease_until = ?1 WHERE operation_id = 'stale'",
+            [until],
+        )
+        .unwrap();
+    let shown = json(&db, &["show", "stale"]);
+    assert_eq!(shown["status"], "outcome_unknown");
+    assert!(
+        shown["evidence"]
+            .get("handler_may_still_be_running")
+            .is_none()
+    );
+
+    let mut args = vec!["authorize-retry", "stale"];
+    args.extend(AUDIT);
+    let bytes = std::fs::read(&db).unwrap();
+    let events = json(&db, &["events", "stale"]).as_array().unwrap().len();
+    let (exit, stderr) = failure(&bin_on(&db, &args));
+    assert_eq!(exit, i32::from(Exit::NotAllowed.code()), "{stderr}");
+    assert!(
+        stderr.starts_with(
+            "error: cannot authorize a retry of operation \"stale\": its dispatch lease is live until 2100-01-01T00:00:00"
+        ) && stderr.ends_with(
+            ", so a retry could send the request twice; pass --handler-stopped once you know it stopped"
+        ),
+        "{stderr}"
+    );
+    assert_eq!(std::fs::read(&db).unwrap(), bytes, "a refused retry wrote");
+    assert_eq!(
+        json(&db, &["events", "stale"]).as_array().unwrap().len(),
+        events
+    );
+
+    args.push("--handler-stopped");
+    let retried = json(&db, &args);
+    assert_eq!(retried["status"], "prepared");
+    assert_eq!(
+        retried["event"]["data"]["evidence"]["handler_stopped_asserted"],
+        true
+    );
+}
