@@ -11,9 +11,10 @@ const EXIT_CODES: &str = "\
 Exit codes:
   0  success
   1  the ledger failed (unreadable, locked past the busy timeout, corrupt) or output could not be written
-  2  usage error or invalid input: a bad flag, a missing or empty --db file, a file that is not a
-     ledger, invalid --output-json, a prune cutoff in the future or younger than --min-retention,
-     an empty --actor/--reason/--evidence-reference, a ledger that needs --migrate
+  2  usage error or invalid input: a bad flag, a missing or empty --db file or schema (without
+     --create), a file or schema that is not a ledger, invalid --output-json, a prune cutoff in
+     the future or younger than --min-retention, an empty --actor/--reason/--evidence-reference,
+     a ledger that needs --migrate
   3  the operation does not exist
   4  the transition is not allowed from the operation's current status
      (only outcome_unknown and quarantined operations can be resolved manually; authorize-retry
@@ -51,17 +52,17 @@ people. list never prints outputs, arguments or evidence.";
     after_long_help = EXIT_CODES,
 )]
 pub struct Cli {
-    /// The ledger: the path of an existing SQLite file (created only with
-    /// --create), or a
-    /// PostgreSQL database as a postgres:// URL (schema from
-    /// EFFECT_LEDGER_SCHEMA, default effect_ledger).
+    /// The ledger: the path of an existing SQLite file, or a PostgreSQL
+    /// database as a postgres:// URL (schema from EFFECT_LEDGER_SCHEMA,
+    /// default effect_ledger); either is created only with --create.
     /// Accepted before or after the command.
     #[arg(long, value_name = "PATH|URL", global = true)]
     pub db: Option<LedgerUrl>,
 
-    /// Create a new, empty SQLite ledger when --db names no file (or an
-    /// empty one). Without it a missing file is an error: a ledger made on
-    /// the spot would show no operations, a false all-clear.
+    /// Create a new, empty ledger when --db names no file (or an empty one),
+    /// or a PostgreSQL schema that does not exist (or holds nothing). Without
+    /// it either is refused (exit code 2): a ledger made on the spot would
+    /// show no operations, a false all-clear.
     #[arg(long, global = true)]
     pub create: bool,
 

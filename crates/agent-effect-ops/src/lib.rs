@@ -17,16 +17,19 @@
 //! Manual resolutions go through [`effect_exec::EffectExecutor`]'s audited
 //! resolution, so the same rules apply as in code: only from `outcome_unknown`
 //! or `quarantined`, with a non-empty actor, reason and evidence reference. The
-//! store is chosen here from `--db`: a SQLite file (`effect-ledger-sqlite`), or
-//! a `postgres://` URL (`effect-ledger-postgres`, feature `postgres`). The runbook and the JSON field
-//! names are in `docs/operations.md`; the exit codes are [`Exit`].
+//! store is chosen from `--db` through the facade's `open`
+//! (`production_agent_systems::open`), which this crate names no store
+//! type besides: a SQLite file, or a `postgres://` URL (feature `postgres`).
+//! Only a place that holds the ledger's tables is opened; `--create` makes a
+//! new ledger of a missing or empty file or schema. The runbook and the JSON
+//! field names are in `docs/operations.md`; the exit codes are [`Exit`].
 //!
 //! The library target exists so the commands can be tested in-process
 //! ([`run`] writes to any [`std::io::Write`]); it is not a stable API.
 //!
 //! # Feature flags
 //!
-//! None.
+//! - `postgres` (default): `--db postgres://...`, a PostgreSQL ledger.
 
 mod cli;
 mod commands;
