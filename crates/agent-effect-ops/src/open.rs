@@ -78,7 +78,7 @@ pub fn open(
 ) -> anyhow::Result<Opened> {
     #[cfg(not(feature = "postgres"))]
     if db.is_postgres() {
-        return Err(crate::error::InputError::PostgresNotBuilt.into());
+        return Err(InputError::PostgresNotBuilt.into());
     }
     let options = OpenOptions::default()
         .clock(clock)

@@ -94,8 +94,9 @@ fn line_matches(pattern: &str, line: &str) -> bool {
 }
 
 /// The directory holding both binaries: agent-effect-ops's, where cargo
-/// built agent-effect too (the workspace's tests build every binary; a run of
-/// this crate's tests alone builds it here first).
+/// builds agent-effect too. The workspace's tests build every binary first; a
+/// run of this crate's tests alone uses the agent-effect found there, and
+/// builds it when there is none (rebuild it after changing agent-effect).
 fn binaries() -> PathBuf {
     let ops = PathBuf::from(env!("CARGO_BIN_EXE_agent-effect-ops"));
     let dir = ops.parent().unwrap().to_owned();
