@@ -11,8 +11,12 @@ use std::fmt;
 use std::sync::{Mutex, MutexGuard};
 
 use crate::checkpoint::Checkpoint;
-use crate::error::StoreError;
 use crate::trace::{AuditRecord, TraceEvent};
+
+pub use crate::error::StoreError;
+#[cfg(feature = "sqlite-checkpoints")]
+#[cfg_attr(docsrs, doc(cfg(feature = "sqlite-checkpoints")))]
+pub use crate::sqlite::SqliteCheckpointStore;
 
 /// Stores trace events, per run, in sequence order.
 pub trait EventStore: Send + Sync + fmt::Debug {

@@ -5,11 +5,12 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use agent_runtime::checkpoint::PendingStage;
+use agent_runtime::trace::{AuditKind, ToolResultStatus, TraceEventKind};
 use agent_runtime::{
-    Action, AgentRuntime, AsyncAgentRuntime, AsyncPlanner, AuditKind, DeterministicPlanner,
-    EffectKind, PendingStage, PermissionPolicy, PlanContext, PlannerError, ReplaySummary,
-    RetryPolicy, RunError, RunOptions, RunStatus, StepFuture, Task, ToolDefinition, ToolError,
-    ToolRegistry, ToolResultStatus, TraceEventKind,
+    Action, AgentRuntime, AsyncAgentRuntime, AsyncPlanner, DeterministicPlanner, EffectKind,
+    PermissionPolicy, PlanContext, PlannerError, ReplaySummary, RetryPolicy, RunError, RunOptions,
+    RunStatus, StepFuture, Task, ToolDefinition, ToolError, ToolRegistry,
 };
 use effect_core::{EffectContract, EffectLedger, EffectStatus, MemoryLedger, OutcomeProbeResult};
 use effect_exec::EffectExecutor;

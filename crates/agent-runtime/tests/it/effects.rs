@@ -6,10 +6,12 @@ use std::collections::VecDeque;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
+use agent_runtime::checkpoint::{Checkpoint, PendingStage};
+use agent_runtime::store::{MemoryCheckpointStore, StoreError};
+use agent_runtime::trace::{AuditKind, ToolResultStatus, TraceEventKind};
 use agent_runtime::{
-    Action, AgentRuntime, AuditKind, Checkpoint, CheckpointStore, DeterministicPlanner, EffectKind,
-    MemoryCheckpointStore, PendingStage, PermissionPolicy, ReplaySummary, RunOptions, RunStatus,
-    StoreError, ToolDefinition, ToolError, ToolRegistry, ToolResultStatus, TraceEventKind,
+    Action, AgentRuntime, CheckpointStore, DeterministicPlanner, EffectKind, PermissionPolicy,
+    ReplaySummary, RunOptions, RunStatus, ToolDefinition, ToolError, ToolRegistry,
 };
 use effect_core::{EffectContract, EffectLedger, EffectStatus, MemoryLedger, OutcomeProbeResult};
 use effect_exec::{Audit, EffectExecutor};
