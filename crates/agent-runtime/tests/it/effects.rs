@@ -535,10 +535,13 @@ fn unavailable_ledger_fails_the_run_and_a_resume_settles_the_effect() {
     assert_eq!(provider.handler_calls.load(Ordering::SeqCst), 1);
 }
 
-/// A capture tool whose handler records the operation id its context names
-/// and the one the run checkpointed before the dispatch.
+/// Per handler call: the operation id its context names, and the one the
+/// run checkpointed before the dispatch.
+type SeenIds = Arc<Mutex<Vec<(String, Option<String>)>>>;
+
+/// A capture tool whose handler records the ids it sees.
 fn capture_recording_ids(
-    ids: &Arc<Mutex<Vec<(String, Option<String>)>>>,
+    ids: &SeenIds,
     checkpoints: &Arc<MemoryCheckpointStore>,
     operation_id: impl Fn(&Value) -> Result<String, effect_core::CallbackError> + Send + Sync + 'static,
 ) -> ToolDefinition {
