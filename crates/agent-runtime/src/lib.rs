@@ -99,7 +99,9 @@
 //!   its argument type.
 //! - `tokio`: `AsyncAgentRuntime`, the same runs with an async planner
 //!   (`AsyncPlanner`) and async tool handlers (`ToolDefinition::new_async`);
-//!   effect-backed tools go through `EffectExecutor::execute_async`.
+//!   effect-backed tools go through `EffectExecutor::execute_prepared_async`,
+//!   and stores, synchronous handlers and an injected `Sleeper` run on
+//!   tokio's blocking pool.
 
 #![warn(missing_docs)]
 #![cfg_attr(docsrs, feature(doc_cfg))]

@@ -453,7 +453,8 @@ impl<'a, F: Flavour> Run<'a, F> {
         let operation_id = match call.operation_id() {
             Ok(id) => id.map(str::to_owned),
             Err(message) => {
-                let detail = format!("tool {tool:?} could not derive its operation id: {message}");
+                let detail =
+                    format!("tool {tool:?} could not derive its operation identity: {message}");
                 self.audit(&pending, AuditKind::ToolFailed, None, detail.clone())
                     .await?;
                 self.state.pending = None;

@@ -1,5 +1,6 @@
 //! `AsyncAgentRuntime`: the same runs on tokio, with an async planner and
-//! async handlers; effect-backed tools go through `execute_async`.
+//! async handlers; effect-backed tools go through `execute_prepared_async`,
+//! and no store, synchronous handler or injected sleeper blocks a worker.
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
