@@ -3,7 +3,7 @@
 //! Three traits, so each stream can live where it belongs (a log pipeline,
 //! an audit database, a durable checkpoint file), and in-memory
 //! implementations for tests and examples. A durable checkpoint store is
-//! [`SqliteCheckpointStore`](crate::SqliteCheckpointStore) (feature
+//! [`SqliteCheckpointStore`] (feature
 //! `sqlite-checkpoints`).
 
 use std::collections::HashMap;

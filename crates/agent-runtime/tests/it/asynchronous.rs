@@ -468,8 +468,8 @@ async fn stores_and_the_ledger_are_never_called_on_the_runtime_worker() {
     .build()
     .unwrap();
 
-    let report = rt
-        .run(Task::new("run-off-worker", json!("t")), RunOptions::start())
+    // `sendable`: a run can be spawned on a multi-threaded runtime.
+    let report = sendable(rt.run(Task::new("run-off-worker", json!("t")), RunOptions::start()))
         .await
         .unwrap();
     assert_eq!(report.status, RunStatus::Completed, "{report:#?}");
@@ -487,6 +487,11 @@ async fn stores_and_the_ledger_are_never_called_on_the_runtime_worker() {
         on_worker, 0,
         "{on_worker} of {calls} ledger calls on the worker"
     );
+}
+
+/// `future`, checked to be `Send` at compile time.
+fn sendable<F: std::future::Future + Send>(future: F) -> F {
+    future
 }
 
 /// A synchronous capture handler, committing every call.
