@@ -1,7 +1,8 @@
 //! Runs what the examples run, so CI fails when an example would.
 #![allow(clippy::unwrap_used)] // Tests unwrap: a panic is a failing test with its message.
 
-use agent_runtime::{PendingStage, RunStatus};
+use agent_runtime::RunStatus;
+use agent_runtime::checkpoint::PendingStage;
 use effect_core::EffectStatus;
 use examples::effect_assurance;
 

@@ -2,36 +2,26 @@
 //! [`AgentRuntime`](crate::AgentRuntime), with an async planner and async
 //! tool handlers.
 //!
-//! It awaits the one implementation of the run logic (see `drive.rs`) with a
-//! tokio driver: planner calls and async handlers are awaited, synchronous
-//! handlers run on the blocking pool, retries wait on tokio's timer, and
-//! effect-backed tools go through
-//! [`EffectExecutor::execute_async`](effect_exec::EffectExecutor::execute_async).
-//! Trace, audit and checkpoint stores are called as in the synchronous
-//! runtime, on the calling task.
+//! It awaits the one implementation of the run logic with the tokio flavour
+//! (`flavour/on_tokio.rs`): planner calls and async handlers are awaited;
+//! synchronous handlers, an injected sleeper and every trace, audit and
+//! checkpoint store call run on the blocking pool; retries wait on tokio's
+//! timer unless a sleeper was injected; effect-backed tools go through
+//! [`EffectExecutor::execute_prepared_async`](effect_exec::EffectExecutor::execute_prepared_async),
+//! whose ledger commits run on the blocking pool too.
 
 use std::fmt;
 use std::sync::Arc;
-use std::time::Duration;
 
-use effect_core::{EffectContract, EffectResult};
-use effect_exec::{EffectExecutor, HandlerContext};
-use serde_json::Value;
-use tokio::task::JoinHandle;
-use tracing::Instrument;
-
-use crate::drive::Driver;
-use crate::error::{PlannerError, RunError, ToolError};
-use crate::executor::{
-    Flavour, InvocationReport, PreparedCall, ToolExecutor, attempt_blocking, effect_path,
-    error_chain,
-};
+use crate::error::{PlannerError, RunError};
+use crate::flavour::on_tokio::Tokio;
 use crate::future::StepFuture;
+use crate::invocation::ToolExecutor;
 use crate::planner::{Action, PlanContext, Planner, Task};
-use crate::resilience::Sleeper;
 use crate::run::{Engine, Run, RunOptions, RunReport};
 use crate::runtime::AgentRuntimeBuilder;
-use crate::tool::{ToolDefinition, ToolInput, ToolRegistry};
+use crate::store::{AuditStore, CheckpointStore, EventStore};
+use crate::tool::ToolRegistry;
 
 /// Chooses a run's next action, asynchronously (an LLM call, say). Like
 /// [`Planner`], it must be a function of its context, so a resumed run
@@ -112,17 +102,17 @@ impl AsyncAgentRuntime {
     }
 
     /// The trace store.
-    pub fn events(&self) -> &Arc<dyn crate::EventStore> {
+    pub fn events(&self) -> &Arc<dyn EventStore> {
         &self.engine.events
     }
 
     /// The audit store.
-    pub fn audit(&self) -> &Arc<dyn crate::AuditStore> {
+    pub fn audit(&self) -> &Arc<dyn AuditStore> {
         &self.engine.audit
     }
 
     /// The checkpoint store.
-    pub fn checkpoints(&self) -> &Arc<dyn crate::CheckpointStore> {
+    pub fn checkpoints(&self) -> &Arc<dyn CheckpointStore> {
         &self.engine.checkpoints
     }
 
@@ -134,8 +124,8 @@ impl AsyncAgentRuntime {
     ///
     /// As [`AgentRuntime::run`](crate::AgentRuntime::run).
     pub async fn run(&self, task: Task, options: RunOptions) -> Result<RunReport, RunError> {
-        let driver = TokioDriver(self.planner.as_ref());
-        Run::open(&self.engine, &driver, task, &options)?
+        Run::open(&self.engine, &Tokio, self.planner.as_ref(), task, &options)
+            .await?
             .drive()
             .await
     }
@@ -152,142 +142,4 @@ impl AgentRuntimeBuilder<dyn AsyncPlanner> {
         let (engine, planner) = self.into_parts()?;
         Ok(AsyncAgentRuntime { engine, planner })
     }
-}
-
-/// The tokio driver: an async planner and the tokio flavour of invocations.
-struct TokioDriver<'p>(&'p dyn AsyncPlanner);
-
-impl Driver for TokioDriver<'_> {
-    fn next_action<'a>(
-        &'a self,
-        context: &'a PlanContext<'a>,
-    ) -> StepFuture<'a, Result<Action, PlannerError>> {
-        self.0.next_action(context)
-    }
-
-    fn invoke<'a>(
-        &'a self,
-        tools: &'a ToolExecutor,
-        call: &'a PreparedCall<'a>,
-    ) -> StepFuture<'a, InvocationReport> {
-        Box::pin(tools.invoke_with(call, &Tokio))
-    }
-}
-
-/// The tokio flavour: async handlers are awaited as tasks of their own (a
-/// panic is contained), synchronous ones run on the blocking pool, retries
-/// wait on tokio's timer.
-struct Tokio;
-
-impl Flavour for Tokio {
-    fn attempt<'a>(
-        &'a self,
-        definition: &'a ToolDefinition,
-        arguments: &'a Value,
-        timeout: Option<Duration>,
-    ) -> StepFuture<'a, Result<Value, ToolError>> {
-        let name = definition.name().to_owned();
-        let task = match definition.async_handler() {
-            Some(handler) => tokio::spawn(
-                handler(ToolInput {
-                    arguments: arguments.clone(),
-                    provider_key: None,
-                    effect: None,
-                })
-                .in_current_span(),
-            ),
-            None => {
-                let definition = definition.clone();
-                let arguments = arguments.clone();
-                // The handler's logs stay in the caller's span.
-                let span = tracing::Span::current();
-                tokio::task::spawn_blocking(move || {
-                    let _entered = span.enter();
-                    attempt_blocking(&definition, &arguments, None)
-                })
-            }
-        };
-        Box::pin(within(timeout, task, name))
-    }
-
-    fn sleep<'a>(&'a self, _: &'a Arc<dyn Sleeper>, delay: Duration) -> StepFuture<'a, ()> {
-        Box::pin(tokio::time::sleep(delay))
-    }
-
-    fn execute_effect<'a>(
-        &'a self,
-        effects: &'a EffectExecutor,
-        contract: &'a EffectContract,
-        definition: &'a ToolDefinition,
-        arguments: &'a Value,
-    ) -> StepFuture<'a, Result<EffectResult, String>> {
-        let options = effect_path::options(definition);
-        match definition.async_handler() {
-            Some(handler) => {
-                let handler = Arc::clone(handler);
-                Box::pin(async move {
-                    effects
-                        .execute_async(
-                            contract,
-                            arguments,
-                            options,
-                            move |arguments, context: HandlerContext| {
-                                let future = handler(ToolInput {
-                                    arguments,
-                                    provider_key: context.provider_key().map(str::to_owned),
-                                    effect: Some(context),
-                                });
-                                async move { future.await.map_err(effect_path::handler_error) }
-                            },
-                        )
-                        .await
-                        .map_err(|err| error_chain(&err))
-                })
-            }
-            None => {
-                // A synchronous handler: the executor's own blocking path, off
-                // the runtime's workers.
-                let (effects, contract) = (effects.clone(), contract.clone());
-                let (definition, arguments) = (definition.clone(), arguments.clone());
-                Box::pin(async move {
-                    tokio::task::spawn_blocking(move || {
-                        effect_path::execute(&effects, &contract, &definition, &arguments)
-                            .map_err(|err| error_chain(&err))
-                    })
-                    .await
-                    .unwrap_or_else(|err| Err(format!("the effect task failed: {err}")))
-                })
-            }
-        }
-    }
-}
-
-/// Awaits a handler task for at most `timeout`. A task past it is aborted
-/// (a blocking one cannot be, and runs on detached) and counts as a timeout.
-async fn within(
-    timeout: Option<Duration>,
-    task: JoinHandle<Result<Value, ToolError>>,
-    name: String,
-) -> Result<Value, ToolError> {
-    let abort = task.abort_handle();
-    let joined = match timeout {
-        None => task.await,
-        Some(timeout) => match tokio::time::timeout(timeout, task).await {
-            Ok(joined) => joined,
-            Err(_) => {
-                abort.abort();
-                return Err(ToolError::timeout(format!(
-                    "tool {name:?} did not answer within {} ms",
-                    timeout.as_millis()
-                )));
-            }
-        },
-    };
-    joined.unwrap_or_else(|err| {
-        Err(ToolError::failed(if err.is_panic() {
-            "the handler panicked".to_owned()
-        } else {
-            format!("the handler task failed: {err}")
-        }))
-    })
 }

@@ -2,9 +2,8 @@
 
 use effect_core::BoxError;
 
-use effect_schema::SchemaError;
-
-use crate::status::TransitionError;
+pub use crate::status::TransitionError;
+pub use effect_schema::SchemaError;
 
 /// A tool registration that was refused.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]

@@ -23,10 +23,18 @@
 //!   by a crash runs again on resume: give a tool an effect contract when its
 //!   side effect must not repeat;
 //! - each run follows the [`RunStatus`] machine, writes ordered
-//!   [`TraceEvent`]s and, separately, [`AuditRecord`]s (every invocation:
-//!   requested, then succeeded or failed), checkpoints after every step with
-//!   its working data, and resumes from its [`Checkpoint`];
+//!   [`TraceEvent`](trace::TraceEvent)s and, separately,
+//!   [`AuditRecord`](trace::AuditRecord)s (every invocation: requested, then
+//!   succeeded or failed), checkpoints after every step with its working
+//!   data, and resumes from its [`Checkpoint`](checkpoint::Checkpoint);
 //! - [`ReplaySummary`] reads a run back from its trace.
+//!
+//! The root holds what a runtime's user names; the rest is in its module:
+//! [`invocation`] ([`ToolExecutor`](invocation::ToolExecutor), the
+//! invocation reports), [`checkpoint`] (a run's saved state and pending
+//! step), [`trace`] (trace events and audit records), [`store`] (the store
+//! traits and in-memory stores), [`resilience`], [`tool`], [`planner`],
+//! [`policy`], [`replay`], [`status`] and [`error`].
 //!
 //! It depends on `effect-core` and (feature `effects`) `effect-exec`, and on
 //! no effect ledger store: the caller hands the executor a ledger. Its only
@@ -91,61 +99,48 @@
 //!   its argument type.
 //! - `tokio`: `AsyncAgentRuntime`, the same runs with an async planner
 //!   (`AsyncPlanner`) and async tool handlers (`ToolDefinition::new_async`);
-//!   effect-backed tools go through `EffectExecutor::execute_async`.
+//!   effect-backed tools go through `EffectExecutor::execute_prepared_async`,
+//!   and stores, synchronous handlers and an injected `Sleeper` run on
+//!   tokio's blocking pool.
 
 #![warn(missing_docs)]
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
 #[cfg(feature = "tokio")]
 mod asynchronous;
-mod checkpoint;
-mod drive;
-mod error;
-mod executor;
+pub mod checkpoint;
+pub mod error;
+mod flavour;
 mod future;
-mod planner;
-mod policy;
-mod replay;
-mod resilience;
+pub mod invocation;
+pub mod planner;
+pub mod policy;
+pub mod replay;
+pub mod resilience;
 mod run;
 mod runtime;
 #[cfg(feature = "sqlite-checkpoints")]
 mod sqlite;
-mod status;
-mod store;
-mod tool;
-mod trace;
+pub mod status;
+pub mod store;
+pub mod tool;
+pub mod trace;
 
 #[cfg(feature = "tokio")]
 pub use asynchronous::{AsyncAgentRuntime, AsyncPlanner};
-pub use checkpoint::{Checkpoint, PendingStage, PendingStep, invocation_id};
+pub use checkpoint::invocation_id;
 pub use effect_schema::InputSchema;
-pub use effect_schema::SchemaError;
-#[cfg(feature = "schemars")]
-pub use effect_schema::schema_for;
-pub use error::{PlannerError, RegistryError, RunError, StoreError, ToolError, ToolErrorKind};
-pub use executor::{
-    DEFAULT_TOOL_TIMEOUT, FailureKind, InvocationFailure, InvocationOutcome, InvocationReport,
-    PreparedCall, RetryNote, ToolExecutor,
-};
+pub use error::{PlannerError, RegistryError, RunError, ToolError, ToolErrorKind};
 pub use future::StepFuture;
-pub use planner::{
-    Action, DeterministicPlanner, Observation, PLAN_EXHAUSTED, PlanContext, Planner, Task,
-};
-pub use policy::{PermissionPolicy, PolicyDecision};
-pub use replay::{ReplaySummary, ToolCallSummary};
-pub use resilience::{CircuitBreakerPolicy, CircuitState, RetryPolicy, Sleeper, ThreadSleeper};
+pub use planner::{Action, DeterministicPlanner, PlanContext, Planner, Task};
+pub use policy::PermissionPolicy;
+pub use replay::ReplaySummary;
+pub use resilience::{CircuitBreakerPolicy, RetryPolicy};
 pub use run::{RunOptions, RunReport};
 pub use runtime::{AgentRuntime, AgentRuntimeBuilder};
 #[cfg(feature = "sqlite-checkpoints")]
 #[cfg_attr(docsrs, doc(cfg(feature = "sqlite-checkpoints")))]
 pub use sqlite::SqliteCheckpointStore;
-pub use status::{RunStatus, TransitionError};
-pub use store::{
-    AuditStore, CheckpointStore, EventStore, MemoryAuditStore, MemoryCheckpointStore,
-    MemoryEventStore,
-};
-#[cfg(feature = "tokio")]
-pub use tool::AsyncToolHandler;
-pub use tool::{EffectKind, RegisteredTool, ToolDefinition, ToolHandler, ToolInput, ToolRegistry};
-pub use trace::{AuditKind, AuditRecord, ToolResultStatus, TraceEvent, TraceEventKind};
+pub use status::RunStatus;
+pub use store::CheckpointStore;
+pub use tool::{EffectKind, ToolDefinition, ToolInput, ToolRegistry};

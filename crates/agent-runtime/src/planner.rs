@@ -115,7 +115,7 @@ pub struct PlanContext<'a> {
     /// Results of the completed tool steps, in order.
     pub observations: &'a [Observation],
     /// The run's working data: the latest output of each tool, by tool name
-    /// ([`Checkpoint::working`](crate::Checkpoint::working)).
+    /// ([`Checkpoint::working`](crate::checkpoint::Checkpoint::working)).
     pub working: &'a Map<String, Value>,
 }
 

@@ -15,7 +15,8 @@ use crate::tool::EffectKind;
 /// Confirmations are never taken from the task or from planner output.
 ///
 /// ```
-/// use agent_runtime::{EffectKind, PermissionPolicy, PolicyDecision};
+/// use agent_runtime::policy::PolicyDecision;
+/// use agent_runtime::{EffectKind, PermissionPolicy};
 ///
 /// let policy = PermissionPolicy::allow(["lookup_invoice", "capture_payment"]);
 /// assert_eq!(policy.decide("lookup_invoice", EffectKind::Read, false), PolicyDecision::Allowed);

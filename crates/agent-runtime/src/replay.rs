@@ -8,7 +8,8 @@ use crate::trace::{ToolResultStatus, TraceEvent, TraceEventKind};
 /// A summary of a run's trace events.
 ///
 /// ```
-/// use agent_runtime::{ReplaySummary, RunStatus, TraceEvent, TraceEventKind};
+/// use agent_runtime::trace::{TraceEvent, TraceEventKind};
+/// use agent_runtime::{ReplaySummary, RunStatus};
 ///
 /// let event = |sequence, kind| TraceEvent {
 ///     run_id: "run-1".into(),

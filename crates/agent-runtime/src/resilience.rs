@@ -117,7 +117,7 @@ impl RetryPolicy {
 }
 
 /// Waits between retries, injected so tests do not sleep: the executor's
-/// [`Sleeper`](effect_core::Sleeper), one trait for both layers.
+/// `effect_core::Sleeper`, one trait for both layers.
 pub use effect_core::{Sleeper, ThreadSleeper};
 
 /// When a dependency's circuit opens, and for how long.

@@ -12,9 +12,9 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::checkpoint::{Checkpoint, PendingStage, PendingStep, invocation_id};
-use crate::drive::Driver;
 use crate::error::{RunError, StoreError};
-use crate::executor::{FailureKind, InvocationOutcome, InvocationReport, ToolExecutor};
+use crate::flavour::Flavour;
+use crate::invocation::{FailureKind, InvocationOutcome, InvocationReport, ToolExecutor};
 use crate::planner::{Action, Observation, PlanContext, Task};
 use crate::policy::{PermissionPolicy, PolicyDecision};
 use crate::status::RunStatus;
@@ -123,10 +123,11 @@ pub(crate) enum StepEnd {
     Stop,
 }
 
-/// One call of `run`: the state and where it goes.
-pub(crate) struct Run<'a, D> {
+/// One call of `run`: the state and where it goes, in a flavour.
+pub(crate) struct Run<'a, F: Flavour> {
     runtime: &'a Engine,
-    driver: &'a D,
+    flavour: &'a F,
+    planner: &'a F::Planner,
     options: &'a RunOptions,
     state: Checkpoint,
     next_event: u64,
@@ -135,7 +136,7 @@ pub(crate) struct Run<'a, D> {
     steps_this_call: u32,
 }
 
-impl<'a, D: Driver> Run<'a, D> {
+impl<'a, F: Flavour> Run<'a, F> {
     /// Starts `task` or, with `options.resume`, resumes it from its checkpoint.
     ///
     /// A resume decides a step awaiting confirmation again with this call's
@@ -143,9 +144,10 @@ impl<'a, D: Driver> Run<'a, D> {
     /// the executor under the same operation id. A checkpoint still saying
     /// `running` was left by a process that stopped mid-step; it is recorded as
     /// `running → failed → running`.
-    pub(crate) fn open(
+    pub(crate) async fn open(
         runtime: &'a Engine,
-        driver: &'a D,
+        flavour: &'a F,
+        planner: &'a F::Planner,
         task: Task,
         options: &'a RunOptions,
     ) -> Result<Self, RunError> {
@@ -153,45 +155,51 @@ impl<'a, D: Driver> Run<'a, D> {
             return Err(RunError::BlankRunId);
         }
         let run_id = task.id.clone();
-        let existing = runtime
-            .checkpoints
-            .load(&run_id)
+        let checkpoints = Arc::clone(&runtime.checkpoints);
+        let id = run_id.clone();
+        let existing = flavour
+            .store(move || checkpoints.load(&id))
+            .await
             .map_err(|source| RunError::Store {
                 run_id: run_id.clone(),
                 source,
             })?;
+        let run = Run {
+            runtime,
+            flavour,
+            planner,
+            options,
+            state: Checkpoint::new(task),
+            next_event: 1,
+            next_audit: 1,
+            resumed_from: None,
+            steps_this_call: 0,
+        };
         match (options.resume, existing) {
             (false, Some(_)) => Err(RunError::AlreadyExists { run_id }),
             (true, None) => Err(RunError::NoCheckpoint { run_id }),
-            (false, None) => Run::start(runtime, driver, task, options),
+            (false, None) => run.start().await,
             (true, Some(checkpoint)) => {
-                if checkpoint.task != task {
+                if checkpoint.task != run.state.task {
                     return Err(RunError::TaskMismatch { run_id });
                 }
-                Run::resume(runtime, driver, checkpoint, options)
+                run.resume(checkpoint).await
             }
         }
     }
 
-    fn start(
-        runtime: &'a Engine,
-        driver: &'a D,
-        task: Task,
-        options: &'a RunOptions,
-    ) -> Result<Self, RunError> {
-        let mut run = Run::new(runtime, driver, Checkpoint::new(task), options)?;
-        let input = run.state.task.input.clone();
-        run.emit(TraceEventKind::RunStarted { task: input })?;
-        run.transition(RunStatus::Running, "run started")?;
-        Ok(run)
+    /// Starts the fresh run `self` holds.
+    async fn start(mut self) -> Result<Self, RunError> {
+        self.continue_sequences().await?;
+        let input = self.state.task.input.clone();
+        self.emit(TraceEventKind::RunStarted { task: input })
+            .await?;
+        self.transition(RunStatus::Running, "run started").await?;
+        Ok(self)
     }
 
-    fn resume(
-        runtime: &'a Engine,
-        driver: &'a D,
-        checkpoint: Checkpoint,
-        options: &'a RunOptions,
-    ) -> Result<Self, RunError> {
+    /// Resumes the run from `checkpoint`.
+    async fn resume(mut self, checkpoint: Checkpoint) -> Result<Self, RunError> {
         let from = checkpoint.status;
         // A checkpoint taken mid-step says `running`: the process that
         // ran it stopped. That counts as a failure, which may resume.
@@ -204,60 +212,52 @@ impl<'a, D: Driver> Run<'a, D> {
                 run_id: checkpoint.run_id.clone(),
                 source,
             })?;
-        let mut run = Run::new(runtime, driver, checkpoint, options)?;
-        run.resumed_from = Some(from);
+        self.state = checkpoint;
+        self.continue_sequences().await?;
+        self.resumed_from = Some(from);
         if interrupted {
-            run.transition(
+            self.transition(
                 RunStatus::Failed,
                 "the process running this run stopped mid-step",
-            )?;
+            )
+            .await?;
         }
-        run.transition(RunStatus::Running, "resumed from checkpoint")?;
-        let effect_pending = run
+        self.transition(RunStatus::Running, "resumed from checkpoint")
+            .await?;
+        let effect_pending = self
             .state
             .pending
             .as_ref()
             .is_some_and(|p| p.stage != PendingStage::AwaitingConfirmation);
         if !effect_pending {
             // An uncertain effect gets its recovery event once reconciled.
-            run.emit_recovery(None, None)?;
+            self.emit_recovery(None, None).await?;
         }
-        Ok(run)
+        Ok(self)
     }
 
-    fn new(
-        runtime: &'a Engine,
-        driver: &'a D,
-        state: Checkpoint,
-        options: &'a RunOptions,
-    ) -> Result<Self, RunError> {
-        let run_id = state.run_id.clone();
-        let store_error = |source| RunError::Store {
-            run_id: run_id.clone(),
-            source,
-        };
-        // Events written after the last checkpoint (by a process that then
-        // stopped) keep their sequence numbers; continue after them.
-        let last_event = runtime
-            .events
-            .last_sequence(&run_id)
-            .map_err(store_error)?
-            .max(state.last_event_sequence);
-        let last_audit = runtime
-            .audit
-            .last_sequence(&run_id)
-            .map_err(store_error)?
-            .max(state.last_audit_sequence);
-        Ok(Run {
-            runtime,
-            driver,
-            options,
-            state,
-            next_event: last_event + 1,
-            next_audit: last_audit + 1,
-            resumed_from: None,
-            steps_this_call: 0,
-        })
+    /// Continues the sequence numbers after the stored ones: events
+    /// written after the last checkpoint (by a process that then stopped)
+    /// keep theirs.
+    async fn continue_sequences(&mut self) -> Result<(), RunError> {
+        let (events, audit) = (
+            Arc::clone(&self.runtime.events),
+            Arc::clone(&self.runtime.audit),
+        );
+        let run_id = self.state.run_id.clone();
+        let (last_event, last_audit) = self
+            .flavour
+            .store(move || {
+                Ok((
+                    events.last_sequence(&run_id)?,
+                    audit.last_sequence(&run_id)?,
+                ))
+            })
+            .await
+            .map_err(|source| self.store_error(source))?;
+        self.next_event = last_event.max(self.state.last_event_sequence) + 1;
+        self.next_audit = last_audit.max(self.state.last_audit_sequence) + 1;
+        Ok(())
     }
 
     pub(crate) async fn drive(mut self) -> Result<RunReport, RunError> {
@@ -268,8 +268,9 @@ impl<'a, D: Driver> Run<'a, D> {
                 .is_some_and(|limit| self.steps_this_call >= limit)
             {
                 self.state.error = None;
-                self.transition(RunStatus::Paused, "stop_after_steps reached")?;
-                self.checkpoint()?;
+                self.transition(RunStatus::Paused, "stop_after_steps reached")
+                    .await?;
+                self.checkpoint().await?;
                 return Ok(RunReport::of(&self.state));
             }
             let end = match self.state.pending.clone() {
@@ -279,7 +280,7 @@ impl<'a, D: Driver> Run<'a, D> {
             match end {
                 StepEnd::Continue => {
                     self.steps_this_call += 1;
-                    self.checkpoint()?;
+                    self.checkpoint().await?;
                 }
                 StepEnd::Stop => return Ok(RunReport::of(&self.state)),
             }
@@ -293,23 +294,26 @@ impl<'a, D: Driver> Run<'a, D> {
             observations: &self.state.observations,
             working: &self.state.working,
         };
-        let action = match self.driver.next_action(&context).await {
+        let action = match self.flavour.next_action(self.planner, &context).await {
             Ok(action) => action,
-            Err(err) => return self.fail(err.to_string()),
+            Err(err) => return self.fail(err.to_string()).await,
         };
         self.emit(TraceEventKind::Decision {
             action: action.clone(),
-        })?;
+        })
+        .await?;
         match action {
             Action::Finish { output } => {
                 self.state.output = Some(output);
                 self.state.error = None;
-                self.transition(RunStatus::Completed, "the planner finished")?;
+                self.transition(RunStatus::Completed, "the planner finished")
+                    .await?;
                 self.emit(TraceEventKind::Termination {
                     status: RunStatus::Completed,
                     reason: "the planner finished".into(),
-                })?;
-                self.checkpoint()?;
+                })
+                .await?;
+                self.checkpoint().await?;
                 Ok(StepEnd::Stop)
             }
             Action::CallTool {
@@ -322,7 +326,7 @@ impl<'a, D: Driver> Run<'a, D> {
                     let output = self.state.results_by_key.get(key)?;
                     Some((key.clone(), output.clone()))
                 }) {
-                    return self.reuse(tool, arguments, key, output);
+                    return self.reuse(tool, arguments, key, output).await;
                 }
                 let invocation_id = invocation_id(&self.state.run_id, step, &tool, &arguments);
                 self.authorize_and_invoke(PendingStep {
@@ -339,7 +343,7 @@ impl<'a, D: Driver> Run<'a, D> {
     }
 
     /// A repeated action idempotency key: the first result, no tool call.
-    fn reuse(
+    async fn reuse(
         &mut self,
         tool: String,
         arguments: Value,
@@ -356,13 +360,15 @@ impl<'a, D: Driver> Run<'a, D> {
             error: None,
             operation_id: None,
             attempts: 0,
-        })?;
+        })
+        .await?;
         self.audit_at(
             (self.state.step, &tool, &invocation_id),
             AuditKind::ToolSucceeded,
             None,
             format!("reused the result of action idempotency key {key:?}"),
-        )?;
+        )
+        .await?;
         self.complete_step(tool, output, true);
         Ok(StepEnd::Continue)
     }
@@ -381,11 +387,13 @@ impl<'a, D: Driver> Run<'a, D> {
                 tool: tool.clone(),
                 invocation_id: invocation.clone(),
                 decision: PolicyDecision::Denied,
-            })?;
+            })
+            .await?;
             let detail = format!("tool {tool:?} is not allowed by the permission policy");
-            self.audit(&pending, AuditKind::PermissionDenied, None, detail.clone())?;
+            self.audit(&pending, AuditKind::PermissionDenied, None, detail.clone())
+                .await?;
             self.state.pending = None;
-            return self.fail(detail);
+            return self.fail(detail).await;
         }
         let arguments = pending.arguments.clone();
         let call = match engine.tools.prepare(&tool, &arguments) {
@@ -393,7 +401,8 @@ impl<'a, D: Driver> Run<'a, D> {
             Err(failure) => {
                 // Invalid input never reaches a handler or a circuit breaker.
                 let detail = format!("refused ({}): {}", failure.kind.as_str(), failure.message);
-                self.audit(&pending, AuditKind::ToolFailed, None, detail)?;
+                self.audit(&pending, AuditKind::ToolFailed, None, detail)
+                    .await?;
                 self.emit(TraceEventKind::ToolResult {
                     tool: tool.clone(),
                     invocation_id: invocation,
@@ -403,9 +412,10 @@ impl<'a, D: Driver> Run<'a, D> {
                     error: Some(failure.message.clone()),
                     operation_id: None,
                     attempts: 0,
-                })?;
+                })
+                .await?;
                 self.state.pending = None;
-                return self.fail(failure.message);
+                return self.fail(failure.message).await;
             }
         };
         let kind = call.tool().definition().effect_kind();
@@ -415,7 +425,8 @@ impl<'a, D: Driver> Run<'a, D> {
             tool: tool.clone(),
             invocation_id: invocation.clone(),
             decision,
-        })?;
+        })
+        .await?;
         if decision == PolicyDecision::ConfirmationRequired {
             let detail =
                 format!("mutation {tool:?} waits for a confirmation of invocation {invocation:?}");
@@ -424,10 +435,11 @@ impl<'a, D: Driver> Run<'a, D> {
                 AuditKind::ConfirmationRequired,
                 None,
                 detail.clone(),
-            )?;
+            )
+            .await?;
             pending.stage = PendingStage::AwaitingConfirmation;
             self.state.pending = Some(pending);
-            return self.wait(detail);
+            return self.wait(detail).await;
         }
         if kind == EffectKind::Mutation {
             let detail = if confirmed {
@@ -435,22 +447,26 @@ impl<'a, D: Driver> Run<'a, D> {
             } else {
                 "the permission policy does not require confirmation"
             };
-            self.audit(&pending, AuditKind::MutationAuthorized, None, detail.into())?;
+            self.audit(&pending, AuditKind::MutationAuthorized, None, detail.into())
+                .await?;
         }
         let operation_id = match call.operation_id() {
             Ok(id) => id.map(str::to_owned),
             Err(message) => {
-                let detail = format!("tool {tool:?} could not derive its operation id: {message}");
-                self.audit(&pending, AuditKind::ToolFailed, None, detail.clone())?;
+                let detail =
+                    format!("tool {tool:?} could not derive its operation identity: {message}");
+                self.audit(&pending, AuditKind::ToolFailed, None, detail.clone())
+                    .await?;
                 self.state.pending = None;
-                return self.fail(detail);
+                return self.fail(detail).await;
             }
         };
         self.emit(TraceEventKind::ToolRequest {
             tool: tool.clone(),
             invocation_id: invocation,
             effect_backed: operation_id.is_some(),
-        })?;
+        })
+        .await?;
         let detail = match (kind, &operation_id) {
             (EffectKind::Read, None) => "read",
             (EffectKind::Mutation, None) => "mutation",
@@ -462,16 +478,17 @@ impl<'a, D: Driver> Run<'a, D> {
             AuditKind::ToolRequested,
             operation_id.clone(),
             detail.into(),
-        )?;
+        )
+        .await?;
         if let Some(operation_id) = operation_id {
             // Recorded before dispatch: if the process stops during the call,
             // a resume reconciles this operation instead of planning afresh.
             pending.stage = PendingStage::EffectDispatching { operation_id };
             self.state.pending = Some(pending.clone());
-            self.checkpoint()?;
+            self.checkpoint().await?;
         }
-        let report = self.driver.invoke(&engine.tools, &call).await;
-        self.finish_invocation(pending, report)
+        let report = engine.tools.invoke_with(&call, self.flavour).await;
+        self.finish_invocation(pending, report).await
     }
 
     /// A resumed step that had started.
@@ -485,7 +502,7 @@ impl<'a, D: Driver> Run<'a, D> {
         // again, and dispatches only where the ledger and the contract allow.
         let engine = self.runtime;
         let report = match engine.tools.prepare(&pending.tool, &pending.arguments) {
-            Ok(call) => self.driver.invoke(&engine.tools, &call).await,
+            Ok(call) => engine.tools.invoke_with(&call, self.flavour).await,
             Err(failure) => InvocationReport::failed(failure.kind, failure.message),
         };
         let effect_status = match &report.outcome {
@@ -493,11 +510,12 @@ impl<'a, D: Driver> Run<'a, D> {
             InvocationOutcome::Uncertain { status, .. } => Some(*status),
             InvocationOutcome::Failed(_) => None,
         };
-        self.emit_recovery(Some(operation_id), effect_status)?;
-        self.finish_invocation(pending, report)
+        self.emit_recovery(Some(operation_id), effect_status)
+            .await?;
+        self.finish_invocation(pending, report).await
     }
 
-    fn finish_invocation(
+    async fn finish_invocation(
         &mut self,
         mut pending: PendingStep,
         report: InvocationReport,
@@ -510,7 +528,8 @@ impl<'a, D: Driver> Run<'a, D> {
                 attempt: retry.attempt,
                 delay_ms: u64::try_from(retry.delay.as_millis()).unwrap_or(u64::MAX),
                 error: retry.error.clone(),
-            })?;
+            })
+            .await?;
         }
         let operation_id = report.operation_id.clone();
         let mut result = TraceEventKind::ToolResult {
@@ -528,13 +547,14 @@ impl<'a, D: Driver> Run<'a, D> {
                 if let TraceEventKind::ToolResult { output: o, .. } = &mut result {
                     *o = Some(output.clone());
                 }
-                self.emit(result)?;
+                self.emit(result).await?;
                 self.audit(
                     &pending,
                     AuditKind::ToolSucceeded,
                     operation_id,
                     format!("succeeded after {} attempt(s)", report.attempts),
-                )?;
+                )
+                .await?;
                 if let Some(key) = &pending.idempotency_key {
                     self.state
                         .results_by_key
@@ -556,18 +576,20 @@ impl<'a, D: Driver> Run<'a, D> {
                     *error_kind = Some(failure.kind.as_str().into());
                     *error = Some(failure.message.clone());
                 }
-                self.emit(result)?;
+                self.emit(result).await?;
                 // An effect that may have been dispatched stays pending unless
                 // it was definitively rejected, so a resume of the failed run
                 // reconciles it rather than re-planning.
                 let keep_pending = pending.stage != PendingStage::AwaitingConfirmation
                     && failure.kind != FailureKind::Rejected;
                 let detail = format!("failed ({}): {}", failure.kind.as_str(), failure.message);
-                self.audit(&pending, AuditKind::ToolFailed, operation_id, detail)?;
+                self.audit(&pending, AuditKind::ToolFailed, operation_id, detail)
+                    .await?;
                 if !keep_pending {
                     self.state.pending = None;
                 }
                 self.fail(format!("tool {tool:?} failed: {}", failure.message))
+                    .await
             }
             InvocationOutcome::Uncertain { status, error } => {
                 if let TraceEventKind::ToolResult {
@@ -579,7 +601,7 @@ impl<'a, D: Driver> Run<'a, D> {
                     *r = ToolResultStatus::Uncertain;
                     e.clone_from(&error);
                 }
-                self.emit(result)?;
+                self.emit(result).await?;
                 let operation = operation_id.unwrap_or_default();
                 let detail =
                     format!("effect {operation:?} is {status}; the run waits for reconciliation");
@@ -588,14 +610,15 @@ impl<'a, D: Driver> Run<'a, D> {
                     AuditKind::EffectUncertain,
                     Some(operation.clone()),
                     detail.clone(),
-                )?;
+                )
+                .await?;
                 pending.stage = PendingStage::EffectUncertain {
                     operation_id: operation,
                     status,
                     error,
                 };
                 self.state.pending = Some(pending);
-                self.wait(detail)
+                self.wait(detail).await
             }
         }
     }
@@ -612,25 +635,26 @@ impl<'a, D: Driver> Run<'a, D> {
         self.state.step += 1;
     }
 
-    fn wait(&mut self, reason: String) -> Result<StepEnd, RunError> {
+    async fn wait(&mut self, reason: String) -> Result<StepEnd, RunError> {
         self.state.error = Some(reason.clone());
-        self.transition(RunStatus::Waiting, &reason)?;
-        self.checkpoint()?;
+        self.transition(RunStatus::Waiting, &reason).await?;
+        self.checkpoint().await?;
         Ok(StepEnd::Stop)
     }
 
-    fn fail(&mut self, reason: String) -> Result<StepEnd, RunError> {
+    async fn fail(&mut self, reason: String) -> Result<StepEnd, RunError> {
         self.state.error = Some(reason.clone());
-        self.transition(RunStatus::Failed, &reason)?;
+        self.transition(RunStatus::Failed, &reason).await?;
         self.emit(TraceEventKind::Termination {
             status: RunStatus::Failed,
             reason,
-        })?;
-        self.checkpoint()?;
+        })
+        .await?;
+        self.checkpoint().await?;
         Ok(StepEnd::Stop)
     }
 
-    fn transition(&mut self, to: RunStatus, reason: &str) -> Result<(), RunError> {
+    async fn transition(&mut self, to: RunStatus, reason: &str) -> Result<(), RunError> {
         let from = self.state.status;
         from.transition(to)
             .map_err(|source| RunError::InvalidTransition {
@@ -642,12 +666,13 @@ impl<'a, D: Driver> Run<'a, D> {
             from,
             to,
             reason: reason.to_owned(),
-        })?;
+        })
+        .await?;
         self.state.status = to;
         Ok(())
     }
 
-    fn emit_recovery(
+    async fn emit_recovery(
         &mut self,
         operation_id: Option<String>,
         effect_status: Option<effect_core::EffectStatus>,
@@ -659,18 +684,23 @@ impl<'a, D: Driver> Run<'a, D> {
             operation_id,
             effect_status,
         })
+        .await
     }
 
-    fn checkpoint(&mut self) -> Result<(), RunError> {
+    async fn checkpoint(&mut self) -> Result<(), RunError> {
         self.state.revision += 1;
         self.emit(TraceEventKind::Checkpoint {
             revision: self.state.revision,
-        })?;
-        let saved = self.runtime.checkpoints.save(&self.state);
-        saved.map_err(|source| self.store_error(source))
+        })
+        .await?;
+        let (checkpoints, state) = (Arc::clone(&self.runtime.checkpoints), self.state.clone());
+        self.flavour
+            .store(move || checkpoints.save(&state))
+            .await
+            .map_err(|source| self.store_error(source))
     }
 
-    fn emit(&mut self, kind: TraceEventKind) -> Result<(), RunError> {
+    async fn emit(&mut self, kind: TraceEventKind) -> Result<(), RunError> {
         let event = TraceEvent {
             run_id: self.state.run_id.clone(),
             sequence: self.next_event,
@@ -678,16 +708,17 @@ impl<'a, D: Driver> Run<'a, D> {
             timestamp: format_timestamp(self.runtime.clock.now()),
             kind,
         };
-        self.runtime
-            .events
-            .append(&event)
+        let events = Arc::clone(&self.runtime.events);
+        self.flavour
+            .store(move || events.append(&event))
+            .await
             .map_err(|source| self.store_error(source))?;
         self.state.last_event_sequence = self.next_event;
         self.next_event += 1;
         Ok(())
     }
 
-    fn audit(
+    async fn audit(
         &mut self,
         pending: &PendingStep,
         kind: AuditKind,
@@ -699,11 +730,11 @@ impl<'a, D: Driver> Run<'a, D> {
             pending.tool.as_str(),
             pending.invocation_id.as_str(),
         );
-        self.audit_at(at, kind, operation_id, detail)
+        self.audit_at(at, kind, operation_id, detail).await
     }
 
     /// Appends an audit record about the invocation `(step, tool, invocation_id)`.
-    fn audit_at(
+    async fn audit_at(
         &mut self,
         (step, tool, invocation_id): (u32, &str, &str),
         kind: AuditKind,
@@ -721,9 +752,10 @@ impl<'a, D: Driver> Run<'a, D> {
             operation_id,
             detail,
         };
-        self.runtime
-            .audit
-            .append(&record)
+        let audit = Arc::clone(&self.runtime.audit);
+        self.flavour
+            .store(move || audit.append(&record))
+            .await
             .map_err(|source| self.store_error(source))?;
         self.state.last_audit_sequence = self.next_audit;
         self.next_audit += 1;

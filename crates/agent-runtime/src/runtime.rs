@@ -6,10 +6,10 @@ use std::time::Duration;
 
 use effect_core::{Clock, SystemClock};
 
-use crate::drive::SyncDriver;
 use crate::error::RunError;
-use crate::executor::ToolExecutor;
+use crate::flavour::Blocking;
 use crate::future::block_on;
+use crate::invocation::ToolExecutor;
 use crate::planner::{Planner, Task};
 use crate::policy::PermissionPolicy;
 use crate::resilience::{CircuitBreakerPolicy, RetryPolicy, Sleeper};
@@ -89,8 +89,18 @@ impl AgentRuntime {
     /// [`RunError::InvalidTransition`] (resuming a completed run);
     /// [`RunError::Store`]. A run that fails or waits is not an error.
     pub fn run(&self, task: Task, options: RunOptions) -> Result<RunReport, RunError> {
-        let driver = SyncDriver(self.planner.as_ref());
-        block_on(Run::open(&self.engine, &driver, task, &options)?.drive())
+        block_on(async {
+            Run::open(
+                &self.engine,
+                &Blocking,
+                self.planner.as_ref(),
+                task,
+                &options,
+            )
+            .await?
+            .drive()
+            .await
+        })
     }
 }
 
@@ -153,7 +163,7 @@ impl<P: ?Sized> AgentRuntimeBuilder<P> {
     }
 
     /// Sets the per-call timeout of plain tools (default
-    /// [`DEFAULT_TOOL_TIMEOUT`](crate::DEFAULT_TOOL_TIMEOUT), 2 s; `None`:
+    /// [`DEFAULT_TOOL_TIMEOUT`](crate::invocation::DEFAULT_TOOL_TIMEOUT), 2 s; `None`:
     /// wait for ever). A handler past it counts as a `timeout` error and is
     /// retried per the retry policy; it is not stopped, only no longer waited
     /// for. Effect-backed tools keep their own deadline.
@@ -163,9 +173,10 @@ impl<P: ?Sized> AgentRuntimeBuilder<P> {
         self
     }
 
-    /// Sets what waits between retries of the synchronous runtime (tests
-    /// inject one that does not sleep). The async runtime waits on tokio's
-    /// timer instead.
+    /// Sets what waits between retries of plain tools (tests inject one that
+    /// does not sleep). Without one the synchronous runtime sleeps the thread
+    /// and the async runtime waits on tokio's timer; with one, both call it,
+    /// the async runtime on tokio's blocking pool.
     #[must_use]
     pub fn sleeper(mut self, sleeper: Arc<dyn Sleeper>) -> Self {
         self.tools = self.tools.sleeper(sleeper);

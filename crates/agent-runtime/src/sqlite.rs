@@ -15,7 +15,8 @@ use crate::store::CheckpointStore;
 /// per run, replaced in a transaction on every save.
 ///
 /// ```
-/// use agent_runtime::{Checkpoint, CheckpointStore, SqliteCheckpointStore, Task};
+/// use agent_runtime::checkpoint::Checkpoint;
+/// use agent_runtime::{CheckpointStore, SqliteCheckpointStore, Task};
 /// use serde_json::json;
 ///
 /// let dir = tempfile::tempdir()?;

@@ -34,6 +34,8 @@ pub struct ToolInput {
     /// The dispatch an effect-backed tool performs: its operation id, attempt
     /// and provider key, as the effect executor tells every handler. `None`
     /// for plain tools.
+    #[cfg(feature = "effects")]
+    #[cfg_attr(docsrs, doc(cfg(feature = "effects")))]
     pub effect: Option<effect_exec::HandlerContext>,
 }
 

@@ -4,7 +4,7 @@
 //! replay. Audit records are the few decisions an operator or auditor must be
 //! able to find without reading traces: denied tools, mutations that needed a
 //! confirmation, mutations that ran, effects left uncertain. They go to their
-//! own [`AuditStore`](crate::AuditStore) and are never mixed into the trace.
+//! own [`AuditStore`](crate::store::AuditStore) and are never mixed into the trace.
 
 use effect_core::EffectStatus;
 use serde::{Deserialize, Serialize};

@@ -18,6 +18,7 @@ use crate::dispatch::{HandlerOutcome, Invoke, call_guarded};
 use crate::error::{ExecError, HandlerError};
 use crate::executor::{Call, EffectExecutor};
 use crate::options::CallOptions;
+use crate::prepared::PreparedEffect;
 
 type AsyncHandler = Arc<dyn Fn(Value, HandlerContext) -> BoxFuture<HandlerOutcome> + Send + Sync>;
 
@@ -124,10 +125,53 @@ impl EffectExecutor {
         H: Fn(Value, HandlerContext) -> Fut + Send + Sync + 'static,
         Fut: Future<Output = Result<O, HandlerError>> + Send + 'static,
     {
-        let identity = self.identity_of(contract, arguments)?;
+        let prepared = self.prepare(contract, arguments)?;
+        self.run_async(prepared, options, handler).await
+    }
+
+    /// [`execute_async`](Self::execute_async) for a call that
+    /// [`prepare`](Self::prepare) derived: the same semantics, under the
+    /// prepared operation id.
+    ///
+    /// # Errors
+    ///
+    /// As [`execute_async`](Self::execute_async), plus
+    /// [`ExecError::ForeignPreparation`] when another executor (other keys or
+    /// fingerprint form) prepared the call.
+    #[cfg_attr(docsrs, doc(cfg(feature = "tokio")))]
+    pub async fn execute_prepared_async<O, H, Fut>(
+        &self,
+        prepared: &PreparedEffect,
+        options: CallOptions,
+        handler: H,
+    ) -> Result<EffectResult, ExecError>
+    where
+        O: Serialize + Send + 'static,
+        H: Fn(Value, HandlerContext) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = Result<O, HandlerError>> + Send + 'static,
+    {
+        self.check_prepared(prepared)?;
+        self.run_async(prepared.clone(), options, handler).await
+    }
+
+    /// Runs the state machine on the blocking pool, driving the async
+    /// handler and probe from there.
+    async fn run_async<O, H, Fut>(
+        &self,
+        prepared: PreparedEffect,
+        options: CallOptions,
+        handler: H,
+    ) -> Result<EffectResult, ExecError>
+    where
+        O: Serialize + Send + 'static,
+        H: Fn(Value, HandlerContext) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = Result<O, HandlerError>> + Send + 'static,
+    {
+        let PreparedEffect {
+            contract, identity, ..
+        } = prepared;
         let operation_id = identity.operation_id.clone();
         let executor = self.clone();
-        let contract = contract.clone();
         let deadline = options.deadline.or(self.options.default_deadline);
         let handler: AsyncHandler = Arc::new(move |arguments, context| {
             let future = handler(arguments, context);

@@ -129,6 +129,18 @@ pub enum ExecError {
         /// The operation id.
         operation_id: String,
     },
+    /// The call was prepared by an executor that derives identities
+    /// differently (other keys or fingerprint form): its fingerprint is not
+    /// the one this executor records. Nothing was written; prepare the call
+    /// with the executor that runs it.
+    #[error(
+        "operation {operation_id:?} was prepared by an executor with other keys or another \
+         fingerprint form"
+    )]
+    ForeignPreparation {
+        /// The operation id.
+        operation_id: String,
+    },
     /// The async runtime could not run a blocking ledger step.
     #[error("async execution of operation {operation_id:?} was interrupted: {message}")]
     Runtime {

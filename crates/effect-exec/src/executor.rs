@@ -19,7 +19,7 @@ use serde::Serialize;
 use serde_json::Value;
 
 use crate::context::HandlerContext;
-use crate::dispatch::{HandlerOutcome, Invoke, SyncInvoke, call_guarded};
+use crate::dispatch::{HandlerOutcome, Invoke, call_guarded};
 use crate::error::{ExecError, HandlerError};
 use crate::heartbeat::LeaseKeeper;
 use crate::options::{CallOptions, ExecutorOptions};
@@ -346,16 +346,7 @@ impl EffectExecutor {
         H: Fn(Value, HandlerContext) -> Result<O, HandlerError> + Send + Sync + 'static,
     {
         let identity = self.identity_of(contract, arguments)?;
-        let invoke = SyncInvoke {
-            handler: Arc::new(handler),
-        };
-        let call = Call {
-            contract,
-            identity: &identity,
-            deadline: options.deadline.or(self.options.default_deadline),
-            invoke: &invoke,
-        };
-        self.run(&call)
+        self.execute_identity(contract, &identity, options, handler)
     }
 
     /// The whole of docs/spec.md §5 step 2, for any way of invoking user code.
@@ -781,14 +772,8 @@ pub(crate) fn identify<A: Serialize + ?Sized>(
     };
     let redacted = redacted.filter(|redacted| *redacted != revealed);
     let secrets = redacted.is_some();
-    let contract_error = |source| ExecError::Contract {
-        contract: contract.name().to_owned(),
-        source,
-    };
-    let operation_id =
-        call_guarded(|| contract.operation_id(&revealed.clone())).map_err(contract_error)?;
-    let key = call_guarded(|| contract.provider_idempotency_key(&revealed.clone()))
-        .map_err(contract_error)?;
+    let operation_id = operation_id_of(contract, &revealed)?;
+    let key = provider_key_of(contract, &revealed)?;
     let fingerprint = match &redacted {
         Some(redacted) => RequestFingerprint::of_value(&effect_core::redaction::fingerprint_view(
             &revealed,
@@ -828,6 +813,32 @@ pub(crate) fn identify<A: Serialize + ?Sized>(
         },
         redactor: redacted.map(|redacted| Arc::new(Redactor::new(&revealed, &redacted))),
         arguments: revealed,
+    })
+}
+
+/// The operation id `contract` derives from the canonical `arguments`: the
+/// one derivation, a panicking callback an error like a failing one.
+pub(crate) fn operation_id_of(
+    contract: &EffectContract,
+    arguments: &Value,
+) -> Result<String, ExecError> {
+    call_guarded(|| contract.operation_id(arguments)).map_err(|source| ExecError::Contract {
+        contract: contract.name().to_owned(),
+        source,
+    })
+}
+
+/// The provider idempotency key `contract` derives from the canonical
+/// `arguments`, guarded like [`operation_id_of`].
+pub(crate) fn provider_key_of(
+    contract: &EffectContract,
+    arguments: &Value,
+) -> Result<Option<String>, ExecError> {
+    call_guarded(|| contract.provider_idempotency_key(arguments)).map_err(|source| {
+        ExecError::Contract {
+            contract: contract.name().to_owned(),
+            source,
+        }
     })
 }
 

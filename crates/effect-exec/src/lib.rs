@@ -69,6 +69,7 @@ mod executor;
 mod heartbeat;
 mod notice;
 mod options;
+mod prepared;
 mod reconcile;
 mod recovery;
 mod sweep;
@@ -81,6 +82,7 @@ pub use error::{ExecError, HandlerError};
 pub use executor::EffectExecutor;
 pub use notice::UncertainOutcome;
 pub use options::{CallOptions, ExecutorOptions};
+pub use prepared::PreparedEffect;
 pub use reconcile::Audit;
 pub use recovery::{
     DEFAULT_MIN_AGE, RecoveryHandle, RecoveryReport, RecoveryWorker, Waiting, WaitingFor, waiting,

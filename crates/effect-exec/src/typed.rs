@@ -16,7 +16,7 @@ use serde_json::Value;
 
 use crate::context::HandlerContext;
 use crate::error::{ExecError, HandlerError};
-use crate::executor::EffectExecutor;
+use crate::executor::{EffectExecutor, operation_id_of, provider_key_of};
 use crate::options::CallOptions;
 
 /// An [`EffectContract`] over arguments `A` and outputs `O`.
@@ -110,21 +110,20 @@ where
         &self.contract
     }
 
-    /// The operation id of `arguments`, as execution would derive it.
+    /// The operation id of `arguments`, as execution derives it (the same
+    /// function, so a panicking callback is an error here too). A call needs
+    /// no second derivation: its handler reads the id from its
+    /// [`HandlerContext`](crate::HandlerContext), and a caller that needs it
+    /// before the dispatch uses [`EffectExecutor::prepare`].
     ///
     /// # Errors
     ///
     /// [`ExecError::InvalidArguments`] when `arguments` cannot be canonical
-    /// JSON, [`ExecError::Contract`] when the callback fails.
+    /// JSON, [`ExecError::Contract`] when the callback fails or panics.
     pub fn operation_id(&self, arguments: &A) -> Result<String, ExecError> {
         let value =
             to_json_value(arguments).map_err(|source| ExecError::InvalidArguments { source })?;
-        self.contract
-            .operation_id(&value)
-            .map_err(|source| ExecError::Contract {
-                contract: self.contract.name().to_owned(),
-                source,
-            })
+        operation_id_of(&self.contract, &value)
     }
 
     /// The provider idempotency key of `arguments`, as execution would derive it.
@@ -135,12 +134,7 @@ where
     pub fn provider_idempotency_key(&self, arguments: &A) -> Result<Option<String>, ExecError> {
         let value =
             to_json_value(arguments).map_err(|source| ExecError::InvalidArguments { source })?;
-        self.contract
-            .provider_idempotency_key(&value)
-            .map_err(|source| ExecError::Contract {
-                contract: self.contract.name().to_owned(),
-                source,
-            })
+        provider_key_of(&self.contract, &value)
     }
 }
 

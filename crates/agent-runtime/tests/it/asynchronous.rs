@@ -1,21 +1,31 @@
 //! `AsyncAgentRuntime`: the same runs on tokio, with an async planner and
-//! async handlers; effect-backed tools go through `execute_async`.
+//! async handlers; effect-backed tools go through `execute_prepared_async`,
+//! and no store, synchronous handler or injected sleeper blocks a worker.
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
+use std::thread::ThreadId;
 use std::time::Duration;
 
-use agent_runtime::{
-    Action, AgentRuntime, AsyncAgentRuntime, AsyncPlanner, AuditKind, DeterministicPlanner,
-    EffectKind, PendingStage, PermissionPolicy, PlanContext, PlannerError, ReplaySummary,
-    RetryPolicy, RunError, RunOptions, RunStatus, StepFuture, Task, ToolDefinition, ToolError,
-    ToolRegistry, ToolResultStatus, TraceEventKind,
+use agent_runtime::checkpoint::{Checkpoint, PendingStage};
+use agent_runtime::store::{
+    AuditStore, EventStore, MemoryAuditStore, MemoryCheckpointStore, MemoryEventStore, StoreError,
 };
-use effect_core::{EffectContract, EffectLedger, EffectStatus, MemoryLedger, OutcomeProbeResult};
+use agent_runtime::trace::{AuditKind, AuditRecord, ToolResultStatus, TraceEvent, TraceEventKind};
+use agent_runtime::{
+    Action, AgentRuntime, AsyncAgentRuntime, AsyncPlanner, CheckpointStore, DeterministicPlanner,
+    EffectKind, PermissionPolicy, PlanContext, PlannerError, ReplaySummary, RetryPolicy, RunError,
+    RunOptions, RunStatus, StepFuture, Task, ToolDefinition, ToolError, ToolRegistry,
+};
+use effect_core::{
+    EffectContract, EffectLedger, EffectRecord, EffectStatus, LedgerError, LedgerEvent,
+    LedgerStats, ListQuery, MemoryLedger, OutcomeProbeResult, Transition, TransitionOutcome,
+    WriteDurability,
+};
 use effect_exec::EffectExecutor;
 use serde_json::json;
 
-use crate::invoice_schema;
+use crate::{RecordingSleeper, invoice_schema};
 
 /// A payment provider that commits every capture; the first acknowledgement
 /// is lost, and its index lags one probe behind.
@@ -307,4 +317,259 @@ fn the_synchronous_runtime_refuses_an_async_tool() {
         built,
         Err(RunError::AsyncToolInSyncRuntime { tool }) if tool == "lookup_invoice"
     ));
+}
+
+/// The threads a store was called on, and how often.
+#[derive(Debug, Default)]
+struct Threads(Mutex<Vec<ThreadId>>);
+
+impl Threads {
+    fn record(&self) {
+        self.0.lock().unwrap().push(std::thread::current().id());
+    }
+
+    /// How many calls ran on `thread`, out of how many.
+    fn on(&self, thread: ThreadId) -> (usize, usize) {
+        let calls = self.0.lock().unwrap();
+        (calls.iter().filter(|t| **t == thread).count(), calls.len())
+    }
+}
+
+/// Trace, audit and checkpoint stores in memory that note the thread of
+/// every call.
+#[derive(Debug, Default)]
+struct ThreadNotingStores {
+    threads: Threads,
+    events: MemoryEventStore,
+    audit: MemoryAuditStore,
+    checkpoints: MemoryCheckpointStore,
+}
+
+impl EventStore for ThreadNotingStores {
+    fn append(&self, event: &TraceEvent) -> Result<(), StoreError> {
+        self.threads.record();
+        self.events.append(event)
+    }
+
+    fn events(&self, run_id: &str) -> Result<Vec<TraceEvent>, StoreError> {
+        self.threads.record();
+        self.events.events(run_id)
+    }
+}
+
+impl AuditStore for ThreadNotingStores {
+    fn append(&self, record: &AuditRecord) -> Result<(), StoreError> {
+        self.threads.record();
+        self.audit.append(record)
+    }
+
+    fn records(&self, run_id: &str) -> Result<Vec<AuditRecord>, StoreError> {
+        self.threads.record();
+        self.audit.records(run_id)
+    }
+}
+
+impl CheckpointStore for ThreadNotingStores {
+    fn save(&self, checkpoint: &Checkpoint) -> Result<(), StoreError> {
+        self.threads.record();
+        self.checkpoints.save(checkpoint)
+    }
+
+    fn load(&self, run_id: &str) -> Result<Option<Checkpoint>, StoreError> {
+        self.threads.record();
+        self.checkpoints.load(run_id)
+    }
+}
+
+/// A memory ledger that notes the thread of every call.
+#[derive(Debug, Default)]
+struct ThreadNotingLedger {
+    threads: Threads,
+    inner: MemoryLedger,
+}
+
+#[deny(clippy::missing_trait_methods)]
+impl EffectLedger for ThreadNotingLedger {
+    fn apply_with(
+        &self,
+        operation_id: &str,
+        transition: &Transition,
+        durability: WriteDurability,
+    ) -> Result<TransitionOutcome, LedgerError> {
+        self.threads.record();
+        self.inner.apply_with(operation_id, transition, durability)
+    }
+
+    fn sync(&self) -> Result<(), LedgerError> {
+        self.threads.record();
+        self.inner.sync()
+    }
+
+    fn get(&self, operation_id: &str) -> Result<Option<EffectRecord>, LedgerError> {
+        self.threads.record();
+        self.inner.get(operation_id)
+    }
+
+    fn list(&self, query: &ListQuery) -> Result<Vec<EffectRecord>, LedgerError> {
+        self.threads.record();
+        self.inner.list(query)
+    }
+
+    fn events(&self, operation_id: &str) -> Result<Vec<LedgerEvent>, LedgerError> {
+        self.threads.record();
+        self.inner.events(operation_id)
+    }
+
+    fn events_after(&self, after: u64, limit: usize) -> Result<Vec<LedgerEvent>, LedgerError> {
+        self.threads.record();
+        self.inner.events_after(after, limit)
+    }
+
+    fn stats(&self) -> Result<LedgerStats, LedgerError> {
+        self.threads.record();
+        self.inner.stats()
+    }
+
+    fn longest_lock_wait(&self) -> Option<Duration> {
+        self.inner.longest_lock_wait()
+    }
+}
+
+// A current-thread runtime: the test's thread is the runtime's only worker,
+// so a store called on the task would be called on this thread.
+#[tokio::test(flavor = "current_thread")]
+async fn stores_and_the_ledger_are_never_called_on_the_runtime_worker() {
+    let worker = std::thread::current().id();
+    let stores = Arc::new(ThreadNotingStores::default());
+    let ledger = Arc::new(ThreadNotingLedger::default());
+    let provider = Arc::new(Provider::default());
+    let lookups = Arc::new(AtomicUsize::new(0));
+    let mut registry = ToolRegistry::new();
+    registry.register(lookup_tool(&lookups)).unwrap();
+    registry.register(sync_capture_tool(&provider)).unwrap();
+    let rt = AsyncAgentRuntime::builder(
+        registry,
+        DeterministicPlanner::new([
+            Action::call("lookup_invoice", json!({"invoice_id": "INV-3"})),
+            Action::call("capture_payment", json!({"invoice_id": "INV-3"})),
+            Action::finish(json!("paid")),
+        ]),
+    )
+    .policy(
+        PermissionPolicy::allow(["lookup_invoice", "capture_payment"])
+            .without_mutation_confirmation(),
+    )
+    .event_store(Arc::clone(&stores) as Arc<dyn EventStore>)
+    .audit_store(Arc::clone(&stores) as Arc<dyn AuditStore>)
+    .checkpoint_store(Arc::clone(&stores) as Arc<dyn CheckpointStore>)
+    .effect_executor(EffectExecutor::new(
+        Arc::clone(&ledger) as Arc<dyn EffectLedger>
+    ))
+    .build()
+    .unwrap();
+
+    // `sendable`: a run can be spawned on a multi-threaded runtime.
+    let report = sendable(rt.run(Task::new("run-off-worker", json!("t")), RunOptions::start()))
+        .await
+        .unwrap();
+    assert_eq!(report.status, RunStatus::Completed, "{report:#?}");
+    assert_eq!(lookups.load(Ordering::SeqCst), 1);
+    assert_eq!(provider.committed(), 1);
+    let (on_worker, calls) = stores.threads.on(worker);
+    assert!(calls >= 10, "the run used its stores: {calls} calls");
+    assert_eq!(
+        on_worker, 0,
+        "{on_worker} of {calls} store calls on the worker"
+    );
+    let (on_worker, calls) = ledger.threads.on(worker);
+    assert!(calls >= 2, "the capture used the ledger: {calls} calls");
+    assert_eq!(
+        on_worker, 0,
+        "{on_worker} of {calls} ledger calls on the worker"
+    );
+}
+
+/// `future`, checked to be `Send` at compile time.
+fn sendable<F: std::future::Future + Send>(future: F) -> F {
+    future
+}
+
+/// A synchronous capture handler, committing every call.
+fn sync_capture_tool(provider: &Arc<Provider>) -> ToolDefinition {
+    let p = Arc::clone(provider);
+    ToolDefinition::new(
+        "capture_payment",
+        "Captures an invoice's payment",
+        invoice_schema(),
+        EffectKind::Mutation,
+        move |input| {
+            p.handler_calls.fetch_add(1, Ordering::SeqCst);
+            p.commits
+                .lock()
+                .unwrap()
+                .push(input.provider_key.unwrap_or_default());
+            Ok(json!({"payment_id": "pay-1"}))
+        },
+    )
+    .effect_contract(
+        EffectContract::builder("capture_payment", |args| {
+            Ok(format!(
+                "invoice:{}:capture",
+                args["invoice_id"].as_str().ok_or("missing invoice_id")?
+            ))
+        })
+        .build()
+        .unwrap(),
+    )
+}
+
+#[tokio::test(flavor = "current_thread")]
+async fn an_injected_sleeper_waits_between_async_retries_instead_of_tokios_timer() {
+    let attempts = Arc::new(AtomicUsize::new(0));
+    let counter = Arc::clone(&attempts);
+    let mut registry = ToolRegistry::new();
+    registry
+        .register(ToolDefinition::new_async(
+            "flaky_search",
+            "Times out twice, then answers",
+            invoice_schema(),
+            EffectKind::Read,
+            move |_| {
+                let attempt = counter.fetch_add(1, Ordering::SeqCst) + 1;
+                async move {
+                    if attempt < 3 {
+                        Err(ToolError::timeout("search did not answer"))
+                    } else {
+                        Ok(json!({"hits": 1}))
+                    }
+                }
+            },
+        ))
+        .unwrap();
+    let sleeper = RecordingSleeper::default();
+    // An hour between attempts: a run that waited on tokio's timer would not
+    // come back, one that waits through the sleeper returns at once.
+    let hour = Duration::from_secs(3600);
+    let rt = AsyncAgentRuntime::builder(
+        registry,
+        DeterministicPlanner::new([
+            Action::call("flaky_search", json!({"invoice_id": "INV-1"})),
+            Action::finish(json!("found")),
+        ]),
+    )
+    .policy(PermissionPolicy::allow(["flaky_search"]))
+    .retry_policy(RetryPolicy::default().max_attempts(3).backoff(hour, hour))
+    .sleeper(Arc::new(sleeper.clone()))
+    .build()
+    .unwrap();
+
+    let run = rt.run(Task::new("run-sleeper", json!("t")), RunOptions::start());
+    // A bound on failure only: the run itself never waits.
+    let report = tokio::time::timeout(Duration::from_secs(120), run)
+        .await
+        .expect("the retries wait through the injected sleeper, not tokio's timer")
+        .unwrap();
+    assert_eq!(report.status, RunStatus::Completed, "{report:#?}");
+    assert_eq!(attempts.load(Ordering::SeqCst), 3);
+    assert_eq!(sleeper.delays(), [hour, hour]);
 }

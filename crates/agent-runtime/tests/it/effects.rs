@@ -6,12 +6,16 @@ use std::collections::VecDeque;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
+use agent_runtime::checkpoint::{Checkpoint, PendingStage};
+use agent_runtime::store::{MemoryCheckpointStore, StoreError};
+use agent_runtime::trace::{AuditKind, ToolResultStatus, TraceEventKind};
 use agent_runtime::{
-    Action, AgentRuntime, AuditKind, Checkpoint, CheckpointStore, DeterministicPlanner, EffectKind,
-    MemoryCheckpointStore, PendingStage, PermissionPolicy, ReplaySummary, RunOptions, RunStatus,
-    StoreError, ToolDefinition, ToolError, ToolRegistry, ToolResultStatus, TraceEventKind,
+    Action, AgentRuntime, CheckpointStore, DeterministicPlanner, EffectKind, PermissionPolicy,
+    ReplaySummary, RunOptions, RunStatus, ToolDefinition, ToolError, ToolRegistry,
 };
-use effect_core::{EffectContract, EffectLedger, EffectStatus, MemoryLedger, OutcomeProbeResult};
+use effect_core::{
+    EffectContract, EffectLedger, EffectStatus, ListQuery, MemoryLedger, OutcomeProbeResult,
+};
 use effect_exec::{Audit, EffectExecutor};
 use serde_json::{Value, json};
 
@@ -529,4 +533,156 @@ fn unavailable_ledger_fails_the_run_and_a_resume_settles_the_effect() {
     check(&rt, "run-flaky", RunOptions::resume(), RunStatus::Completed);
     assert_eq!(provider.committed(), 1);
     assert_eq!(provider.handler_calls.load(Ordering::SeqCst), 1);
+}
+
+/// Per handler call: the operation id its context names, and the one the
+/// run checkpointed before the dispatch.
+type SeenIds = Arc<Mutex<Vec<(String, Option<String>)>>>;
+
+/// A capture tool whose handler records the ids it sees.
+fn capture_recording_ids(
+    ids: &SeenIds,
+    checkpoints: &Arc<MemoryCheckpointStore>,
+    operation_id: impl Fn(&Value) -> Result<String, effect_core::CallbackError> + Send + Sync + 'static,
+) -> ToolDefinition {
+    let (seen, checkpoints) = (Arc::clone(ids), Arc::clone(checkpoints));
+    ToolDefinition::new(
+        "capture_payment",
+        "Captures an invoice's payment",
+        invoice_schema(),
+        EffectKind::Mutation,
+        move |input| {
+            let context = input
+                .effect
+                .expect("an effect-backed handler gets a context");
+            let checkpointed = checkpoints
+                .load("run-ids")
+                .unwrap()
+                .and_then(|c| c.pending)
+                .and_then(|p| match p.stage {
+                    PendingStage::EffectDispatching { operation_id } => Some(operation_id),
+                    _ => None,
+                });
+            seen.lock()
+                .unwrap()
+                .push((context.operation_id().to_owned(), checkpointed));
+            Ok(json!({"payment_id": "pay-1"}))
+        },
+    )
+    .effect_contract(
+        EffectContract::builder("capture_payment", operation_id)
+            .build()
+            .unwrap(),
+    )
+}
+
+fn capture_runtime(
+    tool: ToolDefinition,
+    checkpoints: &Arc<MemoryCheckpointStore>,
+    ledger: &Arc<dyn EffectLedger>,
+) -> AgentRuntime {
+    let mut registry = ToolRegistry::new();
+    registry.register(tool).unwrap();
+    AgentRuntime::builder(
+        registry,
+        DeterministicPlanner::new([
+            Action::call("capture_payment", json!({"invoice_id": "INV-4"})),
+            Action::finish(json!("paid")),
+        ]),
+    )
+    .policy(PermissionPolicy::allow(["capture_payment"]).without_mutation_confirmation())
+    .checkpoint_store(Arc::clone(checkpoints) as Arc<dyn CheckpointStore>)
+    .effect_executor(EffectExecutor::new(Arc::clone(ledger)))
+    .build()
+    .unwrap()
+}
+
+fn recorded(ledger: &Arc<dyn EffectLedger>) -> usize {
+    ledger.list(&ListQuery::new(100)).unwrap().len()
+}
+
+#[test]
+fn the_operation_id_the_executor_derived_is_the_one_checkpointed_traced_and_handed_to_the_handler()
+{
+    let ids = Arc::new(Mutex::new(Vec::new()));
+    let checkpoints = Arc::new(MemoryCheckpointStore::new());
+    let ledger: Arc<dyn EffectLedger> = Arc::new(MemoryLedger::new());
+    let derivations = Arc::new(AtomicUsize::new(0));
+    let counter = Arc::clone(&derivations);
+    let tool = capture_recording_ids(&ids, &checkpoints, move |args| {
+        counter.fetch_add(1, Ordering::SeqCst);
+        Ok(format!(
+            "invoice:{}:capture",
+            args["invoice_id"].as_str().ok_or("missing invoice_id")?
+        ))
+    });
+    let rt = capture_runtime(tool, &checkpoints, &ledger);
+
+    let report = check(&rt, "run-ids", RunOptions::start(), RunStatus::Completed);
+    assert_eq!(report.output, Some(json!("paid")));
+    // Derived once for the call, by the effect executor.
+    assert_eq!(derivations.load(Ordering::SeqCst), 1);
+    let id = "invoice:INV-4:capture".to_owned();
+    // The handler's context names the id the run checkpointed before the dispatch.
+    assert_eq!(*ids.lock().unwrap(), [(id.clone(), Some(id.clone()))]);
+    let traced: Vec<Option<String>> = rt
+        .events()
+        .events("run-ids")
+        .unwrap()
+        .into_iter()
+        .filter_map(|e| match e.kind {
+            TraceEventKind::ToolResult { operation_id, .. } => Some(operation_id),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(traced, [Some(id.clone())]);
+    let audited: Vec<Option<String>> = rt
+        .audit()
+        .records("run-ids")
+        .unwrap()
+        .into_iter()
+        .map(|r| r.operation_id)
+        .collect();
+    assert_eq!(audited, [None, Some(id.clone()), Some(id.clone())]);
+    let record = ledger.get(&id).unwrap().unwrap();
+    assert_eq!(record.status, EffectStatus::Confirmed);
+    assert_eq!(recorded(&ledger), 1);
+}
+
+#[test]
+fn a_panicking_operation_id_fails_the_run_before_anything_is_recorded_or_dispatched() {
+    let ids = Arc::new(Mutex::new(Vec::new()));
+    let ledger: Arc<dyn EffectLedger> = Arc::new(MemoryLedger::new());
+    let checkpoints = Arc::new(MemoryCheckpointStore::new());
+    let tool = capture_recording_ids(&ids, &checkpoints, |_| panic!("identity bug"));
+    let rt = capture_runtime(tool, &checkpoints, &ledger);
+    let report = check(&rt, "run-ids", RunOptions::start(), RunStatus::Failed);
+    let error = report.error.unwrap();
+    assert!(
+        error.contains("could not derive its operation id"),
+        "{error}"
+    );
+    assert!(error.contains("identity bug"), "{error}");
+    assert!(ids.lock().unwrap().is_empty(), "no handler call");
+    assert_eq!(recorded(&ledger), 0, "nothing recorded");
+    let audit: Vec<AuditKind> = rt
+        .audit()
+        .records("run-ids")
+        .unwrap()
+        .iter()
+        .map(|r| r.kind)
+        .collect();
+    assert_eq!(
+        audit,
+        [AuditKind::MutationAuthorized, AuditKind::ToolFailed]
+    );
+
+    // A failing identity function is refused the same way.
+    let checkpoints = Arc::new(MemoryCheckpointStore::new());
+    let tool = capture_recording_ids(&ids, &checkpoints, |_| Err("no invoice here".into()));
+    let rt = capture_runtime(tool, &checkpoints, &ledger);
+    let report = check(&rt, "run-ids", RunOptions::start(), RunStatus::Failed);
+    assert!(report.error.unwrap().contains("no invoice here"));
+    assert!(ids.lock().unwrap().is_empty());
+    assert_eq!(recorded(&ledger), 0);
 }

@@ -15,10 +15,11 @@ mod runs;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use agent_runtime::resilience::Sleeper;
+use agent_runtime::trace::TraceEvent;
 use agent_runtime::{
     Action, AgentRuntime, AgentRuntimeBuilder, DeterministicPlanner, EffectKind, PermissionPolicy,
-    RunOptions, RunReport, RunStatus, Sleeper, Task, ToolDefinition, ToolError, ToolRegistry,
-    TraceEvent,
+    RunOptions, RunReport, RunStatus, Task, ToolDefinition, ToolError, ToolRegistry,
 };
 use serde_json::{Value, json};
 

@@ -7,11 +7,15 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
+use agent_runtime::checkpoint::Checkpoint;
+use agent_runtime::planner::PLAN_EXHAUSTED;
+use agent_runtime::resilience::CircuitState;
+use agent_runtime::store::MemoryCheckpointStore;
+use agent_runtime::trace::{AuditKind, TraceEventKind};
 use agent_runtime::{
-    Action, AgentRuntime, AuditKind, Checkpoint, CheckpointStore, CircuitBreakerPolicy,
-    CircuitState, DeterministicPlanner, EffectKind, MemoryCheckpointStore, PLAN_EXHAUSTED,
+    Action, AgentRuntime, CheckpointStore, CircuitBreakerPolicy, DeterministicPlanner, EffectKind,
     PermissionPolicy, PlanContext, Planner, PlannerError, ReplaySummary, RetryPolicy, RunOptions,
-    RunStatus, Task, ToolDefinition, ToolErrorKind, ToolRegistry, TraceEventKind,
+    RunStatus, Task, ToolDefinition, ToolErrorKind, ToolRegistry,
 };
 use serde_json::json;
 

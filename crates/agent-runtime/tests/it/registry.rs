@@ -1,6 +1,7 @@
 //! Registration refuses what could fail later: duplicates and unusable schemas.
 
-use agent_runtime::{EffectKind, RegistryError, SchemaError, ToolDefinition, ToolRegistry};
+use agent_runtime::error::SchemaError;
+use agent_runtime::{EffectKind, RegistryError, ToolDefinition, ToolRegistry};
 use serde_json::{Value, json};
 
 use crate::invoice_schema;

@@ -3,9 +3,10 @@
 use std::sync::Arc;
 use std::time::{Duration, UNIX_EPOCH};
 
+use agent_runtime::resilience::CircuitState;
+use agent_runtime::trace::TraceEventKind;
 use agent_runtime::{
-    Action, CircuitBreakerPolicy, CircuitState, ReplaySummary, RetryPolicy, RunOptions, RunStatus,
-    TraceEventKind,
+    Action, CircuitBreakerPolicy, ReplaySummary, RetryPolicy, RunOptions, RunStatus,
 };
 use effect_core::ManualClock;
 use serde_json::json;

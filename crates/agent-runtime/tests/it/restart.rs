@@ -6,10 +6,10 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
+use agent_runtime::store::MemoryCheckpointStore;
 use agent_runtime::{
-    Action, AgentRuntime, CheckpointStore, DeterministicPlanner, EffectKind, MemoryCheckpointStore,
-    PermissionPolicy, ReplaySummary, RunOptions, RunStatus, Task, ToolDefinition, ToolError,
-    ToolRegistry,
+    Action, AgentRuntime, CheckpointStore, DeterministicPlanner, EffectKind, PermissionPolicy,
+    ReplaySummary, RunOptions, RunStatus, Task, ToolDefinition, ToolError, ToolRegistry,
 };
 use serde_json::json;
 

@@ -1,8 +1,9 @@
 //! Runs end to end: policy, confirmation, reuse, audit, transitions, replay.
 
+use agent_runtime::policy::PolicyDecision;
+use agent_runtime::trace::{AuditKind, ToolResultStatus, TraceEventKind};
 use agent_runtime::{
-    Action, AuditKind, PermissionPolicy, PolicyDecision, ReplaySummary, RunError, RunOptions,
-    RunStatus, Task, ToolResultStatus, TraceEventKind, invocation_id,
+    Action, PermissionPolicy, ReplaySummary, RunError, RunOptions, RunStatus, Task, invocation_id,
 };
 use serde_json::json;
 

@@ -263,3 +263,44 @@ async fn the_async_form_confirms_a_lost_acknowledgement_once() -> Result<(), Exe
     );
     Ok(())
 }
+
+#[test]
+fn a_panicking_identity_function_is_an_error_not_a_panic() {
+    let contract = TypedContract::<Capture, Payment>::builder("capture_payment", |_args| {
+        panic!("identity bug")
+    })
+    .provider_idempotency_key(|_args| panic!("key bug"))
+    .build()
+    .unwrap();
+    let err = contract.operation_id(&inv("INV-7")).unwrap_err();
+    assert!(
+        matches!(&err, ExecError::Contract { contract, .. } if contract == "capture_payment"),
+        "{err:?}"
+    );
+    assert!(effect_core::error_chain(&err).contains("identity bug"));
+    let err = contract
+        .provider_idempotency_key(&inv("INV-7"))
+        .unwrap_err();
+    assert!(
+        effect_core::error_chain(&err).contains("key bug"),
+        "{err:?}"
+    );
+    // Execution refuses it the same way, before anything is written.
+    let executor = executor();
+    let err = executor
+        .execute_typed(&contract, &inv("INV-7"), |_args, _ctx| {
+            Ok(Payment {
+                payment_id: "pay-1".into(),
+                amount_cents: 1,
+            })
+        })
+        .unwrap_err();
+    assert!(matches!(err, ExecError::Contract { .. }), "{err:?}");
+    assert!(
+        executor
+            .ledger()
+            .list(&effect_core::ListQuery::new(10))
+            .unwrap()
+            .is_empty()
+    );
+}
