@@ -7,8 +7,10 @@
 //!
 //! - `POST` to any path commits one effect (a *charge*), answered `200` with
 //!   `{"id": "ch_000001", ...the request's fields}`.
-//! - `GET /v1/charges/{id}` and `GET /v1/charges/by-key/{key}` look a charge
-//!   up: `200` with the charge, or `404`.
+//! - `GET /v1/charges/{id}`, `GET /v1/charges/by-key/{key}` and
+//!   `GET /v1/charges/by-reference/{reference}` (the request's `reference`
+//!   field, a client-chosen id) look the first matching charge up: `200`
+//!   with the charge, or `404`.
 //!
 //! Keys follow Stripe's documented semantics and the IETF
 //! `Idempotency-Key` header draft: the first request with a key commits and
@@ -664,18 +666,21 @@ fn lookup(state: &State, path: &str) -> HttpResponse {
     };
     let now = state.options.clock.now();
     let inner = state.lock();
-    let found = match rest.strip_prefix("by-key/") {
-        Some(key) => {
-            let key = decode(key);
-            inner
-                .charges
-                .iter()
-                .find(|charge| charge.idempotency_key.as_deref() == Some(key.as_str()))
-        }
-        None => {
-            let id = decode(rest);
-            inner.charges.iter().find(|charge| charge.id == id)
-        }
+    let found = if let Some(key) = rest.strip_prefix("by-key/") {
+        let key = decode(key);
+        inner
+            .charges
+            .iter()
+            .find(|charge| charge.idempotency_key.as_deref() == Some(key.as_str()))
+    } else if let Some(reference) = rest.strip_prefix("by-reference/") {
+        let reference = decode(reference);
+        inner
+            .charges
+            .iter()
+            .find(|charge| charge.request["reference"].as_str() == Some(reference.as_str()))
+    } else {
+        let id = decode(rest);
+        inner.charges.iter().find(|charge| charge.id == id)
     };
     let visible = found.filter(|charge| {
         now.duration_since(charge.committed_at).unwrap_or_default() >= state.options.stale_reads

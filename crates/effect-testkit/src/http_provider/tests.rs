@@ -222,7 +222,12 @@ fn lookups_by_key_and_id_miss_until_the_stale_window_passes() {
             .clock(clock.clone()),
     )
     .unwrap();
-    post(&provider, Some("capture:INV 1"), r#"{"amount": 5}"#).unwrap();
+    post(
+        &provider,
+        Some("capture:INV 1"),
+        r#"{"amount": 5, "reference": "r-1"}"#,
+    )
+    .unwrap();
     let by_key = "/v1/charges/by-key/capture:INV%201";
     assert_eq!(
         send(&provider, "GET", by_key, None, "").unwrap().status,
