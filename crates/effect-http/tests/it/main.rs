@@ -3,7 +3,7 @@
 #![allow(clippy::unwrap_used)] // Tests unwrap: a panic is a failing test with its message.
 
 mod keys;
-
+mod matrix;
 mod probe;
 mod retry_after;
 mod transport;
