@@ -143,3 +143,35 @@ fn a_key_in_progress_elsewhere_is_unknown_and_never_charged_twice() {
         }
     }
 }
+
+/// docs/http.md §6: a guarantee is a claim about the provider. Against a
+/// provider that ignores keys, the retry it authorizes charges again: the
+/// count a test shows before production does.
+#[test]
+fn a_guarantee_against_a_provider_that_ignores_keys_charges_twice() {
+    let provider =
+        FakeHttpProvider::start_with(FakeHttpOptions::default().honour_keys(false)).unwrap();
+    provider.push_fault(HttpFault::ErrorAfterCommit { status: 502 });
+    let rig = Rig::new(|http| http);
+    let contract = with_key(capture_contract())
+        .provider_idempotency_guaranteed(true)
+        .build()
+        .unwrap();
+    let result = rig.capture(
+        &contract,
+        &invoice("INV-10"),
+        &provider.url("/v1/charges"),
+        crate::Mode::Sync,
+    );
+    assert!(result.is_confirmed());
+    assert_eq!(result.attempts, 2);
+    assert_eq!(
+        provider.committed_count(),
+        2,
+        "the broken promise shows as a second effect"
+    );
+    assert_eq!(
+        posted_keys(&provider),
+        vec![Some("capture:INV-10".to_owned()); 2]
+    );
+}
