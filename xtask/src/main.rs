@@ -251,6 +251,18 @@ const FORBIDDEN: &[(&str, &[&str])] = &[
             "rusqlite",
         ],
     ),
+    // HTTP effects build on core and exec; the fake server is a dev-dependency.
+    (
+        "effect-http",
+        &[
+            "effect-ledger-sqlite",
+            "effect-ledger-postgres",
+            "effect-testkit",
+            "agent-runtime",
+            "openssl-sys",
+            "aws-lc-sys",
+        ],
+    ),
     // The schemas are shared by the runtime and both adapters, and know none of them.
     (
         "effect-schema",

@@ -1,5 +1,10 @@
 //! [`HandlerContext`]: what a handler is told about the dispatch it performs.
 
+use std::sync::{Arc, Mutex, PoisonError};
+
+use effect_core::Evidence;
+use serde_json::Value;
+
 /// What the executor tells a handler about the dispatch it performs: the
 /// operation's id, its contract, which attempt this is, and the provider
 /// idempotency key to send with the request.
@@ -36,7 +41,21 @@ pub struct HandlerContext {
     contract_version: String,
     attempt: u32,
     provider_key: Option<String>,
+    evidence: EvidenceSink,
 }
+
+/// What a handler recorded, shared by every clone of its context. Two
+/// contexts compare equal whatever they recorded: it is not their identity.
+#[derive(Debug, Clone, Default)]
+struct EvidenceSink(Arc<Mutex<Evidence>>);
+
+impl PartialEq for EvidenceSink {
+    fn eq(&self, _other: &Self) -> bool {
+        true
+    }
+}
+
+impl Eq for EvidenceSink {}
 
 impl HandlerContext {
     /// A context, for code that calls a handler itself (a test, an adapter's
@@ -54,6 +73,7 @@ impl HandlerContext {
             contract_version: contract_version.into(),
             attempt,
             provider_key,
+            evidence: EvidenceSink::default(),
         }
     }
 
@@ -87,5 +107,52 @@ impl HandlerContext {
     /// The provider key, owned.
     pub fn into_provider_key(self) -> Option<String> {
         self.provider_key
+    }
+
+    /// Records `value` under `key` in the evidence of this dispatch's
+    /// outcome (confirmed or `outcome_unknown`), for an operator or an
+    /// audit: that the provider replayed a stored answer, the status it
+    /// answered, how long it asked to wait. A later value under the same key
+    /// replaces an earlier one. The executor's own keys
+    /// (`effect_core::evidence`, which its safety rules read) are written
+    /// after the handler's and take precedence; a rejection records no
+    /// evidence. Evidence is stored in clear, like the output: never record
+    /// a secret.
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    /// use effect_core::{EffectContract, MemoryLedger};
+    /// use effect_exec::{EffectExecutor, HandlerContext, HandlerError};
+    /// use serde_json::{json, Value};
+    ///
+    /// let contract = EffectContract::builder("capture_payment", |args| {
+    ///     Ok(format!("capture:{}", args["invoice_id"].as_str().ok_or("missing invoice_id")?))
+    /// })
+    /// .build()?;
+    /// let executor = EffectExecutor::new(Arc::new(MemoryLedger::new()));
+    /// let result = executor.execute(&contract, &json!({"invoice_id": "INV-1"}), |_args: Value, ctx: HandlerContext| {
+    ///     ctx.record_evidence("http.idempotent_replayed", true);
+    ///     Ok::<_, HandlerError>(json!({"payment_id": "pay-1"}))
+    /// })?;
+    /// assert_eq!(result.evidence["http.idempotent_replayed"], json!(true));
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn record_evidence(&self, key: impl Into<String>, value: impl Into<Value>) {
+        // A poisoned lock only means another clone's holder panicked between
+        // two plain map operations: the map is still whole.
+        self.evidence
+            .0
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .insert(key.into(), value.into());
+    }
+
+    /// What the handler has recorded so far.
+    pub fn evidence(&self) -> Evidence {
+        self.evidence
+            .0
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
     }
 }

@@ -500,6 +500,7 @@ impl EffectExecutor {
         let id = call.id();
         let token = claim.owner_token.as_str();
         tracing::info!(operation_id = id, attempt = record.attempts, "dispatching");
+        let context = call.context(record);
         let outcome = {
             let _heartbeat = self.keeper.hold(
                 Arc::clone(&self.ledger),
@@ -509,7 +510,13 @@ impl EffectExecutor {
                 self.options.lease_heartbeat,
             );
             call.invoke
-                .handler(call.arguments(), call.context(record), call.deadline)
+                .handler(call.arguments(), context.clone(), call.deadline)
+        };
+        // What the handler recorded, under the executor's own evidence.
+        let with_handler_evidence = |own: Evidence| -> Evidence {
+            let mut merged = context.evidence();
+            merged.extend(own);
+            merged
         };
         let durability = self.outcome_durability(call, record);
         let (error, evidence, retry_allowed) = match outcome {
@@ -529,7 +536,10 @@ impl EffectExecutor {
                     let confirmation = Confirmation {
                         output,
                         provider_operation_id: None,
-                        evidence: evidence_of([(SOURCE, SOURCE_HANDLER_RETURN.into())]),
+                        evidence: with_handler_evidence(evidence_of([(
+                            SOURCE,
+                            SOURCE_HANDLER_RETURN.into(),
+                        )])),
                     };
                     let transition = call.scrub(Transition::MarkConfirmed {
                         owner_token: Some(token.to_owned()),
@@ -600,7 +610,7 @@ impl EffectExecutor {
             call.scrub(Transition::MarkOutcomeUnknown {
                 owner_token: Some(token.to_owned()),
                 error,
-                evidence,
+                evidence: with_handler_evidence(evidence),
             }),
             durability,
         )?;

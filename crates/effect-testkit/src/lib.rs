@@ -17,6 +17,10 @@
 //!   fake or your own [`ScenarioProvider`](scenario::ScenarioProvider)) through
 //!   the executor and reports a [`ScenarioReport`](scenario::ScenarioReport)
 //!   with a naive retry-on-error baseline beside it.
+//! - `http_provider` (feature `http`): `FakeHttpProvider`, a fake HTTP
+//!   payment API on loopback with Stripe-like idempotency keys and scripted
+//!   faults (drop or stall after commit, 5xx after commit, 429/503 with
+//!   `Retry-After`, stale lookups), for effect-http's fault matrix.
 //! - [`matrix`]: every fault point against every contract variant, with the
 //!   naive baseline; see `docs/testkit.md`.
 //!
@@ -36,10 +40,18 @@
 //! // A store's test module does the same with its own fresh ledger.
 //! effect_testkit::conformance::run_all(&|| -> Arc<dyn EffectLedger> { Arc::new(MemoryLedger::new()) });
 //! ```
+//!
+//! # Feature flags
+//!
+//! - `http`: the `http_provider` module (hyper and tokio).
 #![warn(missing_docs)]
+#![cfg_attr(docsrs, feature(doc_cfg))]
 
 pub mod conformance;
 pub mod faults;
+#[cfg(feature = "http")]
+#[cfg_attr(docsrs, doc(cfg(feature = "http")))]
+pub mod http_provider;
 mod injecting;
 pub mod matrix;
 pub mod provider;

@@ -22,6 +22,7 @@
 //! | `testkit` | `effect-testkit` | fakes, fault scenarios, the ledger conformance suite |
 //! | `rig` | `effect-rig` | `EffectTool`: rig tools whose calls go through the executor |
 //! | `mcp` | `effect-mcp` | effect-backed MCP tools, served and called (rmcp) |
+//! | `http` | `effect-http` | HTTP requests as effects: key header, failure classes, `Retry-After`, lookups (reqwest, rustls) |
 //! | [`open`] | | a store chosen from a path or a `postgres://` URL, as every binary does |
 //!
 //! ```
@@ -67,6 +68,8 @@
 //!   `effect_exec`'s `metrics` feature); install any recorder.
 //! - `rig`: the rig adapter, as `rig` (brings `tokio`).
 //! - `mcp`: the MCP adapter, as `mcp` (brings `tokio`).
+//! - `http`: HTTP requests as effects, as `http` (reqwest with rustls on
+//!   ring; brings `tokio`).
 
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
@@ -78,6 +81,9 @@ pub mod open;
 pub use agent_runtime as runtime;
 pub use effect_core as core;
 pub use effect_exec as exec;
+#[cfg(feature = "http")]
+#[cfg_attr(docsrs, doc(cfg(feature = "http")))]
+pub use effect_http as http;
 #[cfg(feature = "postgres")]
 #[cfg_attr(docsrs, doc(cfg(feature = "postgres")))]
 pub use effect_ledger_postgres as postgres;
@@ -130,3 +136,8 @@ pub struct RigDoctests;
 #[cfg(all(doctest, feature = "mcp"))]
 #[doc = include_str!("../../../docs/mcp.md")]
 pub struct McpDoctests;
+
+/// The examples of `docs/http.md`, compiled and run as doctests.
+#[cfg(all(doctest, feature = "http"))]
+#[doc = include_str!("../../../docs/http.md")]
+pub struct HttpDoctests;

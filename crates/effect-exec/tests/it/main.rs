@@ -7,6 +7,7 @@ mod bad_input;
 mod concurrency;
 mod decide_by;
 mod deferred;
+mod evidence;
 mod prepared;
 mod properties;
 mod provider;
