@@ -150,6 +150,8 @@ pub struct OperationDetail {
 pub struct StatusCounts {
     /// `prepared`.
     pub prepared: u64,
+    /// `awaiting_approval`.
+    pub awaiting_approval: u64,
     /// `dispatched`.
     pub dispatched: u64,
     /// `confirmed`.
@@ -173,7 +175,7 @@ impl StatusCounts {
     }
 
     /// `(status, count)` in lifecycle order.
-    pub fn entries(&self) -> [(EffectStatus, u64); 6] {
+    pub fn entries(&self) -> [(EffectStatus, u64); EffectStatus::ALL.len()] {
         let mut copy = *self;
         EffectStatus::ALL.map(|status| (status, *copy.slot(status)))
     }
@@ -181,6 +183,7 @@ impl StatusCounts {
     fn slot(&mut self, status: EffectStatus) -> &mut u64 {
         match status {
             EffectStatus::Prepared => &mut self.prepared,
+            EffectStatus::AwaitingApproval => &mut self.awaiting_approval,
             EffectStatus::Dispatched => &mut self.dispatched,
             EffectStatus::Confirmed => &mut self.confirmed,
             EffectStatus::OutcomeUnknown => &mut self.outcome_unknown,
