@@ -30,7 +30,11 @@ pub(crate) enum Decision<'a> {
 }
 
 /// Refuses blank decision fields and a zero expiry before anything is opened.
-pub(crate) fn check(id: &str, decision: &Decision<'_>, args: &DecisionArgs) -> Result<(), InputError> {
+pub(crate) fn check(
+    id: &str,
+    decision: &Decision<'_>,
+    args: &DecisionArgs,
+) -> Result<(), InputError> {
     for (flag, value) in [
         ("the operation id", id),
         ("--actor", args.actor.as_str()),
@@ -70,9 +74,12 @@ pub(crate) fn decide(
         Decision::Approve { .. } => "approve",
         Decision::Deny => "deny approval of",
     };
-    let current = opened.ledger().get(id)?.ok_or_else(|| LedgerError::NotFound {
-        operation_id: id.to_owned(),
-    })?;
+    let current = opened
+        .ledger()
+        .get(id)?
+        .ok_or_else(|| LedgerError::NotFound {
+            operation_id: id.to_owned(),
+        })?;
     if current.status != EffectStatus::AwaitingApproval {
         return Err(LedgerError::InvalidTransition {
             operation_id: id.to_owned(),
@@ -94,7 +101,8 @@ pub(crate) fn decide(
         .into());
     }
     let writable = opened.writable(Arc::clone(&clock))?;
-    let executor = EffectExecutor::with_clock(writable, ExecutorOptions::default(), Arc::clone(&clock));
+    let executor =
+        EffectExecutor::with_clock(writable, ExecutorOptions::default(), Arc::clone(&clock));
     let (record, action, event_type) = match decision {
         Decision::Approve { expires, .. } => {
             let approval = Approval {

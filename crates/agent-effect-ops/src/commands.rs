@@ -8,8 +8,8 @@ use anyhow::Context as _;
 use effect_core::EffectLedgerExt as _;
 use effect_core::evidence::HANDLER_MAY_STILL_BE_RUNNING;
 use effect_core::{
-    Clock, EffectLedger, EffectRecord, EffectStatus, Evidence, Guard, LedgerError, ListQuery, ManualAction,
-    ManualResolution, PruneRequest, Transition,
+    Clock, EffectLedger, EffectRecord, EffectStatus, Evidence, Guard, LedgerError, ListQuery,
+    ManualAction, ManualResolution, PruneRequest, Transition,
 };
 use effect_exec::{EffectExecutor, ExecutorOptions, WaitingFor};
 use serde_json::Value;

@@ -432,7 +432,11 @@ pub trait EffectLedgerExt: EffectLedger {
     /// operation's; [`LedgerError::InvalidTransition`] outside
     /// `awaiting_approval`; [`LedgerError::ApprovalRefused`] for an approval
     /// already expired or while an unused one stands; [`LedgerError::NotFound`].
-    fn approve(&self, operation_id: &str, approval: &Approval) -> Result<EffectRecord, LedgerError> {
+    fn approve(
+        &self,
+        operation_id: &str,
+        approval: &Approval,
+    ) -> Result<EffectRecord, LedgerError> {
         Ok(self
             .apply(operation_id, &Transition::Approve(approval.clone()))?
             .record)

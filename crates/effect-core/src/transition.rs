@@ -722,11 +722,12 @@ impl Planner {
                 record.status = S::Rejected;
                 record.evidence.remove(evidence::APPROVAL);
                 record.evidence.insert("actor".into(), actor.clone().into());
-                record.evidence.insert("reason".into(), reason.clone().into());
-                record.evidence.insert(
-                    evidence::RESOLUTION.into(),
-                    "approval_denied".into(),
-                );
+                record
+                    .evidence
+                    .insert("reason".into(), reason.clone().into());
+                record
+                    .evidence
+                    .insert(evidence::RESOLUTION.into(), "approval_denied".into());
                 self.event(
                     event::APPROVAL_DENIED,
                     json!({ "actor": actor, "reason": reason, "error": error }),

@@ -11,7 +11,12 @@ use tempfile::TempDir;
 
 use crate::support::{bin_on, failure, snapshot_dir, success};
 
-const DECISION: [&str; 4] = ["--actor", "lead@example.com", "--reason", "matches ticket T-9"];
+const DECISION: [&str; 4] = [
+    "--actor",
+    "lead@example.com",
+    "--reason",
+    "matches ticket T-9",
+];
 
 fn with_decision<'a>(args: &[&'a str]) -> Vec<&'a str> {
     args.iter().copied().chain(DECISION).collect()
@@ -57,7 +62,9 @@ fn written(dir: &Path) -> Vec<(String, Vec<u8>)> {
     snapshot_dir(dir)
         .into_iter()
         .filter(|(name, bytes)| {
-            !name.ends_with("-shm") && !(name.ends_with("-wal") && bytes.is_empty())
+            let index = name.ends_with("-shm");
+            let empty_log = name.ends_with("-wal") && bytes.is_empty();
+            !index && !empty_log
         })
         .collect()
 }
@@ -85,15 +92,29 @@ fn list_waiting_approval_lists_only_operations_awaiting_approval() {
 #[test]
 fn approve_records_a_single_use_approval_of_the_fingerprint() {
     let (_dir, db) = ledger();
-    let fingerprint = open(&db).get("refund:A-1").unwrap().unwrap().request_fingerprint;
+    let fingerprint = open(&db)
+        .get("refund:A-1")
+        .unwrap()
+        .unwrap()
+        .request_fingerprint;
     let approved = json_of(
         &db,
-        &with_decision(&["approve", "refund:A-1", "--expires", "30m", "--fingerprint", &fingerprint]),
+        &with_decision(&[
+            "approve",
+            "refund:A-1",
+            "--expires",
+            "30m",
+            "--fingerprint",
+            &fingerprint,
+        ]),
     );
     assert_eq!(approved["action"], "approve");
     assert_eq!(approved["status"], "awaiting_approval");
     assert_eq!(approved["approval"]["actor"], "lead@example.com");
-    assert_eq!(approved["approval"]["request_fingerprint"], fingerprint.as_str());
+    assert_eq!(
+        approved["approval"]["request_fingerprint"],
+        fingerprint.as_str()
+    );
     assert_eq!(approved["event"]["event_type"], "approved");
     assert_eq!(approved["event"]["data"]["reason"], "matches ticket T-9");
     // The approval stands: a second one is refused (exit 4), writing nothing.
@@ -122,10 +143,18 @@ fn refused_approvals_exit_with_their_code_and_write_nothing() {
     let (dir, db) = ledger();
     let before = written(dir.path());
     let cases: [(&[&str], i32, &str); 6] = [
-        (&["approve", "refund:A-1", "--fingerprint", "blake3:other"], 4, "request fingerprint"),
+        (
+            &["approve", "refund:A-1", "--fingerprint", "blake3:other"],
+            4,
+            "request fingerprint",
+        ),
         (&["approve", "plain"], 4, "prepared"),
         (&["approve", "missing"], 3, "not found"),
-        (&["approve", "refund:A-1", "--expires", "0s"], 2, "--expires"),
+        (
+            &["approve", "refund:A-1", "--expires", "0s"],
+            2,
+            "--expires",
+        ),
         (&["deny", "plain"], 4, "prepared"),
         (&["deny", "missing"], 3, "not found"),
     ];
@@ -163,5 +192,8 @@ fn deny_rejects_the_operation_terminally() {
         .map(|e| e["event_type"].as_str().unwrap())
         .collect();
     assert_eq!(types, ["prepared", "approval_denied"]);
-    assert_eq!(ids(&json_of(&db, &["list", "--waiting-approval"])), ["refund:A-1"]);
+    assert_eq!(
+        ids(&json_of(&db, &["list", "--waiting-approval"])),
+        ["refund:A-1"]
+    );
 }

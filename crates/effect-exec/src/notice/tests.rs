@@ -45,11 +45,9 @@ fn every_unsettled_result_says_unknown_do_not_retry_and_names_the_operation() {
 
 #[test]
 fn a_call_awaiting_approval_says_nothing_was_sent_and_not_to_call_again() {
-    let notice = UncertainOutcome::from_result(
-        "refund",
-        &result(EffectStatus::AwaitingApproval, false),
-    )
-    .expect("a call awaiting approval gets a notice");
+    let notice =
+        UncertainOutcome::from_result("refund", &result(EffectStatus::AwaitingApproval, false))
+            .expect("a call awaiting approval gets a notice");
     assert_eq!(notice.outcome, "awaiting_approval");
     assert_eq!(notice.status, EffectStatus::AwaitingApproval);
     assert!(!notice.retry);

@@ -16,7 +16,7 @@ use effect_ledger_sqlite::{SqliteLedger, SqliteOptions};
 use serde_json::{Value, json};
 
 use crate::event_types;
-use crate::provider::{Fault, FakeProvider, handler, invoice};
+use crate::provider::{FakeProvider, Fault, handler, invoice};
 
 const HOUR: Duration = Duration::from_secs(3600);
 
@@ -108,14 +108,26 @@ fn the_first_call_waits_and_an_approval_dispatches_it_once() {
         assert_eq!(first.outcome(), Outcome::AwaitingApproval, "{}", w.store);
         assert_eq!(first.attempts, 0, "{}", w.store);
         assert!(!first.in_progress, "{}", w.store);
-        assert_eq!(w.provider.handler_calls(), 0, "{}: nothing dispatched", w.store);
+        assert_eq!(
+            w.provider.handler_calls(),
+            0,
+            "{}: nothing dispatched",
+            w.store
+        );
         // Asking again before an approval changes nothing.
         let again = w.call(&contract, &args);
         assert_eq!(again.status, EffectStatus::AwaitingApproval, "{}", w.store);
-        assert_eq!(event_types(&w.ledger, &first.operation_id), ["prepared"], "{}", w.store);
+        assert_eq!(
+            event_types(&w.ledger, &first.operation_id),
+            ["prepared"],
+            "{}",
+            w.store
+        );
 
         let approval = w.approval(&first.operation_id, HOUR);
-        w.executor().approve(&first.operation_id, approval.clone()).unwrap();
+        w.executor()
+            .approve(&first.operation_id, approval.clone())
+            .unwrap();
         let approved = w.call(&contract, &args);
         assert!(approved.is_confirmed(), "{}: {approved:?}", w.store);
         assert_eq!(approved.attempts, 1, "{}", w.store);
@@ -139,7 +151,12 @@ fn the_first_call_waits_and_an_approval_dispatches_it_once() {
             "{}: {err}",
             w.store
         );
-        assert_eq!(event_types(&w.ledger, &first.operation_id).len(), 4, "{}", w.store);
+        assert_eq!(
+            event_types(&w.ledger, &first.operation_id).len(),
+            4,
+            "{}",
+            w.store
+        );
     }
 }
 
@@ -160,9 +177,17 @@ fn changed_arguments_conflict_and_an_approval_of_them_is_refused() {
             request_fingerprint: other,
             ..w.approval(&first.operation_id, HOUR)
         };
-        let err = w.executor().approve(&first.operation_id, approval).unwrap_err();
+        let err = w
+            .executor()
+            .approve(&first.operation_id, approval)
+            .unwrap_err();
         assert!(err.is_conflict(), "{}: {err}", w.store);
-        assert_eq!(event_types(&w.ledger, &first.operation_id), ["prepared"], "{}", w.store);
+        assert_eq!(
+            event_types(&w.ledger, &first.operation_id),
+            ["prepared"],
+            "{}",
+            w.store
+        );
         assert_eq!(w.provider.handler_calls(), 0, "{}", w.store);
     }
 }
@@ -191,7 +216,12 @@ fn an_expired_approval_dispatches_nothing() {
             ..w.approval(&id, HOUR)
         };
         let err = w.executor().approve(&id, stale).unwrap_err();
-        assert_eq!(err.ledger_kind(), Some(LedgerErrorKind::InvalidTransition), "{}", w.store);
+        assert_eq!(
+            err.ledger_kind(),
+            Some(LedgerErrorKind::InvalidTransition),
+            "{}",
+            w.store
+        );
     }
 }
 
@@ -214,7 +244,12 @@ fn a_denial_rejects_the_call_terminally() {
             other => panic!("{}: expected a rejection, got {other:?}", w.store),
         }
         assert_eq!(w.provider.handler_calls(), 0, "{}", w.store);
-        assert_eq!(event_types(&w.ledger, &id), ["prepared", "approval_denied"], "{}", w.store);
+        assert_eq!(
+            event_types(&w.ledger, &id),
+            ["prepared", "approval_denied"],
+            "{}",
+            w.store
+        );
     }
 }
 
@@ -229,7 +264,12 @@ fn a_retry_after_an_uncertain_outcome_waits_for_a_new_approval() {
         // not committed, which allows a retry, but the approval is used.
         w.provider.script(&[Fault::BeforeCommit]);
         let result = w.call(&contract, &args);
-        assert_eq!(result.status, EffectStatus::AwaitingApproval, "{}: {result:?}", w.store);
+        assert_eq!(
+            result.status,
+            EffectStatus::AwaitingApproval,
+            "{}: {result:?}",
+            w.store
+        );
         assert_eq!(result.attempts, 1, "{}", w.store);
         assert_eq!(w.provider.handler_calls(), 1, "{}", w.store);
         assert_eq!(w.provider.committed(), 0, "{}", w.store);
@@ -262,7 +302,10 @@ fn the_recovery_worker_waits_for_the_approval_then_dispatches_once() {
         let again = worker.run_once().unwrap();
         assert_eq!(again.examined, 0, "{}: {again:?}", w.store);
         assert_eq!(w.provider.committed(), 1, "{}", w.store);
-        assert_eq!(w.ledger.get(&id).unwrap().unwrap().status, EffectStatus::Confirmed);
+        assert_eq!(
+            w.ledger.get(&id).unwrap().unwrap().status,
+            EffectStatus::Confirmed
+        );
     }
 }
 
@@ -302,10 +345,18 @@ fn callers_racing_on_one_approval_dispatch_once() {
             }
             w.provider.release();
         });
-        assert_eq!(in_progress.load(Ordering::SeqCst), CALLERS - 1, "{}", w.store);
+        assert_eq!(
+            in_progress.load(Ordering::SeqCst),
+            CALLERS - 1,
+            "{}",
+            w.store
+        );
         assert_eq!(w.provider.handler_calls(), 1, "{}", w.store);
         assert_eq!(w.provider.committed(), 1, "{}", w.store);
         let record = w.ledger.get(&id).unwrap().unwrap();
-        assert_eq!((record.status, record.attempts), (EffectStatus::Confirmed, 1));
+        assert_eq!(
+            (record.status, record.attempts),
+            (EffectStatus::Confirmed, 1)
+        );
     }
 }

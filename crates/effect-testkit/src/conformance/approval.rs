@@ -30,7 +30,10 @@ fn approval_of(c: &Check, id: &str, valid: Duration) -> Approval {
 
 fn approve(c: &Check, id: &str) {
     let approval = approval_of(c, id, Duration::from_secs(3600));
-    let record = c.ok(c.ledger.approve(id, &approval), format_args!("approve({id:?})"));
+    let record = c.ok(
+        c.ledger.approve(id, &approval),
+        format_args!("approve({id:?})"),
+    );
     c.same(record.status, S::AwaitingApproval, "status after approve");
     c.same(record, c.record(id), "record returned by approve vs stored");
 }
@@ -101,7 +104,11 @@ pub fn approval_allows_one_dispatch(factory: LedgerFactory<'_>) {
     );
     c.must_claim("refund", "worker-1", LIVE);
     let record = c.record("refund");
-    c.same(record.status, S::Dispatched, "status after the approved claim");
+    c.same(
+        record.status,
+        S::Dispatched,
+        "status after the approved claim",
+    );
     c.same(record.attempts, 1, "attempts after the approved claim");
     c.same(record.approval(), None, "approval left after the claim");
     let dispatched = c.last_event("refund");
@@ -114,8 +121,12 @@ pub fn approval_allows_one_dispatch(factory: LedgerFactory<'_>) {
     // The dispatch's outcome is uncertain and a retry is authorized: the
     // used approval does not cover a second dispatch.
     c.applied(
-        c.ledger
-            .mark_outcome_unknown("refund", Some("worker-1"), "timed out", &evidence(json!({}))),
+        c.ledger.mark_outcome_unknown(
+            "refund",
+            Some("worker-1"),
+            "timed out",
+            &evidence(json!({})),
+        ),
         "mark_outcome_unknown by the owner",
     );
     c.applied(
@@ -134,7 +145,11 @@ pub fn approval_allows_one_dispatch(factory: LedgerFactory<'_>) {
     );
     approve(&c, "refund");
     c.must_claim("refund", "worker-2", LIVE);
-    c.same(c.record("refund").attempts, 2, "attempts after the second approval");
+    c.same(
+        c.record("refund").attempts,
+        2,
+        "attempts after the second approval",
+    );
 }
 
 /// An approval of other arguments is a conflict; an approval already
@@ -193,7 +208,11 @@ pub fn approval_refusals_write_nothing(factory: LedgerFactory<'_>) {
         "a second approval while one is unused",
     );
     c.must_claim("refund", "worker", LIVE);
-    refused(valid, K::InvalidTransition, "an approval after the dispatch");
+    refused(
+        valid,
+        K::InvalidTransition,
+        "an approval after the dispatch",
+    );
     for from in [S::Prepared, S::Quarantined, S::Confirmed] {
         let id = format!("from {from}");
         c.in_status(&id, from);
@@ -226,7 +245,11 @@ pub fn expired_approval_is_refused_by_the_claim(factory: LedgerFactory<'_>) {
         "a claim with an expired approval must return false",
     );
     let record = c.record("refund");
-    c.same(record.status, S::AwaitingApproval, "status after the refused claim");
+    c.same(
+        record.status,
+        S::AwaitingApproval,
+        "status after the refused claim",
+    );
     c.same(record.attempts, 0, "attempts after the refused claim");
     c.same(record.approval(), None, "approval left after it expired");
     c.event_is(
@@ -248,7 +271,8 @@ pub fn denial_is_terminal(factory: LedgerFactory<'_>) {
     c.prepare_awaiting("refund");
     approve(&c, "refund");
     let record = c.ok(
-        c.ledger.deny_approval("refund", "lead@example.com", "duplicate request"),
+        c.ledger
+            .deny_approval("refund", "lead@example.com", "duplicate request"),
         "deny_approval",
     );
     c.same(record.status, S::Rejected, "status after the denial");
@@ -258,7 +282,10 @@ pub fn denial_is_terminal(factory: LedgerFactory<'_>) {
             .error
             .as_deref()
             .is_some_and(|e| e.contains("lead@example.com") && e.contains("duplicate request")),
-        format_args!("error after the denial names actor and reason: {:?}", record.error),
+        format_args!(
+            "error after the denial names actor and reason: {:?}",
+            record.error
+        ),
     );
     c.event_is(
         &c.last_event("refund"),
@@ -360,7 +387,11 @@ pub fn concurrent_claims_use_one_approval(factory: LedgerFactory<'_>) {
         .enumerate()
         .filter_map(|(i, r)| c.ok(r, format_args!("racer {i}")).then_some(i))
         .collect();
-    c.same(won.len(), 1, format_args!("claims that won (racers {won:?})"));
+    c.same(
+        won.len(),
+        1,
+        format_args!("claims that won (racers {won:?})"),
+    );
     let record = c.record("contended");
     c.same(record.attempts, 1, "attempts after the race");
     let dispatches = c

@@ -196,7 +196,10 @@ const CAUGHT_BY: &[(&str, Bug)] = &[
         Bug::StripEventField("approved", "request_fingerprint"),
     ),
     ("approval_refusals_write_nothing", Bug::ApproveAnything),
-    ("expired_approval_is_refused_by_the_claim", Bug::ClaimAlwaysWins),
+    (
+        "expired_approval_is_refused_by_the_claim",
+        Bug::ClaimAlwaysWins,
+    ),
     (
         "denial_is_terminal",
         Bug::StripEventField("approval_denied", "actor"),
