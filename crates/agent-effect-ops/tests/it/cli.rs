@@ -45,9 +45,9 @@ fn shell_words(line: &str) -> Vec<String> {
 /// The `agent-effect-ops` commands in the shell blocks of the runbook and of
 /// the approval guide, with line continuations joined.
 fn documented_commands() -> Vec<String> {
-    let docs = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../docs");
-    let text = ["operations.md", "approval.md"]
-        .map(|page| std::fs::read_to_string(docs.join(page)).unwrap())
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let text = ["docs/operations.md", "docs/approval.md"]
+        .map(|page| std::fs::read_to_string(root.join(page)).unwrap())
         .join("\n");
     let mut commands = Vec::new();
     let mut in_block = false;
