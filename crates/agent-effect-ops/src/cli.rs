@@ -14,11 +14,13 @@ Exit codes:
   2  usage error or invalid input: a bad flag, a missing or empty --db file or schema (without
      --create), a file or schema that is not a ledger, invalid --output-json, a prune cutoff in
      the future or younger than --min-retention, an empty --actor/--reason/--evidence-reference,
-     a ledger that needs --migrate
+     a zero --expires, a ledger that needs --migrate
   3  the operation does not exist
   4  the transition is not allowed from the operation's current status
      (only outcome_unknown and quarantined operations can be resolved manually; authorize-retry
-     of one whose previous handler may still run needs --handler-stopped)
+     of one whose previous handler may still run needs --handler-stopped; only awaiting_approval
+     operations can be approved or denied, an approval is refused while an unused one stands or
+     when --fingerprint differs from the operation's)
 
 Errors are one line on stderr, starting with \"error: \". Nothing is written to the
 ledger when a command fails.";
@@ -31,8 +33,9 @@ Inspect an effect ledger and resolve uncertain operations with an audit trail.
 Read commands (list, show, events, stats, export) open the ledger read-only.
 confirm, reject and authorize-retry apply an audited manual resolution through the
 executor's rules: only from outcome_unknown or quarantined, with a non-empty actor,
-reason and evidence reference. expire records a stale dispatch (lease expired) as
-outcome_unknown, with the same audit fields. The tool does not authenticate --actor; that is the
+reason and evidence reference. approve and deny decide an operation awaiting
+approval (its contract requires one before each dispatch). expire records a
+stale dispatch (lease expired) as outcome_unknown, with the same audit fields. The tool does not authenticate --actor; that is the
 deployment's job.
 
 --db must name an existing ledger, a SQLite file or a postgres:// URL: the tool
@@ -98,10 +101,14 @@ pub enum Command {
     /// List operations, most recently updated first: summaries only, never
     /// outputs, arguments or evidence.
     List {
-        /// Only operations in this status: prepared, dispatched, confirmed,
-        /// outcome_unknown, quarantined, rejected.
+        /// Only operations in this status: prepared, awaiting_approval,
+        /// dispatched, confirmed, outcome_unknown, quarantined, rejected.
         #[arg(long, value_name = "STATUS", value_parser = parse_status)]
         status: Option<EffectStatus>,
+        /// Only operations waiting for a human's approval (the same as
+        /// --status awaiting_approval); see `approve` and `deny`.
+        #[arg(long, conflicts_with_all = ["status", "stale"])]
+        waiting_approval: bool,
         /// At most this many operations (1..=1000).
         #[arg(long, value_name = "N", default_value_t = 100, allow_negative_numbers = true,
               value_parser = parse_limit)]
@@ -218,6 +225,32 @@ pub enum Command {
         #[command(flatten)]
         audit: AuditArgs,
     },
+    /// Approve one dispatch of an operation awaiting approval, bound to its
+    /// request fingerprint: the next execution dispatches it once and uses
+    /// the approval up (docs/approval.md).
+    Approve {
+        /// The operation id.
+        id: String,
+        #[command(flatten)]
+        decision: DecisionArgs,
+        /// How long the approval may be used (30m, 1h, 1d); an approval
+        /// unused by then dispatches nothing.
+        #[arg(long, value_name = "DURATION", default_value = "1h", value_parser = parse_duration)]
+        expires: std::time::Duration,
+        /// Approve only if the operation's request fingerprint is this one
+        /// (the request_fingerprint `show` gave you): refused, writing
+        /// nothing, otherwise.
+        #[arg(long, value_name = "FINGERPRINT")]
+        fingerprint: Option<String>,
+    },
+    /// Deny an operation awaiting approval: it becomes rejected, terminally,
+    /// and is never dispatched.
+    Deny {
+        /// The operation id.
+        id: String,
+        #[command(flatten)]
+        decision: DecisionArgs,
+    },
     /// Record that the effect did not happen and let the next execution
     /// dispatch it again.
     AuthorizeRetry {
@@ -252,6 +285,17 @@ pub struct AuditArgs {
     /// dispatched again since you looked.
     #[arg(long, value_name = "N")]
     pub expect_attempts: Option<u32>,
+}
+
+/// Who approves or denies, and why.
+#[derive(Debug, Clone, Args)]
+pub struct DecisionArgs {
+    /// Who decides (recorded, not authenticated).
+    #[arg(long, value_name = "WHO")]
+    pub actor: String,
+    /// Why, in a sentence.
+    #[arg(long, value_name = "TEXT")]
+    pub reason: String,
 }
 
 /// Where `export` starts.

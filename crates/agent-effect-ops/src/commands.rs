@@ -8,13 +8,14 @@ use anyhow::Context as _;
 use effect_core::EffectLedgerExt as _;
 use effect_core::evidence::HANDLER_MAY_STILL_BE_RUNNING;
 use effect_core::{
-    Clock, EffectLedger, EffectRecord, Evidence, Guard, LedgerError, ListQuery, ManualAction,
-    ManualResolution, PruneRequest, Transition,
+    Clock, EffectLedger, EffectRecord, EffectStatus, Evidence, Guard, LedgerError, ListQuery,
+    ManualAction, ManualResolution, PruneRequest, Transition,
 };
 use effect_exec::{EffectExecutor, ExecutorOptions, WaitingFor};
 use serde_json::Value;
 
-use crate::cli::{AuditArgs, Cli, Command, Format, Since};
+use crate::approval::{self, Decision};
+use crate::cli::{AuditArgs, Cli, Command, DecisionArgs, Format, Since};
 use crate::error::{ChangedSinceSeen, HandlerMayStillRun, InputError};
 use crate::maintenance;
 use crate::open::{Opened, open};
@@ -44,6 +45,10 @@ pub fn run(cli: &Cli, clock: Arc<dyn Clock>, out: &mut dyn Write) -> anyhow::Res
         check_id(id)?;
         check_audit(audit)?;
     }
+    let decision = decision(&cli.command);
+    if let Some((id, decision, args)) = &decision {
+        approval::check(id, decision, args)?;
+    }
     let db = cli.db.as_ref().ok_or(InputError::MissingDb)?;
     let prune_cutoff = match &cli.command {
         Command::Prune {
@@ -67,12 +72,17 @@ pub fn run(cli: &Cli, clock: Arc<dyn Clock>, out: &mut dyn Write) -> anyhow::Res
     match &cli.command {
         Command::List {
             status,
+            waiting_approval,
             limit,
             stale,
             after,
         } => {
             let mut query = ListQuery::new(usize::from(*limit));
-            query.status = *status;
+            query.status = if *waiting_approval {
+                Some(EffectStatus::AwaitingApproval)
+            } else {
+                *status
+            };
             query.stale = *stale;
             query.after.clone_from(after);
             list(ledger, &query, &mut printer)
@@ -96,6 +106,14 @@ pub fn run(cli: &Cli, clock: Arc<dyn Clock>, out: &mut dyn Write) -> anyhow::Res
             maintenance::prune(&opened, &request, archive.as_deref(), clock, &mut printer)
         }
         Command::Backup { dest } => maintenance::backup(&opened, dest, &mut printer),
+        Command::Approve { decision: args, .. } | Command::Deny { decision: args, .. } => {
+            match &decision {
+                Some((id, decision, _)) => {
+                    approval::decide(&opened, id, decision, args, clock, &mut printer)
+                }
+                None => Err(anyhow::anyhow!("internal error: no approval decision")),
+            }
+        }
         Command::Confirm {
             id,
             audit,
@@ -187,7 +205,9 @@ fn manual_resolution(command: &Command) -> Result<Option<ManualResolution>, Inpu
         | Command::Export { .. }
         | Command::Expire { .. }
         | Command::Prune { .. }
-        | Command::Backup { .. } => return Ok(None),
+        | Command::Backup { .. }
+        | Command::Approve { .. }
+        | Command::Deny { .. } => return Ok(None),
     };
     check_id(id)?;
     check_audit(audit)?;
@@ -197,6 +217,27 @@ fn manual_resolution(command: &Command) -> Result<Option<ManualResolution>, Inpu
         reason: audit.reason.clone(),
         evidence_reference: audit.evidence_reference.clone(),
     }))
+}
+
+/// The decision an `approve` or `deny` command asks for; `None` otherwise.
+fn decision(command: &Command) -> Option<(&str, Decision<'_>, &DecisionArgs)> {
+    match command {
+        Command::Approve {
+            id,
+            decision,
+            expires,
+            fingerprint,
+        } => Some((
+            id,
+            Decision::Approve {
+                expires: *expires,
+                fingerprint: fingerprint.as_deref(),
+            },
+            decision,
+        )),
+        Command::Deny { id, decision } => Some((id, Decision::Deny, decision)),
+        _ => None,
+    }
 }
 
 /// `list`: a JSON array of summaries. The cursor of the next page is the
@@ -418,6 +459,7 @@ fn resolve(
         .map(EventView::from);
     let is_retry = matches!(resolution.action, ManualAction::AuthorizeRetry { .. });
     let report = Resolution {
+        approval: None,
         operation_id: record.operation_id.clone(),
         status: record.status,
         resolved: (!is_retry).then_some(true),
@@ -492,6 +534,7 @@ fn expire(
         .transpose()?
         .and_then(|events| events.last().map(EventView::from));
     let report = Resolution {
+        approval: None,
         operation_id: record.operation_id.clone(),
         status: record.status,
         resolved: None,

@@ -101,6 +101,9 @@ pub enum InputError {
         #[source]
         source: effect_core::CanonicalError,
     },
+    /// `approve --expires 0`: an approval nobody could use.
+    #[error("--expires must be longer than zero, such as 30m or 1h")]
+    ZeroExpiry,
     /// An audit field or an id is empty or only whitespace.
     #[error("{flag} must not be empty")]
     Blank {
@@ -186,6 +189,7 @@ impl Exit {
         for cause in error.chain() {
             if cause.downcast_ref::<ChangedSinceSeen>().is_some()
                 || cause.downcast_ref::<HandlerMayStillRun>().is_some()
+                || cause.downcast_ref::<ApprovalMismatch>().is_some()
             {
                 return Exit::NotAllowed;
             }
@@ -232,6 +236,19 @@ pub fn is_broken_pipe(error: &anyhow::Error) -> bool {
             .downcast_ref::<std::io::Error>()
             .is_some_and(|io| io.kind() == std::io::ErrorKind::BrokenPipe)
     })
+}
+
+/// `approve --fingerprint` naming another request than the operation's
+/// (exit code 4).
+#[derive(Debug, thiserror::Error)]
+#[error(
+    "cannot approve operation {operation_id:?}: its request fingerprint is {fingerprint}, not the one given; look again with show before approving it"
+)]
+pub struct ApprovalMismatch {
+    /// The operation id.
+    pub operation_id: String,
+    /// The operation's fingerprint.
+    pub fingerprint: String,
 }
 
 /// A resolution refused because the operation moved on since the operator

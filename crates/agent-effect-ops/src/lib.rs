@@ -31,6 +31,7 @@
 //!
 //! - `postgres` (default): `--db postgres://...`, a PostgreSQL ledger.
 
+mod approval;
 mod cli;
 mod commands;
 mod error;
@@ -41,6 +42,6 @@ mod table;
 mod timestamp;
 pub mod view;
 
-pub use cli::{AuditArgs, Cli, Command, Format, Since, usage_line};
+pub use cli::{AuditArgs, Cli, Command, DecisionArgs, Format, Since, usage_line};
 pub use commands::run;
 pub use error::{ChangedSinceSeen, Exit, InputError, is_broken_pipe};

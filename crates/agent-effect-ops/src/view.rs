@@ -15,7 +15,8 @@ pub struct OperationSummary {
     pub contract_name: String,
     /// The contract's version.
     pub contract_version: String,
-    /// `prepared`, `dispatched`, `confirmed`, `outcome_unknown`, `quarantined` or `rejected`.
+    /// `prepared`, `awaiting_approval`, `dispatched`, `confirmed`,
+    /// `outcome_unknown`, `quarantined` or `rejected`.
     pub status: EffectStatus,
     /// Dispatches claimed so far.
     pub attempts: u32,
@@ -150,6 +151,8 @@ pub struct OperationDetail {
 pub struct StatusCounts {
     /// `prepared`.
     pub prepared: u64,
+    /// `awaiting_approval`.
+    pub awaiting_approval: u64,
     /// `dispatched`.
     pub dispatched: u64,
     /// `confirmed`.
@@ -173,7 +176,7 @@ impl StatusCounts {
     }
 
     /// `(status, count)` in lifecycle order.
-    pub fn entries(&self) -> [(EffectStatus, u64); 6] {
+    pub fn entries(&self) -> [(EffectStatus, u64); EffectStatus::ALL.len()] {
         let mut copy = *self;
         EffectStatus::ALL.map(|status| (status, *copy.slot(status)))
     }
@@ -181,6 +184,7 @@ impl StatusCounts {
     fn slot(&mut self, status: EffectStatus) -> &mut u64 {
         match status {
             EffectStatus::Prepared => &mut self.prepared,
+            EffectStatus::AwaitingApproval => &mut self.awaiting_approval,
             EffectStatus::Dispatched => &mut self.dispatched,
             EffectStatus::Confirmed => &mut self.confirmed,
             EffectStatus::OutcomeUnknown => &mut self.outcome_unknown,
@@ -235,15 +239,20 @@ pub struct Resolution {
     /// `authorize-retry`: true (the next execution dispatches it again).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub retry_authorized: Option<bool>,
+    /// `approve`: the approval recorded (request_fingerprint, actor,
+    /// reason, approved_at, expires_at), unused until the next dispatch.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub approval: Option<Value>,
     /// The provider's id for the effect, when known.
     pub provider_operation_id: Option<String>,
-    /// `confirm`, `reject`, `authorize_retry` or `expire`.
+    /// `confirm`, `reject`, `authorize_retry`, `expire`, `approve` or `deny`.
     pub action: String,
     /// The operation after the command.
     pub operation: OperationSummary,
     /// The audited event the command appended (`manually_confirmed`,
-    /// `manually_rejected`, `manual_retry_authorized`, or for `expire` the
-    /// `outcome_unknown` event carrying the audit fields).
+    /// `manually_rejected`, `manual_retry_authorized`, `approved`,
+    /// `approval_denied`, or for `expire` the `outcome_unknown` event
+    /// carrying the audit fields).
     pub event: Option<EventView>,
 }
 

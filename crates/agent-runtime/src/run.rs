@@ -603,8 +603,11 @@ impl<'a, F: Flavour> Run<'a, F> {
                 }
                 self.emit(result).await?;
                 let operation = operation_id.unwrap_or_default();
-                let detail =
-                    format!("effect {operation:?} is {status}; the run waits for reconciliation");
+                let detail = if status == effect_core::EffectStatus::AwaitingApproval {
+                    format!("effect {operation:?} is {status}; the run waits for its approval")
+                } else {
+                    format!("effect {operation:?} is {status}; the run waits for reconciliation")
+                };
                 self.audit(
                     &pending,
                     AuditKind::EffectUncertain,

@@ -45,6 +45,7 @@ pub struct EffectContract {
     postcondition: Option<PostconditionFn>,
     unknown_outcome: UnknownOutcomePolicy,
     stores_intent: bool,
+    requires_approval: bool,
     redaction: Redaction,
     provider_key_ttl: Option<std::time::Duration>,
     settle: Option<std::time::Duration>,
@@ -64,6 +65,7 @@ impl fmt::Debug for EffectContract {
             .field("has_postcondition", &self.postcondition.is_some())
             .field("unknown_outcome", &self.unknown_outcome)
             .field("stores_intent", &self.stores_intent)
+            .field("requires_approval", &self.requires_approval)
             .field("redaction", &self.redaction)
             .field("provider_key_ttl", &self.provider_key_ttl)
             .field("settle", &self.settle)
@@ -90,6 +92,7 @@ impl EffectContract {
                 postcondition: None,
                 unknown_outcome: UnknownOutcomePolicy::default(),
                 stores_intent: false,
+                requires_approval: false,
                 redaction: Redaction::default(),
                 provider_key_ttl: None,
                 settle: None,
@@ -122,6 +125,12 @@ impl EffectContract {
     /// recovery worker can dispatch it without its caller.
     pub fn stores_intent(&self) -> bool {
         self.stores_intent
+    }
+
+    /// Whether each dispatch waits for a human's approval of the exact
+    /// request ([`EffectContractBuilder::requires_approval`]).
+    pub fn requires_approval(&self) -> bool {
+        self.requires_approval
     }
 
     /// How long the provider honours an idempotency key, if it says
@@ -328,6 +337,20 @@ impl EffectContractBuilder {
     #[must_use]
     pub fn store_intent(mut self, store: bool) -> Self {
         self.contract.stores_intent = store;
+        self
+    }
+
+    /// Requires a human's approval before each dispatch (docs/approval.md):
+    /// a new operation is recorded `awaiting_approval` and nothing is sent
+    /// until an approval of its exact request fingerprint is recorded (an
+    /// operator's `agent-effect-ops approve`, or effect-exec's
+    /// `EffectExecutor::approve`). The claim that dispatches it consumes the
+    /// approval, so a retry after an uncertain outcome waits for a new one.
+    /// The requirement is recorded when an operation is created: turning it on
+    /// for a contract is a semantic change that takes a new version.
+    #[must_use]
+    pub fn requires_approval(mut self, required: bool) -> Self {
+        self.contract.requires_approval = required;
         self
     }
 

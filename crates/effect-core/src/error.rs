@@ -190,6 +190,15 @@ pub enum LedgerError {
         /// What the record shows.
         why: &'static str,
     },
+    /// An approval that cannot be recorded: expired already, or the
+    /// operation has an unused one (docs/approval.md).
+    #[error("cannot approve operation {operation_id:?}: {why}")]
+    ApprovalRefused {
+        /// The operation id.
+        operation_id: String,
+        /// Why.
+        why: &'static str,
+    },
     /// The request is invalid.
     #[error("invalid ledger request: {message}")]
     InvalidInput {
@@ -239,6 +248,7 @@ impl LedgerError {
             LedgerError::NotFound { .. } => LedgerErrorKind::NotFound,
             LedgerError::InvalidTransition { .. } => LedgerErrorKind::InvalidTransition,
             LedgerError::HandlerMayStillRun { .. } => LedgerErrorKind::InvalidTransition,
+            LedgerError::ApprovalRefused { .. } => LedgerErrorKind::InvalidTransition,
             LedgerError::InvalidInput { .. } => LedgerErrorKind::InvalidInput,
             LedgerError::Unavailable { .. } => LedgerErrorKind::Unavailable,
             LedgerError::Corrupt { .. } => LedgerErrorKind::Corrupt,

@@ -23,3 +23,13 @@ pub const MANUALLY_CONFIRMED: &str = "manually_confirmed";
 pub const MANUALLY_REJECTED: &str = "manually_rejected";
 /// An operator allowed another dispatch.
 pub const MANUAL_RETRY_AUTHORIZED: &str = "manual_retry_authorized";
+
+/// A human approved one dispatch of the operation's exact request
+/// (docs/approval.md). Not written by the Python package.
+pub const APPROVED: &str = "approved";
+/// A human denied the operation; it is `rejected`. Not written by the Python
+/// package.
+pub const APPROVAL_DENIED: &str = "approval_denied";
+/// A claim found the operation's approval expired and dropped it; the
+/// operation waits for a new approval. Not written by the Python package.
+pub const APPROVAL_EXPIRED: &str = "approval_expired";

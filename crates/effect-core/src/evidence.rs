@@ -54,6 +54,26 @@ pub const EVIDENCE_BEFORE_RESOLUTION: &str = "evidence_before_resolution";
 /// The kind of an operator's decision (`manual_confirmation`, ...).
 pub const RESOLUTION: &str = "resolution";
 
+/// `true` on an operation whose contract requires a human approval before
+/// each dispatch (docs/approval.md): set when it is created and kept through
+/// every uncertain status, so a retry waits for a new approval.
+pub const APPROVAL_REQUIRED: &str = "approval_required";
+/// The unused approval of an operation `awaiting_approval`: an object with
+/// [`APPROVAL_FIELDS`]. The claim that dispatches the operation removes it
+/// (single use) and records it in its `dispatched` event.
+pub const APPROVAL: &str = "approval";
+/// The fields of an [`APPROVAL`] entry: the approved request fingerprint,
+/// who approved and why, when, and until when (ISO-8601 UTC text and the
+/// same instant in seconds since the Unix epoch, which the claim compares).
+pub const APPROVAL_FIELDS: [&str; 6] = [
+    "request_fingerprint",
+    "actor",
+    "reason",
+    "approved_at",
+    "expires_at",
+    "expires_at_unix",
+];
+
 /// Set, alone, on a record a store *lists* although its stored output or
 /// evidence cannot be read (nested too deep, or not JSON): what could not be
 /// read. Reading that operation itself reports the error.

@@ -17,6 +17,7 @@
 //! let ledger = MemoryLedger::new();
 //! let args = json!({"invoice_id": "INV-1"});
 //! let op = NewOperation {
+//!     requires_approval: false,
 //!     contract_name: "capture_payment".into(),
 //!     contract_version: "1".into(),
 //!     fingerprint: RequestFingerprint::of_value(&args),

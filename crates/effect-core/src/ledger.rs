@@ -9,7 +9,7 @@ use crate::error::LedgerError;
 use crate::record::{EffectRecord, Evidence, LedgerEvent};
 use crate::status::EffectStatus;
 use crate::transition::{
-    Claim, Confirmation, ManualResolution, NewOperation, Transition, TransitionOutcome,
+    Approval, Claim, Confirmation, ManualResolution, NewOperation, Transition, TransitionOutcome,
 };
 
 /// The largest page [`EffectLedger::list`] returns.
@@ -420,6 +420,47 @@ pub trait EffectLedgerExt: EffectLedger {
         Ok(self
             .apply(operation_id, &Transition::Resolve(resolution.clone()))?
             .record)
+    }
+
+    /// Records a human's approval of one dispatch of an operation
+    /// `awaiting_approval` (docs/approval.md); the next claim consumes it.
+    ///
+    /// # Errors
+    ///
+    /// [`LedgerError::InvalidInput`] for a blank actor or reason;
+    /// [`LedgerError::Conflict`] when the approved fingerprint is not the
+    /// operation's; [`LedgerError::InvalidTransition`] outside
+    /// `awaiting_approval`; [`LedgerError::ApprovalRefused`] for an approval
+    /// already expired or while an unused one stands; [`LedgerError::NotFound`].
+    fn approve(
+        &self,
+        operation_id: &str,
+        approval: &Approval,
+    ) -> Result<EffectRecord, LedgerError> {
+        Ok(self
+            .apply(operation_id, &Transition::Approve(approval.clone()))?
+            .record)
+    }
+
+    /// Denies an operation `awaiting_approval`: it becomes `rejected`,
+    /// terminally, with the actor and reason in its evidence and event.
+    ///
+    /// # Errors
+    ///
+    /// [`LedgerError::InvalidInput`] for a blank actor or reason;
+    /// [`LedgerError::InvalidTransition`] outside `awaiting_approval`;
+    /// [`LedgerError::NotFound`].
+    fn deny_approval(
+        &self,
+        operation_id: &str,
+        actor: &str,
+        reason: &str,
+    ) -> Result<EffectRecord, LedgerError> {
+        let transition = Transition::DenyApproval {
+            actor: actor.to_owned(),
+            reason: reason.to_owned(),
+        };
+        Ok(self.apply(operation_id, &transition)?.record)
     }
 }
 

@@ -82,6 +82,6 @@ pub use seal::{Keyring, SealedInfo, sealed_info};
 pub use secret::{REDACTED, Secret, is_redacted, reveal};
 pub use status::{EffectStatus, ParseStatusError, ProbeStatus, UnknownOutcomePolicy};
 pub use transition::{
-    Claim, Confirmation, Guard, ManualAction, ManualResolution, NewOperation, Transition,
+    Approval, Claim, Confirmation, Guard, ManualAction, ManualResolution, NewOperation, Transition,
     TransitionOutcome,
 };

@@ -19,6 +19,7 @@ use crate::transition::{Transition, TransitionOutcome, WriteKind, plan};
 ///
 /// let ledger = MemoryLedger::new();
 /// let op = NewOperation {
+///     requires_approval: false,
 ///     contract_name: "capture_payment".into(),
 ///     contract_version: "1".into(),
 ///     fingerprint: RequestFingerprint::of_canonical(r#"{"invoice_id":"INV-1"}"#),

@@ -121,6 +121,23 @@ impl EffectRecord {
             .unwrap_or(false)
     }
 
+    /// True when the operation's contract requires a human approval before
+    /// each dispatch (evidence `approval_required=true`, docs/approval.md).
+    pub fn requires_approval(&self) -> bool {
+        self.evidence
+            .get(crate::evidence::APPROVAL_REQUIRED)
+            .and_then(Value::as_bool)
+            .unwrap_or(false)
+    }
+
+    /// The unused approval of an operation `awaiting_approval`, if one was
+    /// given (see [`APPROVAL`](crate::evidence::APPROVAL)).
+    pub fn approval(&self) -> Option<&Map<String, Value>> {
+        self.evidence
+            .get(crate::evidence::APPROVAL)
+            .and_then(Value::as_object)
+    }
+
     /// True when the last dispatch's handler reported that nothing left the
     /// process, and no handler may still be running.
     pub fn reported_not_sent(&self) -> bool {
@@ -190,7 +207,12 @@ pub enum Outcome<'a> {
         /// Why it is quarantined.
         reason: &'a str,
     },
-    /// The provider definitively refused it; it is never retried.
+    /// Nothing was dispatched: the contract requires a human approval of
+    /// this exact request first (docs/approval.md). Ask again once it is
+    /// approved; a denial makes it `Rejected`.
+    AwaitingApproval,
+    /// The provider definitively refused it, or a human denied its
+    /// approval; it is never retried.
     Rejected {
         /// The refusal.
         reason: &'a str,
@@ -317,6 +339,7 @@ impl EffectResult {
     ///     Outcome::InProgress => println!("another caller is on it; ask again"),
     ///     Outcome::Unknown { reason } => println!("not known yet, reconciled later: {reason}"),
     ///     Outcome::Quarantined { reason } => assert_eq!(reason, "no authoritative outcome probe"),
+    ///     Outcome::AwaitingApproval => println!("nothing sent: waits for a human's approval"),
     ///     Outcome::Rejected { reason } => println!("refused, never retried: {reason}"),
     /// }
     /// ```
@@ -329,6 +352,7 @@ impl EffectResult {
             EffectStatus::Rejected => Outcome::Rejected { reason },
             EffectStatus::Quarantined => Outcome::Quarantined { reason },
             EffectStatus::OutcomeUnknown => Outcome::Unknown { reason },
+            EffectStatus::AwaitingApproval => Outcome::AwaitingApproval,
             EffectStatus::Prepared | EffectStatus::Dispatched => Outcome::InProgress,
         }
     }

@@ -22,6 +22,11 @@ pub struct ParseStatusError {
 pub enum EffectStatus {
     /// Recorded durably, not dispatched (or authorized for another attempt).
     Prepared,
+    /// Recorded durably, not dispatched, and not dispatchable until a human
+    /// approves exactly this request (docs/approval.md). Its contract requires
+    /// approval; a claim dispatches it only with an unused, unexpired approval
+    /// of its request fingerprint, which the claim consumes.
+    AwaitingApproval,
     /// A caller holds the dispatch lease and may be talking to the provider.
     Dispatched,
     /// The effect happened; the stored output is the result. Terminal.
@@ -36,8 +41,9 @@ pub enum EffectStatus {
 
 impl EffectStatus {
     /// Every status, in lifecycle order.
-    pub const ALL: [EffectStatus; 6] = [
+    pub const ALL: [EffectStatus; 7] = [
         EffectStatus::Prepared,
+        EffectStatus::AwaitingApproval,
         EffectStatus::Dispatched,
         EffectStatus::Confirmed,
         EffectStatus::OutcomeUnknown,
@@ -49,6 +55,7 @@ impl EffectStatus {
     pub fn as_str(self) -> &'static str {
         match self {
             EffectStatus::Prepared => "prepared",
+            EffectStatus::AwaitingApproval => "awaiting_approval",
             EffectStatus::Dispatched => "dispatched",
             EffectStatus::Confirmed => "confirmed",
             EffectStatus::OutcomeUnknown => "outcome_unknown",
@@ -60,6 +67,12 @@ impl EffectStatus {
     /// True for `confirmed` and `rejected`: automatic execution never changes them.
     pub fn is_terminal(self) -> bool {
         matches!(self, EffectStatus::Confirmed | EffectStatus::Rejected)
+    }
+
+    /// True for `awaiting_approval`: nothing was dispatched, and nothing is
+    /// until a human approves the request (or denies it, which rejects it).
+    pub fn is_awaiting_approval(self) -> bool {
+        self == EffectStatus::AwaitingApproval
     }
 
     /// True for `outcome_unknown` and `quarantined`: the outcome is not known.
@@ -86,7 +99,7 @@ impl FromStr for EffectStatus {
             .find(|status| status.as_str() == s)
             .ok_or_else(|| ParseStatusError {
                 value: s.to_owned(),
-                expected: "prepared, dispatched, confirmed, outcome_unknown, quarantined, rejected",
+                expected: "prepared, awaiting_approval, dispatched, confirmed, outcome_unknown, quarantined, rejected",
             })
     }
 }

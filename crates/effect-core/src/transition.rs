@@ -32,6 +32,28 @@ pub struct NewOperation {
     /// stores them ([`crate::intent`]). Recorded with the `prepared` event,
     /// in the same commit as the operation; not part of its identity.
     pub intent: Option<Value>,
+    /// The contract requires a human approval before each dispatch
+    /// (docs/approval.md): a new operation is created `awaiting_approval`
+    /// instead of `prepared`. Recorded when the operation is created; an
+    /// existing operation keeps what it was created with.
+    pub requires_approval: bool,
+}
+
+/// A human's approval of one dispatch of one exact request
+/// (docs/approval.md). Single use: the claim that dispatches the operation
+/// consumes it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Approval {
+    /// The request fingerprint approved, as the ledger stores it
+    /// ([`EffectRecord::request_fingerprint`]): an approval of other
+    /// arguments is a conflict.
+    pub request_fingerprint: String,
+    /// Who approved. The library does not authenticate it.
+    pub actor: String,
+    /// Why.
+    pub reason: String,
+    /// Until when a claim may use it, on the ledger's clock.
+    pub expires_at: SystemTime,
 }
 
 /// A request for the dispatch lease.
@@ -186,6 +208,17 @@ pub enum Transition {
     },
     /// An operator's audited decision.
     Resolve(ManualResolution),
+    /// Record a human's approval of an operation `awaiting_approval`
+    /// (docs/approval.md); the next claim consumes it.
+    Approve(Approval),
+    /// A human's denial of an operation `awaiting_approval`: it becomes
+    /// `rejected`, terminally.
+    DenyApproval {
+        /// Who denied. The library does not authenticate it.
+        actor: String,
+        /// Why.
+        reason: String,
+    },
     /// The inner transition, only if the guard holds on the current record;
     /// otherwise nothing is written and the outcome is not applied. A decision
     /// made on an earlier read (a probe's answer, an operator's look at the
@@ -214,6 +247,8 @@ impl Transition {
                 ManualAction::Reject => "manually reject",
                 ManualAction::AuthorizeRetry { .. } => "authorize a retry of",
             },
+            Transition::Approve(_) => "approve",
+            Transition::DenyApproval { .. } => "deny approval of",
             Transition::Guarded(_, inner) => inner.name(),
         }
     }
@@ -466,6 +501,9 @@ impl Planner {
                 crate::intent::envelope(intent),
             );
         }
+        if let (true, Value::Object(map)) = (op.requires_approval, &mut data) {
+            map.insert(evidence::APPROVAL_REQUIRED.to_owned(), Value::Bool(true));
+        }
         self.event(event::PREPARED, data);
         let mut record = EffectRecord::new(
             operation_id,
@@ -475,6 +513,12 @@ impl Planner {
             self.at.clone(),
         );
         record.provider_idempotency_key = op.provider_idempotency_key.clone();
+        if op.requires_approval {
+            record.status = EffectStatus::AwaitingApproval;
+            record
+                .evidence
+                .insert(evidence::APPROVAL_REQUIRED.into(), Value::Bool(true));
+        }
         record
     }
 
@@ -483,15 +527,46 @@ impl Planner {
     }
 
     fn claim(&mut self, mut record: EffectRecord, claim: &Claim) -> (bool, EffectRecord) {
-        if record.status != EffectStatus::Prepared {
-            return (false, record);
-        }
+        let approval = match record.status {
+            EffectStatus::Prepared => None,
+            EffectStatus::AwaitingApproval => match self.usable_approval(&mut record) {
+                Some(approval) => Some(approval),
+                None => return (false, record),
+            },
+            _ => return (false, record),
+        };
         record.status = EffectStatus::Dispatched;
         record.attempts = record.attempts.saturating_add(1);
         record.owner_token = Some(claim.owner_token.clone());
         record.lease_until = Some(self.lease_until(claim.lease));
-        self.event(event::DISPATCHED, json!({ "attempt": record.attempts }));
+        let mut data = json!({ "attempt": record.attempts });
+        if let (Some(approval), Value::Object(map)) = (approval, &mut data) {
+            map.insert(evidence::APPROVAL.to_owned(), approval);
+        }
+        self.event(event::DISPATCHED, data);
         (true, record)
+    }
+
+    /// Takes the approval a claim of `record` (awaiting approval) consumes:
+    /// present, of the record's own request fingerprint, and not expired by
+    /// the ledger's clock. An expired or unusable one is dropped, with an
+    /// `approval_expired` event, and the operation keeps waiting.
+    fn usable_approval(&mut self, record: &mut EffectRecord) -> Option<Value> {
+        let approval = record.approval()?.clone();
+        let expires = approval
+            .get("expires_at_unix")
+            .and_then(Value::as_f64)
+            .unwrap_or(f64::NEG_INFINITY);
+        let same_request = approval.get("request_fingerprint").and_then(Value::as_str)
+            == Some(record.request_fingerprint.as_str());
+        record.evidence.remove(evidence::APPROVAL);
+        if same_request && expires > unix_seconds(self.now) {
+            return Some(Value::Object(approval));
+        }
+        let mut data = approval;
+        data.remove("expires_at_unix");
+        self.event(event::APPROVAL_EXPIRED, Value::Object(data));
+        None
     }
 
     fn step(
@@ -619,7 +694,7 @@ impl Planner {
                 if !status.is_uncertain() {
                     return Ok((false, record));
                 }
-                record.status = S::Prepared;
+                record.status = next_dispatchable(&record);
                 record.error = None;
                 record.evidence.extend(evidence.clone());
                 release(&mut record);
@@ -628,6 +703,36 @@ impl Planner {
             }
             Transition::Resolve(resolution) => {
                 self.resolve(&mut record, resolution, transition.name())?;
+                true
+            }
+            Transition::Approve(approval) => {
+                self.approve(&mut record, approval, transition.name())?;
+                true
+            }
+            Transition::DenyApproval { actor, reason } => {
+                check_decision(actor, reason)?;
+                if status != S::AwaitingApproval {
+                    return Err(LedgerError::InvalidTransition {
+                        operation_id: record.operation_id.clone(),
+                        transition: transition.name(),
+                        status,
+                    });
+                }
+                let error = format!("approval denied by {actor}: {reason}");
+                record.status = S::Rejected;
+                record.evidence.remove(evidence::APPROVAL);
+                record.evidence.insert("actor".into(), actor.clone().into());
+                record
+                    .evidence
+                    .insert("reason".into(), reason.clone().into());
+                record
+                    .evidence
+                    .insert(evidence::RESOLUTION.into(), "approval_denied".into());
+                self.event(
+                    event::APPROVAL_DENIED,
+                    json!({ "actor": actor, "reason": reason, "error": error }),
+                );
+                record.error = Some(error);
                 true
             }
         };
@@ -659,6 +764,66 @@ impl Planner {
         record.evidence.extend(evidence.clone());
         release(record);
         self.event(event_type, json!({ "error": error, "evidence": evidence }));
+    }
+
+    /// Records `approval` on an operation awaiting approval, refusing an
+    /// approval of other arguments, one already expired, and a second one
+    /// while an unused approval stands.
+    fn approve(
+        &mut self,
+        record: &mut EffectRecord,
+        approval: &Approval,
+        name: &'static str,
+    ) -> Result<(), LedgerError> {
+        check_decision(&approval.actor, &approval.reason)?;
+        let id = || record.operation_id.clone();
+        if record.status != EffectStatus::AwaitingApproval {
+            return Err(LedgerError::InvalidTransition {
+                operation_id: id(),
+                transition: name,
+                status: record.status,
+            });
+        }
+        if approval.request_fingerprint != record.request_fingerprint {
+            return Err(LedgerError::Conflict {
+                operation_id: id(),
+                field: "request fingerprint (the approval is for other arguments)",
+            });
+        }
+        let now = unix_seconds(self.now);
+        let expires_at_unix = unix_seconds(approval.expires_at);
+        if expires_at_unix <= now {
+            return Err(LedgerError::ApprovalRefused {
+                operation_id: id(),
+                why: "the approval has already expired",
+            });
+        }
+        let standing = record
+            .approval()
+            .and_then(|a| a.get("expires_at_unix"))
+            .and_then(Value::as_f64)
+            .is_some_and(|until| until > now);
+        if standing {
+            return Err(LedgerError::ApprovalRefused {
+                operation_id: id(),
+                why: "it already has an unused approval",
+            });
+        }
+        let grant = json!({
+            "request_fingerprint": approval.request_fingerprint,
+            "actor": approval.actor,
+            "reason": approval.reason,
+            "approved_at": self.at,
+            "expires_at": format_timestamp(approval.expires_at),
+            "expires_at_unix": expires_at_unix,
+        });
+        let mut data = grant.clone();
+        if let Value::Object(map) = &mut data {
+            map.remove("expires_at_unix");
+        }
+        record.evidence.insert(evidence::APPROVAL.into(), grant);
+        self.event(event::APPROVED, data);
+        Ok(())
     }
 
     fn resolve(
@@ -713,6 +878,7 @@ impl Planner {
             resolution.evidence_reference.clone().into(),
         );
         evidence.insert("reason".into(), resolution.reason.clone().into());
+        let record_required_approval = record.requires_approval();
         // What was known before the decision stays on the record and in the
         // event, one level deep (an earlier resolution's copy is not nested).
         let mut before = std::mem::take(&mut record.evidence);
@@ -767,7 +933,12 @@ impl Planner {
                     evidence::RESOLUTION.into(),
                     "manual_retry_authorization".into(),
                 );
-                record.status = EffectStatus::Prepared;
+                if record_required_approval {
+                    evidence.insert(evidence::APPROVAL_REQUIRED.into(), Value::Bool(true));
+                    record.status = EffectStatus::AwaitingApproval;
+                } else {
+                    record.status = EffectStatus::Prepared;
+                }
                 record.error = None;
                 self.event(
                     event::MANUAL_RETRY_AUTHORIZED,
@@ -778,6 +949,29 @@ impl Planner {
         record.evidence = evidence;
         Ok(())
     }
+}
+
+/// Where an uncertain operation goes when another dispatch is allowed:
+/// `prepared`, or `awaiting_approval` when its contract requires a human
+/// approval before each dispatch (the approval of an earlier one was used).
+fn next_dispatchable(record: &EffectRecord) -> EffectStatus {
+    if record.requires_approval() {
+        EffectStatus::AwaitingApproval
+    } else {
+        EffectStatus::Prepared
+    }
+}
+
+/// Refuses an approval or denial without an actor or a reason.
+fn check_decision(actor: &str, reason: &str) -> Result<(), LedgerError> {
+    for (field, value) in [("actor", actor), ("reason", reason)] {
+        if value.trim().is_empty() {
+            return Err(LedgerError::invalid_input(format!(
+                "an approval decision needs a non-empty {field}"
+            )));
+        }
+    }
+    Ok(())
 }
 
 /// Drops the dispatch lease.

@@ -482,6 +482,23 @@ impl EffectExecutor {
                         owned = Some(claim);
                     }
                 }
+                EffectStatus::AwaitingApproval
+                    if retry_after_dispatch.is_none() && record.approval().is_some() =>
+                {
+                    // An approval landed since the record was read: the claim
+                    // checks and consumes it in the store's transaction (or
+                    // drops it as expired, and the next pass reports the wait).
+                    let claim = self.new_claim();
+                    let claimed = self.apply(call.id(), Transition::Claim(claim.clone()))?;
+                    record = claimed.record;
+                    if claimed.applied {
+                        owned = Some(claim);
+                    }
+                }
+                EffectStatus::AwaitingApproval => {
+                    tracing::info!(operation_id = call.id(), "waiting for approval");
+                    return Ok(Round::Done(EffectResult::from_record(&record)));
+                }
             }
         }
         Ok(Round::Done(
@@ -815,6 +832,7 @@ pub(crate) fn identify<A: Serialize + ?Sized>(
     Ok(Identity {
         operation_id,
         operation: NewOperation {
+            requires_approval: contract.requires_approval(),
             contract_name: contract.name().to_owned(),
             contract_version: contract.version().to_owned(),
             fingerprint: fingerprint.with_form(form),

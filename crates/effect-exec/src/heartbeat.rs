@@ -209,6 +209,7 @@ mod tests {
         let ledger = Arc::new(MemoryLedger::new());
         for (id, token) in [("a", "owner-a"), ("b", "owner-b")] {
             let op = NewOperation {
+                requires_approval: false,
                 intent: None,
                 contract_name: "c".into(),
                 contract_version: "1".into(),

@@ -60,6 +60,7 @@
 #![warn(missing_docs)]
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
+mod approval;
 #[cfg(feature = "tokio")]
 mod asynchronous;
 mod context;

@@ -31,10 +31,13 @@ use serde::{Deserialize, Serialize};
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[non_exhaustive]
 pub struct UncertainOutcome {
-    /// Always `"unknown"`: whether the effect happened is not known yet.
+    /// `"unknown"`: whether the effect happened is not known yet; or
+    /// `"awaiting_approval"`: it was not sent, and is sent once when a human
+    /// approves it (docs/approval.md).
     pub outcome: String,
     /// The operation's status (`outcome_unknown`, `quarantined`, `dispatched`
-    /// for a call in progress elsewhere, `prepared` for a retry left to later).
+    /// for a call in progress elsewhere, `prepared` for a retry left to
+    /// later, `awaiting_approval`).
     pub status: EffectStatus,
     /// The operation id under which the effect is being reconciled.
     pub operation_id: String,
@@ -46,12 +49,29 @@ pub struct UncertainOutcome {
 
 impl UncertainOutcome {
     /// The notice for `result` of tool `tool`, or `None` when the result is
-    /// settled (`confirmed` or `rejected`).
+    /// settled (`confirmed` or `rejected`). A call waiting for approval gets
+    /// the same kind of notice (a successful tool result, `retry: false`),
+    /// saying that nothing was sent.
     pub fn from_result(tool: &str, result: &EffectResult) -> Option<Self> {
         if result.status.is_terminal() {
             return None;
         }
         let operation_id = &result.operation_id;
+        if result.status == EffectStatus::AwaitingApproval {
+            let message = format!(
+                "`{tool}` was not run: this request waits for a human's approval. Do not call \
+                 `{tool}` again for it and do not report it as done: it runs once when it is \
+                 approved, and a denial cancels it. It is tracked as operation \
+                 `{operation_id}`; tell the user it is awaiting approval under that id."
+            );
+            return Some(UncertainOutcome {
+                outcome: "awaiting_approval".to_owned(),
+                status: result.status,
+                operation_id: operation_id.clone(),
+                retry: false,
+                message,
+            });
+        }
         let why = if result.in_progress {
             "another call of the same operation is still in progress"
         } else if result.status == EffectStatus::Quarantined {

@@ -5,8 +5,9 @@
 //! records its arguments with the operation. A recovery worker holds durable
 //! handlers, registered by contract name and version, and dispatches every
 //! operation that was left behind: `prepared` (a retry an operator or a
-//! reconciliation authorized), `outcome_unknown`, or `dispatched` under an
-//! expired lease (its caller died). It does so through
+//! reconciliation authorized), `outcome_unknown`, `dispatched` under an
+//! expired lease (its caller died), or `awaiting_approval` once a human
+//! approved it (docs/approval.md; never before). It does so through
 //! [`EffectExecutor::execute`] with the stored arguments, so every rule of a
 //! live call holds: the dispatch lease is claimed exclusively (several workers,
 //! on several processes or hosts, never dispatch one operation twice), an
@@ -120,8 +121,8 @@ impl fmt::Debug for RecoveryWorker {
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
 #[non_exhaustive]
 pub struct RecoveryReport {
-    /// Operations found left behind: `prepared`, `outcome_unknown`, or
-    /// `dispatched` under an expired lease.
+    /// Operations found left behind: `prepared`, `outcome_unknown`,
+    /// `awaiting_approval`, or `dispatched` under an expired lease.
     pub examined: u64,
     /// Now confirmed (dispatched by this pass, or found committed by the probe).
     pub confirmed: u64,
@@ -144,6 +145,10 @@ pub struct RecoveryReport {
     pub unusable_intent: u64,
     /// Failed on a store error; tried again at the next pass.
     pub failed: u64,
+    /// Not touched: waiting for a human's approval (docs/approval.md). An
+    /// approved operation is dispatched like a `prepared` one, and counted
+    /// by its outcome.
+    pub awaiting_approval: u64,
 }
 
 /// Stops a worker started with [`RecoveryWorker::spawn`].
@@ -300,7 +305,11 @@ impl RecoveryWorker {
         // Everything is listed before anything is touched: a dispatched
         // operation moves in the list order, which would shift the pages.
         let mut candidates = list_all(ledger, ListQuery::stale(MAX_LIST_LIMIT))?;
-        for status in [EffectStatus::OutcomeUnknown, EffectStatus::Prepared] {
+        for status in [
+            EffectStatus::OutcomeUnknown,
+            EffectStatus::Prepared,
+            EffectStatus::AwaitingApproval,
+        ] {
             candidates.extend(list_all(
                 ledger,
                 ListQuery::with_status(status, MAX_LIST_LIMIT),
@@ -309,8 +318,16 @@ impl RecoveryWorker {
         let mut report = RecoveryReport::default();
         for record in candidates {
             report.examined += 1;
-            if record.status == EffectStatus::Prepared
-                && !self.executor.older_than(&record.updated_at, self.min_age)
+            // Only an approval makes a waiting operation dispatchable; the
+            // claim checks it again (and consumes it) in the store.
+            if record.status == EffectStatus::AwaitingApproval && record.approval().is_none() {
+                report.awaiting_approval += 1;
+                continue;
+            }
+            if matches!(
+                record.status,
+                EffectStatus::Prepared | EffectStatus::AwaitingApproval
+            ) && !self.executor.older_than(&record.updated_at, self.min_age)
             {
                 report.too_recent += 1;
                 continue;
@@ -451,6 +468,7 @@ impl RecoveryWorker {
                 EffectStatus::Confirmed => report.confirmed += 1,
                 EffectStatus::Rejected => report.rejected += 1,
                 EffectStatus::Quarantined => report.quarantined += 1,
+                EffectStatus::AwaitingApproval => report.awaiting_approval += 1,
                 EffectStatus::OutcomeUnknown
                 | EffectStatus::Dispatched
                 | EffectStatus::Prepared => report.unsettled += 1,

@@ -283,7 +283,9 @@ impl Sweeper {
         {
             Ok(result) => match result.status {
                 EffectStatus::Confirmed => report.confirmed += 1,
-                EffectStatus::Prepared => report.retried += 1,
+                // A retry of an approval-required operation waits for a new
+                // approval: authorized all the same.
+                EffectStatus::Prepared | EffectStatus::AwaitingApproval => report.retried += 1,
                 EffectStatus::Quarantined => report.quarantined += 1,
                 EffectStatus::OutcomeUnknown => report.still_unknown += 1,
                 // A lease renewed meanwhile, or another caller settled it.
@@ -310,6 +312,7 @@ impl Sweeper {
                 // Reconciliation never prepares, so this operation is never
                 // written; it describes the stored record.
                 operation: NewOperation {
+                    requires_approval: record.requires_approval(),
                     intent: None,
                     contract_name: record.contract_name.clone(),
                     contract_version: record.contract_version.clone(),

@@ -178,6 +178,13 @@ where
         self.map(|builder| builder.store_intent(store))
     }
 
+    /// See [`EffectContractBuilder::requires_approval`]: each dispatch waits
+    /// for a human's approval of the exact request (docs/approval.md).
+    #[must_use]
+    pub fn requires_approval(self, required: bool) -> Self {
+        self.map(|builder| builder.requires_approval(required))
+    }
+
     /// See [`EffectContractBuilder::redact`]: paths into the arguments' JSON
     /// that never reach the ledger in clear. A [`Secret`](effect_core::Secret)
     /// field needs no path.

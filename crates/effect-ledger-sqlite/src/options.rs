@@ -180,6 +180,7 @@ impl SqliteOptions {
     /// let options = SqliteOptions::default().deferred_sync_delay(Duration::from_millis(20));
     /// let ledger = TempLedger::with_options(options)?;
     /// let op = NewOperation {
+    ///     requires_approval: false,
     ///     contract_name: "send_email".into(),
     ///     contract_version: "1".into(),
     ///     fingerprint: RequestFingerprint::of_canonical(r#"{"to":"ada@example.com"}"#),

@@ -117,6 +117,11 @@ pub use effect_ledger_sqlite::{Durability, SqliteLedger, SqliteOptions, TempLedg
 #[doc = include_str!("../../../docs/effect-contracts.md")]
 pub struct EffectContractsDoctests;
 
+/// The examples of `docs/approval.md`, compiled and run as doctests.
+#[cfg(doctest)]
+#[doc = include_str!("../../../docs/approval.md")]
+pub struct ApprovalDoctests;
+
 /// The examples of `docs/operations.md`, compiled and run as doctests.
 #[cfg(doctest)]
 #[doc = include_str!("../../../docs/operations.md")]

@@ -42,12 +42,14 @@ fn shell_words(line: &str) -> Vec<String> {
     words
 }
 
-/// The `agent-effect-ops` commands in the runbook's shell blocks and in its
-/// walk-through's sessions (without their `$ ` prompt), with line
-/// continuations joined.
+/// The `agent-effect-ops` commands in the shell blocks of the runbook and of
+/// the approval guide, and in the runbook walk-through's sessions (without
+/// their `$ ` prompt), with line continuations joined.
 fn documented_commands() -> Vec<String> {
-    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../docs/operations.md");
-    let text = std::fs::read_to_string(path).unwrap();
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let text = ["docs/operations.md", "docs/approval.md"]
+        .map(|page| std::fs::read_to_string(root.join(page)).unwrap())
+        .join("\n");
     let mut commands = Vec::new();
     let mut in_block = false;
     let mut session = false;
@@ -92,7 +94,7 @@ fn docs_commands_parse() {
     for command in &commands {
         let words = shell_words(command);
         if let Err(err) = Cli::try_parse_from(&words) {
-            panic!("docs/operations.md: {command:?} does not parse: {err}");
+            panic!("docs/operations.md or docs/approval.md: {command:?} does not parse: {err}");
         }
     }
 }

@@ -49,6 +49,7 @@ fn export_pages_through_large_ledgers() {
     let ledger = SqliteLedger::open(&db, SqliteOptions::default()).unwrap();
     for i in 0..1005 {
         let op = NewOperation {
+            requires_approval: false,
             intent: None,
             contract_name: "send_email".into(),
             contract_version: "1".into(),

@@ -1,6 +1,7 @@
 //! Integration tests of the operator CLI, one module per topic.
 #![allow(clippy::unwrap_used)] // Tests unwrap: a panic is a failing test with its message.
 
+mod approval;
 mod cli;
 mod empty;
 mod errors;

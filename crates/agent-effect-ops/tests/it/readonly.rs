@@ -66,6 +66,7 @@ fn ids(output: &Output) -> Vec<String> {
 fn prepare(ledger: &SqliteLedger, ids: impl IntoIterator<Item = usize>) {
     for i in ids {
         let op = NewOperation {
+            requires_approval: false,
             intent: None,
             contract_name: "capture".into(),
             contract_version: "1".into(),

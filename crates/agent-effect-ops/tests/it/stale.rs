@@ -30,6 +30,7 @@ fn ledger(prepared: usize) -> (TempDir, PathBuf) {
     let db = dir.path().join("effects.sqlite3");
     let ledger = SqliteLedger::open(&db, SqliteOptions::default()).unwrap();
     let op = |id: &str| NewOperation {
+        requires_approval: false,
         intent: None,
         contract_name: "capture_payment".into(),
         contract_version: "1".into(),

@@ -686,3 +686,103 @@ fn a_panicking_operation_id_fails_the_run_before_anything_is_recorded_or_dispatc
     assert!(ids.lock().unwrap().is_empty());
     assert_eq!(recorded(&ledger), 0);
 }
+
+/// The capture tool of [`capture_tool`], under a contract that requires a
+/// human approval of each call (docs/approval.md).
+fn approval_runtime(provider: &Arc<FakeProvider>, ledger: &Arc<dyn EffectLedger>) -> AgentRuntime {
+    let p = Arc::clone(provider);
+    let contract = EffectContract::builder("capture_payment", |args| {
+        Ok(format!(
+            "invoice:{}:capture",
+            args["invoice_id"].as_str().ok_or("missing invoice_id")?
+        ))
+    })
+    .provider_idempotency_key(|args| {
+        Ok(args["invoice_id"].as_str().map(|i| format!("capture:{i}")))
+    })
+    .outcome_probe(move |_args, key| Ok(p.probe(key)))
+    .requires_approval(true)
+    .build()
+    .unwrap();
+    let p = Arc::clone(provider);
+    let tool = ToolDefinition::new(
+        "capture_payment",
+        "Captures an invoice's payment",
+        invoice_schema(),
+        EffectKind::Mutation,
+        move |input| p.capture(input.provider_key),
+    )
+    .effect_contract(contract);
+    let calls = Calls::default();
+    let mut registry: ToolRegistry = plain_tools(&calls);
+    registry.register(tool).unwrap();
+    AgentRuntime::builder(
+        registry,
+        DeterministicPlanner::new([
+            lookup("INV-9"),
+            Action::call("capture_payment", json!({"invoice_id": "INV-9"})),
+            Action::finish(json!("paid")),
+        ]),
+    )
+    .policy(PermissionPolicy::allow([
+        "lookup_invoice",
+        "capture_payment",
+    ]))
+    .sleeper(Arc::new(RecordingSleeper::default()))
+    .effect_executor(EffectExecutor::new(Arc::clone(ledger)))
+    .build()
+    .unwrap()
+}
+
+#[test]
+fn a_call_awaiting_approval_waits_and_resumes_once_approved() {
+    let provider = FakeProvider::new(&[], 0);
+    let ledger: Arc<dyn EffectLedger> = Arc::new(MemoryLedger::new());
+    let rt = approval_runtime(&provider, &ledger);
+    let confirm = check(&rt, "run-a", RunOptions::start(), RunStatus::Waiting);
+    let invocation = confirm.awaiting_confirmation().unwrap().to_owned();
+    let waiting = check(
+        &rt,
+        "run-a",
+        RunOptions::resume().confirm(invocation),
+        RunStatus::Waiting,
+    );
+    assert!(
+        matches!(
+            waiting.pending.as_ref().unwrap().stage,
+            PendingStage::EffectUncertain {
+                status: EffectStatus::AwaitingApproval,
+                ..
+            }
+        ),
+        "{:?}",
+        waiting.pending
+    );
+    // Resuming before the approval dispatches nothing: the run still waits.
+    check(&rt, "run-a", RunOptions::resume(), RunStatus::Waiting);
+    assert_eq!(provider.handler_calls.load(Ordering::SeqCst), 0);
+    assert_eq!(ledger_events(&ledger), ["prepared"]);
+
+    let executor = EffectExecutor::new(Arc::clone(&ledger));
+    let record = ledger.get("invoice:INV-9:capture").unwrap().unwrap();
+    executor
+        .approve(
+            "invoice:INV-9:capture",
+            effect_core::Approval {
+                request_fingerprint: record.request_fingerprint,
+                actor: "lead@example.com".into(),
+                reason: "invoice checked".into(),
+                expires_at: effect_core::Clock::now(&effect_core::SystemClock)
+                    + std::time::Duration::from_secs(3600),
+            },
+        )
+        .unwrap();
+    let done = check(&rt, "run-a", RunOptions::resume(), RunStatus::Completed);
+    assert_eq!(done.steps, 2);
+    assert_eq!(provider.committed(), 1);
+    assert_eq!(provider.handler_calls.load(Ordering::SeqCst), 1);
+    assert_eq!(
+        ledger_events(&ledger),
+        ["prepared", "approved", "dispatched", "confirmed"]
+    );
+}

@@ -44,6 +44,7 @@ fn record(status: S, expired: bool) -> EffectRecord {
 
 fn new_operation() -> NewOperation {
     NewOperation {
+        requires_approval: false,
         intent: None,
         contract_name: "capture_payment".into(),
         contract_version: "1".into(),
@@ -194,6 +195,7 @@ const EXPIRED: bool = true;
 fn prepare_and_claim_rows() {
     use crate::LedgerErrorKind as K;
     let other_version = NewOperation {
+        requires_approval: false,
         contract_version: "2".into(),
         ..new_operation()
     };

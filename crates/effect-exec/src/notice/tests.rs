@@ -42,3 +42,16 @@ fn every_unsettled_result_says_unknown_do_not_retry_and_names_the_operation() {
         assert!(!notice.message.to_lowercase().contains("fail"));
     }
 }
+
+#[test]
+fn a_call_awaiting_approval_says_nothing_was_sent_and_not_to_call_again() {
+    let notice =
+        UncertainOutcome::from_result("refund", &result(EffectStatus::AwaitingApproval, false))
+            .expect("a call awaiting approval gets a notice");
+    assert_eq!(notice.outcome, "awaiting_approval");
+    assert_eq!(notice.status, EffectStatus::AwaitingApproval);
+    assert!(!notice.retry);
+    assert!(notice.message.contains("was not run"), "{}", notice.message);
+    assert!(notice.message.contains("Do not call `refund` again"));
+    assert!(notice.message.contains("`op-1`"));
+}

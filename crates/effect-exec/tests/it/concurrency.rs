@@ -214,6 +214,7 @@ fn reconcile_settles_an_expired_dispatch_without_running_the_handler() {
             "invoice:INV-26:capture",
             &effect_core::Transition::PrepareAndClaim(
                 effect_core::NewOperation {
+                    requires_approval: false,
                     intent: None,
                     contract_name: "capture_payment".into(),
                     contract_version: "1".into(),
@@ -253,6 +254,7 @@ fn the_bounded_wait_for_a_live_owner_runs_on_the_injected_clock() {
         .prepare(
             id,
             &effect_core::NewOperation {
+                requires_approval: false,
                 intent: None,
                 contract_name: "capture_payment".into(),
                 contract_version: "1".into(),

@@ -2,6 +2,7 @@
 //! the effects the fake provider committed.
 #![allow(clippy::unwrap_used)] // Tests unwrap: a panic is a failing test with its message.
 
+mod approval;
 mod asynchronous;
 mod bad_input;
 mod concurrency;

@@ -133,6 +133,7 @@ impl World {
         let id = contract.operation_id(args).unwrap();
         let key = contract.provider_idempotency_key(args).unwrap();
         let op = NewOperation {
+            requires_approval: false,
             intent: Some(args.clone()),
             contract_name: contract.name().to_owned(),
             contract_version: contract.version().to_owned(),
@@ -346,6 +347,7 @@ fn stored_intent_deriving_another_operation_is_not_dispatched() {
         // with a bug (or a hand-edited file) might leave it.
         let id = capture.operation_id(&invoice("INV-1")).unwrap();
         let op = NewOperation {
+            requires_approval: false,
             intent: Some(invoice("INV-2")),
             contract_name: capture.name().to_owned(),
             contract_version: capture.version().to_owned(),
@@ -376,6 +378,7 @@ fn stored_intent_with_another_fingerprint_is_not_dispatched() {
     // Same operation id, but the amount differs from what was fingerprinted.
     let id = capture.operation_id(&invoice("INV-1")).unwrap();
     let op = NewOperation {
+        requires_approval: false,
         intent: Some(json!({"invoice_id": "INV-1", "amount_cents": 999_999})),
         contract_name: capture.name().to_owned(),
         contract_version: capture.version().to_owned(),

@@ -39,6 +39,7 @@ impl World {
         let id = contract.operation_id(args).unwrap();
         let key = contract.provider_idempotency_key(args).unwrap();
         let op = NewOperation {
+            requires_approval: false,
             intent: None,
             contract_name: contract.name().to_owned(),
             contract_version: contract.version().to_owned(),

@@ -9,6 +9,7 @@
 //! signed the server's certificate (`.ci/run` makes both).
 #![allow(clippy::disallowed_methods)] // Tests time real stores and processes.
 
+mod approval;
 mod conformance;
 mod leases;
 mod pgbouncer;

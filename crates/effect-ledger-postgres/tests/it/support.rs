@@ -98,6 +98,7 @@ impl Drop for TestSchema {
 /// The identity of test operation `n`.
 pub fn new_operation(n: usize) -> NewOperation {
     NewOperation {
+        requires_approval: false,
         intent: None,
         contract_name: "capture_payment".into(),
         contract_version: "1".into(),

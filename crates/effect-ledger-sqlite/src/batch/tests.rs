@@ -13,6 +13,7 @@ use crate::temp::TempLedger;
 
 fn op(args: serde_json::Value) -> NewOperation {
     NewOperation {
+        requires_approval: false,
         intent: None,
         contract_name: "capture_payment".into(),
         contract_version: "1".into(),

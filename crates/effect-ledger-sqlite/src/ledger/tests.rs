@@ -100,6 +100,7 @@ fn apply_in_composes_inside_one_outer_transaction() {
         .transaction_with_behavior(TransactionBehavior::Immediate)
         .unwrap();
     let op = effect_core::NewOperation {
+        requires_approval: false,
         intent: None,
         contract_name: "c".into(),
         contract_version: "1".into(),
@@ -128,6 +129,7 @@ fn confirmed_records_are_replayed_without_a_transaction() {
     let options = SqliteOptions::default().busy_timeout(Duration::from_millis(10));
     let ledger = TempLedger::with_options(options).unwrap();
     let op = effect_core::NewOperation {
+        requires_approval: false,
         intent: None,
         contract_name: "c".into(),
         contract_version: "1".into(),
@@ -162,6 +164,7 @@ fn confirmed_records_are_replayed_without_a_transaction() {
     assert_eq!(replay.record.output, Some(json!({"ok": 1})));
     // A conflicting identity is refused from the cache, as from the file.
     let other = Transition::Prepare(effect_core::NewOperation {
+        requires_approval: false,
         contract_version: "2".into(),
         ..op
     });
@@ -188,6 +191,7 @@ fn the_immutable_uri_escapes_what_a_uri_path_reserves() {
 
 fn operation() -> effect_core::NewOperation {
     effect_core::NewOperation {
+        requires_approval: false,
         intent: None,
         contract_name: "c".into(),
         contract_version: "1".into(),

@@ -146,6 +146,7 @@ fn python_sha256_fingerprint_is_not_a_conflict() -> TestResult {
     let (_dir, path) = copy_fixture("python-ledger-v1.sqlite3")?;
     let ledger = SqliteLedger::open(&path, SqliteOptions::default())?;
     let same = NewOperation {
+        requires_approval: false,
         intent: None,
         contract_name: "capture_payment".into(),
         contract_version: "1".into(),
@@ -162,6 +163,7 @@ fn python_sha256_fingerprint_is_not_a_conflict() -> TestResult {
     assert_eq!(ledger.events("invoice:INV-1:capture")?.len(), 4);
 
     let other_args = NewOperation {
+        requires_approval: false,
         fingerprint: RequestFingerprint::of_value(&json!({"invoice_id": "INV-9"})),
         ..same
     };

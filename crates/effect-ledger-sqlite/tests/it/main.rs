@@ -1,6 +1,7 @@
 //! Integration tests of the SQLite ledger, one module per topic.
 #![allow(clippy::disallowed_methods)] // Tests time real stores and processes.
 
+mod approval;
 mod backup;
 mod bad_input;
 mod conformance;

@@ -12,6 +12,7 @@ pub type TestResult = Result<(), Box<dyn std::error::Error>>;
 /// The identity of an operation of contract `capture_payment` v1 on `args`.
 pub fn op(args: Value) -> NewOperation {
     NewOperation {
+        requires_approval: false,
         intent: None,
         contract_name: "capture_payment".into(),
         contract_version: "1".into(),

@@ -1,5 +1,6 @@
 //! Integration tests of effect-mcp, over an in-process duplex transport.
 
+mod approval;
 mod client;
 mod fixture;
 mod schema;

@@ -189,6 +189,21 @@ impl Check {
         )
     }
 
+    /// Prepares `id` under a contract that requires approval: it must be
+    /// created `awaiting_approval`.
+    pub(crate) fn prepare_awaiting(&self, id: &str) -> EffectRecord {
+        let record = self.ok(
+            self.ledger.prepare(id, &approval_operation()),
+            format_args!("prepare({id:?}) requiring approval"),
+        );
+        self.same(
+            record.status,
+            EffectStatus::AwaitingApproval,
+            format_args!("status of {id:?} prepared under a contract requiring approval"),
+        );
+        record
+    }
+
     pub(crate) fn claim(&self, id: &str, token: &str, lease: Duration) -> bool {
         let claim = Claim {
             owner_token: token.to_owned(),
@@ -215,6 +230,10 @@ impl Check {
     /// transitions and returns the owner token it was (or would be) dispatched with.
     pub(crate) fn in_status(&self, id: &str, status: EffectStatus) -> String {
         let token = owner_of(id);
+        if status == EffectStatus::AwaitingApproval {
+            self.prepare_awaiting(id);
+            return token;
+        }
         self.prepare(id);
         let dispatch = |check: &Check| {
             check.ensure(
@@ -223,7 +242,8 @@ impl Check {
             );
         };
         let applied = match status {
-            EffectStatus::Prepared => true,
+            // `awaiting_approval` was set up (and returned) above.
+            EffectStatus::Prepared | EffectStatus::AwaitingApproval => true,
             EffectStatus::Dispatched => {
                 dispatch(self);
                 true
@@ -348,11 +368,20 @@ pub(crate) fn owner_of(id: &str) -> String {
 /// The identity every check prepares unless it tests identities.
 pub(crate) fn new_operation() -> NewOperation {
     NewOperation {
+        requires_approval: false,
         intent: None,
         contract_name: "conformance.capture_payment".into(),
         contract_version: "1".into(),
         fingerprint: RequestFingerprint::of_value(&json!({"amount": 1200, "invoice_id": "INV-1"})),
         provider_idempotency_key: Some("capture:INV-1".into()),
+    }
+}
+
+/// [`new_operation`] under a contract that requires approval.
+pub(crate) fn approval_operation() -> NewOperation {
+    NewOperation {
+        requires_approval: true,
+        ..new_operation()
     }
 }
 

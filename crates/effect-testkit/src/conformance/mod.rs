@@ -44,6 +44,7 @@ use std::sync::Arc;
 
 use effect_core::EffectLedger;
 
+mod approval;
 mod data;
 mod deferred;
 mod dispatch;
@@ -56,6 +57,11 @@ mod prepare;
 mod races;
 mod reads;
 
+pub use approval::{
+    approval_allows_one_dispatch, approval_refusals_write_nothing,
+    approval_required_operation_waits, concurrent_claims_use_one_approval, denial_is_terminal,
+    expired_approval_is_refused_by_the_claim, manual_retry_waits_for_a_new_approval,
+};
 pub use data::{UNUSUAL_OPERATION_IDS, large_output_round_trips, unusual_operation_ids_round_trip};
 pub use deferred::{DeferredOutcomes, is_dispatch_outcome, run_all_deferred};
 pub use dispatch::{
@@ -228,6 +234,28 @@ pub const CHECKS: &[NamedCheck] = &[
     (
         "unresolved_repeats_write_nothing",
         unresolved_repeats_write_nothing,
+    ),
+    (
+        "approval_required_operation_waits",
+        approval_required_operation_waits,
+    ),
+    ("approval_allows_one_dispatch", approval_allows_one_dispatch),
+    (
+        "approval_refusals_write_nothing",
+        approval_refusals_write_nothing,
+    ),
+    (
+        "expired_approval_is_refused_by_the_claim",
+        expired_approval_is_refused_by_the_claim,
+    ),
+    ("denial_is_terminal", denial_is_terminal),
+    (
+        "manual_retry_waits_for_a_new_approval",
+        manual_retry_waits_for_a_new_approval,
+    ),
+    (
+        "concurrent_claims_use_one_approval",
+        concurrent_claims_use_one_approval,
     ),
     ("large_output_round_trips", large_output_round_trips),
     (

@@ -14,7 +14,7 @@ use super::harness::{Check, EXPIRED, LIVE, confirmation, new_operation, tick};
 pub const RACERS: usize = 16;
 
 /// Runs `act(i)` on `n` threads released together; returns the results in order.
-fn race<T: Send>(c: &Check, n: usize, act: impl Fn(usize) -> T + Sync) -> Vec<T> {
+pub(crate) fn race<T: Send>(c: &Check, n: usize, act: impl Fn(usize) -> T + Sync) -> Vec<T> {
     let barrier = Barrier::new(n);
     thread::scope(|scope| {
         let handles: Vec<_> = (0..n)

@@ -72,6 +72,8 @@ enum Bug {
     /// Appends an event for every uncertain transition, even a repeat, and
     /// renews `updated_at`.
     RepeatsWrite,
+    /// Answers every refused approval as if it had been recorded.
+    ApproveAnything,
 }
 
 /// For each check, a bug it must catch.
@@ -185,6 +187,31 @@ const CAUGHT_BY: &[(&str, Bug)] = &[
     ),
     ("guarded_transition_inputs", Bug::GuardedPrepareAllowed),
     ("unresolved_repeats_write_nothing", Bug::RepeatsWrite),
+    (
+        "approval_required_operation_waits",
+        Bug::StripEventField("prepared", "approval_required"),
+    ),
+    (
+        "approval_allows_one_dispatch",
+        Bug::StripEventField("approved", "request_fingerprint"),
+    ),
+    ("approval_refusals_write_nothing", Bug::ApproveAnything),
+    (
+        "expired_approval_is_refused_by_the_claim",
+        Bug::ClaimAlwaysWins,
+    ),
+    (
+        "denial_is_terminal",
+        Bug::StripEventField("approval_denied", "actor"),
+    ),
+    (
+        "manual_retry_waits_for_a_new_approval",
+        Bug::StripEvidenceKey("approval_required"),
+    ),
+    (
+        "concurrent_claims_use_one_approval",
+        Bug::NonAtomicPrepareAndClaim,
+    ),
 ];
 
 #[test]
@@ -460,7 +487,9 @@ impl Mutant {
                 Ok(outcome(true, inner.apply(id, t)?.record))
             }
             (Bug::NonAtomicPrepareAndClaim, Transition::PrepareAndClaim(..))
-                if status.is_none_or(|s| s == EffectStatus::Prepared) =>
+                if status.is_none_or(|s| {
+                    matches!(s, EffectStatus::Prepared | EffectStatus::AwaitingApproval)
+                }) =>
             {
                 thread::sleep(Duration::from_millis(20));
                 Ok(outcome(true, inner.apply(id, t)?.record))
@@ -473,6 +502,7 @@ impl Mutant {
             }
             (Bug::UpsertsMissing, _) if current.is_none() => {
                 let op = NewOperation {
+                    requires_approval: false,
                     intent: None,
                     contract_name: "upserted".into(),
                     contract_version: "1".into(),
@@ -511,6 +541,10 @@ impl Mutant {
                     },
                 )
             }
+            (Bug::ApproveAnything, Transition::Approve(_)) => match inner.apply(id, t) {
+                Err(_) => Ok(outcome(true, self.existing(id)?)),
+                other => other,
+            },
             _ => inner.apply(id, t),
         }
     }

@@ -13,6 +13,7 @@ use effect_testkit::faults::{CallKind, Fault, FaultyLedger, InjectedFault};
 
 fn op() -> NewOperation {
     NewOperation {
+        requires_approval: false,
         intent: None,
         contract_name: "capture_payment".into(),
         contract_version: "1".into(),
@@ -116,7 +117,7 @@ fn reads_are_counted_and_failed_separately() -> Result<(), Box<dyn std::error::E
         .expect_err("the 2nd read fails");
     assert_eq!(err.kind(), LedgerErrorKind::Unavailable);
     assert_eq!(ledger.events("op")?.len(), 1);
-    assert_eq!(ledger.stats()?.counts.len(), 6);
+    assert_eq!(ledger.stats()?.counts.len(), EffectStatus::ALL.len());
     assert_eq!(ledger.events_after(0, 10)?.len(), 1);
     assert_eq!(ledger.calls(CallKind::Read), 5);
     assert_eq!(ledger.calls(CallKind::Transition), 1);

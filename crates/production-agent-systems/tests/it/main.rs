@@ -9,6 +9,7 @@ mod mixed_fleet;
 mod open;
 mod payment_recovery;
 mod provider;
+mod python_approval;
 mod python_floats;
 mod recovery_kill;
 mod reopen;

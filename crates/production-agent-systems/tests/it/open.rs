@@ -8,6 +8,7 @@ use production_agent_systems::open::{Ledger, LedgerUrl, OpenOptions, open, open_
 
 fn op(n: u64) -> NewOperation {
     NewOperation {
+        requires_approval: false,
         intent: None,
         contract_name: "capture_payment".into(),
         contract_version: "1".into(),

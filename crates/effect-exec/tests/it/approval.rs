@@ -1,0 +1,362 @@
+//! Human approval bound to the exact call (docs/approval.md): nothing is
+//! dispatched before an approval, an approval dispatches its request once,
+//! and a denial, an expired approval or other arguments dispatch nothing.
+//! Every test counts what the fake provider committed.
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Barrier};
+use std::time::{Duration, SystemTime};
+
+use effect_core::{
+    Approval, Clock, EffectContract, EffectLedger, EffectStatus, LedgerErrorKind, ManualClock,
+    MemoryLedger, Outcome,
+};
+use effect_exec::{EffectExecutor, ExecutorOptions, RecoveryWorker};
+use effect_ledger_sqlite::{SqliteLedger, SqliteOptions};
+use serde_json::{Value, json};
+
+use crate::event_types;
+use crate::provider::{FakeProvider, Fault, handler, invoice};
+
+const HOUR: Duration = Duration::from_secs(3600);
+
+struct World {
+    store: &'static str,
+    clock: Arc<ManualClock>,
+    ledger: Arc<dyn EffectLedger>,
+    provider: Arc<FakeProvider>,
+}
+
+fn worlds() -> Vec<World> {
+    let clock = || {
+        Arc::new(ManualClock::new(
+            SystemTime::UNIX_EPOCH + Duration::from_secs(1_800_000_000),
+        ))
+    };
+    let memory = clock();
+    let sqlite = clock();
+    vec![
+        World {
+            store: "memory",
+            ledger: Arc::new(MemoryLedger::with_clock(memory.clone())),
+            clock: memory,
+            provider: FakeProvider::new(false),
+        },
+        World {
+            store: "sqlite",
+            ledger: Arc::new(
+                SqliteLedger::open_temporary_with(SqliteOptions::default().clock(sqlite.clone()))
+                    .unwrap(),
+            ),
+            clock: sqlite,
+            provider: FakeProvider::new(false),
+        },
+    ]
+}
+
+impl World {
+    fn executor(&self) -> EffectExecutor {
+        EffectExecutor::with_clock(
+            Arc::clone(&self.ledger),
+            ExecutorOptions::default(),
+            self.clock.clone(),
+        )
+        .with_sleeper(self.clock.clone())
+    }
+
+    /// A refund-like capture that requires approval, with a probe.
+    fn contract(&self, store_intent: bool) -> EffectContract {
+        let provider = Arc::clone(&self.provider);
+        EffectContract::builder("capture_payment", |args| {
+            Ok(format!(
+                "invoice:{}:capture",
+                args["invoice_id"].as_str().ok_or("missing invoice_id")?
+            ))
+        })
+        .provider_idempotency_key(|args| {
+            Ok(args["invoice_id"].as_str().map(|i| format!("capture:{i}")))
+        })
+        .outcome_probe(move |_args, key| provider.probe(key))
+        .store_intent(store_intent)
+        .requires_approval(true)
+        .build()
+        .unwrap()
+    }
+
+    fn call(&self, contract: &EffectContract, args: &Value) -> effect_core::EffectResult {
+        self.executor()
+            .execute(contract, args, handler(&self.provider))
+            .unwrap()
+    }
+
+    fn approval(&self, id: &str, valid: Duration) -> Approval {
+        Approval {
+            request_fingerprint: self.ledger.get(id).unwrap().unwrap().request_fingerprint,
+            actor: "lead@example.com".into(),
+            reason: "matches ticket T-9".into(),
+            expires_at: self.clock.now() + valid,
+        }
+    }
+}
+
+#[test]
+fn the_first_call_waits_and_an_approval_dispatches_it_once() {
+    for w in worlds() {
+        let contract = w.contract(false);
+        let args = invoice("INV-1");
+        let first = w.call(&contract, &args);
+        assert_eq!(first.outcome(), Outcome::AwaitingApproval, "{}", w.store);
+        assert_eq!(first.attempts, 0, "{}", w.store);
+        assert!(!first.in_progress, "{}", w.store);
+        assert_eq!(
+            w.provider.handler_calls(),
+            0,
+            "{}: nothing dispatched",
+            w.store
+        );
+        // Asking again before an approval changes nothing.
+        let again = w.call(&contract, &args);
+        assert_eq!(again.status, EffectStatus::AwaitingApproval, "{}", w.store);
+        assert_eq!(
+            event_types(&w.ledger, &first.operation_id),
+            ["prepared"],
+            "{}",
+            w.store
+        );
+
+        let approval = w.approval(&first.operation_id, HOUR);
+        w.executor()
+            .approve(&first.operation_id, approval.clone())
+            .unwrap();
+        let approved = w.call(&contract, &args);
+        assert!(approved.is_confirmed(), "{}: {approved:?}", w.store);
+        assert_eq!(approved.attempts, 1, "{}", w.store);
+        let replay = w.call(&contract, &args);
+        assert!(replay.duplicate_suppressed, "{}", w.store);
+        assert_eq!(w.provider.committed(), 1, "{}: one effect", w.store);
+        assert_eq!(
+            event_types(&w.ledger, &first.operation_id),
+            ["prepared", "approved", "dispatched", "confirmed"],
+            "{}",
+            w.store
+        );
+        // A second use of the same approval is refused, and writes nothing.
+        let err = w
+            .executor()
+            .approve(&first.operation_id, approval)
+            .unwrap_err();
+        assert_eq!(
+            err.ledger_kind(),
+            Some(LedgerErrorKind::InvalidTransition),
+            "{}: {err}",
+            w.store
+        );
+        assert_eq!(
+            event_types(&w.ledger, &first.operation_id).len(),
+            4,
+            "{}",
+            w.store
+        );
+    }
+}
+
+#[test]
+fn changed_arguments_conflict_and_an_approval_of_them_is_refused() {
+    for w in worlds() {
+        let contract = w.contract(false);
+        let first = w.call(&contract, &invoice("INV-1"));
+        let changed = json!({"invoice_id": "INV-1", "amount_cents": 999_999});
+        let err = w
+            .executor()
+            .execute(&contract, &changed, handler(&w.provider))
+            .unwrap_err();
+        assert!(err.is_conflict(), "{}: {err}", w.store);
+        // An approval naming the changed request's fingerprint does not fit.
+        let other = effect_core::RequestFingerprint::of_value(&changed).stored();
+        let approval = Approval {
+            request_fingerprint: other,
+            ..w.approval(&first.operation_id, HOUR)
+        };
+        let err = w
+            .executor()
+            .approve(&first.operation_id, approval)
+            .unwrap_err();
+        assert!(err.is_conflict(), "{}: {err}", w.store);
+        assert_eq!(
+            event_types(&w.ledger, &first.operation_id),
+            ["prepared"],
+            "{}",
+            w.store
+        );
+        assert_eq!(w.provider.handler_calls(), 0, "{}", w.store);
+    }
+}
+
+#[test]
+fn an_expired_approval_dispatches_nothing() {
+    for w in worlds() {
+        let contract = w.contract(false);
+        let args = invoice("INV-1");
+        let id = w.call(&contract, &args).operation_id;
+        let approval = w.approval(&id, Duration::from_secs(60));
+        w.executor().approve(&id, approval).unwrap();
+        w.clock.advance(Duration::from_secs(61));
+        let late = w.call(&contract, &args);
+        assert_eq!(late.status, EffectStatus::AwaitingApproval, "{}", w.store);
+        assert_eq!(w.provider.handler_calls(), 0, "{}", w.store);
+        assert_eq!(
+            event_types(&w.ledger, &id),
+            ["prepared", "approved", "approval_expired"],
+            "{}",
+            w.store
+        );
+        // Approving an already expired approval is refused outright.
+        let stale = Approval {
+            expires_at: w.clock.now() - Duration::from_secs(1),
+            ..w.approval(&id, HOUR)
+        };
+        let err = w.executor().approve(&id, stale).unwrap_err();
+        assert_eq!(
+            err.ledger_kind(),
+            Some(LedgerErrorKind::InvalidTransition),
+            "{}",
+            w.store
+        );
+    }
+}
+
+#[test]
+fn a_denial_rejects_the_call_terminally() {
+    for w in worlds() {
+        let contract = w.contract(false);
+        let args = invoice("INV-1");
+        let id = w.call(&contract, &args).operation_id;
+        let denied = w
+            .executor()
+            .deny(&id, "lead@example.com", "duplicate of INV-0")
+            .unwrap();
+        assert_eq!(denied.status, EffectStatus::Rejected, "{}", w.store);
+        let after = w.call(&contract, &args);
+        match after.outcome() {
+            Outcome::Rejected { reason } => {
+                assert!(reason.contains("lead@example.com"), "{}: {reason}", w.store);
+            }
+            other => panic!("{}: expected a rejection, got {other:?}", w.store),
+        }
+        assert_eq!(w.provider.handler_calls(), 0, "{}", w.store);
+        assert_eq!(
+            event_types(&w.ledger, &id),
+            ["prepared", "approval_denied"],
+            "{}",
+            w.store
+        );
+    }
+}
+
+#[test]
+fn a_retry_after_an_uncertain_outcome_waits_for_a_new_approval() {
+    for w in worlds() {
+        let contract = w.contract(false);
+        let args = invoice("INV-1");
+        let id = w.call(&contract, &args).operation_id;
+        w.executor().approve(&id, w.approval(&id, HOUR)).unwrap();
+        // The dispatch fails before the provider commits; the probe says
+        // not committed, which allows a retry, but the approval is used.
+        w.provider.script(&[Fault::BeforeCommit]);
+        let result = w.call(&contract, &args);
+        assert_eq!(
+            result.status,
+            EffectStatus::AwaitingApproval,
+            "{}: {result:?}",
+            w.store
+        );
+        assert_eq!(result.attempts, 1, "{}", w.store);
+        assert_eq!(w.provider.handler_calls(), 1, "{}", w.store);
+        assert_eq!(w.provider.committed(), 0, "{}", w.store);
+        w.executor().approve(&id, w.approval(&id, HOUR)).unwrap();
+        let retried = w.call(&contract, &args);
+        assert!(retried.is_confirmed(), "{}: {retried:?}", w.store);
+        assert_eq!(retried.attempts, 2, "{}", w.store);
+        assert_eq!(w.provider.committed(), 1, "{}", w.store);
+    }
+}
+
+#[test]
+fn the_recovery_worker_waits_for_the_approval_then_dispatches_once() {
+    for w in worlds() {
+        let contract = w.contract(true);
+        let args = invoice("INV-1");
+        let id = w.call(&contract, &args).operation_id;
+        let worker = RecoveryWorker::new(w.executor())
+            .register(contract.clone(), handler(&w.provider))
+            .unwrap()
+            .min_age(Duration::ZERO);
+        let before = worker.run_once().unwrap();
+        assert_eq!(before.awaiting_approval, 1, "{}: {before:?}", w.store);
+        assert_eq!(before.confirmed, 0, "{}", w.store);
+        assert_eq!(w.provider.handler_calls(), 0, "{}", w.store);
+
+        w.executor().approve(&id, w.approval(&id, HOUR)).unwrap();
+        let after = worker.run_once().unwrap();
+        assert_eq!(after.confirmed, 1, "{}: {after:?}", w.store);
+        let again = worker.run_once().unwrap();
+        assert_eq!(again.examined, 0, "{}: {again:?}", w.store);
+        assert_eq!(w.provider.committed(), 1, "{}", w.store);
+        assert_eq!(
+            w.ledger.get(&id).unwrap().unwrap().status,
+            EffectStatus::Confirmed
+        );
+    }
+}
+
+#[test]
+fn callers_racing_on_one_approval_dispatch_once() {
+    for w in worlds() {
+        let contract = w.contract(false);
+        let args = invoice("INV-1");
+        let id = w.call(&contract, &args).operation_id;
+        w.executor().approve(&id, w.approval(&id, HOUR)).unwrap();
+        // The winner's handler holds until every other caller has answered.
+        w.provider.script(&[Fault::Held]);
+        const CALLERS: usize = 8;
+        let barrier = Barrier::new(CALLERS);
+        let (answered, in_progress) = (AtomicUsize::new(0), AtomicUsize::new(0));
+        std::thread::scope(|scope| {
+            for _ in 0..CALLERS {
+                scope.spawn(|| {
+                    let executor = w.executor();
+                    barrier.wait();
+                    let result = executor
+                        .execute(&contract, &args, handler(&w.provider))
+                        .unwrap();
+                    match result.status {
+                        EffectStatus::Confirmed => {}
+                        EffectStatus::Dispatched if result.in_progress => {
+                            in_progress.fetch_add(1, Ordering::SeqCst);
+                        }
+                        other => panic!("{}: unexpected {other}: {result:?}", w.store),
+                    }
+                    answered.fetch_add(1, Ordering::SeqCst);
+                });
+            }
+            w.provider.wait_until_held();
+            while answered.load(Ordering::SeqCst) < CALLERS - 1 {
+                std::thread::yield_now();
+            }
+            w.provider.release();
+        });
+        assert_eq!(
+            in_progress.load(Ordering::SeqCst),
+            CALLERS - 1,
+            "{}",
+            w.store
+        );
+        assert_eq!(w.provider.handler_calls(), 1, "{}", w.store);
+        assert_eq!(w.provider.committed(), 1, "{}", w.store);
+        let record = w.ledger.get(&id).unwrap().unwrap();
+        assert_eq!(
+            (record.status, record.attempts),
+            (EffectStatus::Confirmed, 1)
+        );
+    }
+}
