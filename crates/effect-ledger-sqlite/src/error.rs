@@ -52,8 +52,10 @@ pub enum SqliteError {
         #[source]
         source: rusqlite::Error,
     },
-    /// The database cannot be written, but opening needs a write (WAL mode,
-    /// migrations).
+    /// The database cannot be written: a read-write open found a file that
+    /// could only be opened for reading (its mode bits, an immutable
+    /// attribute, a read-only mount), or a step of opening needed a write
+    /// (WAL mode, migrations). Refused at open, so no write fails later.
     #[error(
         "sqlite ledger {path:?} is read-only; grant write access to the file and its directory (WAL mode creates -wal and -shm files beside it), or open it with SqliteOptions::read_only"
     )]

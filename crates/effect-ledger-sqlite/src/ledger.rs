@@ -97,7 +97,9 @@ impl SqliteLedger {
     /// or a directory (the ledger must outlive the process);
     /// [`SqliteError::InvalidOption`] for a pool size of 0;
     /// [`SqliteError::NotADatabase`] for a file that is not SQLite;
-    /// [`SqliteError::ReadOnly`], [`SqliteError::CannotOpen`], [`SqliteError::Busy`],
+    /// [`SqliteError::ReadOnly`] for a file this process can only read (a
+    /// read-only file or mount: open it with [`SqliteOptions::read_only`]
+    /// instead), [`SqliteError::CannotOpen`], [`SqliteError::Busy`],
     /// [`SqliteError::NewerSchema`], [`SqliteError::IncompatibleSchema`], and
     /// [`SqliteError::CreateDirectory`] / [`SqliteError::Open`] /
     /// [`SqliteError::Pool`] for other failures.
@@ -150,6 +152,7 @@ impl SqliteLedger {
             let fail = |step: &'static str| move |e| SqliteError::open(path.to_owned(), step, e);
             let mut conn =
                 Connection::open_with_flags(path, flags).map_err(fail("opening the file"))?;
+            refuse_read_only(&conn, path)?;
             settings
                 .apply(&conn)
                 .map_err(fail("configuring the connection"))?;
@@ -538,6 +541,28 @@ fn check_path(path: &Path) -> Result<(), SqliteError> {
         return invalid("it is a directory; pass the path of a database file inside it");
     }
     Ok(())
+}
+
+/// Refuses a read-write open that SQLite quietly made read-only.
+///
+/// SQLite falls back to a read-only handle when the file cannot be opened for
+/// writing (its mode bits, an immutable attribute, a read-only mount): reads
+/// then work and the first write fails, after the executor may already have
+/// counted on the ledger. `sqlite3_db_readonly` tells at once.
+fn refuse_read_only(conn: &Connection, path: &Path) -> Result<(), SqliteError> {
+    let read_only = conn
+        .is_readonly(rusqlite::MAIN_DB)
+        .map_err(|e| SqliteError::open(path.to_owned(), "checking write access", e))?;
+    if !read_only {
+        return Ok(());
+    }
+    Err(SqliteError::ReadOnly {
+        path: path.to_owned(),
+        source: rusqlite::Error::SqliteFailure(
+            rusqlite::ffi::Error::new(rusqlite::ffi::SQLITE_READONLY),
+            Some("the database file could only be opened for reading".to_owned()),
+        ),
+    })
 }
 
 /// Switches the file to WAL mode and migrates it. Switching the journal mode

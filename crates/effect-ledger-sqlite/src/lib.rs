@@ -74,7 +74,9 @@
 //!
 //! # Errors
 //!
-//! Opening fails with a [`SqliteError`] that says what to do; it converts into
+//! Opening fails with a [`SqliteError`] that says what to do (a read-write
+//! open of a file this process can only read is refused at once with
+//! [`SqliteError::ReadOnly`], rather than failing at the first write); it converts into
 //! a [`LedgerError`](effect_core::LedgerError) of kind [`SqliteError::kind`].
 //! Ledger methods return `LedgerError`s, with SQLite's error as the `source`:
 //!
@@ -82,7 +84,7 @@
 //! | --- | --- |
 //! | locked past the busy timeout, no pooled connection free, file vanished, disk full | `Unavailable` |
 //! | not a database, damaged file, undecodable row (unknown status, invalid JSON, negative attempts) | `Corrupt` |
-//! | read-only file or [`SqliteOptions::read_only`] ledger asked to write | `Backend` |
+//! | file made read-only after opening, or [`SqliteOptions::read_only`] ledger asked to write | `Backend` |
 //! | anything else | `Backend` |
 //!
 //! A failed transition rolls back as a whole: nothing of it is written.

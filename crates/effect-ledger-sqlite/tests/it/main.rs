@@ -9,5 +9,7 @@ mod durability;
 mod fixtures;
 mod prune;
 mod race;
+mod read_only;
+
 mod support;
 mod sweep;
