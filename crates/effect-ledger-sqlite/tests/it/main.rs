@@ -7,6 +7,7 @@ mod conformance;
 mod deferred;
 mod durability;
 mod fixtures;
+mod io_faults;
 mod prune;
 mod race;
 mod read_only;
