@@ -19,6 +19,9 @@
 //!   with a naive retry-on-error baseline beside it.
 //! - [`matrix`]: every fault point against every contract variant, with the
 //!   naive baseline; see `docs/testkit.md`.
+//! - [`pg_proxy`]: [`CommitCutProxy`](pg_proxy::CommitCutProxy), a loopback
+//!   TCP proxy in front of a PostgreSQL server that cuts a connection at a
+//!   commit, before it reaches the server or after the server answered.
 //!
 //! It depends on effect-core, effect-exec (for scenario runners over the
 //! executor) and insta (for the snapshot settings). The conformance suite and
@@ -42,6 +45,7 @@ pub mod conformance;
 pub mod faults;
 mod injecting;
 pub mod matrix;
+pub mod pg_proxy;
 pub mod provider;
 pub mod scenario;
 pub mod servers;

@@ -11,6 +11,7 @@
 
 mod conformance;
 mod leases;
+mod lost_commit;
 mod pgbouncer;
 mod processes;
 mod prune;
