@@ -330,3 +330,161 @@ fn a_manual_resolution_whose_commit_answer_is_lost_is_durable_or_an_error() -> T
     assert_eq!(setup.effects(), 1);
     Ok(())
 }
+
+// ---------------------------------------------------------------------------
+// Seeded: a cut at a random commit of each operation.
+// ---------------------------------------------------------------------------
+
+const SEEDS_VAR: &str = "EFFECT_LOST_COMMIT_SEEDS";
+const DEFAULT_SEEDS: [u64; 3] = [1, 2, 3];
+const INVOICES: usize = 6;
+
+#[test]
+fn seeded_lost_commits_lose_no_confirmation_and_leave_one_effect_each() -> TestResult {
+    let seeds: Vec<u64> = match std::env::var(SEEDS_VAR) {
+        Ok(list) => list
+            .split(',')
+            .map(|s| s.trim().parse())
+            .collect::<Result<_, _>>()?,
+        Err(_) => DEFAULT_SEEDS.to_vec(),
+    };
+    for seed in seeds {
+        let Some(setup) = Setup::new(&format!("seeded_lost_commits_{seed}"))? else {
+            return Ok(());
+        };
+        match run_seed(&setup, seed) {
+            Ok(counts) => println!("lost commits: seed {seed}: {counts}"),
+            Err(why) => panic!(
+                "lost commits: seed {seed} failed: {why}\n\
+                 rerun it with: {SEEDS_VAR}={seed} cargo test -p effect-ledger-postgres --test it \
+                 lost_commit::seeded -- --nocapture"
+            ),
+        }
+    }
+    Ok(())
+}
+
+fn invoice_args(i: usize) -> Value {
+    json!({"invoice_id": format!("INV-S{i}"), "amount_cents": 1250})
+}
+
+fn invoice_id(i: usize) -> String {
+    format!("invoice:INV-S{i}:capture")
+}
+
+fn run_seed(setup: &Setup, seed: u64) -> Result<String, Box<dyn std::error::Error>> {
+    let executor = setup.executor();
+    let contract = setup.contract()?;
+    let mut rng = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
+    let mut next = |n: u64| {
+        // xorshift64: the cut points, reproducible from the seed.
+        rng ^= rng << 13;
+        rng ^= rng >> 7;
+        rng ^= rng << 17;
+        rng % n
+    };
+    let mut told = std::collections::BTreeMap::new();
+    let (mut errors, mut plan) = (0, Vec::new());
+    for i in 0..INVOICES {
+        let cut = match next(2) {
+            0 => Cut::BeforeCommit,
+            _ => Cut::AfterCommit,
+        };
+        // 0: no cut, 1: the claim, 2: the confirmation.
+        let point = next(3);
+        plan.push(match point {
+            0 => format!("{i}: no cut"),
+            1 => format!("{i}: claim {cut:?}"),
+            _ => format!("{i}: confirmation {cut:?}"),
+        });
+        let calls_before = setup.handler_calls.load(Ordering::SeqCst);
+        if point == 1 {
+            setup.proxy.cut_next_commit(cut);
+        }
+        let handler = setup.handler((point == 2).then_some(cut));
+        match executor.execute(&contract, &invoice_args(i), handler) {
+            Ok(result) if result.status == EffectStatus::Confirmed => {
+                told.insert(invoice_id(i), result.output);
+            }
+            Ok(result) => {
+                return Err(format!("{}: unexpected answer {result:?}", invoice_id(i)).into());
+            }
+            Err(ExecError::Ledger { source, .. })
+                if source.kind() == LedgerErrorKind::Unavailable =>
+            {
+                errors += 1;
+            }
+            Err(other) => return Err(format!("{}: untyped error {other:?}", invoice_id(i)).into()),
+        }
+        setup.proxy.disarm();
+        let dispatched = setup.handler_calls.load(Ordering::SeqCst) - calls_before;
+        if point == 1 && dispatched != 0 {
+            return Err(format!(
+                "{} was dispatched on a claim whose commit was cut",
+                invoice_id(i)
+            )
+            .into());
+        }
+    }
+    // Every confirmation a caller was told of is durable.
+    for (id, output) in &told {
+        let stored = setup.direct.get(id)?;
+        if stored.as_ref().map(|r| (r.status, &r.output)) != Some((EffectStatus::Confirmed, output))
+        {
+            return Err(
+                format!("{id} was told confirmed with {output:?}, stored {stored:?}").into(),
+            );
+        }
+    }
+    // The next calls converge, an operator deciding from the provider's
+    // records what the rules quarantined.
+    let mut decisions = 0;
+    for i in 0..INVOICES {
+        let start = Instant::now();
+        let mut result = loop {
+            let result = executor.execute(&contract, &invoice_args(i), setup.handler(None))?;
+            if !result.in_progress {
+                break result;
+            }
+            if start.elapsed() > Duration::from_secs(60) {
+                return Err(format!("{}: the lease never ended", invoice_id(i)).into());
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        };
+        if result.status.is_uncertain() {
+            decisions += 1;
+            let invoice = format!("INV-S{i}");
+            match setup.provider.lookup_by_invoice(&invoice)?.first() {
+                Some(capture) => {
+                    executor.confirm_manually(
+                        &invoice_id(i),
+                        serde_json::to_value(capture)?,
+                        None,
+                        audit(),
+                    )?;
+                }
+                None => {
+                    executor.authorize_retry_handler_stopped(&invoice_id(i), audit())?;
+                }
+            }
+            result = executor.execute(&contract, &invoice_args(i), setup.handler(None))?;
+        }
+        if result.status != EffectStatus::Confirmed {
+            return Err(format!("{}: {result:?} after recovery", invoice_id(i)).into());
+        }
+        let effects = setup
+            .provider
+            .lookup_by_invoice(&format!("INV-S{i}"))?
+            .len();
+        if effects != 1 {
+            return Err(format!("{}: {effects} effects", invoice_id(i)).into());
+        }
+    }
+    Ok(format!(
+        "{INVOICES} operations, cuts {plan:?}: {} commits cut, {} told confirmed, {errors} errors; \
+         {decisions} operator decisions after; {} effects",
+        setup.proxy.cuts(),
+        told.len(),
+        setup.effects()
+    ))
+}
