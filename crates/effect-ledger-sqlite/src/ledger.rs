@@ -332,7 +332,6 @@ impl SqliteLedger {
         {
             self.poisoned.store(true, Ordering::Release);
         }
-
         if deferred {
             self.syncer.deferred_committed();
             if conn.pragma_update(None, "synchronous", "FULL").is_err() {

@@ -110,8 +110,7 @@
 //! interrupted dispatch. Other I/O errors (a failed `write`, a full disk)
 //! roll the transaction back and leave the ledger usable.
 //! `crates/effect-ledger-sqlite/tests/it/io_faults.rs` runs the ledger under
-//! injected I/O faults (libfiu)
-//! and checks this.
+//! injected I/O faults (libfiu) and checks this.
 //!
 //! # Feature flags
 //!
