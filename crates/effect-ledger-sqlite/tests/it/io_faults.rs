@@ -28,8 +28,9 @@
 //! The seeds run by default are fixed; `EFFECT_IO_FAULT_SEEDS=7,8` runs
 //! others. A failing seed is printed with the command that reruns it. The
 //! seed fixes the workload, the provider's faults and libfiu's random
-//! generator (`FIU_PRNG_SEED`); the interleaving of the ledger's background
-//! threads with the faults is up to the scheduler.
+//! generator (`FIU_PRNG_SEED`), but libfiu draws for every faulted call of
+//! every thread, and the connection pool opens connections on threads of its
+//! own: a rerun meets the same mix of faults, not always at the same calls.
 //!
 //! Without `fiu-run` on the `PATH` the tests say so and skip, unless
 //! `EFFECT_REQUIRE_FIU=1` (set by `.ci/run`) makes that a failure.
