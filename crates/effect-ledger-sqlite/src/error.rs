@@ -52,8 +52,10 @@ pub enum SqliteError {
         #[source]
         source: rusqlite::Error,
     },
-    /// The database cannot be written, but opening needs a write (WAL mode,
-    /// migrations).
+    /// The database cannot be written: a read-write open found a file that
+    /// could only be opened for reading (its mode bits, an immutable
+    /// attribute, a read-only mount), or a step of opening needed a write
+    /// (WAL mode, migrations). Refused at open, so no write fails later.
     #[error(
         "sqlite ledger {path:?} is read-only; grant write access to the file and its directory (WAL mode creates -wal and -shm files beside it), or open it with SqliteOptions::read_only"
     )]
@@ -258,6 +260,21 @@ pub(crate) fn ledger_error(doing: impl fmt::Display, error: rusqlite::Error) -> 
         Some(ErrorCode::TooBig) => LedgerError::invalid_input(format!(
             "a value is too large for the sqlite ledger while {doing}; nothing was written"
         )),
+        _ if sync_failed(&error) => LedgerError::unavailable(
+            format!(
+                "the disk did not confirm a sqlite ledger commit (fsync failed) while {doing}; \
+                 the write may or may not be durable, and this ledger refuses writes until it \
+                 is opened again"
+            ),
+            boxed(error),
+        ),
+        Some(ErrorCode::SystemIoFailure) => LedgerError::unavailable(
+            format!(
+                "the disk holding the sqlite ledger failed an I/O request while {doing}; \
+                 retry later"
+            ),
+            boxed(error),
+        ),
         Some(ErrorCode::DiskFull) => LedgerError::unavailable(
             format!(
                 "the disk holding the sqlite ledger is full while {doing}; free space and retry"
@@ -278,6 +295,38 @@ pub(crate) fn ledger_error(doing: impl fmt::Display, error: rusqlite::Error) -> 
         ),
         _ => LedgerError::backend(format!("sqlite failed while {doing}"), boxed(error)),
     }
+}
+
+/// Whether SQLite failed to sync a file (`SQLITE_IOERR_FSYNC`,
+/// `SQLITE_IOERR_DIR_FSYNC`).
+fn sync_failed(error: &rusqlite::Error) -> bool {
+    matches!(
+        error,
+        rusqlite::Error::SqliteFailure(code, _)
+            if code.extended_code == rusqlite::ffi::SQLITE_IOERR_FSYNC
+                || code.extended_code == rusqlite::ffi::SQLITE_IOERR_DIR_FSYNC
+    )
+}
+
+/// Whether a ledger error comes from a failed sync of the ledger's files.
+pub(crate) fn is_sync_failure(error: &LedgerError) -> bool {
+    std::error::Error::source(error)
+        .and_then(|source| source.downcast_ref::<rusqlite::Error>())
+        .is_some_and(sync_failed)
+}
+
+/// Whether a ledger error is SQLite's plain `SQLITE_READONLY`: the
+/// connection's database or write-ahead log was opened read-only.
+pub(crate) fn is_read_only_handle(error: &LedgerError) -> bool {
+    std::error::Error::source(error)
+        .and_then(|source| source.downcast_ref::<rusqlite::Error>())
+        .is_some_and(|error| {
+            matches!(
+                error,
+                rusqlite::Error::SqliteFailure(code, _)
+                    if code.extended_code == rusqlite::ffi::SQLITE_READONLY
+            )
+        })
 }
 
 /// Maps a failure to check a connection out of the pool.

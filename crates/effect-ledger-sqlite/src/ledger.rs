@@ -18,7 +18,7 @@ use rusqlite::{Connection, OpenFlags, OptionalExtension, params};
 use crate::batch::{Answer, replicate, write_batch};
 use crate::confirmed::ConfirmedCache;
 use crate::deferred::Syncer;
-use crate::error::{SqliteError, ledger_error, pool_error};
+use crate::error::{SqliteError, is_read_only_handle, is_sync_failure, ledger_error, pool_error};
 use crate::file::LedgerFile;
 use crate::group::{GroupCommit, MAX_BATCH};
 use crate::options::{Durability, SqliteOptions};
@@ -47,7 +47,7 @@ use crate::schema::{self, Layout};
 /// Cloning is cheap and shares the connection pool.
 #[derive(Clone)]
 pub struct SqliteLedger {
-    pub(crate) pool: Pool<SqliteConnectionManager>,
+    pub(crate) pool: Pool<Manager>,
     clock: Arc<dyn Clock>,
     path: PathBuf,
     /// Writers of this process queue here rather than in SQLite's busy
@@ -73,6 +73,33 @@ pub struct SqliteLedger {
     /// batch: from then on every batch sets its connection's level first,
     /// since a pooled connection may have been left at `NORMAL`.
     levels_unknown: Arc<AtomicBool>,
+    /// Set once a commit of this ledger failed to sync (see `is_poisoned`).
+    poisoned: Arc<AtomicBool>,
+    /// Opened with [`SqliteOptions::read_only`].
+    read_only: bool,
+}
+
+/// The pool's connection manager: r2d2-sqlite's, except that a connection
+/// returned inside a transaction is broken and dropped, never handed out
+/// again (every ledger method ends its transactions).
+#[derive(Debug)]
+pub(crate) struct Manager(SqliteConnectionManager);
+
+impl r2d2::ManageConnection for Manager {
+    type Connection = Connection;
+    type Error = rusqlite::Error;
+
+    fn connect(&self) -> Result<Connection, rusqlite::Error> {
+        self.0.connect()
+    }
+
+    fn is_valid(&self, conn: &mut Connection) -> Result<(), rusqlite::Error> {
+        self.0.is_valid(conn)
+    }
+
+    fn has_broken(&self, conn: &mut Connection) -> bool {
+        !conn.is_autocommit()
+    }
 }
 
 impl fmt::Debug for SqliteLedger {
@@ -97,7 +124,9 @@ impl SqliteLedger {
     /// or a directory (the ledger must outlive the process);
     /// [`SqliteError::InvalidOption`] for a pool size of 0;
     /// [`SqliteError::NotADatabase`] for a file that is not SQLite;
-    /// [`SqliteError::ReadOnly`], [`SqliteError::CannotOpen`], [`SqliteError::Busy`],
+    /// [`SqliteError::ReadOnly`] for a file this process can only read (a
+    /// read-only file or mount: open it with [`SqliteOptions::read_only`]
+    /// instead), [`SqliteError::CannotOpen`], [`SqliteError::Busy`],
     /// [`SqliteError::NewerSchema`], [`SqliteError::IncompatibleSchema`], and
     /// [`SqliteError::CreateDirectory`] / [`SqliteError::Open`] /
     /// [`SqliteError::Pool`] for other failures.
@@ -150,6 +179,7 @@ impl SqliteLedger {
             let fail = |step: &'static str| move |e| SqliteError::open(path.to_owned(), step, e);
             let mut conn =
                 Connection::open_with_flags(path, flags).map_err(fail("opening the file"))?;
+            refuse_read_only(&conn, path)?;
             settings
                 .apply(&conn)
                 .map_err(fail("configuring the connection"))?;
@@ -160,9 +190,22 @@ impl SqliteLedger {
             (Layout::Current, path.to_owned(), flags, false)
         };
 
-        let manager = SqliteConnectionManager::file(&target)
-            .with_flags(flags)
-            .with_init(move |conn| settings.apply(conn));
+        let writable = !options.read_only;
+        let manager = Manager(
+            SqliteConnectionManager::file(&target)
+                .with_flags(flags)
+                .with_init(move |conn| {
+                    // A pooled connection opens the file again, later: should
+                    // SQLite fall back to reading only (the file became
+                    // read-only, or opening it for writing failed), the pool
+                    // drops it and opens another rather than keep one that
+                    // fails every write.
+                    if writable && conn.is_readonly(rusqlite::MAIN_DB)? {
+                        return Err(read_only_handle());
+                    }
+                    settings.apply(conn)
+                }),
+        );
         let pool = Pool::builder()
             .max_size(options.pool_size)
             // r2d2 panics on a zero timeout; a zero busy timeout means "do not wait".
@@ -192,6 +235,8 @@ impl SqliteLedger {
             defers: options.durability == Durability::Full && !options.read_only,
             syncer: Arc::new(Syncer::new(path, options.deferred_sync_delay)),
             levels_unknown: Arc::new(AtomicBool::new(false)),
+            poisoned: Arc::new(AtomicBool::new(false)),
+            read_only: options.read_only,
         })
     }
 
@@ -211,18 +256,56 @@ impl SqliteLedger {
         self.immutable
     }
 
+    /// Whether a commit of this ledger (or a clone) failed to sync to the
+    /// disk (`fsync` or `fdatasync` reported an error). Its callers were told
+    /// that the write's outcome is unknown, and from then on every transition
+    /// is refused with [`LedgerError::Unavailable`] while reads still work;
+    /// open the file again (a new [`SqliteLedger`], or a new process) to
+    /// write. See "After a failed sync" in the crate docs.
+    pub fn is_poisoned(&self) -> bool {
+        self.poisoned.load(Ordering::Acquire)
+    }
+
     fn connection(
         &self,
         doing: impl Fn() -> String,
-    ) -> Result<PooledConnection<SqliteConnectionManager>, LedgerError> {
+    ) -> Result<PooledConnection<Manager>, LedgerError> {
         self.pool.get().map_err(|e| pool_error(doing(), e))
     }
 
-    /// Writes one batch of the group commit, at `synchronous = NORMAL` when
-    /// every transition of it is deferrable, else at the ledger's level. The
+    /// Writes one batch of the group commit (see [`write_on`](Self::write_on)),
+    /// on another connection should SQLite refuse this one every write.
+    fn write(&self, conn: &Connection, batch: &[crate::group::Request]) -> Vec<Answer> {
+        let mut answers = self.write_on(conn, batch);
+        if self.read_only || !answers.iter().any(read_only_handle_answer) {
+            return answers;
+        }
+        // SQLite opened this connection's write-ahead log read-only (opening
+        // it for writing failed, as a transient I/O error can make it): the
+        // connection refuses every write, and nothing of the batch was
+        // written, since that refusal comes before the first write. Leave
+        // the connection inside a transaction, which the pool takes as
+        // broken (`Manager::has_broken`) and replaces, and write the batch
+        // on another one.
+        let _ = conn.execute_batch("BEGIN");
+        for _ in 1..self.pool.max_size() {
+            let Ok(other) = self.pool.get() else {
+                break;
+            };
+            answers = self.write_on(&other, batch);
+            if !answers.iter().any(read_only_handle_answer) {
+                break;
+            }
+            let _ = other.execute_batch("BEGIN");
+        }
+        answers
+    }
+
+    /// Writes one batch on `conn`, at `synchronous = NORMAL` when every
+    /// transition of it is deferrable, else at the ledger's level. The
     /// connection goes back to the pool at `FULL`, so nothing else written on
     /// it (a prune, the next batch) is deferred by accident.
-    fn write(&self, conn: &Connection, batch: &[crate::group::Request]) -> Vec<Answer> {
+    fn write_on(&self, conn: &Connection, batch: &[crate::group::Request]) -> Vec<Answer> {
         let deferred = self.defers
             && batch
                 .iter()
@@ -243,6 +326,12 @@ impl SqliteLedger {
             .map(|r| (r.operation_id.as_str(), &r.transition))
             .collect();
         let answers = write_batch(conn, self.clock.as_ref(), &self.file, &pairs);
+        if answers
+            .iter()
+            .any(|answer| answer.as_ref().is_err_and(is_sync_failure))
+        {
+            self.poisoned.store(true, Ordering::Release);
+        }
         if deferred {
             self.syncer.deferred_committed();
             if conn.pragma_update(None, "synchronous", "FULL").is_err() {
@@ -258,6 +347,18 @@ impl SqliteLedger {
         transition: &Transition,
         durability: WriteDurability,
     ) -> Result<TransitionOutcome, LedgerError> {
+        if self.is_poisoned() {
+            return Err(LedgerError::unavailable(
+                format!(
+                    "the sqlite ledger {} refuses {} to operation {operation_id:?}: an earlier \
+                     commit failed to sync to the disk, so what this ledger holds in memory \
+                     may differ from the file; open the ledger again (or restart the process)",
+                    self.path.display(),
+                    transition.name()
+                ),
+                None,
+            ));
+        }
         if let Some(record) = self.confirmed.get(operation_id) {
             // Confirmed is terminal: the plan on the cached record is the plan
             // on the stored one. Only a plan that writes nothing is answered here.
@@ -538,6 +639,38 @@ fn check_path(path: &Path) -> Result<(), SqliteError> {
         return invalid("it is a directory; pass the path of a database file inside it");
     }
     Ok(())
+}
+
+fn read_only_handle_answer(answer: &Answer) -> bool {
+    answer.as_ref().is_err_and(is_read_only_handle)
+}
+
+/// Refuses a read-write open that SQLite quietly made read-only.
+///
+/// SQLite falls back to a read-only handle when the file cannot be opened for
+/// writing (its mode bits, an immutable attribute, a read-only mount): reads
+/// then work and the first write fails, after the executor may already have
+/// counted on the ledger. `sqlite3_db_readonly` tells at once.
+fn refuse_read_only(conn: &Connection, path: &Path) -> Result<(), SqliteError> {
+    let read_only = conn
+        .is_readonly(rusqlite::MAIN_DB)
+        .map_err(|e| SqliteError::open(path.to_owned(), "checking write access", e))?;
+    if !read_only {
+        return Ok(());
+    }
+    Err(SqliteError::ReadOnly {
+        path: path.to_owned(),
+        source: read_only_handle(),
+    })
+}
+
+/// SQLite's `SQLITE_READONLY`, for a handle it opened read-only when asked
+/// to open the file for writing.
+fn read_only_handle() -> rusqlite::Error {
+    rusqlite::Error::SqliteFailure(
+        rusqlite::ffi::Error::new(rusqlite::ffi::SQLITE_READONLY),
+        Some("the database file could only be opened for reading".to_owned()),
+    )
 }
 
 /// Switches the file to WAL mode and migrates it. Switching the journal mode

@@ -75,18 +75,43 @@
 //!
 //! # Errors
 //!
-//! Opening fails with a [`SqliteError`] that says what to do; it converts into
+//! Opening fails with a [`SqliteError`] that says what to do (a read-write
+//! open of a file this process can only read is refused at once with
+//! [`SqliteError::ReadOnly`], rather than failing at the first write); it converts into
 //! a [`LedgerError`](effect_core::LedgerError) of kind [`SqliteError::kind`].
 //! Ledger methods return `LedgerError`s, with SQLite's error as the `source`:
 //!
 //! | SQLite condition | kind |
 //! | --- | --- |
-//! | locked past the busy timeout, no pooled connection free, file vanished, disk full | `Unavailable` |
+//! | locked past the busy timeout, no pooled connection free, file vanished, disk full, an I/O error (`SQLITE_IOERR`) | `Unavailable` |
+//! | a commit whose sync failed (`SQLITE_IOERR_FSYNC`): outcome unknown, the ledger is poisoned | `Unavailable` |
 //! | not a database, damaged file, undecodable row (unknown status, invalid JSON, negative attempts) | `Corrupt` |
-//! | read-only file or [`SqliteOptions::read_only`] ledger asked to write | `Backend` |
+//! | file made read-only after opening, or [`SqliteOptions::read_only`] ledger asked to write | `Backend` |
 //! | anything else | `Backend` |
 //!
-//! A failed transition rolls back as a whole: nothing of it is written.
+//! A failed transition rolls back as a whole: nothing of it is written,
+//! except after a failed sync, below.
+//!
+//! # After a failed sync
+//!
+//! When `fsync`/`fdatasync` fails during a commit, SQLite reports the commit
+//! as failed and does not publish it to other connections, but its frames
+//! are already in the write-ahead log, and the operating system may have
+//! written them, or dropped them and marked the pages clean, so that a later
+//! sync that succeeds proves nothing about them. The write's outcome is
+//! therefore unknown: every caller of that commit gets
+//! [`LedgerError::Unavailable`](effect_core::LedgerError::Unavailable) saying
+//! so, and the ledger (with all its clones) is *poisoned*
+//! ([`SqliteLedger::is_poisoned`]): every later transition is refused with
+//! `Unavailable`, while reads still answer from the file. Opening the file
+//! again (a new [`SqliteLedger`], in this process or another) writes again.
+//! For the executor a refused or unknown claim is an error before any
+//! dispatch, and an unknown confirmation leaves the record `dispatched`
+//! until its lease expires and it is reconciled (probe or key), like any
+//! interrupted dispatch. Other I/O errors (a failed `write`, a full disk)
+//! roll the transaction back and leave the ledger usable.
+//! `crates/effect-ledger-sqlite/tests/it/io_faults.rs` runs the ledger under
+//! injected I/O faults (libfiu) and checks this.
 //!
 //! # Feature flags
 //!

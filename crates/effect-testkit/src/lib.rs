@@ -23,6 +23,9 @@
 //!   `Retry-After`, stale lookups), for effect-http's fault matrix.
 //! - [`matrix`]: every fault point against every contract variant, with the
 //!   naive baseline; see `docs/testkit.md`.
+//! - [`pg_proxy`]: [`CommitCutProxy`](pg_proxy::CommitCutProxy), a loopback
+//!   TCP proxy in front of a PostgreSQL server that cuts a connection at a
+//!   commit, before it reaches the server or after the server answered.
 //!
 //! It depends on effect-core, effect-exec (for scenario runners over the
 //! executor) and insta (for the snapshot settings). The conformance suite and
@@ -54,6 +57,7 @@ pub mod faults;
 pub mod http_provider;
 mod injecting;
 pub mod matrix;
+pub mod pg_proxy;
 pub mod provider;
 pub mod scenario;
 pub mod servers;

@@ -12,6 +12,7 @@
 mod approval;
 mod conformance;
 mod leases;
+mod lost_commit;
 mod pgbouncer;
 mod processes;
 mod prune;

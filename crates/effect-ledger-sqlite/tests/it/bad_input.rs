@@ -162,64 +162,6 @@ fn read_only_ledger_refuses_writes_with_a_typed_error() -> TestResult {
     Ok(())
 }
 
-/// Whether the operating system enforces file permissions on this process
-/// (it does not for root).
-fn permissions_enforced(path: &Path) -> bool {
-    std::fs::OpenOptions::new().write(true).open(path).is_err()
-}
-
-#[cfg(unix)]
-#[test]
-fn chmod_read_only_file() -> TestResult {
-    use std::os::unix::fs::PermissionsExt;
-
-    let dir = tempfile::tempdir()?;
-    let path = dir.path().join("ledger.sqlite3");
-    let ledger = SqliteLedger::open(&path, SqliteOptions::default())?;
-    ledger.prepare("op", &op(json!({"n": 1})))?;
-    drop(ledger);
-    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o444))?;
-
-    if permissions_enforced(&path) {
-        // SQLite falls back to a read-only handle: either opening fails (WAL
-        // recovery or migration needs a write) or the first write does.
-        match SqliteLedger::open(&path, SqliteOptions::default()) {
-            Err(error) => assert!(
-                matches!(
-                    error,
-                    SqliteError::ReadOnly { .. } | SqliteError::Open { .. }
-                ),
-                "{error:?}"
-            ),
-            Ok(ledger) => {
-                let error = ledger
-                    .claim_dispatch("op", &claim("w"))
-                    .expect_err("file is read-only");
-                assert!(
-                    matches!(
-                        error.kind(),
-                        LedgerErrorKind::Backend | LedgerErrorKind::Unavailable
-                    ),
-                    "{error:?}"
-                );
-            }
-        }
-        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o644))?;
-        let ledger = SqliteLedger::open(&path, SqliteOptions::default())?;
-        assert_eq!(
-            ledger.get("op")?.map(|r| r.attempts),
-            Some(0),
-            "nothing was written"
-        );
-    } else {
-        // Root ignores the mode bits: the ledger keeps working, as SQLite does.
-        let ledger = SqliteLedger::open(&path, SqliteOptions::default())?;
-        assert!(ledger.claim_dispatch("op", &claim("w"))?);
-        assert_eq!(ledger.get("op")?.map(|r| r.attempts), Some(1));
-    }
-    Ok(())
-}
-
 /// Plants a row with raw SQL, bypassing the ledger.
 fn plant(
     path: &Path,

@@ -8,7 +8,10 @@ mod conformance;
 mod deferred;
 mod durability;
 mod fixtures;
+mod io_faults;
 mod prune;
 mod race;
+mod read_only;
+
 mod support;
 mod sweep;
