@@ -10,6 +10,7 @@
 #![allow(clippy::disallowed_methods)] // Tests time real stores and processes.
 
 mod conformance;
+mod cursor;
 mod leases;
 mod pgbouncer;
 mod processes;
