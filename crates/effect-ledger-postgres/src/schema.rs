@@ -177,9 +177,10 @@ $effect_write$;
 
 /// Appends in one schema commit in parallel, and an `events_after` cursor
 /// still never skips nor repeats an event. Sequences are drawn from the
-/// identity column's sequence (cache 1, so they are handed out in increasing
-/// order), but transactions commit in any order: the reader must know, for
-/// an event it can see, that no smaller sequence can still appear.
+/// identity column's sequence with `CACHE 1` (the default, which this
+/// migration sets again), so a smaller sequence is always drawn earlier; but
+/// transactions commit in any order: the reader must know, for an event it
+/// can see, that no smaller sequence can still appear.
 ///
 /// **The writer.** A transaction that appends (1) has a transaction id,
 /// (2) takes a *shared* advisory lock on the schema, its mark (writers never
@@ -199,12 +200,16 @@ $effect_write$;
 /// `e` (sequence `s`, writer `W`), read in snapshot `S`, and let `x` be any
 /// event with a sequence below `s` that `S` does not show, written by `V`. If
 /// `V` is `W`, `x` committed with `e` and `S` shows it: impossible. Otherwise
-/// `V` drew `x`'s sequence before `W` drew `s`, so `V` held its mark before
-/// `W`'s step (4). Either `V` still held it then, and its id is in `e`'s
+/// `V` drew `x`'s sequence before `W` drew `s`, so `V` held its mark (and,
+/// from step (1), the lock on its own transaction id) before `W`'s step (4).
+/// Either `V` still held them then, and since one `pg_locks` call copies the
+/// main lock table consistently (advisory and transaction-id locks are never
+/// in the per-backend fast-path slots), `V`'s id is in `e`'s
 /// `pending_writers`, which the reader found finished in `S`; or `V` had
-/// released it, so `V` had finished before `W` committed, hence before `S`
-/// was taken. Either way `V` finished before `S`; since `S` does not show
-/// `x`, `V` rolled back and `x` never appears. So every sequence up to `s`
+/// released them, so its end was visible before `W`'s step (4), before `W`
+/// committed, hence before `S` was taken. Either way `V` had ended when `S`
+/// was taken; had it committed, `S` would show `x`; so `V` rolled back and
+/// `x` never appears. So every sequence up to `s`
 /// is either in `S` (and was returned, the page being every visible event
 /// after the cursor up to `e`) or never will be: a cursor moved to `s` skips
 /// nothing. **Why nothing repeats**: the next page starts after `s`.
@@ -229,6 +234,7 @@ $effect_write$;
 const MIGRATION_3: &str = r#"
 ALTER TABLE {schema}.effect_events DROP COLUMN IF EXISTS drawers;
 ALTER TABLE {schema}.effect_events ADD COLUMN IF NOT EXISTS pending_writers xid8[];
+ALTER TABLE {schema}.effect_events ALTER COLUMN sequence SET CACHE 1;
 CREATE OR REPLACE FUNCTION {schema}.effect_write(
     p_kind text, p_version text,
     p_operation_id text, p_contract_name text, p_contract_version text,
