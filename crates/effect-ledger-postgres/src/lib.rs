@@ -31,7 +31,8 @@
 //! A transition reads the record with its version (`xmin`) and the database
 //! clock, plans it in Rust ([`effect_core::transition::plan`]), and writes the
 //! plan with one call of the schema's `effect_write` function (installed by
-//! migration 2), which commits on its own: two round trips and one commit.
+//! migration 2, replaced by migration 3), which commits on its own: two
+//! round trips and one commit.
 //! The function writes only if the record is unchanged since the read and
 //! nobody holds its row lock; otherwise the transition is planned again
 //! inside a transaction that locks the row first (`SELECT ... FOR UPDATE`,
