@@ -343,8 +343,9 @@ fn export(
     since: Since,
     printer: &mut Printer<'_>,
 ) -> anyhow::Result<()> {
-    // Sequences give commit order; timestamps come from each writer's clock and
-    // need not be monotonic, so a time filter reads every event.
+    // The sequence cursor misses nothing (`EffectLedger::events_after`);
+    // timestamps come from each writer's clock and need not be monotonic, so a
+    // time filter reads every event.
     let (mut after, from_time) = match since {
         Since::Sequence(sequence) => (sequence, None),
         Since::Time(micros) => (0, Some(micros)),

@@ -226,9 +226,13 @@ pub trait EffectLedger: Send + Sync + fmt::Debug {
     /// Events of all operations with a sequence greater than `after`, in
     /// sequence order, at most `limit` of them (for exporting to a log pipeline).
     ///
-    /// A store must make sequences visible in order: once an event with
-    /// sequence `n` can be read, no event with a smaller sequence may commit
-    /// later, or a cursor following `after` would skip it.
+    /// A cursor that follows the answers (`after` set to the last sequence
+    /// returned) never skips an event and never sees one twice: once an
+    /// event with sequence `n` has been returned here, no event with a
+    /// smaller sequence may commit later. A store whose appends commit in
+    /// parallel returns an event only once no writer that could precede it
+    /// is still running, so a page may be shorter than `limit` for a moment
+    /// (PostgreSQL does this; SQLite and memory append one at a time).
     ///
     /// # Errors
     ///

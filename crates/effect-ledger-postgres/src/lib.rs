@@ -31,7 +31,8 @@
 //! A transition reads the record with its version (`xmin`) and the database
 //! clock, plans it in Rust ([`effect_core::transition::plan`]), and writes the
 //! plan with one call of the schema's `effect_write` function (installed by
-//! migration 2), which commits on its own: two round trips and one commit.
+//! migration 2, replaced by migration 3), which commits on its own: two
+//! round trips and one commit.
 //! The function writes only if the record is unchanged since the read and
 //! nobody holds its row lock; otherwise the transition is planned again
 //! inside a transaction that locks the row first (`SELECT ... FOR UPDATE`,
@@ -49,18 +50,17 @@
 //!
 //! # Event order
 //!
-//! Event sequences come from an identity column. Appends in one schema are
-//! serialized until commit by a transaction-level advisory lock, so sequences
-//! become visible in the order they are drawn and an
-//! [`events_after`](effect_core::EffectLedger::events_after) cursor never
-//! skips an event that commits late, nor returns one twice. The rest of a
-//! transition (one read, one `effect_write` call) runs in parallel. The
-//! schema keeps a `drawers` column and the cursor stops before an event one
-//! of whose recorded writers is still in progress: a shared lock with each
-//! writer recording the others let appends commit in parallel, but one
-//! concurrent-writer run under load skipped two events with it, so writers
-//! record nobody and the exclusive lock stays until that is explained
-//! (docs/performance.md).
+//! Event sequences come from an identity column, and appends in one schema
+//! commit in parallel (schema version 3): a writer marks itself with a
+//! *shared* advisory lock, draws its sequences, and records with its events
+//! the ids of the other writers marked at that moment (`pending_writers`),
+//! which include every one that drew a smaller sequence and has not ended.
+//! An [`events_after`](effect_core::EffectLedger::events_after) page stops
+//! before the first event one of whose pending writers is unfinished in the
+//! reader's snapshot, so a cursor never skips an event that commits late,
+//! nor returns one twice; the cursor is still the sequence. The argument, and
+//! the cause of the earlier attempt's skip, are in `src/schema.rs`
+//! (`MIGRATION_3`); `tests/it/cursor.rs` drives the interleavings.
 //!
 //! # What a lease proves, and what it does not
 //!

@@ -16,6 +16,9 @@ use postgres::{Client, GenericClient};
 
 use crate::error::{corrupt, from_pg};
 
+#[cfg(test)]
+mod tests;
+
 /// One forward-only migration. Statements use `{schema}` for the quoted schema name.
 struct Migration {
     version: i32,
@@ -68,17 +71,20 @@ CREATE INDEX IF NOT EXISTS idx_effect_operations_updated
         description: "the writers an event may follow, and the one-statement write function",
         sql: MIGRATION_2,
     },
+    Migration {
+        version: 3,
+        description: "appends commit in parallel; each event records the writers it may follow",
+        sql: MIGRATION_3,
+    },
 ];
 
-/// Appends no longer serialize on a lock. A writer marks itself as drawing
-/// sequences in this schema (a shared advisory lock, which writers never wait
-/// for), draws them, then records with its events the transaction ids of the
-/// other writers marked at that moment (`drawers`): every transaction that
-/// drew a smaller sequence and has not committed yet is among them.
-/// `events_after` stops before the first event one of whose drawers is still
-/// in progress (see [`Statements::new`]). The function writes one transition
-/// (the record and its events) in one statement, so a transition outside an
-/// explicit transaction is one round trip and one commit.
+/// The one-statement write function. A writer of version 2 takes the
+/// schema's append lock exclusively until commit, so sequences commit in the
+/// order they are drawn, and `drawers` stays empty (see [`MIGRATION_3`] for
+/// why the shared form it was made for skipped events). The function writes
+/// one transition (the record and its events) in one statement, so a
+/// transition outside an explicit transaction is one round trip and one
+/// commit.
 ///
 /// `effect_write` returns false, having written nothing, when:
 /// the record to insert exists already; the record to update has changed
@@ -169,8 +175,161 @@ END
 $effect_write$;
 "#;
 
+/// Appends in one schema commit in parallel, and an `events_after` cursor
+/// still never skips nor repeats an event. Sequences are drawn from the
+/// identity column's sequence with `CACHE 1` (the default, which this
+/// migration sets again), so a smaller sequence is always drawn earlier; but
+/// transactions commit in any order: the reader must know, for an event it
+/// can see, that no smaller sequence can still appear.
+///
+/// **The writer.** A transaction that appends (1) has a transaction id,
+/// (2) takes a *shared* advisory lock on the schema, its mark (writers never
+/// wait for each other's marks), (3) draws its sequences, then (4) reads in
+/// one `pg_locks` snapshot the ids of every other transaction holding the
+/// mark, and stores them, as 64-bit `xid8`, in `pending_writers` of each event
+/// it inserts. Every lock is released only after its transaction's commit or
+/// rollback is visible to new snapshots (`ProcArrayEndTransaction` runs
+/// before the locks are released).
+///
+/// **The reader** ([`Statements::new`], `events_after`) pages in sequence
+/// order and stops before the first event one of whose pending writers is
+/// not finished in the statement's snapshot (`pg_visible_in_snapshot`
+/// false: listed as running, or at or above the snapshot's `xmax`).
+///
+/// **Why nothing is skipped.** Let the reader return a page ending at event
+/// `e` (sequence `s`, writer `W`), read in snapshot `S`, and let `x` be any
+/// event with a sequence below `s` that `S` does not show, written by `V`. If
+/// `V` is `W`, `x` committed with `e` and `S` shows it: impossible. Otherwise
+/// `V` drew `x`'s sequence before `W` drew `s`, so `V` held its mark (and,
+/// from step (1), the lock on its own transaction id) before `W`'s step (4).
+/// Either `V` still held them then, and since one `pg_locks` call copies the
+/// main lock table consistently (advisory and transaction-id locks are never
+/// in the per-backend fast-path slots), `V`'s id is in `e`'s
+/// `pending_writers`, which the reader found finished in `S`; or `V` had
+/// released them, so its end was visible before `W`'s step (4), before `W`
+/// committed, hence before `S` was taken. Either way `V` had ended when `S`
+/// was taken; had it committed, `S` would show `x`; so `V` rolled back and
+/// `x` never appears. So every sequence up to `s`
+/// is either in `S` (and was returned, the page being every visible event
+/// after the cursor up to `e`) or never will be: a cursor moved to `s` skips
+/// nothing. **Why nothing repeats**: the next page starts after `s`.
+///
+/// **What withdrew the first attempt** (schema version 2 with `drawers xid[]`
+/// filled): its reader held an event only when a recorded writer was listed
+/// in `pg_snapshot_xip(pg_current_snapshot())`. A snapshot lists only running
+/// ids below its `xmax` (the latest finished id, plus one); a writer whose id
+/// is above every finished one counts as running but is not listed. When the
+/// writer that drew first had the *larger* id (it got its id later) and the
+/// other, with the smaller id, committed first, the reader returned the
+/// later sequence and skipped the earlier one for good. `xid8` values and
+/// `pg_visible_in_snapshot` close that gap, and `tests/it/cursor.rs` drives
+/// that interleaving step by step.
+///
+/// A writer holds the cursor back only from its mark to its commit; the
+/// ledger's own writes do it inside one statement. The `drawers` column of
+/// version 2 (always empty there: its writers took the lock exclusively) is
+/// dropped, so a version 2 reader still running fails loudly instead of
+/// trusting parallel appends; the function keeps its signature, so a version
+/// 2 writer still running calls this one.
+const MIGRATION_3: &str = r#"
+ALTER TABLE {schema}.effect_events DROP COLUMN IF EXISTS drawers;
+ALTER TABLE {schema}.effect_events ADD COLUMN IF NOT EXISTS pending_writers xid8[];
+ALTER TABLE {schema}.effect_events ALTER COLUMN sequence SET CACHE 1;
+CREATE OR REPLACE FUNCTION {schema}.effect_write(
+    p_kind text, p_version text,
+    p_operation_id text, p_contract_name text, p_contract_version text,
+    p_request_fingerprint text, p_provider_idempotency_key text, p_status text,
+    p_result_json text, p_provider_operation_id text, p_error text, p_attempts integer,
+    p_evidence_json text, p_owner_token text, p_lease_until double precision,
+    p_created_at text, p_updated_at text,
+    p_event_types text[], p_event_data text[], p_event_timestamps text[],
+    p_deferred boolean
+) RETURNS boolean LANGUAGE plpgsql VOLATILE AS $effect_write$
+DECLARE
+    n integer := coalesce(cardinality(p_event_types), 0);
+    sequences bigint[];
+    me bigint;
+    pending xid8[];
+BEGIN
+    IF current_setting('transaction_isolation') <> 'read committed' THEN
+        RETURN false;
+    END IF;
+    -- For this transaction only: a deferrable write commits without waiting
+    -- for its WAL flush, every other one waits whatever the session says.
+    PERFORM set_config('synchronous_commit',
+                       CASE WHEN p_deferred THEN 'off' ELSE 'on' END, true);
+    IF p_kind = 'insert' THEN
+        INSERT INTO {schema}.effect_operations (operation_id, contract_name,
+            contract_version, request_fingerprint, provider_idempotency_key, status,
+            result_json, provider_operation_id, error, attempts, evidence_json,
+            owner_token, lease_until, created_at, updated_at)
+        VALUES (p_operation_id, p_contract_name, p_contract_version,
+            p_request_fingerprint, p_provider_idempotency_key, p_status, p_result_json,
+            p_provider_operation_id, p_error, p_attempts, p_evidence_json, p_owner_token,
+            p_lease_until, p_created_at, p_updated_at)
+        ON CONFLICT (operation_id) DO NOTHING;
+        IF NOT FOUND THEN
+            RETURN false;
+        END IF;
+    ELSE
+        PERFORM 1 FROM {schema}.effect_operations
+            WHERE operation_id = p_operation_id AND xmin = p_version::xid
+            FOR UPDATE SKIP LOCKED;
+        IF NOT FOUND THEN
+            RETURN false;
+        END IF;
+        UPDATE {schema}.effect_operations SET contract_name = p_contract_name,
+            contract_version = p_contract_version,
+            request_fingerprint = p_request_fingerprint,
+            provider_idempotency_key = p_provider_idempotency_key, status = p_status,
+            result_json = p_result_json, provider_operation_id = p_provider_operation_id,
+            error = p_error, attempts = p_attempts, evidence_json = p_evidence_json,
+            owner_token = p_owner_token, lease_until = p_lease_until,
+            created_at = p_created_at, updated_at = p_updated_at
+        WHERE operation_id = p_operation_id;
+    END IF;
+    IF n > 0 THEN
+        -- The argument is in the doc comment of MIGRATION_3 (schema.rs of
+        -- effect-ledger-postgres). Order matters: an id, the mark, the
+        -- draw, then the look at the other marks.
+        me := pg_current_xact_id()::text::bigint;
+        PERFORM pg_advisory_xact_lock_shared(1701209697,
+            hashtext('effect-ledger-postgres events {schema}'));
+        SELECT array_agg(s ORDER BY s) INTO sequences FROM (
+            SELECT nextval(pg_get_serial_sequence('{schema}.effect_events', 'sequence')) AS s
+            FROM generate_series(1, n)
+        ) AS drawn;
+        -- One call of pg_locks (one consistent copy of the lock table). Its
+        -- 32-bit ids belong to transactions running now, so each is within
+        -- 2^31 of ours: widen it to xid8 by the signed distance.
+        WITH locks AS MATERIALIZED (
+            SELECT locktype, virtualtransaction, transactionid, mode, granted,
+                classid, objid, objsubid, pid FROM pg_catalog.pg_locks)
+        SELECT coalesce(array_agg(DISTINCT (me
+                + ((own.transactionid::text::bigint - me % 4294967296 + 6442450944)
+                   % 4294967296) - 2147483648)::text::xid8), '{}')
+            INTO pending
+        FROM locks AS mark JOIN locks AS own
+            ON own.virtualtransaction = mark.virtualtransaction
+        WHERE mark.locktype = 'advisory' AND mark.objsubid = 2 AND mark.granted
+            AND mark.classid = 1701209697
+            AND mark.objid = hashtext('effect-ledger-postgres events {schema}')::oid
+            AND mark.pid IS DISTINCT FROM pg_backend_pid()
+            AND own.locktype = 'transactionid' AND own.mode = 'ExclusiveLock'
+            AND own.granted;
+        INSERT INTO {schema}.effect_events (sequence, operation_id, event_type,
+            data_json, timestamp, pending_writers)
+        SELECT sequences[i], p_operation_id, p_event_types[i], p_event_data[i],
+            p_event_timestamps[i], pending
+        FROM generate_series(1, n) AS i ORDER BY i;
+    END IF;
+    RETURN true;
+END
+$effect_write$;
+"#;
+
 /// The schema version this library writes.
-pub const SCHEMA_VERSION: i32 = 2;
+pub const SCHEMA_VERSION: i32 = 3;
 
 /// A validated schema name and its quoted form.
 #[derive(Debug, Clone)]
@@ -223,6 +382,16 @@ pub(crate) fn migrate(
     schema: &Schema,
     create: bool,
 ) -> Result<(), LedgerError> {
+    migrate_to(client, schema, create, SCHEMA_VERSION)
+}
+
+/// [`migrate`] up to `target` only (an older version, for the upgrade tests).
+fn migrate_to(
+    client: &mut Client,
+    schema: &Schema,
+    create: bool,
+    target: i32,
+) -> Result<(), LedgerError> {
     let doing = "migrating the ledger schema";
     let pg = |err| from_pg(doing, err);
     let mut tx = client.transaction().map_err(pg)?;
@@ -266,7 +435,10 @@ pub(crate) fn migrate(
             None,
         ));
     }
-    for migration in MIGRATIONS.iter().filter(|m| m.version > current) {
+    for migration in MIGRATIONS
+        .iter()
+        .filter(|m| m.version > current && m.version <= target)
+    {
         tx.batch_execute(&migration.sql.replace("{schema}", q))
             .map_err(pg)?;
         tx.execute(
@@ -477,24 +649,25 @@ impl Statements {
             events: format!(
                 "SELECT {EVENT_COLUMNS} FROM {events} WHERE operation_id = $1 ORDER BY sequence"
             ),
-            // The events after the cursor, up to the first one that a
-            // transaction still in progress may precede: one of its
-            // `drawers` (see `effect_write`) has not committed yet, so a
-            // smaller sequence may still appear. Once an event is returned,
-            // every smaller sequence is committed or will never be, and a
-            // cursor following the answer skips nothing. The running
-            // `bool_or` is true from the first held event on, so the limit
-            // applies before the filter and the page is a prefix. Events
-            // written before migration 2 have no drawers: their writers held
-            // a lock until commit.
+            // The events after the cursor, up to the first one of whose
+            // `pending_writers` (see `MIGRATION_3`) one is not finished in
+            // this statement's snapshot: until it is, a smaller sequence may
+            // still commit. The page is limited first, then cut at its first
+            // held event, so it is a prefix of the visible events after the
+            // cursor. `pg_visible_in_snapshot` is false for an id listed as
+            // running and for any id at or above the snapshot's `xmax` (the
+            // ids a snapshot does not list). Events of older writers have no
+            // pending writers: they appended under a lock held to commit.
             events_after: format!(
-                "WITH running AS (SELECT coalesce(array_agg(x::xid), '{{}}') AS xids \
-                  FROM pg_snapshot_xip(pg_current_snapshot()) AS x) \
+                "WITH snap AS MATERIALIZED (SELECT pg_current_snapshot() AS s) \
                  SELECT {EVENT_COLUMNS} FROM \
-                 (SELECT {EVENT_COLUMNS}, \
-                      bool_or(drawers && running.xids) OVER (ORDER BY sequence) AS held \
-                  FROM {events}, running WHERE sequence > $1 ORDER BY sequence LIMIT $2) AS page \
-                 WHERE held IS NOT TRUE ORDER BY sequence"
+                 (SELECT {EVENT_COLUMNS}, bool_or(pending) OVER (ORDER BY sequence) AS held \
+                  FROM (SELECT {EVENT_COLUMNS}, EXISTS (SELECT 1 FROM snap, \
+                          unnest(e.pending_writers) AS w (x) \
+                          WHERE NOT pg_visible_in_snapshot(w.x, snap.s)) AS pending \
+                        FROM {events} AS e WHERE sequence > $1 ORDER BY sequence LIMIT $2) \
+                  AS page) AS checked \
+                 WHERE NOT held ORDER BY sequence"
             ),
             stats: format!("SELECT status, count(*), min(updated_at) FROM {ops} GROUP BY status"),
             stale: format!(

@@ -11,6 +11,7 @@
 
 mod approval;
 mod conformance;
+mod cursor;
 mod leases;
 mod lost_commit;
 mod pgbouncer;

@@ -1,0 +1,178 @@
+//! Upgrading a schema written by an older version in place.
+
+use effect_core::RequestFingerprint;
+use effect_core::{EffectLedger, EffectLedgerExt as _, LedgerErrorKind, NewOperation};
+
+use super::{Schema, migrate_to};
+use crate::{PostgresLedger, PostgresOptions, connect_client};
+
+type TestResult = Result<(), Box<dyn std::error::Error>>;
+
+/// Drops the test's schema, with everything in it, when the test ends.
+struct DropSchema {
+    url: String,
+    name: String,
+}
+
+impl Drop for DropSchema {
+    fn drop(&mut self) {
+        let dropped = match connect_client(&self.url, &PostgresOptions::default()) {
+            Ok(mut client) => client
+                .batch_execute(&format!("DROP SCHEMA IF EXISTS \"{}\" CASCADE", self.name))
+                .map_err(|err| err.to_string()),
+            Err(err) => Err(err.to_string()),
+        };
+        if let Err(err) = dropped {
+            eprintln!("could not drop test schema {}: {err}", self.name);
+        }
+    }
+}
+
+fn operation(n: usize) -> NewOperation {
+    NewOperation {
+        intent: None,
+        requires_approval: false,
+        contract_name: "capture_payment".into(),
+        contract_version: "1".into(),
+        fingerprint: RequestFingerprint::of_canonical(&format!(r#"{{"invoice_id":"INV-{n}"}}"#)),
+        provider_idempotency_key: None,
+    }
+}
+
+/// The columns of the schema's events table.
+fn event_columns(
+    client: &mut postgres::Client,
+    schema: &str,
+) -> Result<Vec<String>, postgres::Error> {
+    Ok(client
+        .query(
+            "SELECT column_name::text FROM information_schema.columns \
+             WHERE table_schema = $1 AND table_name = 'effect_events' ORDER BY ordinal_position",
+            &[&schema],
+        )?
+        .iter()
+        .map(|r| r.get(0))
+        .collect())
+}
+
+/// A schema of version 2 with events written by its write function is
+/// migrated to 3 in place: its events read back through the new cursor, new
+/// appends record their pending writers, and a version 2 reader still
+/// running fails instead of reading parallel appends as if they were ordered.
+#[test]
+fn a_version_2_schema_is_upgraded_in_place() -> TestResult {
+    let Some(url) =
+        effect_testkit::servers::postgres_url("a_version_2_schema_is_upgraded_in_place")
+    else {
+        return Ok(());
+    };
+    let name = format!("t_upgrade_v2_{}", std::process::id());
+    let _drop = DropSchema {
+        url: url.clone(),
+        name: name.clone(),
+    };
+    let options = PostgresOptions::default().schema(name.clone());
+    let mut admin = connect_client(&url, &options)?;
+    admin.batch_execute(&format!("DROP SCHEMA IF EXISTS \"{name}\" CASCADE"))?;
+    let schema = Schema::new(&name)?;
+    migrate_to(&mut admin, &schema, true, 2)?;
+    assert!(event_columns(&mut admin, &name)?.contains(&"drawers".to_owned()));
+
+    // Two transitions written by version 2's function, as a version 2
+    // ledger writes them (the exclusive append lock, no drawers).
+    let q = &schema.quoted;
+    let at = "2026-01-01T00:00:00.000000+00:00";
+    for (id, events) in [("old-1", 1), ("old-2", 2)] {
+        let types: Vec<&str> = ["prepared", "dispatched"][..events].to_vec();
+        let data = vec!["{}"; events];
+        let stamps = vec![at; events];
+        let written: bool = admin
+            .query_one(
+                &format!(
+                    "SELECT {q}.effect_write('insert', NULL, $1, 'capture_payment', '1', 'fp', \
+                     NULL, 'prepared', NULL, NULL, NULL, 0, '{{}}', NULL, NULL, $2, $2, \
+                     $3, $4, $5, false)"
+                ),
+                &[&id, &at, &types, &data, &stamps],
+            )?
+            .get(0);
+        assert!(written, "version 2 wrote {id}");
+    }
+
+    // Opening without migrating refuses the old schema and changes nothing.
+    let refused = PostgresLedger::connect(&url, options.clone().migrate(false))
+        .expect_err("a version 2 schema needs migrating");
+    assert_eq!(refused.kind(), LedgerErrorKind::InvalidInput, "{refused:#}");
+    assert!(
+        refused
+            .to_string()
+            .contains("version 2 and needs migrating to 3"),
+        "{refused}"
+    );
+
+    let ledger = PostgresLedger::connect(&url, options)?;
+    let versions: Vec<i32> = admin
+        .query(
+            &format!("SELECT version FROM {q}.effect_schema_version ORDER BY version"),
+            &[],
+        )?
+        .iter()
+        .map(|r| r.get(0))
+        .collect();
+    assert_eq!(versions, [1, 2, 3]);
+    let columns = event_columns(&mut admin, &name)?;
+    assert!(!columns.contains(&"drawers".to_owned()), "{columns:?}");
+    assert!(
+        columns.contains(&"pending_writers".to_owned()),
+        "{columns:?}"
+    );
+
+    let old = ledger.events_after(0, 100)?;
+    let seen: Vec<(&str, &str)> = old
+        .iter()
+        .map(|e| (e.operation_id.as_str(), e.event_type.as_str()))
+        .collect();
+    assert_eq!(
+        seen,
+        [
+            ("old-1", "prepared"),
+            ("old-2", "prepared"),
+            ("old-2", "dispatched")
+        ]
+    );
+    assert!(old.windows(2).all(|w| w[0].sequence < w[1].sequence));
+
+    ledger.prepare("new-1", &operation(1))?;
+    let cursor = old[2].sequence;
+    let new = ledger.events_after(cursor, 100)?;
+    assert_eq!(new.len(), 1);
+    assert_eq!(new[0].operation_id, "new-1");
+    let pending: String = admin
+        .query_one(
+            &format!(
+                "SELECT pending_writers::text FROM {q}.effect_events WHERE operation_id = 'new-1'"
+            ),
+            &[],
+        )?
+        .get(0);
+    assert_eq!(pending, "{}", "no other writer was appending");
+
+    // Version 2's cursor statement, as a version 2 process still running
+    // would send it: it fails on the dropped column.
+    let v2_reader = format!(
+        "WITH running AS (SELECT coalesce(array_agg(x::xid), '{{}}') AS xids \
+          FROM pg_snapshot_xip(pg_current_snapshot()) AS x) \
+         SELECT sequence FROM \
+         (SELECT sequence, bool_or(drawers && running.xids) OVER (ORDER BY sequence) AS held \
+          FROM {q}.effect_events, running WHERE sequence > $1 ORDER BY sequence LIMIT $2) AS page \
+         WHERE held IS NOT TRUE ORDER BY sequence"
+    );
+    let failed = admin
+        .query(&v2_reader, &[&0_i64, &100_i64])
+        .expect_err("a version 2 reader cannot read a version 3 schema");
+    assert!(
+        failed.to_string().contains("drawers") || format!("{failed:?}").contains("drawers"),
+        "{failed:?}"
+    );
+    Ok(())
+}
