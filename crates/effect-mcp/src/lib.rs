@@ -16,6 +16,9 @@
 //!   executor, with the operation id and the provider idempotency key sent in
 //!   the request's `_meta` (see [`meta`]), and an argument check against the
 //!   server's input schema (2020-12 or draft-07) before anything is recorded.
+//!   With a connector ([`RemoteTool::connect`]) a dispatch that finds the
+//!   connection lost (the server's process died) opens a new [`Connection`]
+//!   first, so the resend a guaranteed key or a negative probe allows is sent.
 //!
 //! Every result this crate's server returns carries its effect status in
 //! `_meta` under [`meta::EFFECT`], so a [`RemoteTool`] calling it can tell a
@@ -79,6 +82,6 @@ mod error;
 pub mod meta;
 mod server;
 
-pub use client::RemoteTool;
+pub use client::{ConnectError, Connection, RemoteTool};
 pub use error::EffectMcpError;
 pub use server::{EffectCall, EffectServer, ServedTool};

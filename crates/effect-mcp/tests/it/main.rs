@@ -1,6 +1,8 @@
-//! Integration tests of effect-mcp, over an in-process duplex transport.
+//! Integration tests of effect-mcp, over an in-process duplex transport and
+//! over stdio to a child process.
 
 mod client;
 mod fixture;
+mod reconnect;
 mod schema;
 mod server;
