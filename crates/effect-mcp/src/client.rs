@@ -24,6 +24,10 @@ pub type ConnectError = Box<dyn std::error::Error + Send + Sync>;
 
 type Connector = Arc<dyn Fn() -> BoxFuture<Result<Connection, ConnectError>> + Send + Sync>;
 
+/// Says whether an error result of a server that reports no effect status
+/// is a refusal: the tool did not run.
+type Refusal = Arc<dyn Fn(&CallToolResult) -> bool + Send + Sync>;
+
 /// A connection to an MCP server that a [`RemoteTool`] owns: the running
 /// client service, and whatever else must live as long as it (the child
 /// process of a stdio server, say). Dropping it closes the connection.
@@ -86,6 +90,7 @@ pub struct RemoteTool<A, O> {
     contract: TypedContract<A, O>,
     executor: EffectExecutor,
     schema: Option<InputSchema>,
+    refusal: Option<Refusal>,
     options: CallOptions,
 }
 
@@ -116,6 +121,7 @@ where
             contract,
             executor,
             schema: None,
+            refusal: None,
             options: CallOptions::default(),
         }
     }
@@ -185,6 +191,7 @@ where
             contract,
             executor,
             schema: Some(schema),
+            refusal: None,
             options: CallOptions::default(),
         })
     }
@@ -210,6 +217,26 @@ where
     #[must_use]
     pub fn with_options(mut self, options: CallOptions) -> Self {
         self.options = options;
+        self
+    }
+
+    /// Records an error result that `is_refusal` recognizes as a rejection
+    /// (the tool did not run) instead of an uncertain outcome. It is asked
+    /// only about `isError` results of servers that report no effect status
+    /// (an `EffectServer` says what its results are); by default every such
+    /// result is uncertain, since a server may answer an error after its
+    /// tool acted. [`refusal::python_sdk`](crate::refusal::python_sdk)
+    /// recognizes the official Python SDK's refusals.
+    ///
+    /// Say only what the server guarantees: a result taken for a refusal is
+    /// never reconciled, and the effect, if it happened, is not retried or
+    /// reported.
+    #[must_use]
+    pub fn refusal_when(
+        mut self,
+        is_refusal: impl Fn(&CallToolResult) -> bool + Send + Sync + 'static,
+    ) -> Self {
+        self.refusal = Some(Arc::new(is_refusal));
         self
     }
 
@@ -250,12 +277,15 @@ where
                 })?;
         }
         let (link, name) = (Arc::clone(&self.link), self.name.clone());
+        let refusal = self.refusal.clone();
         // The executor derives the operation id once and hands it over.
         let send = move |arguments: Value, effect: HandlerContext| {
-            let (link, name) = (Arc::clone(&link), name.clone());
+            let (link, name, refusal) = (Arc::clone(&link), name.clone(), refusal.clone());
             async move {
                 let id = effect.operation_id().to_owned();
-                send(&link, name, arguments, id, effect.into_provider_key()).await
+                let key = effect.into_provider_key();
+                let result = send(&link, name, arguments, id, key).await?;
+                classify(result, refusal.as_deref())
             }
         };
         let result = self
@@ -369,14 +399,14 @@ async fn schema_of(peer: &Peer<RoleClient>, name: &str) -> Result<InputSchema, E
     })
 }
 
-/// Sends one `tools/call` and says what its answer proves.
+/// Sends one `tools/call`; an error says what a failed request proves.
 async fn send(
     link: &Link,
     name: String,
     arguments: Value,
     operation_id: String,
     key: Option<String>,
-) -> Result<Value, HandlerError> {
+) -> Result<CallToolResult, HandlerError> {
     let Value::Object(arguments) = arguments else {
         return Err(HandlerError::rejected(
             "arguments are not a JSON object, nothing was sent",
@@ -415,13 +445,17 @@ async fn send(
             )))
         }
         Err(err) => Err(HandlerError::unknown(format!("tools/call: {err}"))),
-        Ok(result) => classify(result),
+        Ok(result) => Ok(result),
     }
 }
 
 /// A result from this crate's server carries its status; from another
-/// server, only a successful result proves the effect.
-fn classify(result: CallToolResult) -> Result<Value, HandlerError> {
+/// server, only a successful result proves the effect, and only an error
+/// result `refusal` recognizes is a rejection.
+fn classify(
+    result: CallToolResult,
+    refusal: Option<&(dyn Fn(&CallToolResult) -> bool + Send + Sync)>,
+) -> Result<Value, HandlerError> {
     let status = result
         .meta
         .as_ref()
@@ -430,7 +464,7 @@ fn classify(result: CallToolResult) -> Result<Value, HandlerError> {
         .and_then(Value::as_str)
         .map(str::to_owned);
     let Some(status) = status else {
-        return classify_foreign(result);
+        return classify_foreign(result, refusal);
     };
     if status == meta::INVALID_ARGUMENTS {
         return Err(HandlerError::rejected(text_of(&result)));
@@ -447,8 +481,17 @@ fn classify(result: CallToolResult) -> Result<Value, HandlerError> {
 
 /// A result from a server that does not report an effect status: only a
 /// successful result proves the effect.
-fn classify_foreign(result: CallToolResult) -> Result<Value, HandlerError> {
+fn classify_foreign(
+    result: CallToolResult,
+    refusal: Option<&(dyn Fn(&CallToolResult) -> bool + Send + Sync)>,
+) -> Result<Value, HandlerError> {
     if result.is_error == Some(true) {
+        if refusal.is_some_and(|is_refusal| is_refusal(&result)) {
+            return Err(HandlerError::rejected(format!(
+                "the server refused the call: {}",
+                text_of(&result)
+            )));
+        }
         return Err(HandlerError::unknown(format!(
             "the tool answered with an error: {}",
             text_of(&result)
@@ -482,6 +525,7 @@ impl<A, O> std::fmt::Debug for RemoteTool<A, O> {
             .field("reconnects", &self.link.reconnects())
             .field("contract", &self.contract)
             .field("checks_schema", &self.schema.is_some())
+            .field("classifies_refusals", &self.refusal.is_some())
             .finish_non_exhaustive()
     }
 }

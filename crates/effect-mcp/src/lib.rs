@@ -24,7 +24,9 @@
 //! `_meta` under [`meta::EFFECT`], so a [`RemoteTool`] calling it can tell a
 //! refusal from an uncertain outcome. From other servers, an error result or
 //! a failed request is an uncertain outcome, except the JSON-RPC errors that
-//! mean the tool never ran (`invalid params`, `method not found`).
+//! mean the tool never ran (`invalid params`, `method not found`) and the
+//! error results a predicate recognizes as refusals
+//! ([`RemoteTool::refusal_when`], [`refusal::python_sdk`]).
 //!
 //! It depends on `effect-core`, `effect-exec` (with `tokio`), `effect-schema`
 //! (the schemas, the same as effect-rig's and agent-runtime's) and `rmcp`
@@ -80,6 +82,7 @@
 mod client;
 mod error;
 pub mod meta;
+pub mod refusal;
 mod server;
 
 pub use client::{ConnectError, Connection, RemoteTool};

@@ -4,5 +4,6 @@
 mod client;
 mod fixture;
 mod reconnect;
+mod refusal;
 mod schema;
 mod server;
