@@ -5,4 +5,5 @@
 
 pub mod effect_assurance;
 pub mod mcp_server_client;
+pub mod mcp_stdio_server;
 pub mod rig_tool;

@@ -112,3 +112,132 @@ fn run_example(name: &str) -> String {
     );
     stdout
 }
+
+/// The path of an example binary, built when a filtered run did not build it.
+fn example_binary(name: &str) -> std::path::PathBuf {
+    let exe = std::env::current_exe().unwrap();
+    let examples_dir = exe.parent().unwrap().parent().unwrap().join("examples");
+    let binary = examples_dir.join(format!("{name}{}", std::env::consts::EXE_SUFFIX));
+    if !binary.exists() {
+        let status = std::process::Command::new(env!("CARGO"))
+            .args(["build", "--quiet", "-p", "examples", "--example", name])
+            .status()
+            .unwrap();
+        assert!(status.success(), "building {name} failed");
+    }
+    binary
+}
+
+/// Starts `mcp_stdio_server` on `db` as a host does, and connects to it.
+async fn start_stdio_server(
+    db: &std::path::Path,
+) -> (
+    rmcp::service::RunningService<rmcp::RoleClient, ()>,
+    tokio::process::Child,
+) {
+    use rmcp::ServiceExt;
+    let mut child = tokio::process::Command::new(example_binary("mcp_stdio_server"))
+        .arg("--db")
+        .arg(db)
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    let stdout = child.stdout.take().unwrap();
+    let stdin = child.stdin.take().unwrap();
+    let client = ().serve((stdout, stdin)).await.unwrap();
+    (client, child)
+}
+
+async fn capture(
+    client: &rmcp::service::RunningService<rmcp::RoleClient, ()>,
+    arguments: serde_json::Value,
+) -> rmcp::model::CallToolResult {
+    let serde_json::Value::Object(arguments) = arguments else {
+        panic!("arguments are an object")
+    };
+    client
+        .peer()
+        .call_tool(
+            rmcp::model::CallToolRequestParams::new("capture_payment").with_arguments(arguments),
+        )
+        .await
+        .unwrap()
+}
+
+fn effect_status(result: &rmcp::model::CallToolResult) -> &str {
+    result.meta.as_ref().unwrap()[effect_mcp::meta::EFFECT]["status"]
+        .as_str()
+        .unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn mcp_stdio_server_serves_a_host_and_replays_after_a_sigkill_restart() {
+    use examples::mcp_stdio_server::{INSTRUCTIONS, SERVER_NAME};
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("payments.sqlite3");
+    let (client, mut child) = start_stdio_server(&db).await;
+
+    let info = client.peer().peer_info().unwrap();
+    let server_info = info.server_info.clone().unwrap();
+    assert_eq!(server_info.name, SERVER_NAME);
+    assert_eq!(server_info.version, env!("CARGO_PKG_VERSION"));
+    assert_eq!(info.instructions.as_deref(), Some(INSTRUCTIONS));
+    let tools = client.peer().list_all_tools().await.unwrap();
+    let names: Vec<_> = tools.iter().map(|t| t.name.to_string()).collect();
+    assert_eq!(names, ["capture_payment"]);
+    assert_eq!(
+        tools[0].annotations.as_ref().unwrap().idempotent_hint,
+        Some(true)
+    );
+
+    let args = serde_json::json!({"invoice_id": "INV-9", "amount_cents": 700});
+    let first = capture(&client, args.clone()).await;
+    assert_ne!(first.is_error, Some(true), "{first:?}");
+    assert_eq!(effect_status(&first), "confirmed");
+    let payment = first.structured_content.clone().unwrap();
+    assert_eq!(payment["payment_id"], "pay_000001");
+    assert_eq!(payment["invoice_id"], "INV-9");
+
+    let invalid = capture(
+        &client,
+        serde_json::json!({"invoice_id": "INV-9", "amount_cents": 700, "currency": "EUR"}),
+    )
+    .await;
+    assert_eq!(invalid.is_error, Some(true));
+    assert_eq!(effect_status(&invalid), "invalid_arguments");
+
+    // SIGKILL, then a new process on the same ledger: the repeat is replayed.
+    child.start_kill().unwrap();
+    child.wait().await.unwrap();
+    drop(client);
+    let (client, _child) = start_stdio_server(&db).await;
+    let again = capture(&client, args).await;
+    assert_eq!(effect_status(&again), "confirmed");
+    assert_eq!(again.structured_content.unwrap(), payment);
+    let provider = effect_testkit::provider::FakePaymentProvider::open(
+        dir.path().join("payments.sqlite3.provider.jsonl"),
+    )
+    .unwrap();
+    assert_eq!(
+        provider.committed_count().unwrap(),
+        1,
+        "one committed effect"
+    );
+}
+
+#[test]
+fn mcp_stdio_server_without_a_ledger_path_exits_non_zero_with_one_line() {
+    let output = std::process::Command::new(example_binary("mcp_stdio_server"))
+        .output()
+        .unwrap();
+    assert!(!output.status.success());
+    assert!(output.stdout.is_empty(), "stdout is the protocol's");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(stderr.lines().count(), 1, "{stderr}");
+    assert!(
+        stderr.starts_with("mcp_stdio_server: --db is required"),
+        "{stderr}"
+    );
+}

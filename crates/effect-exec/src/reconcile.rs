@@ -165,6 +165,8 @@ impl EffectExecutor {
             telemetry::reconciled(contract.name(), "none");
             return if guaranteed_retry {
                 self.reset(&read, retry_basis)
+            } else if guaranteed {
+                self.resend_pending(&read, Evidence::new())
             } else {
                 self.apply_policy(&read, no_basis, Evidence::new())
             };
@@ -178,6 +180,8 @@ impl EffectExecutor {
                 return if guaranteed_retry {
                     evidence.extend(retry_basis);
                     self.reset(&read, evidence)
+                } else if guaranteed {
+                    self.resend_pending(&read, evidence)
                 } else {
                     self.apply_policy(&read, &format!("outcome probe failed: {err}"), evidence)
                 };
@@ -289,6 +293,8 @@ impl EffectExecutor {
                 if guaranteed_retry {
                     evidence.extend(retry_basis);
                     self.reset(&read, evidence)
+                } else if guaranteed {
+                    self.resend_pending(&read, evidence)
                 } else if key_expired {
                     self.apply_policy(&read, no_basis, evidence)
                 } else {
@@ -315,6 +321,37 @@ impl EffectExecutor {
             read.guarded(Transition::ResetForRetry { evidence }),
         )?;
         Ok(read.reconciled(reset, Reconciled::RetryAuthorized))
+    }
+
+    /// A resend under the guaranteed key would be safe, but this call has
+    /// used its dispatches: the operation stays `outcome_unknown` (not
+    /// quarantined, since no operator is needed) and says so; the next
+    /// execution, or the `RecoveryWorker`, resends it under the same key.
+    fn resend_pending(
+        &self,
+        read: &Decided<'_, '_>,
+        evidence: Evidence,
+    ) -> Result<Reconciled, ExecError> {
+        if read.record.status != EffectStatus::OutcomeUnknown {
+            return Ok(Reconciled::Settled(read.record.clone()));
+        }
+        let what = read
+            .record
+            .error
+            .as_deref()
+            .unwrap_or("the outcome of the last dispatch is unknown");
+        let error = format!(
+            "{what}; a resend under the guaranteed provider idempotency key is pending: the next \
+             execution sends it"
+        );
+        self.settle(
+            read,
+            Transition::MarkOutcomeUnknown {
+                owner_token: None,
+                error,
+                evidence,
+            },
+        )
     }
 
     /// Applies a transition that settles the round, if the record is unchanged.

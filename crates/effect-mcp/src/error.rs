@@ -32,6 +32,12 @@ pub enum EffectMcpError {
         /// The tool name.
         tool: String,
     },
+    /// The connector could not open a connection to the server.
+    #[error("connecting to the MCP server failed: {message}")]
+    Connect {
+        /// The connector's error, with its causes.
+        message: String,
+    },
     /// Listing the server's tools failed.
     #[error("listing the tools of the server failed: {message}")]
     ListTools {

@@ -16,12 +16,17 @@
 //!   executor, with the operation id and the provider idempotency key sent in
 //!   the request's `_meta` (see [`meta`]), and an argument check against the
 //!   server's input schema (2020-12 or draft-07) before anything is recorded.
+//!   With a connector ([`RemoteTool::connect`]) a dispatch that finds the
+//!   connection lost (the server's process died) opens a new [`Connection`]
+//!   first, so the resend a guaranteed key or a negative probe allows is sent.
 //!
 //! Every result this crate's server returns carries its effect status in
 //! `_meta` under [`meta::EFFECT`], so a [`RemoteTool`] calling it can tell a
 //! refusal from an uncertain outcome. From other servers, an error result or
 //! a failed request is an uncertain outcome, except the JSON-RPC errors that
-//! mean the tool never ran (`invalid params`, `method not found`).
+//! mean the tool never ran (`invalid params`, `method not found`) and the
+//! error results a predicate recognizes as refusals
+//! ([`RemoteTool::refusal_when`], [`refusal::python_sdk`]).
 //!
 //! It depends on `effect-core`, `effect-exec` (with `tokio`), `effect-schema`
 //! (the schemas, the same as effect-rig's and agent-runtime's) and `rmcp`
@@ -77,8 +82,9 @@
 mod client;
 mod error;
 pub mod meta;
+pub mod refusal;
 mod server;
 
-pub use client::RemoteTool;
+pub use client::{ConnectError, Connection, RemoteTool};
 pub use error::EffectMcpError;
 pub use server::{EffectCall, EffectServer, ServedTool};

@@ -11,9 +11,9 @@ use effect_exec::{
 };
 use effect_schema::InputSchema;
 use rmcp::model::{
-    CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, JsonObject,
-    ListToolsResult, MetaObject, PaginatedRequestParams, RequestMetaObject, ServerCapabilities,
-    ServerConfig, Tool, ToolAnnotations,
+    CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, Implementation,
+    JsonObject, ListToolsResult, MetaObject, PaginatedRequestParams, RequestMetaObject,
+    ServerCapabilities, ServerConfig, Tool, ToolAnnotations,
 };
 use rmcp::service::RequestContext;
 use rmcp::{ErrorData as McpError, RoleServer, ServerHandler};
@@ -31,6 +31,8 @@ use crate::meta;
 pub struct EffectServer {
     executor: EffectExecutor,
     tools: BTreeMap<String, Arc<dyn Serve>>,
+    info: Implementation,
+    instructions: Option<String>,
 }
 
 /// One effect-backed tool: a name, a description, a contract over its
@@ -59,12 +61,33 @@ pub struct EffectCall {
 }
 
 impl EffectServer {
-    /// A server with no tools yet, running calls through `executor`.
+    /// A server with no tools yet, running calls through `executor`. It
+    /// names itself `effect-mcp` with this crate's version in `serverInfo`
+    /// until [`with_server_info`](Self::with_server_info) names your server.
     pub fn new(executor: EffectExecutor) -> Self {
         EffectServer {
             executor,
             tools: BTreeMap::new(),
+            info: Implementation::new(env!("CARGO_PKG_NAME"), env!("CARGO_PKG_VERSION")),
+            instructions: None,
         }
+    }
+
+    /// The `serverInfo` the server sends in its `initialize` answer: your
+    /// server's name and version (and, on `Implementation`, a title, a
+    /// description, a website), which hosts show to their users.
+    #[must_use]
+    pub fn with_server_info(mut self, info: Implementation) -> Self {
+        self.info = info;
+        self
+    }
+
+    /// The `instructions` the server sends in its `initialize` answer, which
+    /// a host may hand to its model (how to use the tools, say).
+    #[must_use]
+    pub fn with_instructions(mut self, instructions: impl Into<String>) -> Self {
+        self.instructions = Some(instructions.into());
+        self
     }
 
     /// Adds a tool. Its input schema is derived from `A` and enforced
@@ -171,7 +194,12 @@ where
 
 impl ServerHandler for EffectServer {
     fn get_info(&self) -> ServerConfig {
-        ServerConfig::new(ServerCapabilities::builder().enable_tools().build())
+        let config = ServerConfig::new(ServerCapabilities::builder().enable_tools().build())
+            .with_server_info(self.info.clone());
+        match &self.instructions {
+            Some(instructions) => config.with_instructions(instructions.clone()),
+            None => config,
+        }
     }
 
     async fn list_tools(
@@ -342,6 +370,7 @@ fn with_effect(result: CallToolResult, effect: Value) -> CallToolResult {
 impl std::fmt::Debug for EffectServer {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("EffectServer")
+            .field("server_info", &self.info)
             .field("tools", &self.tools.keys().collect::<Vec<_>>())
             .finish_non_exhaustive()
     }

@@ -220,6 +220,36 @@ fn guaranteed_key_without_probe_replays_safely_with_the_same_key() {
 }
 
 #[test]
+fn guaranteed_key_lost_twice_leaves_a_pending_resend_not_a_quarantine() {
+    // Both dispatches of the first call lose their answer: the call has used
+    // its dispatches, but the key still makes a resend safe, so nothing is
+    // quarantined and the record says that the next execution resends.
+    let provider = FakeProvider::new(true).script(&[Fault::AfterCommit, Fault::AfterCommit]);
+    let ledger = ledger();
+    let exec = executor(&ledger);
+    let c = contract(&provider, GUARANTEED_ONLY);
+    let first = exec
+        .execute(&c, &invoice("INV-7b"), handler(&provider))
+        .unwrap();
+    assert_eq!(first.status, EffectStatus::OutcomeUnknown);
+    let error = first.error.as_deref().unwrap();
+    assert!(
+        error.contains("resend under the guaranteed provider idempotency key is pending"),
+        "{error}"
+    );
+    assert!(!error.contains("no authoritative"), "{error}");
+    let notice = effect_exec::UncertainOutcome::from_result("capture", &first).unwrap();
+    assert!(!notice.message.contains("operator"), "{}", notice.message);
+    assert_eq!((provider.handler_calls(), provider.committed()), (2, 1));
+    let again = exec
+        .execute(&c, &invoice("INV-7b"), handler(&provider))
+        .unwrap();
+    assert!(again.is_confirmed(), "{again:?}");
+    assert_eq!(again.output.unwrap()["payment_id"], "pay-000001");
+    assert_eq!((provider.handler_calls(), provider.committed()), (3, 1));
+}
+
+#[test]
 fn probe_unknown_with_guaranteed_key_retries_with_the_same_key() {
     let provider = FakeProvider::new(true)
         .script(&[Fault::AfterCommit])

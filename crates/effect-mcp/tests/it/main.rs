@@ -1,7 +1,10 @@
-//! Integration tests of effect-mcp, over an in-process duplex transport.
+//! Integration tests of effect-mcp, over an in-process duplex transport and
+//! over stdio to a child process.
 
 mod approval;
 mod client;
 mod fixture;
+mod reconnect;
+mod refusal;
 mod schema;
 mod server;

@@ -158,3 +158,34 @@ async fn annotations_say_what_the_executor_guarantees_and_the_schema_is_closed()
     assert_eq!(served.calls.load(Ordering::SeqCst), 0);
     assert_eq!(committed(&served.provider), 0);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn server_info_and_instructions_are_the_servers_own() {
+    let executor = || EffectExecutor::new(Arc::new(MemoryLedger::new()));
+    let plain = connect(EffectServer::new(executor())).await;
+    let info = plain
+        .peer()
+        .peer_info()
+        .expect("the server answered initialize");
+    let named = info.server_info.clone().expect("serverInfo is sent");
+    assert_eq!(named.name, "effect-mcp", "not rmcp's own name");
+    assert_eq!(info.instructions, None);
+
+    let server = EffectServer::new(executor())
+        .with_server_info(rmcp::model::Implementation::new("payments", "2.1.0"))
+        .with_instructions("Capture each invoice once.");
+    let client = connect(server).await;
+    let info = client
+        .peer()
+        .peer_info()
+        .expect("the server answered initialize");
+    let named = info.server_info.clone().expect("serverInfo is sent");
+    assert_eq!(
+        (named.name.as_str(), named.version.as_str()),
+        ("payments", "2.1.0")
+    );
+    assert_eq!(
+        info.instructions.as_deref(),
+        Some("Capture each invoice once.")
+    );
+}
