@@ -28,6 +28,9 @@ use crate::row::{
 };
 use crate::schema::{self, Layout};
 
+/// How long opening waits for the pool's connections to open, at least.
+const POOL_FILL_WAIT: Duration = Duration::from_secs(5);
+
 /// An [`EffectLedger`] in a SQLite file, in the table layout of the Python
 /// package (docs/spec.md §8).
 ///
@@ -208,8 +211,10 @@ impl SqliteLedger {
         );
         let pool = Pool::builder()
             .max_size(options.pool_size)
-            // r2d2 panics on a zero timeout; a zero busy timeout means "do not wait".
-            .connection_timeout(options.busy_timeout.max(Duration::from_millis(1)))
+            // Opening fills the pool before it returns, which a loaded machine
+            // can take longer than a short busy timeout; later waits for a
+            // free connection are bounded by the busy timeout (`connection`).
+            .connection_timeout(options.busy_timeout.max(POOL_FILL_WAIT))
             // Connections to a local file do not go stale: no reaping, no reconnects.
             .max_lifetime(None)
             .idle_timeout(None)
@@ -270,7 +275,10 @@ impl SqliteLedger {
         &self,
         doing: impl Fn() -> String,
     ) -> Result<PooledConnection<Manager>, LedgerError> {
-        self.pool.get().map_err(|e| pool_error(doing(), e))
+        // r2d2 panics on a zero timeout; a zero busy timeout means "do not wait".
+        self.pool
+            .get_timeout(self.busy_timeout.max(Duration::from_millis(1)))
+            .map_err(|e| pool_error(doing(), e))
     }
 
     /// Writes one batch of the group commit (see [`write_on`](Self::write_on)),
@@ -289,7 +297,7 @@ impl SqliteLedger {
         // on another one.
         let _ = conn.execute_batch("BEGIN");
         for _ in 1..self.pool.max_size() {
-            let Ok(other) = self.pool.get() else {
+            let Ok(other) = self.connection(String::new) else {
                 break;
             };
             answers = self.write_on(&other, batch);
