@@ -72,11 +72,11 @@ fn the_contracts_key_replaces_one_the_request_sets() {
 
 /// Another process's request with the same key is still running at the
 /// provider: `409` is unknown, whatever the contract. With a guaranteed
-/// key the call's retry meets the same `409`, and its second uncertain
-/// dispatch is quarantined (the executor's rule for a call that has used its
-/// dispatches); once the other request commits, the next call retries on the
+/// key the call's retry meets the same `409`, and the operation stays
+/// `outcome_unknown` with a resend pending (a call makes at most two
+/// dispatches); once the other request commits, the next call resends on the
 /// guaranteed key and gets the stored answer replayed. Without a retry
-/// basis the operation stays quarantined. One effect either way.
+/// basis the operation is quarantined. One effect either way.
 #[test]
 fn a_key_in_progress_elsewhere_is_unknown_and_never_charged_twice() {
     for mode in MODES {
@@ -109,12 +109,12 @@ fn a_key_in_progress_elsewhere_is_unknown_and_never_charged_twice() {
             provider.wait_until_held(1);
             let url = provider.url("/v1/charges");
             let first = rig.capture(&contract, &invoice("INV-9"), &url, mode);
-            assert_eq!(
-                first.status,
-                EffectStatus::Quarantined,
-                "{cell}: {:?}",
-                first.error
-            );
+            let expected = if guaranteed {
+                EffectStatus::OutcomeUnknown
+            } else {
+                EffectStatus::Quarantined
+            };
+            assert_eq!(first.status, expected, "{cell}: {:?}", first.error);
             assert_eq!(first.attempts, if guaranteed { 2 } else { 1 }, "{cell}");
             assert_eq!(first.evidence["http_status"], json!(409), "{cell}");
             assert_eq!(provider.committed_count(), 0, "{cell}");
