@@ -13,8 +13,8 @@ use effect_testkit::time::past_every_lease;
 use production_agent_systems::core::{Clock, ManualClock};
 
 use production_agent_systems::{
-    EffectExecutor, EffectLedger, EffectStatus, ExecutorOptions, HandlerError, SqliteLedger,
-    SqliteOptions, Sweeper,
+    EffectExecutor, EffectLedger, EffectRecord, EffectStatus, ExecutorOptions, HandlerError,
+    SqliteLedger, SqliteOptions, Sweeper,
 };
 use serde_json::{Value, json};
 
@@ -72,6 +72,19 @@ fn reopen(db: &Path, clock: Arc<dyn Clock>) -> Arc<dyn EffectLedger> {
     Arc::new(SqliteLedger::open(db, options).unwrap())
 }
 
+/// The ledger and the worker's claim as a process that starts after the
+/// worker died sees them: the claim durable, its lease over.
+fn after_the_worker(db: &Path) -> (Arc<dyn EffectLedger>, EffectRecord) {
+    let ledger = reopen(db, past_every_lease(LEASE));
+    let record = ledger.get("invoice:INV-77:capture").unwrap().unwrap();
+    assert_eq!(
+        record.status,
+        EffectStatus::Dispatched,
+        "the claim was durable before the handler ran"
+    );
+    (ledger, record)
+}
+
 /// Runs the worker role in a child process that dies by abort.
 fn run_worker(dir: &std::path::Path, before_send: bool) {
     let mut command = Command::new(std::env::current_exe().unwrap());
@@ -99,15 +112,7 @@ fn process_killed_after_its_claim_but_before_sending_is_never_blindly_resent() {
         provider.commits().is_empty(),
         "nothing reached the provider"
     );
-    // The worker is dead: its lease is over.
-    let ledger = reopen(&db, past_every_lease(LEASE));
-    let record = ledger.get("invoice:INV-77:capture").unwrap().unwrap();
-    assert_eq!(
-        record.status,
-        EffectStatus::Dispatched,
-        "the claim was durable before the handler ran"
-    );
-
+    let (ledger, _) = after_the_worker(&db);
     let options = ExecutorOptions::default().dispatch_lease(LEASE);
     let executor = EffectExecutor::with_options(Arc::clone(&ledger), options);
     // The probe finds nothing, but the dead worker's request could still be in
@@ -132,16 +137,10 @@ fn process_killed_after_the_provider_committed_is_reconciled_without_rerunning()
     );
 
     // The ledger's clock stands a moment before the dead worker's lease ends.
-    let lease_until = {
-        let survivor = reopen(&db, past_every_lease(LEASE));
-        let record = survivor.get("invoice:INV-77:capture").unwrap().unwrap();
-        assert_eq!(
-            record.status,
-            EffectStatus::Dispatched,
-            "the claim survived the crash"
-        );
-        record.lease_until.expect("a dispatched record has a lease")
-    };
+    let (_, claimed) = after_the_worker(&db);
+    let lease_until = claimed
+        .lease_until
+        .expect("a dispatched record has a lease");
     let clock = Arc::new(ManualClock::new(
         UNIX_EPOCH + Duration::from_secs_f64(lease_until) - Duration::from_millis(1),
     ));
@@ -191,9 +190,8 @@ fn a_sweep_in_a_new_process_settles_a_dispatch_killed_after_the_provider_committ
     assert_eq!(provider.commits(), ["capture:INV-77"]);
 
     // A service starting up: it registers its contracts and sweeps, with no
-    // agent ever calling the same operation again. The worker is dead: its
-    // lease is over.
-    let ledger = reopen(&db, past_every_lease(LEASE));
+    // agent ever calling the same operation again.
+    let (ledger, _) = after_the_worker(&db);
     let executor = EffectExecutor::with_options(
         Arc::clone(&ledger),
         ExecutorOptions::default().dispatch_lease(LEASE),
