@@ -342,15 +342,3 @@ fn parse_duration(value: &str) -> Result<std::time::Duration, String> {
 fn parse_status(value: &str) -> Result<EffectStatus, effect_core::ParseStatusError> {
     value.parse()
 }
-
-/// A clap usage error in one line: its first paragraph (the error and the
-/// arguments it names), without the usage block and the "--help" hint.
-pub fn usage_line(rendered: &str) -> String {
-    let first = rendered.split("\n\n").next().unwrap_or_default();
-    let line = first.split_whitespace().collect::<Vec<_>>().join(" ");
-    if line.is_empty() {
-        "error: invalid usage (see --help)".to_owned()
-    } else {
-        line
-    }
-}

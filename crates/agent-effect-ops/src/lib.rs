@@ -42,6 +42,6 @@ mod table;
 mod timestamp;
 pub mod view;
 
-pub use cli::{AuditArgs, Cli, Command, DecisionArgs, Format, Since, usage_line};
+pub use cli::{AuditArgs, Cli, Command, DecisionArgs, Format, Since};
 pub use commands::run;
 pub use error::{ChangedSinceSeen, Exit, InputError, is_broken_pipe};

@@ -18,7 +18,7 @@ fn main() -> ExitCode {
             // blank line and "For more information" hint) with exit code 2.
             if err.use_stderr() {
                 let rendered = err.render().to_string();
-                eprintln!("{}", agent_effect_ops::usage_line(&rendered));
+                eprintln!("{}", production_agent_systems::cli::usage_line(&rendered));
             } else {
                 let _ = err.print();
             }

@@ -150,15 +150,3 @@ pub fn parse_db(text: &str) -> Result<DbArg, String> {
         other => Err(format!("{other} names no ledger agent-effect can use")),
     }
 }
-
-/// A clap usage error in one line: its first paragraph (the error and the
-/// arguments it names), without the usage block and the "--help" hint.
-pub fn usage_line(rendered: &str) -> String {
-    let first = rendered.split("\n\n").next().unwrap_or_default();
-    let line = first.split_whitespace().collect::<Vec<_>>().join(" ");
-    if line.is_empty() {
-        "error: invalid usage (see --help)".to_owned()
-    } else {
-        line
-    }
-}

@@ -44,5 +44,5 @@ mod cli;
 mod commands;
 mod store;
 
-pub use cli::{Cli, ContractArg, DbArg, Format, usage_line};
+pub use cli::{Cli, ContractArg, DbArg, Format};
 pub use commands::{CliError, Outcome, run};

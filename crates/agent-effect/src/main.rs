@@ -11,7 +11,7 @@ fn main() -> ExitCode {
         Err(err) if err.use_stderr() => {
             // One line, as the help promises: clap's first line only.
             let rendered = err.render().to_string();
-            eprintln!("{}", agent_effect::usage_line(&rendered));
+            eprintln!("{}", production_agent_systems::cli::usage_line(&rendered));
             return ExitCode::from(2);
         }
         Err(err) => {

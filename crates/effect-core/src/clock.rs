@@ -2,7 +2,7 @@
 //! lease and deadline behaviour is testable without sleeping.
 
 use std::fmt;
-use std::sync::Mutex;
+use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 /// A source of the current time.
@@ -28,6 +28,20 @@ impl Clock for SystemClock {
 pub trait Sleeper: Send + Sync + fmt::Debug {
     /// Waits for `duration`.
     fn sleep(&self, duration: Duration);
+
+    /// Waits for `duration` or until `stop` is raised, whichever comes
+    /// first; true when it was raised. The pause of a periodic task (the
+    /// sweeper's, the recovery worker's) goes through this, so stopping it
+    /// need not wait out the pause. The default waits through
+    /// [`sleep`](Self::sleep), then looks at the signal; [`ThreadSleeper`]
+    /// wakes as soon as it is raised.
+    fn sleep_unless_stopped(&self, duration: Duration, stop: &StopSignal) -> bool {
+        if stop.is_stopped() {
+            return true;
+        }
+        self.sleep(duration);
+        stop.is_stopped()
+    }
 }
 
 /// Sleeps the calling thread.
@@ -37,6 +51,66 @@ pub struct ThreadSleeper;
 impl Sleeper for ThreadSleeper {
     fn sleep(&self, duration: Duration) {
         std::thread::sleep(duration);
+    }
+
+    fn sleep_unless_stopped(&self, duration: Duration, stop: &StopSignal) -> bool {
+        stop.wait(duration)
+    }
+}
+
+/// A signal that ends a [`Sleeper::sleep_unless_stopped`] early: how a
+/// periodic task is told to stop. Clones share one signal; once raised it
+/// stays raised.
+///
+/// ```
+/// use std::time::Duration;
+/// use effect_core::{Sleeper, StopSignal, ThreadSleeper};
+///
+/// let stop = StopSignal::new();
+/// let raiser = stop.clone();
+/// std::thread::spawn(move || raiser.stop());
+/// // Wakes when the other thread raises the signal, not after an hour.
+/// assert!(ThreadSleeper.sleep_unless_stopped(Duration::from_secs(3600), &stop));
+/// ```
+#[derive(Debug, Clone, Default)]
+pub struct StopSignal {
+    raised: Arc<(Mutex<bool>, Condvar)>,
+}
+
+impl StopSignal {
+    /// A signal not raised yet.
+    pub fn new() -> Self {
+        StopSignal::default()
+    }
+
+    /// Raises the signal and wakes every thread waiting on it.
+    pub fn stop(&self) {
+        let (raised, woken) = &*self.raised;
+        *raised
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner()) = true;
+        woken.notify_all();
+    }
+
+    /// Whether the signal was raised.
+    pub fn is_stopped(&self) -> bool {
+        let (raised, _) = &*self.raised;
+        *raised
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    /// Blocks the thread until the signal is raised or `timeout` has passed
+    /// on the operating system's clock; true when it was raised.
+    fn wait(&self, timeout: Duration) -> bool {
+        let (raised, woken) = &*self.raised;
+        let guard = raised
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        let (guard, _) = woken
+            .wait_timeout_while(guard, timeout, |raised| !*raised)
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        *guard
     }
 }
 
@@ -144,6 +218,20 @@ mod tests {
         assert_eq!(format_timestamp(leap), "2000-02-29T00:00:00.000000+00:00");
         let late = UNIX_EPOCH + Duration::from_secs(1_798_761_599); // 2026-12-31T23:59:59
         assert_eq!(format_timestamp(late), "2026-12-31T23:59:59.000000+00:00");
+    }
+
+    #[test]
+    fn a_raised_signal_ends_every_sleeper_s_wait() {
+        let stop = StopSignal::new();
+        let manual = ManualClock::new(UNIX_EPOCH);
+        assert!(!manual.sleep_unless_stopped(Duration::from_secs(5), &stop));
+        assert_eq!(unix_seconds(manual.now()), 5.0, "the manual clock moved");
+        stop.clone().stop();
+        assert!(stop.is_stopped());
+        // Neither waits once the signal is up: an hour would fail the test.
+        assert!(ThreadSleeper.sleep_unless_stopped(Duration::from_secs(3600), &stop));
+        assert!(manual.sleep_unless_stopped(Duration::from_secs(3600), &stop));
+        assert_eq!(unix_seconds(manual.now()), 5.0, "no pause after the stop");
     }
 
     #[test]

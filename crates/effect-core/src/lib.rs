@@ -57,7 +57,7 @@ mod status;
 pub mod transition;
 
 pub use canonical::{FingerprintForm, RequestFingerprint};
-pub use clock::{Clock, ManualClock, Sleeper, SystemClock, ThreadSleeper};
+pub use clock::{Clock, ManualClock, Sleeper, StopSignal, SystemClock, ThreadSleeper};
 pub use contract::{
     AsyncProbeFn, BoxFuture, EffectContract, EffectContractBuilder, KeyFn, OperationIdFn,
     PostconditionFn, ProbeFn,

@@ -16,7 +16,7 @@ use tokio::runtime::Handle;
 use crate::context::HandlerContext;
 use crate::dispatch::{HandlerOutcome, Invoke, call_guarded};
 use crate::error::{ExecError, HandlerError};
-use crate::executor::{Call, EffectExecutor};
+use crate::executor::{Call, EffectExecutor, Identified};
 use crate::options::CallOptions;
 use crate::prepared::PreparedEffect;
 
@@ -168,7 +168,13 @@ impl EffectExecutor {
         Fut: Future<Output = Result<O, HandlerError>> + Send + 'static,
     {
         let PreparedEffect {
-            contract, identity, ..
+            contract,
+            identified:
+                Identified {
+                    identity,
+                    operation,
+                },
+            ..
         } = prepared;
         let operation_id = identity.operation_id.clone();
         let executor = self.clone();
@@ -186,7 +192,7 @@ impl EffectExecutor {
                 deadline,
                 invoke: &invoke,
             };
-            executor.run(&call)
+            executor.run(&call, operation)
         })
         .await
         .map_err(|err| ExecError::Runtime {

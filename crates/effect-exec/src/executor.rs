@@ -71,16 +71,35 @@ pub(crate) struct Keys {
     pub(crate) fingerprint: Option<Arc<FingerprintKey>>,
 }
 
-/// The identity of one call, derived before anything is written.
+/// Who one call is: what every round of it needs.
 #[derive(Debug, Clone)]
 pub(crate) struct Identity {
     pub(crate) operation_id: String,
-    pub(crate) operation: NewOperation,
     /// The canonical arguments, secrets revealed; every callback gets its
     /// own clone.
     pub(crate) arguments: Value,
     /// Scrubs the call's secrets from what is written, when it has any.
     pub(crate) redactor: Option<Arc<Redactor>>,
+}
+
+/// A call's identity and the operation its first round prepares, derived
+/// from its arguments before anything is written.
+#[derive(Debug, Clone)]
+pub(crate) struct Identified {
+    pub(crate) identity: Identity,
+    pub(crate) operation: NewOperation,
+}
+
+impl Identified {
+    /// True when these arguments derive the stored `record`: its operation
+    /// id and its request fingerprint.
+    pub(crate) fn describes(&self, record: &EffectRecord) -> bool {
+        self.identity.operation_id == record.operation_id
+            && self
+                .operation
+                .fingerprint
+                .matches(&record.request_fingerprint)
+    }
 }
 
 /// One execution in flight.
@@ -192,8 +211,9 @@ impl EffectExecutor {
         self
     }
 
-    /// Waits through `sleeper` between polls of a live owner's dispatch
-    /// (default: the thread sleeps). A [`ManualClock`](effect_core::ManualClock)
+    /// Waits through `sleeper` between polls of a live owner's dispatch and
+    /// between the passes of a spawned [`Sweeper`](crate::Sweeper) or
+    /// [`RecoveryWorker`](crate::RecoveryWorker) (default: the thread sleeps). A [`ManualClock`](effect_core::ManualClock)
     /// given as both clock and sleeper makes the wait pass without sleeping.
     #[must_use]
     pub fn with_sleeper(mut self, sleeper: Arc<dyn Sleeper>) -> Self {
@@ -217,7 +237,7 @@ impl EffectExecutor {
         &self,
         contract: &EffectContract,
         arguments: &A,
-    ) -> Result<Identity, ExecError> {
+    ) -> Result<Identified, ExecError> {
         identify(
             contract,
             arguments,
@@ -241,6 +261,11 @@ impl EffectExecutor {
     /// The clock the executor times its waits on.
     pub(crate) fn clock(&self) -> &Arc<dyn Clock> {
         &self.clock
+    }
+
+    /// What every wait of this executor sleeps through.
+    pub(crate) fn sleeper(&self) -> &Arc<dyn Sleeper> {
+        &self.sleeper
     }
 
     /// The arguments a stored intent holds, as the handler receives them.
@@ -345,12 +370,16 @@ impl EffectExecutor {
         O: Serialize + Send + 'static,
         H: Fn(Value, HandlerContext) -> Result<O, HandlerError> + Send + Sync + 'static,
     {
-        let identity = self.identity_of(contract, arguments)?;
-        self.execute_identity(contract, &identity, options, handler)
+        let identified = self.identity_of(contract, arguments)?;
+        self.execute_identity(contract, &identified, options, handler)
     }
 
     /// The whole of docs/spec.md §5 step 2, for any way of invoking user code.
-    pub(crate) fn run(&self, call: &Call<'_>) -> Result<EffectResult, ExecError> {
+    pub(crate) fn run(
+        &self,
+        call: &Call<'_>,
+        operation: NewOperation,
+    ) -> Result<EffectResult, ExecError> {
         let span = tracing::info_span!(
             "effect.execute",
             operation_id = call.id(),
@@ -359,18 +388,22 @@ impl EffectExecutor {
             status = tracing::field::Empty,
         );
         let _entered = span.enter();
-        let result = self.run_rounds(call)?;
+        let result = self.run_rounds(call, operation)?;
         span.record("status", result.status.as_str());
         telemetry::executed(call.contract.name(), &result);
         Ok(result)
     }
 
-    fn run_rounds(&self, call: &Call<'_>) -> Result<EffectResult, ExecError> {
+    fn run_rounds(
+        &self,
+        call: &Call<'_>,
+        operation: NewOperation,
+    ) -> Result<EffectResult, ExecError> {
         self.check_lease()?;
         let claim = self.new_claim();
         let first = self.apply(
             call.id(),
-            Transition::PrepareAndClaim(call.identity.operation.clone(), claim.clone()),
+            Transition::PrepareAndClaim(operation, claim.clone()),
         )?;
         let mut record = first.record;
         let mut owned = first.applied.then_some(claim);
@@ -782,7 +815,7 @@ pub(crate) fn identify<A: Serialize + ?Sized>(
     arguments: &A,
     form: FingerprintForm,
     keys: &Keys,
-) -> Result<Identity, ExecError> {
+) -> Result<Identified, ExecError> {
     let invalid = |source| ExecError::InvalidArguments { source };
     let (revealed, any_secret) = effect_core::secret::reveal_counted(|| to_json_value(arguments));
     let revealed = revealed.map_err(invalid)?;
@@ -829,8 +862,12 @@ pub(crate) fn identify<A: Serialize + ?Sized>(
     } else {
         None
     };
-    Ok(Identity {
-        operation_id,
+    Ok(Identified {
+        identity: Identity {
+            operation_id,
+            redactor: redacted.map(|redacted| Arc::new(Redactor::new(&revealed, &redacted))),
+            arguments: revealed,
+        },
         operation: NewOperation {
             requires_approval: contract.requires_approval(),
             contract_name: contract.name().to_owned(),
@@ -839,8 +876,6 @@ pub(crate) fn identify<A: Serialize + ?Sized>(
             provider_idempotency_key: key,
             intent,
         },
-        redactor: redacted.map(|redacted| Arc::new(Redactor::new(&revealed, &redacted))),
-        arguments: revealed,
     })
 }
 

@@ -70,6 +70,7 @@ mod executor;
 mod heartbeat;
 mod notice;
 mod options;
+mod periodic;
 mod prepared;
 mod reconcile;
 mod recovery;

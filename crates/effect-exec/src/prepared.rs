@@ -11,7 +11,7 @@ use serde_json::Value;
 use crate::context::HandlerContext;
 use crate::dispatch::SyncInvoke;
 use crate::error::{ExecError, HandlerError};
-use crate::executor::{Call, EffectExecutor, Identity, Keys};
+use crate::executor::{Call, EffectExecutor, Identified, Keys};
 use crate::options::CallOptions;
 
 /// One call's identity under its contract (operation id, request
@@ -50,7 +50,7 @@ use crate::options::CallOptions;
 #[derive(Clone)]
 pub struct PreparedEffect {
     pub(crate) contract: EffectContract,
-    pub(crate) identity: Identity,
+    pub(crate) identified: Identified,
     /// The executor settings the identity was derived with.
     derived_with: Derivation,
 }
@@ -93,7 +93,7 @@ impl fmt::Debug for PreparedEffect {
     // The canonical arguments may hold revealed secrets: never printed.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("PreparedEffect")
-            .field("operation_id", &self.identity.operation_id)
+            .field("operation_id", &self.identified.identity.operation_id)
             .field("contract", &self.contract.name())
             .field("version", &self.contract.version())
             .finish_non_exhaustive()
@@ -103,7 +103,7 @@ impl fmt::Debug for PreparedEffect {
 impl PreparedEffect {
     /// The operation's stable id, as the contract derived it.
     pub fn operation_id(&self) -> &str {
-        &self.identity.operation_id
+        &self.identified.identity.operation_id
     }
 
     /// The contract.
@@ -113,7 +113,10 @@ impl PreparedEffect {
 
     /// The provider idempotency key the contract derived, if any.
     pub fn provider_idempotency_key(&self) -> Option<&str> {
-        self.identity.operation.provider_idempotency_key.as_deref()
+        self.identified
+            .operation
+            .provider_idempotency_key
+            .as_deref()
     }
 }
 
@@ -136,7 +139,7 @@ impl EffectExecutor {
     ) -> Result<PreparedEffect, ExecError> {
         Ok(PreparedEffect {
             contract: contract.clone(),
-            identity: self.identity_of(contract, arguments)?,
+            identified: self.identity_of(contract, arguments)?,
             derived_with: Derivation::of(self),
         })
     }
@@ -161,7 +164,7 @@ impl EffectExecutor {
         H: Fn(Value, HandlerContext) -> Result<O, HandlerError> + Send + Sync + 'static,
     {
         self.check_prepared(prepared)?;
-        self.execute_identity(&prepared.contract, &prepared.identity, options, handler)
+        self.execute_identity(&prepared.contract, &prepared.identified, options, handler)
     }
 
     /// Refuses a call prepared by an executor that derives identities
@@ -171,7 +174,7 @@ impl EffectExecutor {
             Ok(())
         } else {
             Err(ExecError::ForeignPreparation {
-                operation_id: prepared.identity.operation_id.clone(),
+                operation_id: prepared.identified.identity.operation_id.clone(),
             })
         }
     }
@@ -180,7 +183,7 @@ impl EffectExecutor {
     pub(crate) fn execute_identity<O, H>(
         &self,
         contract: &EffectContract,
-        identity: &Identity,
+        identified: &Identified,
         options: CallOptions,
         handler: H,
     ) -> Result<EffectResult, ExecError>
@@ -193,10 +196,10 @@ impl EffectExecutor {
         };
         let call = Call {
             contract,
-            identity,
+            identity: &identified.identity,
             deadline: options.deadline.or(self.options.default_deadline),
             invoke: &invoke,
         };
-        self.run(&call)
+        self.run(&call, identified.operation.clone())
     }
 }

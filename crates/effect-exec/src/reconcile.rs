@@ -57,7 +57,7 @@ impl EffectExecutor {
         contract: &EffectContract,
         arguments: &A,
     ) -> Result<EffectResult, ExecError> {
-        let identity = self.identity_of(contract, arguments)?;
+        let identity = self.identity_of(contract, arguments)?.identity;
         self.reconcile_identity(contract, &identity)
     }
 

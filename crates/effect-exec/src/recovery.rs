@@ -57,8 +57,6 @@
 use std::collections::HashMap;
 use std::fmt;
 use std::sync::Arc;
-use std::sync::mpsc::{self, RecvTimeoutError};
-use std::thread::JoinHandle;
 use std::time::Duration;
 
 use effect_core::evidence::PROBE_STATUS;
@@ -73,6 +71,7 @@ use serde_json::Value;
 use crate::context::HandlerContext;
 use crate::error::{ExecError, HandlerError};
 use crate::executor::{EffectExecutor, identify};
+use crate::periodic::Periodic;
 use crate::typed::TypedContract;
 
 /// A durable handler, over JSON values.
@@ -154,8 +153,7 @@ pub struct RecoveryReport {
 /// Stops a worker started with [`RecoveryWorker::spawn`].
 #[derive(Debug)]
 pub struct RecoveryHandle {
-    stop: mpsc::Sender<()>,
-    thread: JoinHandle<Vec<RecoveryReport>>,
+    running: Periodic<RecoveryReport>,
 }
 
 impl RecoveryHandle {
@@ -166,12 +164,7 @@ impl RecoveryHandle {
     ///
     /// When the worker thread panicked (the panic is resumed here).
     pub fn stop(self) -> Vec<RecoveryReport> {
-        // A closed channel also stops the thread; nothing to do on error.
-        let _ = self.stop.send(());
-        match self.thread.join() {
-            Ok(reports) => reports,
-            Err(panic) => std::panic::resume_unwind(panic),
-        }
+        self.running.stop()
     }
 }
 
@@ -349,23 +342,14 @@ impl RecoveryWorker {
     /// Runs [`run_once`](Self::run_once) now and then every `every` on a
     /// thread of its own, until the handle is stopped: one loop for a
     /// service's `main`. A pass whose listing fails is logged and tried
-    /// again at the next tick.
+    /// again at the next tick. It pauses through the executor's
+    /// [`Sleeper`](effect_core::Sleeper) ([`EffectExecutor::with_sleeper`]),
+    /// and a stop ends the pause.
     pub fn spawn(self, every: Duration) -> RecoveryHandle {
-        let (stop, stopped) = mpsc::channel::<()>();
-        let thread = std::thread::spawn(move || {
-            let mut reports = Vec::new();
-            loop {
-                match self.run_once() {
-                    Ok(report) => reports.push(report),
-                    Err(err) => tracing::warn!(error = %err, "recovery pass failed"),
-                }
-                match stopped.recv_timeout(every) {
-                    Err(RecvTimeoutError::Timeout) => {}
-                    Ok(()) | Err(RecvTimeoutError::Disconnected) => return reports,
-                }
-            }
-        });
-        RecoveryHandle { stop, thread }
+        let sleeper = Arc::clone(self.executor.sleeper());
+        RecoveryHandle {
+            running: Periodic::spawn(sleeper, every, "recovery pass", move || self.run_once()),
+        }
     }
 
     /// [`run_once`](Self::run_once) on tokio's blocking pool, for an async
@@ -504,19 +488,11 @@ fn describes<A: Serialize>(
         executor.options.fingerprint_form,
         &executor.keys,
     ) {
-        Ok(identity)
-            if identity.operation_id == record.operation_id
-                && identity
-                    .operation
-                    .fingerprint
-                    .matches(&record.request_fingerprint) =>
-        {
-            true
-        }
-        Ok(identity) => {
+        Ok(derived) if derived.describes(record) => true,
+        Ok(derived) => {
             tracing::warn!(
                 operation_id = id,
-                derived = identity.operation_id,
+                derived = derived.identity.operation_id,
                 "stored intent does not describe the stored operation"
             );
             false

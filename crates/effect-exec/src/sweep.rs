@@ -25,19 +25,17 @@
 use std::collections::HashMap;
 use std::fmt;
 use std::sync::Arc;
-use std::sync::mpsc::{self, RecvTimeoutError};
-use std::thread::JoinHandle;
 use std::time::Duration;
 
 use effect_core::{
     CallbackError, EffectContract, EffectRecord, EffectStatus, ListQuery, MAX_LIST_LIMIT,
-    NewOperation, RequestFingerprint,
 };
 use serde::Serialize;
 use serde_json::Value;
 
 use crate::error::ExecError;
 use crate::executor::{EffectExecutor, Identity, identify};
+use crate::periodic::Periodic;
 
 /// Looks up the arguments of a stored operation; `None` when unknown.
 pub type ArgumentLookup =
@@ -118,8 +116,7 @@ pub struct SweepReport {
 /// Stops a sweeper started with [`Sweeper::spawn`].
 #[derive(Debug)]
 pub struct SweepHandle {
-    stop: mpsc::Sender<()>,
-    thread: JoinHandle<Vec<SweepReport>>,
+    running: Periodic<SweepReport>,
 }
 
 impl SweepHandle {
@@ -130,12 +127,7 @@ impl SweepHandle {
     ///
     /// When the sweeper thread panicked (the panic is resumed here).
     pub fn stop(self) -> Vec<SweepReport> {
-        // A closed channel also stops the thread; nothing to do on error.
-        let _ = self.stop.send(());
-        match self.thread.join() {
-            Ok(reports) => reports,
-            Err(panic) => std::panic::resume_unwind(panic),
-        }
+        self.running.stop()
     }
 }
 
@@ -216,23 +208,14 @@ impl Sweeper {
 
     /// Runs [`sweep`](Self::sweep) now and then every `every` on a thread of
     /// its own, until the handle is stopped. A sweep whose listing fails is
-    /// logged and tried again at the next tick.
+    /// logged and tried again at the next tick. It pauses through the
+    /// executor's [`Sleeper`](effect_core::Sleeper)
+    /// ([`EffectExecutor::with_sleeper`]), and a stop ends the pause.
     pub fn spawn(self, every: Duration) -> SweepHandle {
-        let (stop, stopped) = mpsc::channel::<()>();
-        let thread = std::thread::spawn(move || {
-            let mut reports = Vec::new();
-            loop {
-                match self.sweep() {
-                    Ok(report) => reports.push(report),
-                    Err(err) => tracing::warn!(error = %err, "sweep failed"),
-                }
-                match stopped.recv_timeout(every) {
-                    Err(RecvTimeoutError::Timeout) => {}
-                    Ok(()) | Err(RecvTimeoutError::Disconnected) => return reports,
-                }
-            }
-        });
-        SweepHandle { stop, thread }
+        let sleeper = Arc::clone(self.executor.sleeper());
+        SweepHandle {
+            running: Periodic::spawn(sleeper, every, "sweep", move || self.sweep()),
+        }
     }
 
     fn insert(&mut self, contract: EffectContract, arguments: Option<ArgumentLookup>) {
@@ -307,18 +290,10 @@ impl Sweeper {
     ) -> Result<Option<Identity>, ExecError> {
         let id = record.operation_id.as_str();
         let Some(lookup) = &registered.arguments else {
+            // The stored operation as it is: reconciliation never prepares,
+            // so nothing but its id and the (absent) arguments is needed.
             return Ok(Some(Identity {
                 operation_id: record.operation_id.clone(),
-                // Reconciliation never prepares, so this operation is never
-                // written; it describes the stored record.
-                operation: NewOperation {
-                    requires_approval: record.requires_approval(),
-                    intent: None,
-                    contract_name: record.contract_name.clone(),
-                    contract_version: record.contract_version.clone(),
-                    fingerprint: RequestFingerprint::of_value(&Value::Null),
-                    provider_idempotency_key: record.provider_idempotency_key.clone(),
-                },
                 arguments: Value::Null,
                 redactor: None,
             }));
@@ -331,25 +306,20 @@ impl Sweeper {
             tracing::warn!(operation_id = id, "no arguments for a stuck operation");
             return Ok(None);
         };
-        let identity = identify(
+        let derived = identify(
             &registered.contract,
             &arguments,
             self.executor.options().fingerprint_form,
             &self.executor.keys,
         )?;
-        if identity.operation_id != record.operation_id
-            || !identity
-                .operation
-                .fingerprint
-                .matches(&record.request_fingerprint)
-        {
+        if !derived.describes(record) {
             tracing::warn!(
                 operation_id = id,
-                derived = identity.operation_id,
+                derived = derived.identity.operation_id,
                 "looked-up arguments do not describe the stored operation"
             );
             return Ok(None);
         }
-        Ok(Some(identity))
+        Ok(Some(derived.identity))
     }
 }

@@ -4,6 +4,8 @@
 //!
 //! - [`conformance`]: docs/spec.md §4 as small, named checks. A store proves it follows
 //!   the state machine with one call to [`conformance::run_all`] from its tests.
+//! - [`contracts`]: the capture-payment contract every crate's tests start
+//!   from, as a builder to add a probe or a guarantee to.
 //! - [`faults`]: [`FaultyLedger`](faults::FaultyLedger), a decorator that fails
 //!   scripted calls (before the inner ledger runs, or after it committed), for
 //!   testing how callers survive a ledger that is down or loses replies.
@@ -21,6 +23,8 @@
 //!   payment API on loopback with Stripe-like idempotency keys and scripted
 //!   faults (drop or stall after commit, 5xx after commit, 429/503 with
 //!   `Retry-After`, stale lookups), for effect-http's fault matrix.
+//! - [`time`]: a clock past every lease of the processes a test killed, so
+//!   it need not wait for them to run out.
 //! - [`matrix`]: every fault point against every contract variant, with the
 //!   naive baseline; see `docs/testkit.md`.
 //! - [`pg_proxy`]: [`CommitCutProxy`](pg_proxy::CommitCutProxy), a loopback
@@ -51,6 +55,7 @@
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
 pub mod conformance;
+pub mod contracts;
 pub mod faults;
 #[cfg(feature = "http")]
 #[cfg_attr(docsrs, doc(cfg(feature = "http")))]
@@ -62,5 +67,6 @@ pub mod provider;
 pub mod scenario;
 pub mod servers;
 pub mod snapshots;
+pub mod time;
 
 pub use injecting::{FaultInjectingProvider, UnsupportedFaultPoint};

@@ -24,6 +24,7 @@
 //! | `mcp` | `effect-mcp` | effect-backed MCP tools, served and called (rmcp) |
 //! | `http` | `effect-http` | HTTP requests as effects: key header, failure classes, `Retry-After`, lookups (reqwest, rustls) |
 //! | [`open`] | | a store chosen from a path or a `postgres://` URL, as every binary does |
+//! | [`cli`] | | what the binaries share: a usage error in one line |
 //!
 //! ```
 //! use std::sync::Arc;
@@ -73,6 +74,7 @@
 
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
+pub mod cli;
 #[cfg(any(feature = "sqlite", feature = "postgres"))]
 pub mod open;
 

@@ -32,12 +32,9 @@ struct FakeProvider {
 /// No probe, no provider key: nothing can settle a lost acknowledgement
 /// automatically.
 fn capture_contract() -> EffectContract {
-    EffectContract::builder("capture_payment", |args| {
-        let invoice = args["invoice_id"].as_str().ok_or("missing invoice_id")?;
-        Ok(format!("invoice:{invoice}:capture"))
-    })
-    .build()
-    .unwrap()
+    effect_testkit::contracts::capture_payment_without_key()
+        .build()
+        .unwrap()
 }
 
 /// Commits the capture, then loses the acknowledgement.

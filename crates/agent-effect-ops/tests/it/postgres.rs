@@ -33,14 +33,9 @@ fn operator_resolves_a_quarantined_payment_in_postgres() {
     let ledger =
         PostgresLedger::connect(&url, PostgresOptions::default().schema(schema.clone())).unwrap();
     let executor = EffectExecutor::new(Arc::new(ledger));
-    let contract = EffectContract::builder("capture_payment", |args| {
-        Ok(format!(
-            "invoice:{}:capture",
-            args["invoice_id"].as_str().ok_or("missing")?
-        ))
-    })
-    .build()
-    .unwrap();
+    let contract = effect_testkit::contracts::capture_payment_without_key()
+        .build()
+        .unwrap();
     let committed = Arc::new(AtomicUsize::new(0));
     let provider = Arc::clone(&committed);
     let result = executor

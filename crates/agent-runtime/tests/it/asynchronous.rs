@@ -18,9 +18,8 @@ use agent_runtime::{
     RunOptions, RunStatus, StepFuture, Task, ToolDefinition, ToolError, ToolRegistry,
 };
 use effect_core::{
-    EffectContract, EffectLedger, EffectRecord, EffectStatus, LedgerError, LedgerEvent,
-    LedgerStats, ListQuery, MemoryLedger, OutcomeProbeResult, Transition, TransitionOutcome,
-    WriteDurability,
+    EffectLedger, EffectRecord, EffectStatus, LedgerError, LedgerEvent, LedgerStats, ListQuery,
+    MemoryLedger, OutcomeProbeResult, Transition, TransitionOutcome, WriteDurability,
 };
 use effect_exec::EffectExecutor;
 use serde_json::json;
@@ -60,30 +59,22 @@ impl AsyncPlanner for SlowScript {
 
 fn capture_tool(provider: &Arc<Provider>) -> ToolDefinition {
     let probing = Arc::clone(provider);
-    let contract = EffectContract::builder("capture_payment", |args| {
-        Ok(format!(
-            "invoice:{}:capture",
-            args["invoice_id"].as_str().ok_or("missing invoice_id")?
-        ))
-    })
-    .provider_idempotency_key(|args| {
-        Ok(args["invoice_id"].as_str().map(|i| format!("capture:{i}")))
-    })
-    .outcome_probe(move |_args, key| {
-        if probing.lagging_probes.load(Ordering::SeqCst) > 0 {
-            probing.lagging_probes.fetch_sub(1, Ordering::SeqCst);
-            return Ok(OutcomeProbeResult::pending());
-        }
-        let commits = probing.commits.lock().unwrap();
-        Ok(match commits.iter().position(|k| Some(k.as_str()) == key) {
-            Some(i) => {
-                OutcomeProbeResult::committed(json!({"payment_id": format!("pay-{}", i + 1)}))
+    let contract = effect_testkit::contracts::capture_payment()
+        .outcome_probe(move |_args, key| {
+            if probing.lagging_probes.load(Ordering::SeqCst) > 0 {
+                probing.lagging_probes.fetch_sub(1, Ordering::SeqCst);
+                return Ok(OutcomeProbeResult::pending());
             }
-            None => OutcomeProbeResult::not_committed(),
+            let commits = probing.commits.lock().unwrap();
+            Ok(match commits.iter().position(|k| Some(k.as_str()) == key) {
+                Some(i) => {
+                    OutcomeProbeResult::committed(json!({"payment_id": format!("pay-{}", i + 1)}))
+                }
+                None => OutcomeProbeResult::not_committed(),
+            })
         })
-    })
-    .build()
-    .unwrap();
+        .build()
+        .unwrap();
     let p = Arc::clone(provider);
     ToolDefinition::new_async(
         "capture_payment",
@@ -512,14 +503,9 @@ fn sync_capture_tool(provider: &Arc<Provider>) -> ToolDefinition {
         },
     )
     .effect_contract(
-        EffectContract::builder("capture_payment", |args| {
-            Ok(format!(
-                "invoice:{}:capture",
-                args["invoice_id"].as_str().ok_or("missing invoice_id")?
-            ))
-        })
-        .build()
-        .unwrap(),
+        effect_testkit::contracts::capture_payment_without_key()
+            .build()
+            .unwrap(),
     )
 }
 

@@ -90,15 +90,7 @@ impl FakeProvider {
 }
 
 fn capture_tool(provider: &Arc<FakeProvider>, with_probe: bool) -> ToolDefinition {
-    let mut contract = EffectContract::builder("capture_payment", |args| {
-        Ok(format!(
-            "invoice:{}:capture",
-            args["invoice_id"].as_str().ok_or("missing invoice_id")?
-        ))
-    })
-    .provider_idempotency_key(|args| {
-        Ok(args["invoice_id"].as_str().map(|i| format!("capture:{i}")))
-    });
+    let mut contract = effect_testkit::contracts::capture_payment();
     if with_probe {
         let p = Arc::clone(provider);
         contract = contract.outcome_probe(move |_args, key| Ok(p.probe(key)));

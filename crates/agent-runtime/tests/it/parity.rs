@@ -3,8 +3,8 @@
 //! retryable errors, a per-call timeout for plain tools, working data that
 //! survives checkpoints, and a scripted plan that finishes when exhausted.
 
-use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, PoisonError, RwLock};
 use std::time::Duration;
 
 use agent_runtime::checkpoint::Checkpoint;
@@ -187,10 +187,12 @@ fn the_retryable_error_kinds_are_configurable() {
     assert_eq!(calls.count("slow_search"), 1);
 }
 
-/// A registry with one plain read whose handler sleeps `delay`.
-fn sleepy_registry(delay: Duration, started: &Arc<AtomicUsize>) -> ToolRegistry {
+/// A registry with one plain read whose handler answers only while nobody
+/// holds `gate` for writing: a test that holds it makes the handler slower
+/// than any timeout, however loaded the machine.
+fn gated_registry(gate: &Arc<RwLock<()>>, started: &Arc<AtomicUsize>) -> ToolRegistry {
     let mut registry = ToolRegistry::new();
-    let started = Arc::clone(started);
+    let (gate, started) = (Arc::clone(gate), Arc::clone(started));
     registry
         .register(ToolDefinition::new(
             "slow_report",
@@ -199,7 +201,7 @@ fn sleepy_registry(delay: Duration, started: &Arc<AtomicUsize>) -> ToolRegistry 
             EffectKind::Read,
             move |input| {
                 started.fetch_add(1, Ordering::SeqCst);
-                std::thread::sleep(delay);
+                let _open = gate.read().unwrap_or_else(PoisonError::into_inner);
                 Ok(json!({"report": input.arguments["invoice_id"]}))
             },
         ))
@@ -210,9 +212,10 @@ fn sleepy_registry(delay: Duration, started: &Arc<AtomicUsize>) -> ToolRegistry 
 #[test]
 fn a_slow_plain_handler_times_out_is_retried_and_fails_the_run_after_the_last_attempt() {
     let started = Arc::new(AtomicUsize::new(0));
+    let gate = Arc::new(RwLock::new(()));
     let sleeper = crate::RecordingSleeper::default();
     let rt = AgentRuntime::builder(
-        sleepy_registry(Duration::from_millis(400), &started),
+        gated_registry(&gate, &started),
         DeterministicPlanner::new([call("slow_report", "INV-5"), Action::finish(json!("ok"))]),
     )
     .policy(PermissionPolicy::allow(["slow_report"]))
@@ -221,7 +224,10 @@ fn a_slow_plain_handler_times_out_is_retried_and_fails_the_run_after_the_last_at
     .sleeper(Arc::new(sleeper.clone()))
     .build()
     .unwrap();
+    // Both attempts stay inside the handler until the run has ended.
+    let held = gate.write().unwrap();
     let report = check(&rt, "run-slow", RunOptions::start(), RunStatus::Failed);
+    drop(held);
     assert!(
         report
             .error
@@ -240,7 +246,7 @@ fn a_slow_plain_handler_times_out_is_retried_and_fails_the_run_after_the_last_at
     // Within the timeout the same handler answers and the run completes.
     let started = Arc::new(AtomicUsize::new(0));
     let rt = AgentRuntime::builder(
-        sleepy_registry(Duration::from_millis(5), &started),
+        gated_registry(&gate, &started),
         DeterministicPlanner::new([call("slow_report", "INV-5"), Action::finish(json!("ok"))]),
     )
     .policy(PermissionPolicy::allow(["slow_report"]))

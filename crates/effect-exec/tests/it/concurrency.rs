@@ -2,9 +2,9 @@
 
 use std::sync::{Arc, Barrier};
 use std::thread;
-use std::time::Duration;
+use std::time::{Duration, SystemTime};
 
-use effect_core::{EffectLedger, EffectLedgerExt as _, EffectStatus};
+use effect_core::{EffectLedger, EffectLedgerExt as _, EffectStatus, ManualClock, MemoryLedger};
 use effect_exec::ExecutorOptions;
 use serde_json::Value;
 
@@ -111,17 +111,20 @@ fn stale_worker_after_lease_takeover_cannot_finalize() {
         .dispatch_lease(Duration::from_millis(50))
         .lease_heartbeat(Duration::from_secs(60));
     let provider = FakeProvider::new(true).script(&[Fault::Held]);
-    let ledger = ledger();
+    // Leases are judged on the ledger's clock, which the test moves.
+    let clock = Arc::new(ManualClock::new(
+        SystemTime::UNIX_EPOCH + Duration::from_secs(1_800_000_000),
+    ));
+    let ledger: Arc<dyn EffectLedger> = Arc::new(MemoryLedger::with_clock(clock.clone()));
     let exec = executor_with(&ledger, options);
     let c = contract(&provider, GUARANTEED_ONLY);
     let a = {
         let (exec, c, h) = (exec.clone(), c.clone(), handler(&provider));
         thread::spawn(move || exec.execute(&c, &invoice("INV-23"), h).unwrap())
     };
-    // A is inside its handler; its 50 ms lease (on the ledger's real clock)
-    // has surely ended once 100 ms have passed.
+    // A is inside its handler when its 50 ms lease ends.
     provider.wait_until_held();
-    thread::sleep(Duration::from_millis(100));
+    clock.advance(Duration::from_millis(51));
     // B finds the expired lease, records the interruption and, covered by the
     // guaranteed key, dispatches again with the same key.
     let b = exec

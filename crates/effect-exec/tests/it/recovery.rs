@@ -205,6 +205,30 @@ fn check(store: &str, report: &RecoveryReport, expected: &[(&str, u64)]) {
 }
 
 #[test]
+fn a_spawned_worker_pauses_through_the_executor_s_sleeper_until_stopped() {
+    let w = memory();
+    let every = Duration::from_secs(3600);
+    let start = w.clock.now();
+    // The manual clock is the executor's sleeper: a pause moves it by
+    // `every` at once, so two pauses have passed once it stands two on.
+    let handle = w.worker(&w.capture(true)).spawn(every);
+    while w.clock.now() < start + 2 * every {
+        std::thread::yield_now();
+    }
+    let reports = handle.stop();
+    let passes = u32::try_from(reports.len()).unwrap();
+    let paused = w.clock.now().duration_since(start).unwrap();
+    // Each pass but perhaps the last (the stop came first) was followed by a pause.
+    assert!(passes >= 2, "{reports:?}");
+    assert!(
+        paused == every * passes || paused == every * (passes - 1),
+        "{passes} passes, {paused:?} paused"
+    );
+    assert!(reports.iter().all(|r| r.examined == 0), "{reports:?}");
+    assert_eq!(w.provider.handler_calls(), 0);
+}
+
+#[test]
 fn a_retry_authorized_after_not_sent_is_dispatched_once_by_the_worker() {
     for w in worlds() {
         let capture = w.capture(true);

@@ -1,12 +1,12 @@
 //! The reconciliation sweep: stuck operations of abandoned runs are settled
 //! without the same call coming back, and without running a handler.
 
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, mpsc};
 use std::time::{Duration, SystemTime};
 
 use effect_core::{
     Claim, EffectContract, EffectLedger, EffectLedgerExt, EffectStatus, ManualClock, MemoryLedger,
-    NewOperation, RequestFingerprint, UnknownOutcomePolicy,
+    NewOperation, RequestFingerprint, Sleeper, UnknownOutcomePolicy,
 };
 use effect_exec::{EffectExecutor, HandlerContext, SweepReport, Sweeper};
 use serde_json::{Value, json};
@@ -14,6 +14,9 @@ use serde_json::{Value, json};
 use crate::provider::{FakeProvider, PROBE_ONLY, contract, handler, invoice};
 
 const LEASE: Duration = Duration::from_secs(30);
+/// How long a test waits for the spawned sweeper before it fails, rather
+/// than hang.
+const PATIENCE: Duration = Duration::from_secs(60);
 
 struct World {
     clock: Arc<ManualClock>,
@@ -178,24 +181,85 @@ fn looked_up_arguments_must_describe_the_stored_operation() {
     assert_eq!(w.provider.committed(), 1);
 }
 
+/// A sleeper the test steps: each pause is announced on a channel and lasts
+/// until the test sends a tick (or drops its sender: then pauses are over).
+#[derive(Debug)]
+struct SteppedSleeper {
+    paused: Mutex<mpsc::Sender<Duration>>,
+    ticks: Mutex<mpsc::Receiver<()>>,
+}
+
+impl SteppedSleeper {
+    /// The sleeper, where its pauses are announced, and its ticks.
+    fn new() -> (Self, mpsc::Receiver<Duration>, mpsc::Sender<()>) {
+        let (paused, pauses) = mpsc::channel();
+        let (tick, ticks) = mpsc::channel();
+        let sleeper = SteppedSleeper {
+            paused: Mutex::new(paused),
+            ticks: Mutex::new(ticks),
+        };
+        (sleeper, pauses, tick)
+    }
+}
+
+impl Sleeper for SteppedSleeper {
+    fn sleep(&self, duration: Duration) {
+        // The test may have stopped listening; the pause still happens.
+        let _ = self.paused.lock().unwrap().send(duration);
+        let _ = self.ticks.lock().unwrap().recv();
+    }
+}
+
 #[test]
-fn a_spawned_sweeper_runs_until_stopped() {
+fn a_spawned_sweeper_pauses_through_the_executor_s_sleeper_until_stopped() {
     let w = world();
     let capture = contract(&w.provider, PROBE_ONLY);
-    let id = w.abandoned(&capture, &invoice("INV-1"), true);
+    let first = w.abandoned(&capture, &invoice("INV-1"), true);
     w.clock.advance(LEASE + Duration::from_secs(1));
+    let (sleeper, pauses, tick) = SteppedSleeper::new();
+    let executor = EffectExecutor::new(Arc::clone(&w.ledger)).with_sleeper(Arc::new(sleeper));
+    let every = Duration::from_secs(3600);
+    let handle = Sweeper::new(executor)
+        .register(capture.clone())
+        .spawn(every);
 
+    // The first sweep runs at once, then the sweeper pauses for `every`.
+    assert_eq!(pauses.recv_timeout(PATIENCE).unwrap(), every);
+    assert_eq!(w.status(&first), EffectStatus::Confirmed);
+    // What is abandoned during the pause waits for the next tick.
+    let second = w.abandoned(&capture, &invoice("INV-2"), true);
+    w.clock.advance(LEASE + Duration::from_secs(1));
+    assert_eq!(w.status(&second), EffectStatus::Dispatched);
+    tick.send(()).unwrap();
+    assert_eq!(pauses.recv_timeout(PATIENCE).unwrap(), every);
+    assert_eq!(w.status(&second), EffectStatus::Confirmed);
+
+    // No more pauses: the sweeper sweeps until it sees the stop.
+    drop(tick);
+    let reports = handle.stop();
+    assert!(reports.len() >= 2, "{reports:?}");
+    check(&reports[0], [1, 1, 0, 0, 0, 0]);
+    check(&reports[1], [1, 1, 0, 0, 0, 0]);
+    for later in &reports[2..] {
+        check(later, [0, 0, 0, 0, 0, 0]);
+    }
+    // The two commits are the dead workers'; the sweeper ran no handler.
+    assert_eq!(w.provider.committed(), 2);
+}
+
+#[test]
+fn stopping_a_spawned_sweeper_ends_its_pause() {
+    let w = world();
+    let capture = contract(&w.provider, PROBE_ONLY);
+    // The thread sleeper: were the stop to wait the pause out, this test
+    // would take an hour.
     let handle = w
         .sweeper()
         .register(capture)
-        .spawn(Duration::from_millis(10));
-    while w.status(&id) != EffectStatus::Confirmed {
-        std::thread::sleep(Duration::from_millis(5));
-    }
+        .spawn(Duration::from_secs(3600));
     let reports = handle.stop();
-    assert!(!reports.is_empty());
-    assert_eq!(reports.iter().map(|r| r.confirmed).sum::<u64>(), 1);
-    assert_eq!(w.provider.committed(), 1);
+    assert_eq!(reports.len(), 1, "one sweep, then the stop: {reports:?}");
+    check(&reports[0], [0, 0, 0, 0, 0, 0]);
 }
 
 #[test]

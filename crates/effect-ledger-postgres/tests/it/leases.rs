@@ -12,9 +12,12 @@ use crate::support::{
     wait_child,
 };
 
-/// The lease the killed child takes: long enough to be surely live when the
-/// parent first looks, short enough to wait out.
-const CHILD_LEASE: Duration = Duration::from_secs(8);
+/// The leases the killed child takes on `op-a` and `op-b`: the parent waits
+/// them out on the database clock (which no test can move).
+const CHILD_LEASE: Duration = Duration::from_secs(2);
+/// The lease the child takes on `op-live`: live whenever the parent looks,
+/// however slow the machine.
+const LIVE_LEASE: Duration = Duration::from_secs(3600);
 
 fn claim(token: &str, lease: Duration) -> Claim {
     Claim {
@@ -28,8 +31,9 @@ fn expire(ledger: &PostgresLedger, id: &str) -> Result<bool, effect_core::Ledger
     Ok(ledger.apply(id, &Transition::ExpireLease)?.applied)
 }
 
-/// The child: claims `op-a` and `op-b`, commits `op-a` at the fake provider,
-/// then dies without recording anything, as a crashed host would.
+/// The child: claims `op-a`, `op-b` and `op-live`, commits `op-a` at the
+/// fake provider, then dies without recording anything, as a crashed host
+/// would.
 #[test]
 fn child_claims_then_aborts() -> TestResult {
     let Some((url, schema, _)) = child_env("abort") else {
@@ -39,13 +43,14 @@ fn child_claims_then_aborts() -> TestResult {
     };
     let options = effect_ledger_postgres::PostgresOptions::default().schema(schema.clone());
     let ledger = PostgresLedger::connect(&url, options)?;
-    for (id, n) in [("op-a", 1), ("op-b", 2)] {
+    for (id, n, lease) in [
+        ("op-a", 1, CHILD_LEASE),
+        ("op-b", 2, CHILD_LEASE),
+        ("op-live", 3, LIVE_LEASE),
+    ] {
         let outcome = ledger.apply(
             id,
-            &Transition::PrepareAndClaim(
-                new_operation(n),
-                claim(&format!("dead-{id}"), CHILD_LEASE),
-            ),
+            &Transition::PrepareAndClaim(new_operation(n), claim(&format!("dead-{id}"), lease)),
         )?;
         assert!(outcome.applied, "the child claims {id}");
     }
@@ -86,18 +91,22 @@ fn killed_process_dispatch_is_reconciled_after_its_lease_expires() -> TestResult
         "{}",
         describe(&output)
     );
-    let lease_until = dead.lease_until.ok_or("a dispatched record has a lease")?;
 
-    // The lease is still live on the database clock: nobody may take it.
+    // A live lease on the database clock: nobody may take it, though its
+    // owner is dead.
+    let live = ledger
+        .get("op-live")?
+        .ok_or("the child never claimed op-live")?;
+    let live_until = live.lease_until.ok_or("a dispatched record has a lease")?;
     assert!(
-        db_epoch(&mut admin)? < lease_until,
-        "the child's lease ran out before the first look"
+        db_epoch(&mut admin)? < live_until,
+        "an hour-long lease is live"
     );
-    assert!(!expire(&ledger, "op-a")?, "a live lease is not expired");
-    assert!(!ledger.claim_dispatch("op-a", &claim("other", Duration::from_secs(30)))?);
+    assert!(!expire(&ledger, "op-live")?, "a live lease is not expired");
+    assert!(!ledger.claim_dispatch("op-live", &claim("other", Duration::from_secs(30)))?);
     assert_eq!(
-        ledger.get("op-a")?.map(|r| r.status),
-        Some(EffectStatus::Dispatched)
+        ledger.get("op-live")?.map(|r| (r.status, r.owner_token)),
+        Some((EffectStatus::Dispatched, Some("dead-op-live".to_owned())))
     );
 
     // Once the database clock passes a lease, another process turns the

@@ -15,7 +15,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
-use effect_core::{EffectContract, EffectLedger, EffectStatus};
+use effect_core::{EffectLedger, EffectStatus};
 use effect_exec::{EffectExecutor, ExecutorOptions, HandlerContext, HandlerError};
 use effect_ledger_postgres::{PostgresLedger, PostgresOptions};
 use serde_json::{Value, json};
@@ -76,14 +76,7 @@ fn child_executes_operations() -> TestResult {
     }
 
     // The contract of `new_operation`: the same identity the parent prepared.
-    let contract = EffectContract::builder("capture_payment", |args| {
-        let invoice = args["invoice_id"].as_str().ok_or("missing invoice_id")?;
-        Ok(format!("invoice:{invoice}:capture"))
-    })
-    .provider_idempotency_key(|args| {
-        Ok(args["invoice_id"].as_str().map(|i| format!("capture:{i}")))
-    })
-    .build()?;
+    let contract = effect_testkit::contracts::capture_payment().build()?;
     let provider = Arc::new(Mutex::new(provider));
     let dispatched = Arc::new(AtomicUsize::new(0));
     let handler = {

@@ -30,25 +30,17 @@ fn commits(dir: &Path) -> Vec<String> {
 
 fn contract(dir: &Path) -> Result<EffectContract, Box<dyn std::error::Error>> {
     let dir = dir.to_owned();
-    Ok(EffectContract::builder("capture_payment", |args| {
-        Ok(format!(
-            "invoice:{}:capture",
-            args["invoice_id"].as_str().ok_or("missing invoice_id")?
-        ))
-    })
-    .provider_idempotency_key(|args| {
-        Ok(args["invoice_id"].as_str().map(|i| format!("capture:{i}")))
-    })
-    .outcome_probe(move |_args, key| {
-        let key = key.ok_or("missing key")?;
-        Ok(if commits(&dir).iter().any(|k| k == key) {
-            OutcomeProbeResult::committed(json!({"payment_id": format!("pay-{key}")}))
-                .provider_operation_id(format!("pay-{key}"))
-        } else {
-            OutcomeProbeResult::not_committed()
+    Ok(effect_testkit::contracts::capture_payment()
+        .outcome_probe(move |_args, key| {
+            let key = key.ok_or("missing key")?;
+            Ok(if commits(&dir).iter().any(|k| k == key) {
+                OutcomeProbeResult::committed(json!({"payment_id": format!("pay-{key}")}))
+                    .provider_operation_id(format!("pay-{key}"))
+            } else {
+                OutcomeProbeResult::not_committed()
+            })
         })
-    })
-    .build()?)
+        .build()?)
 }
 
 /// The worker role, run in a child process by the test below: the provider
@@ -97,16 +89,18 @@ fn a_sweep_after_a_kill_mid_dispatch_leaves_exactly_one_effect() -> TestResult {
     assert!(!status.success(), "the worker must die by abort");
     assert_eq!(commits(dir.path()), ["capture:INV-9"]);
 
+    // The worker is dead: its lease is over on the new process's clock.
     let ledger: Arc<dyn EffectLedger> = Arc::new(SqliteLedger::open(
         dir.path().join("effects.sqlite3"),
-        SqliteOptions::default().busy_timeout(LEASE / 3),
+        SqliteOptions::default()
+            .busy_timeout(LEASE / 3)
+            .clock(effect_testkit::time::past_every_lease(LEASE)),
     )?);
     assert_eq!(
         ledger.get(ID)?.map(|r| r.status),
         Some(EffectStatus::Dispatched),
         "the claim survived the kill"
     );
-    std::thread::sleep(LEASE + Duration::from_millis(100));
     let executor = EffectExecutor::new(Arc::clone(&ledger));
     let report = Sweeper::new(executor)
         .register(contract(dir.path())?)

@@ -51,29 +51,21 @@ fn invoice(i: usize) -> Value {
 /// The capture contract, with a probe that takes 0-80 ms to answer.
 fn slow_probe_contract(provider: &FileProvider) -> EffectContract {
     let provider = provider.clone();
-    EffectContract::builder("capture_payment", |args| {
-        Ok(format!(
-            "invoice:{}:capture",
-            args["invoice_id"].as_str().ok_or("missing invoice_id")?
-        ))
-    })
-    .provider_idempotency_key(|args| {
-        Ok(args["invoice_id"].as_str().map(|i| format!("capture:{i}")))
-    })
-    .outcome_probe(move |_args, key| {
-        let key = key.ok_or("missing key")?;
-        // The answer is read first, then delivered late: a slow provider API.
-        // A committed capture is sometimes still `pending` (honest, and not
-        // authoritative): the record stays uncertain for the next caller.
-        let mut answer = provider.lookup(key);
-        if answer.status == ProbeStatus::Committed && fastrand::u32(0..10) < 3 {
-            answer = OutcomeProbeResult::pending();
-        }
-        std::thread::sleep(Duration::from_millis(fastrand::u64(0..=80)));
-        Ok(answer)
-    })
-    .build()
-    .unwrap()
+    effect_testkit::contracts::capture_payment()
+        .outcome_probe(move |_args, key| {
+            let key = key.ok_or("missing key")?;
+            // The answer is read first, then delivered late: a slow provider API.
+            // A committed capture is sometimes still `pending` (honest, and not
+            // authoritative): the record stays uncertain for the next caller.
+            let mut answer = provider.lookup(key);
+            if answer.status == ProbeStatus::Committed && fastrand::u32(0..10) < 3 {
+                answer = OutcomeProbeResult::pending();
+            }
+            std::thread::sleep(Duration::from_millis(fastrand::u64(0..=80)));
+            Ok(answer)
+        })
+        .build()
+        .unwrap()
 }
 
 /// A handler that fails before the commit, loses the acknowledgement after
@@ -209,10 +201,16 @@ fn run_seed(seed: u64) {
     // Recovery: every worker is dead, so no handler is still running. A
     // healthy process reconciles what is left; what the rules quarantined
     // (an expired lease, a negative probe, no guaranteed key) an operator
-    // retries, knowing that every worker has stopped.
-    std::thread::sleep(LEASE + Duration::from_millis(100));
+    // retries, knowing that every worker has stopped. Their leases are over
+    // on the clock of the healthy process.
     let ledger: Arc<dyn EffectLedger> = Arc::new(
-        SqliteLedger::open(&db, SqliteOptions::default().busy_timeout(LEASE / 3)).unwrap(),
+        SqliteLedger::open(
+            &db,
+            SqliteOptions::default()
+                .busy_timeout(LEASE / 3)
+                .clock(effect_testkit::time::past_every_lease(LEASE)),
+        )
+        .unwrap(),
     );
     let options = ExecutorOptions::default().dispatch_lease(LEASE);
     let executor = EffectExecutor::with_options(Arc::clone(&ledger), options);

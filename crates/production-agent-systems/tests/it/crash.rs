@@ -4,14 +4,17 @@
 //! effect. Also: a process killed after its claim was durable but before its
 //! request left, where only an honest basis may allow a second dispatch.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, UNIX_EPOCH};
+
+use effect_testkit::time::past_every_lease;
+use production_agent_systems::core::{Clock, ManualClock};
 
 use production_agent_systems::{
-    EffectExecutor, EffectLedger, EffectStatus, ExecutorOptions, HandlerError, SqliteLedger,
-    SqliteOptions, Sweeper,
+    EffectExecutor, EffectLedger, EffectRecord, EffectStatus, ExecutorOptions, HandlerError,
+    SqliteLedger, SqliteOptions, Sweeper,
 };
 use serde_json::{Value, json};
 
@@ -60,6 +63,28 @@ fn crash_worker_role() {
     unreachable!("the worker aborts inside the handler");
 }
 
+/// The ledger as a process that starts after the worker died opens it, on
+/// `clock`.
+fn reopen(db: &Path, clock: Arc<dyn Clock>) -> Arc<dyn EffectLedger> {
+    let options = SqliteOptions::default()
+        .busy_timeout(LEASE / 3)
+        .clock(clock);
+    Arc::new(SqliteLedger::open(db, options).unwrap())
+}
+
+/// The ledger and the worker's claim as a process that starts after the
+/// worker died sees them: the claim durable, its lease over.
+fn after_the_worker(db: &Path) -> (Arc<dyn EffectLedger>, EffectRecord) {
+    let ledger = reopen(db, past_every_lease(LEASE));
+    let record = ledger.get("invoice:INV-77:capture").unwrap().unwrap();
+    assert_eq!(
+        record.status,
+        EffectStatus::Dispatched,
+        "the claim was durable before the handler ran"
+    );
+    (ledger, record)
+}
+
 /// Runs the worker role in a child process that dies by abort.
 fn run_worker(dir: &std::path::Path, before_send: bool) {
     let mut command = Command::new(std::env::current_exe().unwrap());
@@ -87,17 +112,7 @@ fn process_killed_after_its_claim_but_before_sending_is_never_blindly_resent() {
         provider.commits().is_empty(),
         "nothing reached the provider"
     );
-    let ledger: Arc<dyn EffectLedger> = Arc::new(
-        SqliteLedger::open(&db, SqliteOptions::default().busy_timeout(LEASE / 3)).unwrap(),
-    );
-    let record = ledger.get("invoice:INV-77:capture").unwrap().unwrap();
-    assert_eq!(
-        record.status,
-        EffectStatus::Dispatched,
-        "the claim was durable before the handler ran"
-    );
-
-    std::thread::sleep(LEASE + Duration::from_millis(100));
+    let (ledger, _) = after_the_worker(&db);
     let options = ExecutorOptions::default().dispatch_lease(LEASE);
     let executor = EffectExecutor::with_options(Arc::clone(&ledger), options);
     // The probe finds nothing, but the dead worker's request could still be in
@@ -121,26 +136,26 @@ fn process_killed_after_the_provider_committed_is_reconciled_without_rerunning()
         "the provider committed before the crash"
     );
 
-    let ledger: Arc<dyn EffectLedger> = Arc::new(
-        SqliteLedger::open(&db, SqliteOptions::default().busy_timeout(LEASE / 3)).unwrap(),
-    );
-    let record = ledger.get("invoice:INV-77:capture").unwrap().unwrap();
-    assert_eq!(
-        record.status,
-        EffectStatus::Dispatched,
-        "the claim survived the crash"
-    );
+    // The ledger's clock stands a moment before the dead worker's lease ends.
+    let (_, claimed) = after_the_worker(&db);
+    let lease_until = claimed
+        .lease_until
+        .expect("a dispatched record has a lease");
+    let clock = Arc::new(ManualClock::new(
+        UNIX_EPOCH + Duration::from_secs_f64(lease_until) - Duration::from_millis(1),
+    ));
+    let ledger = reopen(&db, clock.clone());
 
     let options = ExecutorOptions::default().dispatch_lease(LEASE);
     let executor = EffectExecutor::with_options(Arc::clone(&ledger), options);
     let contract = capture_contract(&provider);
-    // While the dead worker's lease could still be live, nobody dispatches.
+    // While the dead worker's lease is live, nobody dispatches.
     let early = executor
         .execute(&contract, &args(), forbidden_handler)
         .unwrap();
-    if early.in_progress {
-        std::thread::sleep(LEASE + Duration::from_millis(100));
-    }
+    assert!(early.in_progress, "{early:?}");
+    assert_eq!(early.status, EffectStatus::Dispatched);
+    clock.advance(Duration::from_millis(2));
     let result = executor
         .execute(&contract, &args(), forbidden_handler)
         .unwrap();
@@ -176,20 +191,13 @@ fn a_sweep_in_a_new_process_settles_a_dispatch_killed_after_the_provider_committ
 
     // A service starting up: it registers its contracts and sweeps, with no
     // agent ever calling the same operation again.
-    let ledger: Arc<dyn EffectLedger> = Arc::new(
-        SqliteLedger::open(&db, SqliteOptions::default().busy_timeout(LEASE / 3)).unwrap(),
-    );
+    let (ledger, _) = after_the_worker(&db);
     let executor = EffectExecutor::with_options(
         Arc::clone(&ledger),
         ExecutorOptions::default().dispatch_lease(LEASE),
     );
     let sweeper = Sweeper::new(executor).register(capture_contract(&provider));
-    let mut report = sweeper.sweep().unwrap();
-    if report.examined == 0 {
-        // The dead worker's lease was still live: nothing was stuck yet.
-        std::thread::sleep(LEASE + Duration::from_millis(100));
-        report = sweeper.sweep().unwrap();
-    }
+    let report = sweeper.sweep().unwrap();
     assert_eq!((report.examined, report.confirmed), (1, 1), "{report:?}");
     let record = ledger.get("invoice:INV-77:capture").unwrap().unwrap();
     assert_eq!(record.status, EffectStatus::Confirmed);

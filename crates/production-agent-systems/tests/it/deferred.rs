@@ -11,6 +11,7 @@ use std::process::Command;
 use std::sync::Arc;
 use std::time::Duration;
 
+use effect_testkit::time::past_every_lease;
 use production_agent_systems::{
     EffectContract, EffectExecutor, EffectLedger, EffectStatus, ExecutorOptions, HandlerError,
     SqliteLedger, SqliteOptions, Sweeper,
@@ -43,18 +44,10 @@ fn contract(basis: &str, provider: &FileProvider) -> EffectContract {
     if basis == "probe" {
         return capture_contract(provider);
     }
-    EffectContract::builder("capture_payment", |args| {
-        Ok(format!(
-            "invoice:{}:capture",
-            args["invoice_id"].as_str().ok_or("missing invoice_id")?
-        ))
-    })
-    .provider_idempotency_key(|args| {
-        Ok(args["invoice_id"].as_str().map(|i| format!("capture:{i}")))
-    })
-    .provider_idempotency_guaranteed(basis == "key")
-    .build()
-    .unwrap()
+    effect_testkit::contracts::capture_payment()
+        .provider_idempotency_guaranteed(basis == "key")
+        .build()
+        .unwrap()
 }
 
 fn options() -> SqliteOptions {
@@ -143,8 +136,11 @@ fn run_worker(dir: &Path, basis: &str) -> Value {
     serde_json::from_slice(&answer).unwrap()
 }
 
+/// The ledger as a process that starts after the worker died opens it: the
+/// worker's lease is over on its clock.
 fn reopen(dir: &Path) -> Arc<dyn EffectLedger> {
-    Arc::new(SqliteLedger::open(ledger_path(dir), options()).unwrap())
+    let options = options().clock(past_every_lease(LEASE));
+    Arc::new(SqliteLedger::open(ledger_path(dir), options).unwrap())
 }
 
 #[test]
@@ -178,7 +174,6 @@ fn an_outcome_without_a_safe_basis_is_durable_when_its_process_dies() {
     let record = ledger.get(ID).unwrap().unwrap();
     assert_eq!(record.status, EffectStatus::Confirmed);
     assert_eq!(record.output, Some(answered));
-    std::thread::sleep(LEASE + Duration::from_millis(100));
     let provider = provider(dir.path());
     let sweeper = Sweeper::new(executor(&ledger)).register(contract("none", &provider));
     assert_eq!(sweeper.sweep().unwrap().examined, 0, "nothing to reconcile");
@@ -213,12 +208,7 @@ fn a_deferred_outcome_lost_with_the_machine_is_reconciled_through_the_probe() {
     );
     let provider = provider(dir.path());
     let sweeper = Sweeper::new(executor(&ledger)).register(contract("probe", &provider));
-    let mut report = sweeper.sweep().unwrap();
-    if report.examined == 0 {
-        // The dead worker's lease was still live.
-        std::thread::sleep(LEASE + Duration::from_millis(100));
-        report = sweeper.sweep().unwrap();
-    }
+    let report = sweeper.sweep().unwrap();
     assert_eq!((report.examined, report.confirmed), (1, 1), "{report:?}");
     let record = ledger.get(ID).unwrap().unwrap();
     assert_eq!(record.status, EffectStatus::Confirmed);
@@ -240,7 +230,6 @@ fn a_deferred_outcome_lost_with_the_machine_is_retried_under_its_guaranteed_key(
         ledger.get(ID).unwrap().unwrap().status,
         EffectStatus::Dispatched
     );
-    std::thread::sleep(LEASE + Duration::from_millis(100));
     let provider = provider(dir.path());
     let retry = provider.clone();
     // The provider honours the key: a retry under it commits nothing new.

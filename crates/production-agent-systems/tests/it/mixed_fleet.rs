@@ -23,7 +23,7 @@ use std::time::{Duration, Instant};
 
 use production_agent_systems::core::FingerprintForm;
 use production_agent_systems::{
-    EffectContract, EffectExecutor, EffectLedger, ExecutorOptions, HandlerContext, HandlerError,
+    EffectExecutor, EffectLedger, ExecutorOptions, HandlerContext, HandlerError,
     OutcomeProbeResult, SqliteLedger, SqliteOptions,
 };
 use serde_json::{Value, json};
@@ -144,25 +144,17 @@ fn mixed_fleet_rust_worker_role() {
     let faults = config["faults"].as_str().unwrap().to_owned();
     let pending = config["probe"] == "pending";
     let probing = Arc::clone(&provider);
-    let contract = EffectContract::builder("capture_payment", |args| {
-        Ok(format!(
-            "invoice:{}:capture",
-            args["invoice_id"].as_str().ok_or("missing invoice_id")?
-        ))
-    })
-    .provider_idempotency_key(|args| {
-        Ok(args["invoice_id"].as_str().map(|i| format!("capture:{i}")))
-    })
-    .outcome_probe(move |args, _key| {
-        if pending {
-            return Ok(OutcomeProbeResult::pending());
-        }
-        Ok(probing.probe(args["invoice_id"].as_str().ok_or("missing invoice_id")?))
-    })
-    // The Rust side stores its intent (beside the columns Python reads).
-    .store_intent(true)
-    .build()
-    .unwrap();
+    let contract = effect_testkit::contracts::capture_payment()
+        .outcome_probe(move |args, _key| {
+            if pending {
+                return Ok(OutcomeProbeResult::pending());
+            }
+            Ok(probing.probe(args["invoice_id"].as_str().ok_or("missing invoice_id")?))
+        })
+        // The Rust side stores its intent (beside the columns Python reads).
+        .store_intent(true)
+        .build()
+        .unwrap();
     let faulted = Arc::new(Mutex::new(HashSet::new()));
     let index_of = Arc::new(index_of);
     let mut out = File::create(path("out")).unwrap();

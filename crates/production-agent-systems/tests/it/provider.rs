@@ -109,18 +109,10 @@ pub fn append_line(path: &Path, line: &str) {
 
 pub fn capture_contract(provider: &FileProvider) -> EffectContract {
     let provider = provider.clone();
-    EffectContract::builder("capture_payment", |args| {
-        Ok(format!(
-            "invoice:{}:capture",
-            args["invoice_id"].as_str().ok_or("missing invoice_id")?
-        ))
-    })
-    .provider_idempotency_key(|args| {
-        Ok(args["invoice_id"].as_str().map(|i| format!("capture:{i}")))
-    })
-    .outcome_probe(move |_args, key| Ok(provider.lookup(key.ok_or("missing key")?)))
-    .build()
-    .unwrap()
+    effect_testkit::contracts::capture_payment()
+        .outcome_probe(move |_args, key| Ok(provider.lookup(key.ok_or("missing key")?)))
+        .build()
+        .unwrap()
 }
 
 /// A handler that must never run (the operation is past dispatch).

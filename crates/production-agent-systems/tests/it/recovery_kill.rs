@@ -83,20 +83,12 @@ fn provider_key(i: usize) -> String {
 /// after a dead caller is safe on the key alone.
 fn contract(provider: &FileProvider, guaranteed: bool) -> EffectContract {
     let provider = provider.clone();
-    EffectContract::builder("capture_payment", |args| {
-        Ok(format!(
-            "invoice:{}:capture",
-            args["invoice_id"].as_str().ok_or("missing invoice_id")?
-        ))
-    })
-    .provider_idempotency_key(|args| {
-        Ok(args["invoice_id"].as_str().map(|i| format!("capture:{i}")))
-    })
-    .provider_idempotency_guaranteed(guaranteed)
-    .outcome_probe(move |_args, key| Ok(provider.lookup(key.ok_or("missing key")?)))
-    .store_intent(true)
-    .build()
-    .unwrap()
+    effect_testkit::contracts::capture_payment()
+        .provider_idempotency_guaranteed(guaranteed)
+        .outcome_probe(move |_args, key| Ok(provider.lookup(key.ok_or("missing key")?)))
+        .store_intent(true)
+        .build()
+        .unwrap()
 }
 
 fn files(dir: &Path) -> (FileProvider, PathBuf) {

@@ -99,12 +99,7 @@ fn a_deleted_ledger_file_fails_the_call_before_any_dispatch() {
             send(&provider, "R-2"),
         )
         .expect_err("a call on a deleted ledger must fail");
-    let mut chain = err.to_string();
-    let mut source = std::error::Error::source(&err);
-    while let Some(cause) = source {
-        chain.push_str(&format!(": {cause}"));
-        source = cause.source();
-    }
+    let chain = production_agent_systems::core::error_chain(&err);
     assert!(chain.contains("was deleted while open"), "{chain}");
     assert_eq!(
         provider.commits(),
