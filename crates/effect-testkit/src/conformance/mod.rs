@@ -59,7 +59,8 @@ mod reads;
 
 pub use approval::{
     approval_allows_one_dispatch, approval_refusals_write_nothing,
-    approval_required_operation_waits, concurrent_claims_use_one_approval, denial_is_terminal,
+    approval_required_operation_waits, callers_dispatch_each_approved_operation_once,
+    concurrent_claims_use_one_approval, denial_is_terminal,
     expired_approval_is_refused_by_the_claim, manual_retry_waits_for_a_new_approval,
 };
 pub use data::{UNUSUAL_OPERATION_IDS, large_output_round_trips, unusual_operation_ids_round_trip};
