@@ -373,7 +373,9 @@ impl RecoveryWorker {
 
     /// Runs [`run_once_async`](Self::run_once_async) every `every` until
     /// `shutdown` completes, then returns the reports of every pass. A pass
-    /// that fails is logged and tried again at the next tick.
+    /// that fails is logged and tried again at the next tick. It pauses
+    /// through the executor's [`Sleeper`](effect_core::Sleeper) on tokio's
+    /// blocking pool, and the shutdown ends the pause.
     #[cfg(feature = "tokio")]
     #[cfg_attr(docsrs, doc(cfg(feature = "tokio")))]
     pub async fn run_async(
@@ -382,15 +384,32 @@ impl RecoveryWorker {
         shutdown: impl std::future::Future<Output = ()>,
     ) -> Vec<RecoveryReport> {
         let mut reports = Vec::new();
+        let sleeper = Arc::clone(self.executor.sleeper());
+        let stop = effect_core::StopSignal::new();
         tokio::pin!(shutdown);
         loop {
             match self.run_once_async().await {
                 Ok(report) => reports.push(report),
                 Err(err) => tracing::warn!(error = %err, "recovery pass failed"),
             }
+            // The pause goes through the executor's sleeper (so a test's
+            // clock drives it), on the blocking pool; the shutdown raises the
+            // stop, which ends the pause at once.
+            let pause = {
+                let (sleeper, stop) = (Arc::clone(&sleeper), stop.clone());
+                tokio::task::spawn_blocking(move || sleeper.sleep_unless_stopped(every, &stop))
+            };
             tokio::select! {
-                () = &mut shutdown => return reports,
-                () = tokio::time::sleep(every) => {}
+                () = &mut shutdown => {
+                    stop.stop();
+                    return reports;
+                }
+                paused = pause => {
+                    if paused.is_err() {
+                        tracing::warn!("the recovery worker's pause could not run; stopping");
+                        return reports;
+                    }
+                }
             }
         }
     }

@@ -228,6 +228,37 @@ fn a_spawned_worker_pauses_through_the_executor_s_sleeper_until_stopped() {
     assert_eq!(w.provider.handler_calls(), 0);
 }
 
+/// Under tokio the worker pauses through the executor's sleeper too (not
+/// tokio's timer: an hour would fail the test), and the shutdown ends it.
+#[cfg(feature = "tokio")]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_async_worker_pauses_through_the_executor_s_sleeper_until_shut_down() {
+    let w = memory();
+    let every = Duration::from_secs(3600);
+    let start = w.clock.now();
+    let clock = Arc::clone(&w.clock);
+    let shutdown = async move {
+        while clock.now() < start + 2 * every {
+            tokio::task::yield_now().await;
+        }
+    };
+    // A bound on a failure only: the pauses are the manual clock's.
+    let reports = tokio::time::timeout(
+        Duration::from_secs(120),
+        w.worker(&w.capture(true)).run_async(every, shutdown),
+    )
+    .await
+    .expect("the worker paused on tokio's timer, not on the executor's sleeper");
+    let passes = u32::try_from(reports.len()).unwrap();
+    let paused = w.clock.now().duration_since(start).unwrap();
+    assert!(passes >= 2, "{reports:?}");
+    assert!(
+        paused == every * passes || paused == every * (passes - 1),
+        "{passes} passes, {paused:?} paused"
+    );
+    assert_eq!(w.provider.handler_calls(), 0);
+}
+
 #[test]
 fn a_retry_authorized_after_not_sent_is_dispatched_once_by_the_worker() {
     for w in worlds() {
