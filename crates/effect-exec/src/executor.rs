@@ -638,10 +638,14 @@ impl EffectExecutor {
                 )]),
                 first_round,
             ),
+            // Nothing left the process: a retry is always safe. A later round
+            // leaves it to the next call (the record stays `outcome_unknown`
+            // with this evidence), rather than quarantine an attempt that
+            // cannot have committed.
             HandlerOutcome::NotSent(message) => (
                 format!("nothing was sent: {message}"),
                 evidence_of([(DISPATCH_INTERRUPTION, INTERRUPTED_BEFORE_SENDING.into())]),
-                first_round,
+                true,
             ),
             HandlerOutcome::TimedOut => (
                 format!(

@@ -313,6 +313,59 @@ fn an_operation_left_uncertain_by_not_sent_is_dispatched_once_by_the_worker() {
     }
 }
 
+/// A call whose two dispatches both fail before anything is sent (a
+/// contract with neither probe nor key): nothing can have committed, so the
+/// operation is not quarantined; it stays `outcome_unknown` with the
+/// evidence, and the next call dispatches it, once.
+#[test]
+fn two_dispatches_not_sent_are_left_to_the_next_call_not_quarantined() {
+    for w in worlds() {
+        let contract = EffectContract::builder("send_receipt", |args| {
+            Ok(format!(
+                "receipt:{}",
+                args["invoice_id"].as_str().ok_or("missing invoice_id")?
+            ))
+        })
+        .build()
+        .unwrap();
+        let (id, caller_calls) = w.left_by_not_sent(&contract, &invoice("INV-7"));
+        assert_eq!(
+            caller_calls, 2,
+            "{}: the first not-sent authorized a retry",
+            w.store
+        );
+        let record = w.ledger.get(&id).unwrap().unwrap();
+        assert_eq!(
+            (record.status, record.attempts),
+            (EffectStatus::OutcomeUnknown, 2),
+            "{}",
+            w.store
+        );
+        let sent = Arc::new(AtomicUsize::new(0));
+        let counted = Arc::clone(&sent);
+        let result = w
+            .executor()
+            .execute(&contract, &invoice("INV-7"), move |_args: Value, _ctx| {
+                counted.fetch_add(1, Ordering::SeqCst);
+                Ok::<_, HandlerError>(json!({"sent": true}))
+            })
+            .unwrap();
+        assert_eq!(
+            result.status,
+            EffectStatus::Confirmed,
+            "{}: {result:?}",
+            w.store
+        );
+        assert_eq!(sent.load(Ordering::SeqCst), 1, "{}", w.store);
+        assert_eq!(
+            w.ledger.get(&id).unwrap().unwrap().attempts,
+            3,
+            "{}",
+            w.store
+        );
+    }
+}
+
 #[test]
 fn an_operation_without_stored_intent_waits_for_its_caller() {
     for w in worlds() {
