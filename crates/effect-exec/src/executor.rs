@@ -643,7 +643,13 @@ impl EffectExecutor {
             // with this evidence), rather than quarantine an attempt that
             // cannot have committed.
             HandlerOutcome::NotSent(message) => (
-                format!("nothing was sent: {message}"),
+                if first_round {
+                    format!("nothing was sent: {message}")
+                } else {
+                    format!(
+                        "nothing was sent: {message}; a resend is pending: the next execution sends it"
+                    )
+                },
                 evidence_of([(DISPATCH_INTERRUPTION, INTERRUPTED_BEFORE_SENDING.into())]),
                 true,
             ),

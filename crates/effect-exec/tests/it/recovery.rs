@@ -341,6 +341,12 @@ fn two_dispatches_not_sent_are_left_to_the_next_call_not_quarantined() {
             "{}",
             w.store
         );
+        let error = record.error.unwrap_or_default();
+        assert!(
+            error.contains("a resend is pending"),
+            "{}: {error}",
+            w.store
+        );
         let sent = Arc::new(AtomicUsize::new(0));
         let counted = Arc::clone(&sent);
         let result = w
