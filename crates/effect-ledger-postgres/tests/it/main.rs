@@ -7,9 +7,12 @@
 //! failure. Every test works in a fresh schema of its own and drops it after.
 //! The TLS tests also need `EFFECT_TEST_POSTGRES_TLS_CA`, the CA file that
 //! signed the server's certificate (`.ci/run` makes both).
+//! The restart tests (`restart.rs`) start a PostgreSQL cluster of their own
+//! (`cluster.rs`): they need `initdb` and `pg_ctl`, not the shared server.
 #![allow(clippy::disallowed_methods)] // Tests time real stores and processes.
 
 mod approval;
+mod cluster;
 mod conformance;
 mod cursor;
 mod leases;
@@ -17,6 +20,7 @@ mod lost_commit;
 mod pgbouncer;
 mod processes;
 mod prune;
+mod restart;
 mod schema;
 mod storage;
 mod support;
