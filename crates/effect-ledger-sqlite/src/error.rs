@@ -41,9 +41,13 @@ pub enum SqliteError {
         #[source]
         source: io::Error,
     },
-    /// The file exists but is not a SQLite database (or is damaged or encrypted).
+    /// The file exists but SQLite reads it as no database, or a damaged one
+    /// (or it is encrypted). A failed read of an intact file can look the
+    /// same, so the advice is to check before restoring anything.
     #[error(
-        "{path:?} is not a usable sqlite ledger database; point the ledger at a new file or restore the ledger from a backup"
+        "{path:?} is not a usable sqlite ledger database; if the disk reported I/O errors, retry \
+         once they stop; otherwise check the file with PRAGMA integrity_check and restore the \
+         ledger from a backup only if that fails (a new file would forget every operation)"
     )]
     NotADatabase {
         /// The database file.
@@ -133,6 +137,21 @@ pub enum SqliteError {
         #[source]
         source: rusqlite::Error,
     },
+    /// The disk failed an I/O request (`SQLITE_IOERR`) or is full
+    /// (`SQLITE_FULL`) while the ledger was being opened: worth another
+    /// attempt once the disk recovers.
+    #[error(
+        "the disk failed an I/O request while opening sqlite ledger {path:?} ({step}); retry once it recovers"
+    )]
+    Io {
+        /// The database file.
+        path: PathBuf,
+        /// What was being done.
+        step: &'static str,
+        /// SQLite's error.
+        #[source]
+        source: rusqlite::Error,
+    },
     /// SQLite kept another journal mode when asked for WAL.
     #[error(
         "sqlite ledger {path:?} stayed in journal mode {mode:?} instead of WAL; put it on a local file system that supports shared memory"
@@ -175,7 +194,9 @@ impl SqliteError {
             SqliteError::NotADatabase { .. }
             | SqliteError::IncompatibleSchema { .. }
             | SqliteError::NotALedger { .. } => LedgerErrorKind::Corrupt,
-            SqliteError::Busy { .. } | SqliteError::Pool { .. } => LedgerErrorKind::Unavailable,
+            SqliteError::Busy { .. } | SqliteError::Pool { .. } | SqliteError::Io { .. } => {
+                LedgerErrorKind::Unavailable
+            }
             SqliteError::NewerSchema { .. } | SqliteError::NeedsMigration { .. } => {
                 LedgerErrorKind::Unsupported
             }
@@ -197,6 +218,9 @@ impl SqliteError {
             Some(ErrorCode::CannotOpen) => SqliteError::CannotOpen { path, source },
             Some(ErrorCode::DatabaseBusy | ErrorCode::DatabaseLocked) => {
                 SqliteError::Busy { path, source }
+            }
+            Some(ErrorCode::SystemIoFailure | ErrorCode::DiskFull) => {
+                SqliteError::Io { path, step, source }
             }
             _ => SqliteError::Open { path, step, source },
         }
@@ -281,9 +305,13 @@ pub(crate) fn ledger_error(doing: impl fmt::Display, error: rusqlite::Error) -> 
             ),
             boxed(error),
         ),
+        // SQLite answers SQLITE_CORRUPT for a read that failed or came back
+        // short as well as for a damaged file: the advice is to look first.
         Some(ErrorCode::NotADatabase | ErrorCode::DatabaseCorrupt) => LedgerError::corrupt(
             format!(
-                "the sqlite ledger file is damaged or not a database while {doing}; restore it from a backup"
+                "sqlite read the ledger file as damaged while {doing}; if the disk reported I/O \
+                 errors, retry once they stop; if it persists, check the file with PRAGMA \
+                 integrity_check and restore it from a backup only if that fails"
             ),
             boxed(error),
         ),
@@ -342,3 +370,6 @@ pub(crate) fn pool_error(doing: impl fmt::Display, error: r2d2::Error) -> Ledger
 fn boxed(error: impl std::error::Error + Send + Sync + 'static) -> Option<BoxError> {
     Some(Box::new(error))
 }
+
+#[cfg(test)]
+mod tests;
