@@ -22,10 +22,18 @@
 //! frames, which a reader can prevent), and it writes nothing. No log file
 //! means nothing is pending: SQLite removes it only after a checkpoint that
 //! synced it.
+//!
+//! A failed `fdatasync` poisons the ledger, as a failed sync during a commit
+//! does (see "After a failed sync" in the crate docs): the operating system
+//! may have dropped the log's dirty pages, so no later sync can prove that
+//! the deferred commits reached the disk, and the ledger refuses writes
+//! until it is opened again. A log file that cannot be opened syncs nothing
+//! and loses nothing: the commits stay pending for the next attempt.
 
 use std::fs::File;
 use std::io;
 use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
 use std::thread::{self, JoinHandle};
 use std::time::Duration;
@@ -48,6 +56,10 @@ struct Shared {
     wake: Condvar,
     wal: PathBuf,
     delay: Duration,
+    /// The ledger's poison flag, set when a sync of the log fails.
+    poisoned: Arc<AtomicBool>,
+    /// `File::sync_data`; a failing one in this module's tests.
+    sync_file: fn(&File) -> io::Result<()>,
 }
 
 #[derive(Debug, Default)]
@@ -61,8 +73,12 @@ struct State {
 
 impl Syncer {
     /// A syncer for the ledger file `database`; its thread starts with the
-    /// first deferred commit.
-    pub(crate) fn new(database: &std::path::Path, delay: Duration) -> Self {
+    /// first deferred commit. A failed sync sets `poisoned`.
+    pub(crate) fn new(
+        database: &std::path::Path,
+        delay: Duration,
+        poisoned: Arc<AtomicBool>,
+    ) -> Self {
         let mut wal = database.as_os_str().to_owned();
         wal.push("-wal");
         Syncer {
@@ -71,6 +87,8 @@ impl Syncer {
                 wake: Condvar::new(),
                 wal: PathBuf::from(wal),
                 delay,
+                poisoned,
+                sync_file: File::sync_data,
             }),
             thread: Mutex::new(None),
         }
@@ -109,14 +127,26 @@ impl Syncer {
 
     /// Makes every deferred commit so far durable.
     pub(crate) fn sync(&self) -> Result<(), LedgerError> {
-        self.shared.sync_pending().map_err(|source| {
-            LedgerError::backend(
-                format!(
-                    "syncing the write-ahead log {} of deferred commits",
-                    self.shared.wal.display()
+        self.shared.sync_pending().map_err(|failure| {
+            let wal = self.shared.wal.display();
+            let (message, source) = match failure {
+                SyncFailure::Open(source) => (
+                    format!(
+                        "cannot open the write-ahead log {wal} to sync deferred commits; they \
+                         stay pending, retry later"
+                    ),
+                    source,
                 ),
-                Some(Box::new(source) as effect_core::BoxError),
-            )
+                SyncFailure::Sync(source) => (
+                    format!(
+                        "the disk did not confirm a sync of the write-ahead log {wal}: deferred \
+                         commits may or may not be durable, and this ledger refuses writes \
+                         until it is opened again"
+                    ),
+                    source,
+                ),
+            };
+            LedgerError::unavailable(message, Some(Box::new(source) as effect_core::BoxError))
         })
     }
 }
@@ -176,8 +206,9 @@ impl Shared {
         }
     }
 
-    /// Syncs the log if a deferred commit may not be durable yet.
-    fn sync_pending(&self) -> io::Result<()> {
+    /// Syncs the log if a deferred commit may not be durable yet; a failed
+    /// sync poisons the ledger.
+    fn sync_pending(&self) -> Result<(), SyncFailure> {
         let target = {
             let state = self.lock();
             if state.synced >= state.deferred {
@@ -186,14 +217,28 @@ impl Shared {
             state.deferred
         };
         match File::open(&self.wal) {
-            Ok(file) => file.sync_data()?,
+            Ok(file) => {
+                if let Err(err) = (self.sync_file)(&file) {
+                    self.poisoned.store(true, Ordering::Release);
+                    return Err(SyncFailure::Sync(err));
+                }
+            }
             Err(err) if err.kind() == io::ErrorKind::NotFound => {}
-            Err(err) => return Err(err),
+            Err(err) => return Err(SyncFailure::Open(err)),
         }
         let mut state = self.lock();
         state.synced = state.synced.max(target);
         Ok(())
     }
+}
+
+/// Why the log of deferred commits was not synced.
+#[derive(Debug)]
+enum SyncFailure {
+    /// It could not be opened: nothing was synced, nothing is lost.
+    Open(io::Error),
+    /// `fdatasync` failed: what it should have written may be lost.
+    Sync(io::Error),
 }
 
 #[cfg(test)]
@@ -212,7 +257,7 @@ mod tests {
         std::fs::write(dir.path().join("effects.sqlite3-wal"), b"frames")
             .unwrap_or_else(|err| panic!("{err}"));
         // A timer that never fires within the test.
-        let syncer = Syncer::new(&database, Duration::from_secs(600));
+        let syncer = Syncer::new(&database, Duration::from_secs(600), Arc::default());
         let shared = Arc::clone(&syncer.shared);
         syncer.deferred_committed();
         syncer.deferred_committed();
@@ -227,7 +272,7 @@ mod tests {
         let database = dir.path().join("effects.sqlite3");
         std::fs::write(dir.path().join("effects.sqlite3-wal"), b"frames")
             .unwrap_or_else(|err| panic!("{err}"));
-        let syncer = Syncer::new(&database, Duration::from_secs(600));
+        let syncer = Syncer::new(&database, Duration::from_secs(600), Arc::default());
         syncer.deferred_committed();
         syncer.sync().unwrap_or_else(|err| panic!("{err}"));
         assert_eq!(pending(&syncer.shared), 0);
@@ -239,7 +284,7 @@ mod tests {
         let database = dir.path().join("effects.sqlite3");
         std::fs::write(dir.path().join("effects.sqlite3-wal"), b"frames")
             .unwrap_or_else(|err| panic!("{err}"));
-        let syncer = Syncer::new(&database, Duration::from_millis(10));
+        let syncer = Syncer::new(&database, Duration::from_millis(10), Arc::default());
         syncer.deferred_committed();
         // Generous: the point is that it happens without a sync or a close.
         for _ in 0..500 {
@@ -249,5 +294,58 @@ mod tests {
             thread::sleep(Duration::from_millis(10));
         }
         panic!("the background sync never ran");
+    }
+
+    fn failing_sync(_: &File) -> io::Result<()> {
+        Err(io::Error::from_raw_os_error(5))
+    }
+
+    /// A failed sync of the log leaves the commits pending and poisons the
+    /// ledger: no later sync proves they reached the disk.
+    #[test]
+    fn a_failed_sync_poisons_the_ledger_and_leaves_the_commits_pending() {
+        let dir = tempfile::tempdir().unwrap_or_else(|err| panic!("{err}"));
+        let database = dir.path().join("effects.sqlite3");
+        std::fs::write(dir.path().join("effects.sqlite3-wal"), b"frames")
+            .unwrap_or_else(|err| panic!("{err}"));
+        let poisoned = Arc::new(AtomicBool::new(false));
+        let mut syncer = Syncer::new(&database, Duration::from_secs(600), Arc::clone(&poisoned));
+        Arc::get_mut(&mut syncer.shared)
+            .unwrap_or_else(|| panic!("no thread holds the state yet"))
+            .sync_file = failing_sync;
+        syncer.deferred_committed();
+        let err = syncer
+            .sync()
+            .err()
+            .unwrap_or_else(|| panic!("the sync failed"));
+        assert_eq!(err.kind(), effect_core::LedgerErrorKind::Unavailable);
+        assert!(
+            err.to_string().contains("may or may not be durable"),
+            "{err}"
+        );
+        assert!(poisoned.load(Ordering::Acquire));
+        assert_eq!(pending(&syncer.shared), 1, "still pending");
+    }
+
+    /// A log that cannot be opened was not synced: nothing lost, no poison.
+    #[cfg(unix)]
+    #[test]
+    fn a_log_that_cannot_be_opened_does_not_poison() {
+        let dir = tempfile::tempdir().unwrap_or_else(|err| panic!("{err}"));
+        let database = dir.path().join("effects.sqlite3");
+        // A link to itself where the log should be: opening it fails (ELOOP).
+        let wal = dir.path().join("effects.sqlite3-wal");
+        std::os::unix::fs::symlink(&wal, &wal).unwrap_or_else(|err| panic!("{err}"));
+        let poisoned = Arc::new(AtomicBool::new(false));
+        let syncer = Syncer::new(&database, Duration::from_secs(600), Arc::clone(&poisoned));
+        syncer.deferred_committed();
+        let err = syncer
+            .sync()
+            .err()
+            .unwrap_or_else(|| panic!("the log cannot be opened"));
+        assert_eq!(err.kind(), effect_core::LedgerErrorKind::Unavailable);
+        assert!(err.to_string().contains("stay pending"), "{err}");
+        assert!(!poisoned.load(Ordering::Acquire), "{err}");
+        assert_eq!(pending(&syncer.shared), 1);
     }
 }

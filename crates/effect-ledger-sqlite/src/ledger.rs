@@ -129,7 +129,8 @@ impl SqliteLedger {
     /// [`SqliteError::NotADatabase`] for a file that is not SQLite;
     /// [`SqliteError::ReadOnly`] for a file this process can only read (a
     /// read-only file or mount: open it with [`SqliteOptions::read_only`]
-    /// instead), [`SqliteError::CannotOpen`], [`SqliteError::Busy`],
+    /// instead), [`SqliteError::Io`] for an I/O error or a full disk (worth
+    /// another attempt), [`SqliteError::CannotOpen`], [`SqliteError::Busy`],
     /// [`SqliteError::NewerSchema`], [`SqliteError::IncompatibleSchema`], and
     /// [`SqliteError::CreateDirectory`] / [`SqliteError::Open`] /
     /// [`SqliteError::Pool`] for other failures.
@@ -223,6 +224,7 @@ impl SqliteLedger {
                 path: path.to_owned(),
                 source,
             })?;
+        let poisoned = Arc::new(AtomicBool::new(false));
         Ok(SqliteLedger {
             pool,
             clock: options.clock,
@@ -238,9 +240,14 @@ impl SqliteLedger {
             list_sql: list_sql(layout),
             immutable,
             defers: options.durability == Durability::Full && !options.read_only,
-            syncer: Arc::new(Syncer::new(path, options.deferred_sync_delay)),
+            // A failed sync of deferred commits poisons the ledger too.
+            syncer: Arc::new(Syncer::new(
+                path,
+                options.deferred_sync_delay,
+                Arc::clone(&poisoned),
+            )),
             levels_unknown: Arc::new(AtomicBool::new(false)),
-            poisoned: Arc::new(AtomicBool::new(false)),
+            poisoned,
             read_only: options.read_only,
         })
     }

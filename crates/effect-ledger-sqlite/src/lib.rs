@@ -85,7 +85,7 @@
 //! | --- | --- |
 //! | locked past the busy timeout, no pooled connection free, file vanished, disk full, an I/O error (`SQLITE_IOERR`) | `Unavailable` |
 //! | a commit whose sync failed (`SQLITE_IOERR_FSYNC`): outcome unknown, the ledger is poisoned | `Unavailable` |
-//! | not a database, damaged file, undecodable row (unknown status, invalid JSON, negative attempts) | `Corrupt` |
+//! | not a database, damaged file (which a failed read of an intact file can look like: the message says to check it with `PRAGMA integrity_check` before restoring), undecodable row (unknown status, invalid JSON, negative attempts) | `Corrupt` |
 //! | file made read-only after opening, or [`SqliteOptions::read_only`] ledger asked to write | `Backend` |
 //! | anything else | `Backend` |
 //!
@@ -108,8 +108,13 @@
 //! For the executor a refused or unknown claim is an error before any
 //! dispatch, and an unknown confirmation leaves the record `dispatched`
 //! until its lease expires and it is reconciled (probe or key), like any
-//! interrupted dispatch. Other I/O errors (a failed `write`, a full disk)
-//! roll the transaction back and leave the ledger usable.
+//! interrupted dispatch. A failed sync of deferred commits (see
+//! [`SqliteOptions::deferred_sync_delay`]) poisons the ledger the same way:
+//! those commits were answered, and may or may not be durable. Other I/O
+//! errors (a failed `write`, a full disk, a log that cannot be opened to
+//! sync) roll the transaction back, or leave the deferred commits pending,
+//! and leave the ledger usable; while opening, they are [`SqliteError::Io`],
+//! of kind `Unavailable`.
 //! `crates/effect-ledger-sqlite/tests/it/io_faults.rs` runs the ledger under
 //! injected I/O faults (libfiu) and checks this.
 //!

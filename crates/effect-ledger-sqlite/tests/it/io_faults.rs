@@ -46,7 +46,7 @@ use std::time::{Duration, UNIX_EPOCH};
 use effect_core::EffectLedgerExt as _;
 use effect_core::{
     EffectContract, EffectLedger, EffectStatus, LedgerErrorKind, ManualClock, OutcomeProbeResult,
-    Transition,
+    Transition, WriteDurability,
 };
 use effect_exec::{
     Audit, EffectExecutor, ExecError, ExecutorOptions, HandlerContext, HandlerError,
@@ -288,6 +288,17 @@ fn record_answer(message: &Value, told: &mut Told, counts: &mut Counts) -> Resul
         };
         if !faults {
             return Err(format!("{id} failed once the faults had stopped: {error}"));
+        }
+        // SQLite reads an intact file as damaged after a failed read: the
+        // advice must be to check before restoring.
+        if kind == "Corrupt"
+            && !error["message"]
+                .as_str()
+                .is_some_and(|m| m.contains("PRAGMA integrity_check"))
+        {
+            return Err(format!(
+                "{id}: a Corrupt error that advises no check: {error}"
+            ));
         }
         *counts.errors.entry(kind.to_owned()).or_default() += 1;
         return Ok(());
@@ -832,6 +843,211 @@ fn sync_failure_role() -> TestResult {
 }
 
 // ---------------------------------------------------------------------------
+// A failed background sync of deferred commits poisons the ledger.
+// ---------------------------------------------------------------------------
+
+const DEFERRED_ROLE_ENV: &str = "EFFECT_SQLITE_DEFERRED_SYNC_FAILURE_ADDR";
+
+#[test]
+fn a_failed_background_sync_of_deferred_commits_poisons_the_ledger() -> TestResult {
+    let Some(steps) = drive_role("io_faults::deferred_sync_failure_role", DEFERRED_ROLE_ENV)?
+    else {
+        return Ok(());
+    };
+    let step = |name: &str| -> Result<Value, String> {
+        steps
+            .iter()
+            .find(|s| s["type"] == name)
+            .cloned()
+            .ok_or_else(|| format!("no step {name} in {steps:?}"))
+    };
+    // The deferred commit was answered (at NORMAL, before any sync); the
+    // background sync failed afterwards and poisoned the ledger.
+    let poisoned = step("poisoned")?;
+    assert_eq!(poisoned["deferred_applied"], true, "{poisoned}");
+    assert_eq!(poisoned["poisoned"], true, "{poisoned}");
+    // Syncs work again, but this ledger refuses writes, still reads, and
+    // says why when asked to sync.
+    let refused = step("refused")?;
+    assert_eq!(refused["kind"], "Unavailable", "{refused}");
+    assert!(
+        refused["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("open the ledger again")),
+        "{refused}"
+    );
+    assert_eq!(refused["read_deferred"], "prepared", "reads still work");
+    // Opened again, the ledger writes.
+    let reopened = step("reopened")?;
+    assert_eq!(reopened["applied"], true, "{reopened}");
+    assert_eq!(reopened["poisoned"], false, "{reopened}");
+    println!("deferred sync failure: {steps:?}");
+    Ok(())
+}
+
+/// The child of the test above.
+#[test]
+fn deferred_sync_failure_role() -> TestResult {
+    let (Ok(addr), Some(dir)) = (std::env::var(DEFERRED_ROLE_ENV), std::env::var_os(DIR_ENV))
+    else {
+        return Ok(());
+    };
+    let parent = Parent::connect(&addr)?;
+    let path = Path::new(&dir).join("effects.sqlite3");
+    let options = SqliteOptions::default().deferred_sync_delay(Duration::from_millis(10));
+    let ledger = SqliteLedger::open(&path, options.clone())?;
+    // A durable write first: the first commit into an empty write-ahead log
+    // syncs its header, whatever the level.
+    ledger.apply("warm", &Transition::Prepare(op(json!({"n": 3}))))?;
+
+    parent.ask(json!({"type": "fail_syncs"}))?;
+    let deferred = ledger.apply_with(
+        "deferred",
+        &Transition::Prepare(op(json!({"n": 1}))),
+        WriteDurability::Deferrable,
+    );
+    // The background sync runs within its delay; wait for what it did.
+    let start = std::time::Instant::now();
+    while !ledger.is_poisoned() && start.elapsed() < SILENCE {
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    parent.ask(json!({"type": "syncs_ok"}))?;
+    parent.ask(json!({
+        "type": "poisoned",
+        "deferred_applied": deferred.as_ref().is_ok_and(|outcome| outcome.applied),
+        "deferred_error": deferred.err().map(|e| e.to_string()),
+        "poisoned": ledger.is_poisoned(),
+    }))?;
+
+    let read_deferred = ledger
+        .get("deferred")?
+        .map(|r| r.status.as_str().to_owned());
+    let refused = ledger
+        .apply("after", &Transition::Prepare(op(json!({"n": 2}))))
+        .err()
+        .ok_or("a poisoned ledger must refuse writes")?;
+    parent.ask(json!({
+        "type": "refused",
+        "kind": format!("{:?}", refused.kind()),
+        "message": refused.to_string(),
+        "read_deferred": read_deferred,
+    }))?;
+
+    drop(ledger);
+    let ledger = SqliteLedger::open(&path, options)?;
+    let applied = ledger
+        .apply("after", &Transition::Prepare(op(json!({"n": 2}))))?
+        .applied;
+    parent.ask(json!({
+        "type": "reopened",
+        "applied": applied,
+        "poisoned": ledger.is_poisoned(),
+    }))?;
+    Ok(())
+}
+
+// ---------------------------------------------------------------------------
+// Opening under read errors is Unavailable, and works once they stop.
+// ---------------------------------------------------------------------------
+
+const OPEN_ROLE_ENV: &str = "EFFECT_SQLITE_OPEN_READ_FAILURE_ADDR";
+
+#[test]
+fn opening_under_read_errors_is_unavailable_and_works_once_they_stop() -> TestResult {
+    let Some(steps) = drive_role("io_faults::open_read_failure_role", OPEN_ROLE_ENV)? else {
+        return Ok(());
+    };
+    let step = |name: &str| -> Result<Value, String> {
+        steps
+            .iter()
+            .find(|s| s["type"] == name)
+            .cloned()
+            .ok_or_else(|| format!("no step {name} in {steps:?}"))
+    };
+    let failed = step("failed_open")?;
+    assert_eq!(failed["kind"], "Unavailable", "{failed}");
+    assert_eq!(failed["ledger_kind"], "Unavailable", "{failed}");
+    let reopened = step("reopened")?;
+    assert_eq!(reopened["status"], "prepared", "{reopened}");
+    println!("open under read errors: {steps:?}");
+    Ok(())
+}
+
+/// The child of the test above: the parent has made the ledger file.
+#[test]
+fn open_read_failure_role() -> TestResult {
+    let (Ok(addr), Some(dir)) = (std::env::var(OPEN_ROLE_ENV), std::env::var_os(DIR_ENV)) else {
+        return Ok(());
+    };
+    let parent = Parent::connect(&addr)?;
+    let path = Path::new(&dir).join("effects.sqlite3");
+    parent.ask(json!({"type": "fail_reads"}))?;
+    let failed = SqliteLedger::open(&path, SqliteOptions::default())
+        .err()
+        .ok_or("an open whose reads fail must fail")?;
+    parent.ask(json!({"type": "reads_ok"}))?;
+    let kind = format!("{:?}", failed.kind());
+    let message = failed.to_string();
+    parent.ask(json!({
+        "type": "failed_open",
+        "kind": kind,
+        "message": message,
+        "ledger_kind": format!("{:?}", effect_core::LedgerError::from(failed).kind()),
+    }))?;
+    let ledger = SqliteLedger::open(&path, SqliteOptions::default())?;
+    let status = ledger.get("before")?.map(|r| r.status.as_str().to_owned());
+    parent.ask(json!({"type": "reopened", "status": status}))?;
+    Ok(())
+}
+
+/// Runs `role` under fiu-run, switching faults as it asks, and returns the
+/// other messages it sent; `None` when libfiu is not installed. The ledger
+/// file is made first, with one prepared operation `before`.
+fn drive_role(
+    role: &str,
+    addr_env: &str,
+) -> Result<Option<Vec<Value>>, Box<dyn std::error::Error>> {
+    let Some(fiu) = fiu_available()? else {
+        return Ok(None);
+    };
+    let dir = tempfile::tempdir()?;
+    let ledger = SqliteLedger::open(dir.path().join("effects.sqlite3"), SqliteOptions::default())?;
+    ledger.apply("before", &Transition::Prepare(op(json!({"n": 0}))))?;
+    drop(ledger);
+    let listener = TcpListener::bind("127.0.0.1:0")?;
+    let mut child = fiu
+        .spawn(role, dir.path(), 0)
+        .env(addr_env, listener.local_addr()?.to_string())
+        .spawn()?;
+    let (stream, _) = listener.accept()?;
+    stream.set_read_timeout(Some(SILENCE))?;
+    let mut reader = BufReader::new(stream.try_clone()?);
+    let mut writer = stream;
+    let mut steps = Vec::new();
+    loop {
+        let mut line = String::new();
+        if reader.read_line(&mut line)? == 0 {
+            break;
+        }
+        let message: Value = serde_json::from_str(&line)?;
+        match message["type"].as_str() {
+            Some("fail_syncs") => fiu.control_sync(dir.path(), child.id(), true)?,
+            Some("syncs_ok") => fiu.control_sync(dir.path(), child.id(), false)?,
+            Some("fail_reads") => fiu.control_reads(dir.path(), child.id(), true)?,
+            Some("reads_ok") => fiu.control_reads(dir.path(), child.id(), false)?,
+            _ => steps.push(message),
+        }
+        writer.write_all(b"{}\n")?;
+    }
+    let status = child.wait()?;
+    let output = child_output(&mut child);
+    if !status.success() {
+        return Err(format!("the child failed ({status}):\n{output}").into());
+    }
+    Ok(Some(steps))
+}
+
+// ---------------------------------------------------------------------------
 // libfiu.
 // ---------------------------------------------------------------------------
 
@@ -896,6 +1112,21 @@ impl Fiu {
     /// Makes every `fsync` and `fdatasync` fail (EIO), or work again.
     fn control_sync(&self, dir: &Path, pid: u32, fail: bool) -> Result<(), String> {
         let commands: Vec<String> = ["posix/io/sync/fsync", "posix/io/sync/fdatasync"]
+            .iter()
+            .map(|name| {
+                if fail {
+                    format!("enable name={name},failinfo=5")
+                } else {
+                    format!("disable name={name}")
+                }
+            })
+            .collect();
+        self.ctrl(dir, pid, &commands)
+    }
+
+    /// Makes every `read` and `pread` fail (EIO), or work again.
+    fn control_reads(&self, dir: &Path, pid: u32, fail: bool) -> Result<(), String> {
+        let commands: Vec<String> = ["posix/io/rw/read", "posix/io/rw/pread"]
             .iter()
             .map(|name| {
                 if fail {
