@@ -212,10 +212,12 @@ impl OpenOptions {
     /// Once set, either way, any other place must hold the ledger's tables (of
     /// any version) to be opened or migrated: a SQLite database without them,
     /// a schema holding someone else's tables, is [`OpenError::NotALedger`].
-    /// Unset (the default), each store's own rule applies: a new ledger is
-    /// made only when migrating is allowed, and a migrating open adds the
-    /// ledger's tables to a SQLite database without tables or to the
-    /// PostgreSQL schema it is given.
+    /// Unset (the default), a new ledger is made only when migrating is
+    /// allowed, in a missing or empty SQLite file, a SQLite database without
+    /// tables, or a PostgreSQL schema that is missing or holds nothing. A
+    /// PostgreSQL schema holding someone else's tables is
+    /// [`OpenError::NotALedger`] whatever the options say, and nothing is
+    /// added to it.
     ///
     /// ```
     /// use production_agent_systems::open::{NotALedger, OpenError, OpenOptions, open};

@@ -9,19 +9,19 @@ use super::{Ledger, NotALedger, OpenError, OpenOptions, redacted};
 
 /// Connects to `url` as `options` say (see [`OpenOptions::create`]).
 pub(super) fn open(url: &str, options: OpenOptions) -> Result<Ledger, OpenError> {
-    let (may_create, strict) = options.creation();
+    let (may_create, _strict) = options.creation();
     let postgres = options.postgres.clone().create(may_create);
-    // Unless told otherwise, a migrating open is the store's own; anything
-    // else looks at the schema first, writing nothing.
-    let postgres = if !strict && options.migrate {
-        postgres
-    } else {
-        let location = format!("schema {:?} at {}", postgres.schema, redacted(url));
-        let not_a_ledger = |reason| OpenError::NotALedger {
-            location: location.clone(),
-            reason,
-            source: None,
-        };
+    // The schema is looked at first, writing nothing: a schema holding
+    // someone else's tables is refused whatever the options say (the store
+    // alone would add the ledger's tables beside them), and a missing or
+    // empty one becomes a ledger only when creating is allowed.
+    let location = format!("schema {:?} at {}", postgres.schema, redacted(url));
+    let not_a_ledger = |reason| OpenError::NotALedger {
+        location: location.clone(),
+        reason,
+        source: None,
+    };
+    let postgres =
         match PostgresLedger::schema_state(url, &postgres).map_err(OpenError::Postgres)? {
             SchemaState::Absent | SchemaState::Empty if may_create => postgres.migrate(true),
             SchemaState::Absent => return Err(not_a_ledger(NotALedger::NoSchema)),
@@ -35,8 +35,7 @@ pub(super) fn open(url: &str, options: OpenOptions) -> Result<Ledger, OpenError>
             }
             // A newer version is the store's to refuse.
             _ => postgres,
-        }
-    };
+        };
     PostgresLedger::connect(url, postgres)
         .map(|ledger| Ledger::Postgres(Arc::new(ledger)))
         .map_err(OpenError::Postgres)

@@ -255,3 +255,84 @@ fn only_create_makes_a_ledger_and_every_refusal_is_typed() {
         "an older ledger is migrated"
     );
 }
+
+/// The default options (migrating, `create` unset) never add the ledger's
+/// tables to a PostgreSQL schema holding someone else's: refused, typed,
+/// and nothing written there; nor does any other combination.
+#[cfg(feature = "postgres")]
+#[test]
+fn a_foreign_postgres_schema_is_refused_with_the_default_options() {
+    use production_agent_systems::open::{NotALedger, OpenError};
+
+    let Some(url) = effect_testkit::servers::postgres_url(
+        "a_foreign_postgres_schema_is_refused_with_the_default_options",
+    ) else {
+        return;
+    };
+    /// Drops the schema however the test ends.
+    struct Dropped<'a>(&'a str, &'a str);
+    impl Drop for Dropped<'_> {
+        fn drop(&mut self) {
+            let dropped = effect_ledger_postgres::connect_client(self.0, &Default::default())
+                .map_err(|e| e.to_string())
+                .and_then(|mut client| {
+                    client
+                        .batch_execute(&format!("DROP SCHEMA IF EXISTS \"{}\" CASCADE", self.1))
+                        .map_err(|e| e.to_string())
+                });
+            if let Err(err) = dropped {
+                eprintln!("could not drop test schema {}: {err}", self.1);
+            }
+        }
+    }
+
+    let schema = format!("t_facade_foreign_{}", std::process::id());
+    let _dropped = Dropped(&url, &schema);
+    let mut client = effect_ledger_postgres::connect_client(&url, &Default::default()).unwrap();
+    client
+        .batch_execute(&format!(
+            "DROP SCHEMA IF EXISTS \"{schema}\" CASCADE;
+             CREATE SCHEMA \"{schema}\";
+             CREATE TABLE \"{schema}\".customers (id INTEGER)"
+        ))
+        .unwrap();
+    let mut relations = || -> Vec<String> {
+        client
+            .query(
+                "SELECT c.relname::text FROM pg_class c
+                 JOIN pg_namespace n ON n.oid = c.relnamespace
+                 WHERE n.nspname = $1 ORDER BY 1",
+                &[&schema],
+            )
+            .unwrap()
+            .iter()
+            .map(|row| row.get(0))
+            .collect()
+    };
+    let before = relations();
+    assert_eq!(before, ["customers"]);
+    let mut refusals = 0;
+    for options in [
+        OpenOptions::default(),
+        OpenOptions::default().create(true),
+        OpenOptions::default().create(false),
+        OpenOptions::default().migrate(false),
+        OpenOptions::default().read_only(true),
+    ] {
+        let refused = open(&url, options.schema(schema.clone())).unwrap_err();
+        assert!(
+            matches!(
+                refused,
+                OpenError::NotALedger {
+                    reason: NotALedger::ForeignTables,
+                    ..
+                }
+            ),
+            "{refused:?}"
+        );
+        assert_eq!(refused.kind(), effect_core::LedgerErrorKind::InvalidInput);
+        assert_eq!(relations(), before, "nothing added");
+        refusals += 1;
+    }
+    assert_eq!(refusals, 5);
+}
