@@ -84,7 +84,9 @@ mod error;
 pub mod meta;
 pub mod refusal;
 mod server;
+pub mod task;
 
 pub use client::{ConnectError, Connection, RemoteTool};
 pub use error::EffectMcpError;
 pub use server::{EffectCall, EffectServer, ServedTool};
+pub use task::TaskOptions;
