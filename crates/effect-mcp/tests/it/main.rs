@@ -8,3 +8,4 @@ mod reconnect;
 mod refusal;
 mod schema;
 mod server;
+mod tasks;
