@@ -147,9 +147,8 @@ impl EffectServer {
             .destructive(tool.destructive)
             .idempotent(true)
             .open_world(true);
-        let mut definition =
-            Tool::new(tool.name.clone(), tool.description.clone(), input_schema)
-                .annotate(annotations);
+        let mut definition = Tool::new(tool.name.clone(), tool.description.clone(), input_schema)
+            .annotate(annotations);
         if let Some(output_schema) = &tool.output_schema {
             match output_schema {
                 Value::Object(object) if object.get("type") == Some(&json!("object")) => {

@@ -50,7 +50,8 @@ impl TaskOptions {
 
 /// True when `record` was denied by a `tasks/cancel`.
 fn cancelled_by_client(record: &EffectRecord) -> bool {
-    let says = |key: &str, value: &str| record.evidence.get(key).and_then(Value::as_str) == Some(value);
+    let says =
+        |key: &str, value: &str| record.evidence.get(key).and_then(Value::as_str) == Some(value);
     record.status == EffectStatus::Rejected
         && says(effect_core::evidence::RESOLUTION, "approval_denied")
         && says("actor", CANCEL_ACTOR)

@@ -4,6 +4,7 @@
 mod approval;
 mod client;
 mod fixture;
+mod output;
 mod reconnect;
 mod refusal;
 mod schema;

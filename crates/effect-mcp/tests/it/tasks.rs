@@ -31,10 +31,9 @@ fn server_binary() -> &'static Path {
             .parent()
             .and_then(Path::parent)
             .expect("test binaries live in target/<profile>/deps");
-        let binary = debug.join("examples").join(format!(
-            "stdio_task_server{}",
-            std::env::consts::EXE_SUFFIX
-        ));
+        let binary = debug
+            .join("examples")
+            .join(format!("stdio_task_server{}", std::env::consts::EXE_SUFFIX));
         if !binary.exists() {
             let status = std::process::Command::new(env!("CARGO"))
                 .args([
@@ -128,7 +127,9 @@ impl Server {
             .into_iter()
             .find(|t| t.name == tool)
             .expect("the tool is listed");
-        let schema = tool.output_schema.expect("the tool declares an outputSchema");
+        let schema = tool
+            .output_schema
+            .expect("the tool declares an outputSchema");
         InputSchema::new(Value::Object((*schema).clone())).expect("a usable schema")
     }
 }
@@ -180,7 +181,11 @@ async fn a_task_polled_across_a_server_killed_mid_call_gets_the_real_status_and_
     // recorded, and nothing proves it did not happen, so it is working.
     let second = Server::start(dir.path(), &["--lease-ms", "1500"]).await;
     let after_restart = second.get(&id).await;
-    assert_eq!(after_restart.status(), TaskStatus::Working, "{after_restart:?}");
+    assert_eq!(
+        after_restart.status(),
+        TaskStatus::Working,
+        "{after_restart:?}"
+    );
     assert_eq!(committed(dir.path()), 1);
     // A dispatched effect cannot be recalled.
     let refused = second.cancel(&id).await;
@@ -205,7 +210,10 @@ async fn a_task_polled_across_a_server_killed_mid_call_gets_the_real_status_and_
     assert_eq!(done.status(), TaskStatus::Completed, "{done:?}");
     let result = result_of(&done);
     assert_ne!(result.is_error, Some(true), "{result:?}");
-    let output = result.structured_content.clone().expect("structured output");
+    let output = result
+        .structured_content
+        .clone()
+        .expect("structured output");
     assert_eq!(output["payment_id"], "pay_000001", "the first capture");
     assert_eq!(output["invoice_id"], "INV-1");
     let schema = second.output_schema("capture_payment").await;
@@ -218,7 +226,10 @@ async fn a_task_polled_across_a_server_killed_mid_call_gets_the_real_status_and_
     let later = third.get(&id).await;
     assert_eq!(result_of(&later).structured_content, Some(output));
     let refused = third.cancel(&id).await;
-    assert!(refused.is_err(), "a terminal task is not cancelled: {refused:?}");
+    assert!(
+        refused.is_err(),
+        "a terminal task is not cancelled: {refused:?}"
+    );
     assert_eq!(committed(dir.path()), 1);
     third.kill().await;
 }
@@ -238,7 +249,10 @@ async fn a_task_waiting_for_approval_is_input_required_across_a_restart_and_canc
     assert_eq!(waiting.status(), TaskStatus::InputRequired, "{waiting:?}");
     let message = waiting.task.status_message.clone().unwrap_or_default();
     assert!(message.contains("approval"), "{message}");
-    second.cancel(&id).await.expect("a task that sent nothing cancels");
+    second
+        .cancel(&id)
+        .await
+        .expect("a task that sent nothing cancels");
     let cancelled = second.get(&id).await;
     assert_eq!(cancelled.status(), TaskStatus::Cancelled, "{cancelled:?}");
 
