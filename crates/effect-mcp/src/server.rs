@@ -1,6 +1,7 @@
 //! [`EffectServer`]: an MCP server whose tools run through the executor.
 
 use std::collections::BTreeMap;
+use std::collections::HashMap;
 use std::future::Future;
 use std::sync::{Arc, Mutex};
 
@@ -16,8 +17,8 @@ use effect_schema::InputSchema;
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, CancelTaskParams, ContentBlock,
     CreateTaskResult, GetTaskParams, GetTaskResult, Implementation, JsonObject, ListToolsResult,
-    MetaObject, PaginatedRequestParams, RequestMetaObject, ServerCapabilities, ServerConfig, Tool,
-    ToolAnnotations,
+    MetaObject, PaginatedRequestParams, RequestMetaObject, ServerCapabilities, ServerConfig,
+    TaskStatus, Tool, ToolAnnotations, UpdateTaskParams,
 };
 use rmcp::service::RequestContext;
 use rmcp::{ErrorData as McpError, RoleServer, ServerHandler};
@@ -39,7 +40,13 @@ pub struct EffectServer {
     info: Implementation,
     instructions: Option<String>,
     tasks: Option<TaskOptions>,
+    /// The calls this process started as tasks that wait for approval, to
+    /// run again once an elicited approval is recorded.
+    waiting: Arc<Mutex<HashMap<String, Rerun>>>,
 }
+
+/// Runs a call again, in the background.
+type Rerun = Arc<dyn Fn() -> BoxFuture<CallToolResult> + Send + Sync>;
 
 /// One effect-backed tool: a name, a description, a contract over its
 /// argument type `A` and output `O`, and an async handler.
@@ -78,6 +85,7 @@ impl EffectServer {
             info: Implementation::new(env!("CARGO_PKG_NAME"), env!("CARGO_PKG_VERSION")),
             instructions: None,
             tasks: None,
+            waiting: Arc::default(),
         }
     }
 
@@ -337,9 +345,27 @@ impl ServerHandler for EffectServer {
             .client_capabilities()
             .is_some_and(|caps| caps.supports_tasks());
         if let (Some(options), true) = (self.tasks, client_has_tasks) {
-            return Ok(Arc::clone(tool)
-                .start_task(self.executor.clone(), arguments, client, options)
-                .await);
+            let response = Arc::clone(tool)
+                .start_task(
+                    self.executor.clone(),
+                    arguments.clone(),
+                    client.clone(),
+                    options,
+                )
+                .await;
+            if let CallToolResponse::Task(created) = &response
+                && created.task.status == TaskStatus::InputRequired
+                && options.elicit_approvals.is_some()
+            {
+                let (tool, executor) = (Arc::clone(tool), self.executor.clone());
+                let rerun: Rerun = Arc::new(move || {
+                    Arc::clone(&tool).call(executor.clone(), arguments.clone(), client.clone())
+                });
+                if let Ok(mut waiting) = self.waiting.lock() {
+                    waiting.insert(created.task.task_id.clone(), rerun);
+                }
+            }
+            return Ok(response);
         }
         Ok(Arc::clone(tool)
             .call(self.executor.clone(), arguments, client)
@@ -350,16 +376,90 @@ impl ServerHandler for EffectServer {
     async fn get_task(
         &self,
         request: GetTaskParams,
-        _context: RequestContext<RoleServer>,
+        context: RequestContext<RoleServer>,
     ) -> Result<GetTaskResult, McpError> {
         let options = self.tasks.unwrap_or_default();
         let record = self.task_record(&request.task_id).await?;
+        let ask = options.elicit_approvals.is_some()
+            && context
+                .client_capabilities()
+                .is_some_and(|caps| caps.elicitation.is_some());
         Ok(GetTaskResult::new(task::detailed(
             &record,
             now(),
             || completed(&record),
             options,
+            ask,
         )))
+    }
+
+    async fn update_task(
+        &self,
+        request: UpdateTaskParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<(), McpError> {
+        let Some(valid_for) = self.tasks.and_then(|options| options.elicit_approvals) else {
+            return Err(McpError::invalid_params(
+                "this server asks no input: approvals are given by operators",
+                None,
+            ));
+        };
+        let record = self.task_record(&request.task_id).await?;
+        // Only the question asked about this exact request is answered;
+        // other keys, or a question already answered, are ignored.
+        let Some(answer) = request.input_responses.get(&task::approval_key(&record)) else {
+            return Ok(());
+        };
+        if record.status != EffectStatus::AwaitingApproval || record.approval().is_some() {
+            return Ok(());
+        }
+        let decision =
+            task::decision(answer).map_err(|message| McpError::invalid_params(message, None))?;
+        let id = record.operation_id.clone();
+        let executor = self.executor.clone();
+        let fingerprint = record.request_fingerprint.clone();
+        let approved = matches!(decision, task::Decision::Approve { .. });
+        let recorded = tokio::task::spawn_blocking(move || match decision {
+            task::Decision::Approve { actor, reason } => executor
+                .approve(
+                    &id,
+                    effect_core::Approval {
+                        request_fingerprint: fingerprint,
+                        actor,
+                        reason,
+                        expires_at: SystemClock.now() + valid_for,
+                    },
+                )
+                .map(Some),
+            task::Decision::Deny { actor, reason } => executor.deny(&id, &actor, &reason).map(Some),
+            task::Decision::None => Ok(None),
+        })
+        .await
+        .map_err(|err| McpError::internal_error(format!("recording the answer: {err}"), None))?
+        .map_err(|err| {
+            McpError::invalid_request(
+                format!(
+                    "the answer to task {:?} could not be recorded: {}",
+                    request.task_id,
+                    effect_core::error_chain(&err)
+                ),
+                None,
+            )
+        })?;
+        let rerun = self
+            .waiting
+            .lock()
+            .ok()
+            .and_then(|mut waiting| match recorded {
+                Some(_) => waiting.remove(&record.operation_id),
+                None => None,
+            });
+        // An approved call this process still holds runs now; otherwise its
+        // next call (or a RecoveryWorker) dispatches it.
+        if let (true, Some(rerun)) = (approved, rerun) {
+            tokio::spawn(rerun());
+        }
+        Ok(())
     }
 
     async fn cancel_task(
@@ -613,7 +713,7 @@ where
                     .into();
                 }
             };
-            let seed = task::detailed(&record, now(), JsonObject::new, options).task;
+            let seed = task::detailed(&record, now(), JsonObject::new, options, false).task;
             let effect = json!({"operation_id": record.operation_id, "status": record.status});
             let mut object = JsonObject::new();
             object.insert(meta::EFFECT.to_owned(), effect);

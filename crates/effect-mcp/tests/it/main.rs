@@ -3,6 +3,7 @@
 
 mod approval;
 mod client;
+mod elicit;
 mod fixture;
 mod output;
 mod reconnect;
