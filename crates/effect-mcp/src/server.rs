@@ -496,6 +496,9 @@ impl ServerHandler for EffectServer {
         })
         .await
         .map_err(|err| McpError::internal_error(format!("cancelling: {err}"), None))?;
+        if let Ok(mut waiting) = self.waiting.lock() {
+            waiting.remove(&record.operation_id);
+        }
         denied.map(drop).map_err(|err| {
             McpError::invalid_request(
                 format!(
