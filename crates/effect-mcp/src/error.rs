@@ -20,6 +20,13 @@ pub enum EffectMcpError {
         #[source]
         source: SchemaError,
     },
+    /// A tool's declared output type does not have an object schema, which
+    /// an MCP `outputSchema` must be.
+    #[error("output schema of tool {tool:?} is not an object schema")]
+    OutputSchema {
+        /// The tool name.
+        tool: String,
+    },
     /// Two tools with one name were added to a server.
     #[error("tool {tool:?} is already served")]
     DuplicateTool {

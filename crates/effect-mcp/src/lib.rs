@@ -11,7 +11,12 @@
 //!   reconciled. Tool annotations say what the executor makes true:
 //!   `idempotentHint: true` (a repeated call replays), `readOnlyHint: false`,
 //!   and `destructiveHint` as declared ([`ServedTool::destructive`], `true` by
-//!   default as in MCP).
+//!   default as in MCP). [`ServedTool::output_schema`] declares the tool's
+//!   `outputSchema`.
+//! - With [`EffectServer::with_tasks`], a client that declares MCP's tasks
+//!   extension gets a task for each call, whose id is the operation id, and
+//!   `tasks/get` reads the operation's record: a server restarted on the same
+//!   ledger answers with the real status (see [`task`]).
 //! - Client side, [`RemoteTool`] calls a tool of any MCP server through the
 //!   executor, with the operation id and the provider idempotency key sent in
 //!   the request's `_meta` (see [`meta`]), and an argument check against the
@@ -84,7 +89,9 @@ mod error;
 pub mod meta;
 pub mod refusal;
 mod server;
+pub mod task;
 
 pub use client::{ConnectError, Connection, RemoteTool};
 pub use error::EffectMcpError;
 pub use server::{EffectCall, EffectServer, ServedTool};
+pub use task::TaskOptions;

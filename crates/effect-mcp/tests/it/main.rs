@@ -3,8 +3,11 @@
 
 mod approval;
 mod client;
+mod elicit;
 mod fixture;
+mod output;
 mod reconnect;
 mod refusal;
 mod schema;
 mod server;
+mod tasks;
