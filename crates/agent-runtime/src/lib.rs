@@ -106,6 +106,8 @@
 #![warn(missing_docs)]
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
+#[cfg(feature = "effects")]
+mod approval;
 #[cfg(feature = "tokio")]
 mod asynchronous;
 pub mod checkpoint;
@@ -143,4 +145,4 @@ pub use runtime::{AgentRuntime, AgentRuntimeBuilder};
 pub use sqlite::SqliteCheckpointStore;
 pub use status::RunStatus;
 pub use store::CheckpointStore;
-pub use tool::{EffectKind, ToolDefinition, ToolInput, ToolRegistry};
+pub use tool::{EffectKind, Risk, ToolDefinition, ToolInput, ToolRegistry};

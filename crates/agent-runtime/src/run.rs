@@ -135,6 +135,7 @@ impl<'a, F: Flavour> Run<'a, F> {
                 run_id: checkpoint.run_id.clone(),
                 source,
             })?;
+        self.check_pending_identity(&checkpoint)?;
         self.state = checkpoint;
         self.continue_sequences().await?;
         self.resumed_from = Some(from);

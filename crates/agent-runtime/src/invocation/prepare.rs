@@ -115,9 +115,18 @@ impl ToolExecutor {
     ) -> Option<Result<effect_exec::PreparedEffect, String>> {
         let contract = tool.definition().contract()?;
         let effects = self.effects.as_ref()?;
+        let approval = self.approval_required.contains(tool.definition().name());
         Some(
             effects
                 .prepare(contract, arguments)
+                // The policy's rule, on the operation before anything is recorded.
+                .map(|prepared| {
+                    if approval {
+                        prepared.require_approval()
+                    } else {
+                        prepared
+                    }
+                })
                 .map_err(|err| effect_core::error_chain(&err)),
         )
     }

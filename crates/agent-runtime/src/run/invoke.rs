@@ -2,7 +2,7 @@
 //! confirmation, the invocation (or, on resume, the reconciliation of a
 //! pending effect) and what its outcome does to the run.
 
-use crate::checkpoint::{PendingStage, PendingStep};
+use crate::checkpoint::{Checkpoint, PendingStage, PendingStep};
 use crate::error::RunError;
 use crate::flavour::Flavour;
 use crate::invocation::{FailureKind, InvocationOutcome, InvocationReport};
@@ -129,6 +129,36 @@ impl<F: Flavour> Run<'_, F> {
         }
         let report = engine.tools.invoke_with(&call, self.flavour).await;
         self.finish_invocation(pending, report).await
+    }
+
+    /// Refuses to resume `checkpoint` when the tool of its pending effect no
+    /// longer derives the operation id it recorded: the executor would
+    /// otherwise settle, or dispatch, an operation other than the one the
+    /// run waits on. Checked before anything is written for this call. A
+    /// tool that cannot be prepared at all fails the step as usual.
+    pub(super) fn check_pending_identity(&self, checkpoint: &Checkpoint) -> Result<(), RunError> {
+        let Some(pending) = &checkpoint.pending else {
+            return Ok(());
+        };
+        let checkpointed = match &pending.stage {
+            PendingStage::AwaitingConfirmation => return Ok(()),
+            PendingStage::EffectDispatching { operation_id }
+            | PendingStage::EffectUncertain { operation_id, .. } => operation_id,
+        };
+        let Ok(call) = self.runtime.tools.prepare(&pending.tool, &pending.arguments) else {
+            return Ok(());
+        };
+        match call.operation_id() {
+            Ok(derived) if derived == Some(checkpointed.as_str()) => Ok(()),
+            Ok(derived) => Err(RunError::OperationIdChanged {
+                run_id: checkpoint.run_id.clone(),
+                tool: pending.tool.clone(),
+                checkpointed: checkpointed.clone(),
+                derived: derived.map(str::to_owned),
+            }),
+            // A contract that cannot derive an id fails the step on resume.
+            Err(_) => Ok(()),
+        }
     }
 
     /// A resumed step that had started.

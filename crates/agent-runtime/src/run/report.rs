@@ -82,6 +82,21 @@ impl RunReport {
         }
     }
 
+    /// The effect operation id whose human approval the run waits for
+    /// (docs/approval.md): approve or deny it with `EffectExecutor::approve`
+    /// / `deny` or `agent-effect-ops`, then resume the run (or let
+    /// `AgentRuntime::resume_when_approved` wait for it).
+    pub fn awaiting_approval(&self) -> Option<&str> {
+        match &self.pending.as_ref()?.stage {
+            PendingStage::EffectUncertain {
+                operation_id,
+                status: effect_core::EffectStatus::AwaitingApproval,
+                ..
+            } => Some(operation_id.as_str()),
+            _ => None,
+        }
+    }
+
     /// The invocation id to confirm, when the run waits for a confirmation.
     pub fn awaiting_confirmation(&self) -> Option<&str> {
         self.pending
