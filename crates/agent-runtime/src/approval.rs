@@ -64,7 +64,7 @@ impl AgentRuntime {
             .map_err(|source| RunError::ApprovalWait {
                 run_id: run_id.clone(),
                 operation_id: operation_id.to_owned(),
-                source,
+                source: Box::new(source),
             })?;
         if record.status == effect_core::EffectStatus::AwaitingApproval
             && record.approval().is_none()

@@ -213,7 +213,7 @@ pub enum RunError {
         operation_id: String,
         /// The executor's error.
         #[source]
-        source: effect_exec::ExecError,
+        source: Box<effect_exec::ExecError>,
     },
     /// A tool has an async handler, which only the async runtime can run.
     #[error("tool {tool:?} has an async handler: run it with AsyncAgentRuntime")]

@@ -8,7 +8,6 @@
 //! path in `effect.rs`. How user code is called and how a retry waits is the
 //! flavour's (`flavour.rs`), the one seam between the sync and async runtimes.
 
-use std::collections::BTreeSet;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -205,7 +204,7 @@ pub struct ToolExecutor {
     /// Tools whose effect operations the permission policy makes wait for
     /// a human approval.
     #[cfg(feature = "effects")]
-    approval_required: BTreeSet<String>,
+    approval_required: std::collections::BTreeSet<String>,
 }
 
 impl ToolExecutor {
@@ -224,7 +223,7 @@ impl ToolExecutor {
             #[cfg(feature = "effects")]
             effects: None,
             #[cfg(feature = "effects")]
-            approval_required: BTreeSet::new(),
+            approval_required: std::collections::BTreeSet::new(),
         }
     }
 
@@ -282,7 +281,7 @@ impl ToolExecutor {
     /// approval (the permission policy's rule, applied by the runtime).
     #[cfg(feature = "effects")]
     #[must_use]
-    pub(crate) fn approval_required(mut self, tools: BTreeSet<String>) -> Self {
+    pub(crate) fn approval_required(mut self, tools: std::collections::BTreeSet<String>) -> Self {
         self.approval_required = tools;
         self
     }

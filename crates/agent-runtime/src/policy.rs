@@ -104,7 +104,8 @@ impl PermissionPolicy {
         I: IntoIterator<Item = S>,
         S: Into<String>,
     {
-        self.approval_tools.extend(tools.into_iter().map(Into::into));
+        self.approval_tools
+            .extend(tools.into_iter().map(Into::into));
         self
     }
 
@@ -119,7 +120,8 @@ impl PermissionPolicy {
 
     /// Whether each call of `tool`, of declared `risk`, needs a human approval.
     pub fn requires_approval(&self, tool: &str, risk: Risk) -> bool {
-        self.approval_tools.contains(tool) || self.approval_from_risk.is_some_and(|from| risk >= from)
+        self.approval_tools.contains(tool)
+            || self.approval_from_risk.is_some_and(|from| risk >= from)
     }
 
     /// Whether `tool` is allowed at all.

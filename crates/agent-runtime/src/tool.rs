@@ -27,7 +27,9 @@ pub enum EffectKind {
 /// can require a human approval of every call from some level up
 /// ([`PermissionPolicy::require_approval_at_risk`](crate::PermissionPolicy::require_approval_at_risk)).
 /// Ordered: `Low < Medium < High < Critical`.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[derive(
+    Debug, Clone, Copy, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize,
+)]
 #[serde(rename_all = "snake_case")]
 pub enum Risk {
     /// The default: nothing a person needs to look at.

@@ -145,7 +145,11 @@ impl<F: Flavour> Run<'_, F> {
             PendingStage::EffectDispatching { operation_id }
             | PendingStage::EffectUncertain { operation_id, .. } => operation_id,
         };
-        let Ok(call) = self.runtime.tools.prepare(&pending.tool, &pending.arguments) else {
+        let Ok(call) = self
+            .runtime
+            .tools
+            .prepare(&pending.tool, &pending.arguments)
+        else {
             return Ok(());
         };
         match call.operation_id() {
