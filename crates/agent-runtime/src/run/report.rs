@@ -36,6 +36,14 @@ impl RunOptions {
         }
     }
 
+    /// `options` with [`resume`](Self::resume) set.
+    pub(crate) fn resume_with(options: RunOptions) -> Self {
+        RunOptions {
+            resume: true,
+            ..options
+        }
+    }
+
     /// Pauses after `steps` steps.
     #[must_use]
     pub fn stop_after_steps(mut self, steps: u32) -> Self {

@@ -544,3 +544,52 @@ fn a_resume_refuses_a_pending_effect_whose_operation_id_changed() {
     assert_eq!(done.status, RunStatus::Completed, "{done:#?}");
     assert_eq!(setup.provider.committed(), 1);
 }
+
+#[cfg(feature = "tokio")]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_async_runtime_resumes_when_approved_too() {
+    use agent_runtime::AsyncAgentRuntime;
+
+    let setup = Setup::new();
+    let sleeper = approver(&setup, 2, false);
+    let mut registry = ToolRegistry::new();
+    registry.register(lookup_tool(&setup.lookups)).unwrap();
+    registry
+        .register(refund_tool(
+            &setup.provider,
+            Risk::High,
+            Some(refund_contract("")),
+        ))
+        .unwrap();
+    let rt = AsyncAgentRuntime::builder(
+        registry,
+        DeterministicPlanner::new([
+            Action::call("lookup_invoice", json!({"invoice_id": "INV-1"})),
+            Action::call("refund", json!({"order_id": "A-1", "cents": 4200})),
+            Action::finish(json!("refunded")),
+        ]),
+    )
+    .policy(
+        allow()
+            .require_approval_at_risk(Risk::High)
+            .without_mutation_confirmation(),
+    )
+    .sleeper(Arc::new(RecordingSleeper::default()))
+    .effect_executor(setup.executor(Arc::clone(&sleeper) as Arc<dyn Sleeper>))
+    .build()
+    .unwrap();
+    let first = rt.run(task(), RunOptions::start()).await.unwrap();
+    assert_eq!(first.awaiting_approval(), Some(OPERATION));
+    assert_eq!(setup.provider.committed(), 0);
+    let done = rt
+        .resume_when_approved(task(), RunOptions::default(), Duration::from_secs(60))
+        .await
+        .unwrap();
+    assert_eq!(done.status, RunStatus::Completed, "{done:#?}");
+    assert_eq!(sleeper.sleeps.load(Ordering::SeqCst), 2);
+    assert_eq!(setup.provider.committed(), 1);
+    assert_eq!(
+        setup.events(),
+        ["prepared", "approved", "dispatched", "confirmed"]
+    );
+}
