@@ -113,11 +113,16 @@ impl<F: Flavour> Run<'_, F> {
             (EffectKind::Read, Some(_)) => "effect-backed read",
             (EffectKind::Mutation, Some(_)) => "effect-backed mutation",
         };
+        let detail = if call.requires_approval() {
+            format!("{detail}, each dispatch approved by a person")
+        } else {
+            detail.to_owned()
+        };
         self.audit(
             &pending,
             AuditKind::ToolRequested,
             operation_id.clone(),
-            detail.into(),
+            detail,
         )
         .await?;
         if let Some(operation_id) = operation_id {

@@ -212,6 +212,18 @@ fn the_policy_requires_approval_by_tool_name_and_the_run_resumes_once_approved()
         )
         .unwrap();
     start_waiting(&setup, &rt);
+    let requested: Vec<String> = rt
+        .audit()
+        .records("run-refund")
+        .unwrap()
+        .into_iter()
+        .filter(|r| r.kind == agent_runtime::trace::AuditKind::ToolRequested && r.tool == "refund")
+        .map(|r| r.detail)
+        .collect();
+    assert_eq!(
+        requested,
+        ["effect-backed mutation, each dispatch approved by a person"]
+    );
     // A resume before the approval dispatches nothing.
     let still = rt.run(task(), RunOptions::resume()).unwrap();
     assert_eq!(still.awaiting_approval(), Some(OPERATION));
