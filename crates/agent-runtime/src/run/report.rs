@@ -37,6 +37,7 @@ impl RunOptions {
     }
 
     /// `options` with [`resume`](Self::resume) set.
+    #[cfg(feature = "effects")]
     pub(crate) fn resume_with(options: RunOptions) -> Self {
         RunOptions {
             resume: true,
