@@ -52,6 +52,7 @@ impl AgentRuntime {
     }
 
     /// What every run of this runtime shares.
+    #[cfg(feature = "effects")]
     pub(crate) fn engine(&self) -> &Engine {
         &self.engine
     }
