@@ -96,6 +96,11 @@ impl AsyncAgentRuntime {
         AgentRuntimeBuilder::over(registry, Arc::new(planner))
     }
 
+    /// What every run of this runtime shares.
+    pub(crate) fn engine(&self) -> &Engine {
+        &self.engine
+    }
+
     /// The tool executor.
     pub fn tools(&self) -> &ToolExecutor {
         &self.engine.tools

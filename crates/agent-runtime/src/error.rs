@@ -192,11 +192,53 @@ pub enum RunError {
         /// The tool.
         tool: String,
     },
+    /// The permission policy requires a human approval of a tool that has
+    /// no effect contract: approval is recorded on the tool's effect
+    /// operation in the ledger, so a plain tool cannot wait for one.
+    #[error(
+        "the permission policy requires approval of tool {tool:?}, which has no effect contract to record it on"
+    )]
+    ApprovalNeedsEffectContract {
+        /// The tool.
+        tool: String,
+    },
+    /// Waiting for the approval of a run's pending effect failed: the
+    /// operation is unknown to the ledger, or the ledger failed.
+    #[cfg(feature = "effects")]
+    #[error("run {run_id:?}: cannot wait for the approval of operation {operation_id:?}")]
+    ApprovalWait {
+        /// The run.
+        run_id: String,
+        /// The operation that waits for approval.
+        operation_id: String,
+        /// The executor's error.
+        #[source]
+        source: Box<effect_exec::ExecError>,
+    },
     /// A tool has an async handler, which only the async runtime can run.
     #[error("tool {tool:?} has an async handler: run it with AsyncAgentRuntime")]
     AsyncToolInSyncRuntime {
         /// The tool.
         tool: String,
+    },
+    /// A resume found that the tool of the run's pending effect no longer
+    /// derives the operation id the checkpoint recorded (its contract, or
+    /// the tool's registration, changed while the run waited). Nothing was
+    /// written or dispatched for this call; the recorded operation is left as
+    /// it is, for the old contract or an operator to settle.
+    #[error(
+        "run {run_id:?} cannot resume: tool {tool:?} now derives {}, but the checkpoint recorded operation {checkpointed:?}; its effect contract changed since the run stopped",
+        derived.as_ref().map_or_else(|| "no operation id (it is no longer effect-backed)".to_owned(), |id| format!("operation {id:?}"))
+    )]
+    OperationIdChanged {
+        /// The run.
+        run_id: String,
+        /// The tool of the pending step.
+        tool: String,
+        /// The operation id in the checkpoint.
+        checkpointed: String,
+        /// The operation id the tool derives now, `None` when it derives none.
+        derived: Option<String>,
     },
     /// A store failed.
     #[error("run {run_id:?}: a store failed")]

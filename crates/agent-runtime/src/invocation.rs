@@ -201,6 +201,10 @@ pub struct ToolExecutor {
     timeout: Option<Duration>,
     #[cfg(feature = "effects")]
     effects: Option<effect_exec::EffectExecutor>,
+    /// Tools whose effect operations the permission policy makes wait for
+    /// a human approval.
+    #[cfg(feature = "effects")]
+    approval_required: std::collections::BTreeSet<String>,
 }
 
 impl ToolExecutor {
@@ -218,6 +222,8 @@ impl ToolExecutor {
             timeout: Some(DEFAULT_TOOL_TIMEOUT),
             #[cfg(feature = "effects")]
             effects: None,
+            #[cfg(feature = "effects")]
+            approval_required: std::collections::BTreeSet::new(),
         }
     }
 
@@ -262,6 +268,21 @@ impl ToolExecutor {
     #[must_use]
     pub fn effect_executor(mut self, executor: effect_exec::EffectExecutor) -> Self {
         self.effects = Some(executor);
+        self
+    }
+
+    /// The effect executor, if one is set.
+    #[cfg(feature = "effects")]
+    pub(crate) fn effects(&self) -> Option<&effect_exec::EffectExecutor> {
+        self.effects.as_ref()
+    }
+
+    /// Makes every call of these effect-backed tools wait for a human
+    /// approval (the permission policy's rule, applied by the runtime).
+    #[cfg(feature = "effects")]
+    #[must_use]
+    pub(crate) fn approval_required(mut self, tools: std::collections::BTreeSet<String>) -> Self {
+        self.approval_required = tools;
         self
     }
 

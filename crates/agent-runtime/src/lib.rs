@@ -7,7 +7,14 @@
 //!   tool that is not allowed fails the run (audited); a mutation without a
 //!   confirmation of its exact invocation from the trusted outer layer
 //!   ([`RunOptions::confirmed_mutations`], never the task or the planner)
-//!   makes the run wait (audited);
+//!   makes the run wait (audited); the policy can also require a human
+//!   approval of every call of named tools or of tools from a [`Risk`] up
+//!   ([`PermissionPolicy::require_approval_for`],
+//!   [`PermissionPolicy::require_approval_at_risk`]): the call's effect
+//!   operation is recorded `awaiting_approval`, nothing is dispatched, the
+//!   run waits ([`RunReport::awaiting_approval`]), and
+//!   `AgentRuntime::resume_when_approved` (feature `effects`) resumes it once
+//!   a person approved that exact request (docs/approval.md);
 //! - arguments are validated fail-closed against the tool's JSON Schema
 //!   ([`InputSchema`]); invalid input never reaches a handler and never counts
 //!   as a dependency failure;
@@ -106,6 +113,8 @@
 #![warn(missing_docs)]
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
+#[cfg(feature = "effects")]
+mod approval;
 #[cfg(feature = "tokio")]
 mod asynchronous;
 pub mod checkpoint;
@@ -143,4 +152,4 @@ pub use runtime::{AgentRuntime, AgentRuntimeBuilder};
 pub use sqlite::SqliteCheckpointStore;
 pub use status::RunStatus;
 pub use store::CheckpointStore;
-pub use tool::{EffectKind, ToolDefinition, ToolInput, ToolRegistry};
+pub use tool::{EffectKind, Risk, ToolDefinition, ToolInput, ToolRegistry};

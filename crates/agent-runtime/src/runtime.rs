@@ -51,6 +51,12 @@ impl AgentRuntime {
         AgentRuntimeBuilder::over(registry, Arc::new(planner))
     }
 
+    /// What every run of this runtime shares.
+    #[cfg(feature = "effects")]
+    pub(crate) fn engine(&self) -> &Engine {
+        &self.engine
+    }
+
     /// The tool executor.
     pub fn tools(&self) -> &ToolExecutor {
         &self.engine.tools
@@ -212,10 +218,33 @@ impl<P: ?Sized> AgentRuntimeBuilder<P> {
                 tool: tool.definition().name().to_owned(),
             });
         }
+        // The policy's approval rule, by tool and risk: only an effect
+        // operation can wait for a ledger approval.
+        let mut approval = std::collections::BTreeSet::new();
+        for tool in self.tools.registry().tools() {
+            let definition = tool.definition();
+            if self
+                .policy
+                .requires_approval(definition.name(), definition.risk_level())
+            {
+                if definition.contract().is_none() {
+                    return Err(RunError::ApprovalNeedsEffectContract {
+                        tool: definition.name().to_owned(),
+                    });
+                }
+                approval.insert(definition.name().to_owned());
+            }
+        }
+        #[cfg(feature = "effects")]
+        let tools = self.tools.approval_required(approval);
+        #[cfg(not(feature = "effects"))]
+        let tools = {
+            // Without effects every effect-backed tool was refused above.
+            debug_assert!(approval.is_empty());
+            self.tools
+        };
         let engine = Engine {
-            tools: self
-                .tools
-                .circuit_breaker(self.breaker, Arc::clone(&self.clock)),
+            tools: tools.circuit_breaker(self.breaker, Arc::clone(&self.clock)),
             policy: self.policy,
             events: self.events,
             audit: self.audit,
@@ -232,8 +261,9 @@ impl AgentRuntimeBuilder {
     /// # Errors
     ///
     /// [`RunError::NoEffectExecutor`] when a tool has an effect contract but
-    /// no effect executor was given; [`RunError::AsyncToolInSyncRuntime`] when
-    /// a tool has an async handler.
+    /// no effect executor was given; [`RunError::ApprovalNeedsEffectContract`]
+    /// when the policy requires approval of a tool without one;
+    /// [`RunError::AsyncToolInSyncRuntime`] when a tool has an async handler.
     pub fn build(self) -> Result<AgentRuntime, RunError> {
         if let Some(tool) = self
             .tools

@@ -22,6 +22,27 @@ pub enum EffectKind {
     Mutation,
 }
 
+/// How much harm a wrong call of a tool can do, as its author declares it
+/// ([`ToolDefinition::risk`]); a [`PermissionPolicy`](crate::PermissionPolicy)
+/// can require a human approval of every call from some level up
+/// ([`PermissionPolicy::require_approval_at_risk`](crate::PermissionPolicy::require_approval_at_risk)).
+/// Ordered: `Low < Medium < High < Critical`.
+#[derive(
+    Debug, Clone, Copy, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize,
+)]
+#[serde(rename_all = "snake_case")]
+pub enum Risk {
+    /// The default: nothing a person needs to look at.
+    #[default]
+    Low,
+    /// Reversible or small.
+    Medium,
+    /// Moves money, deletes data, or reaches people outside.
+    High,
+    /// Irreversible and large.
+    Critical,
+}
+
 /// What a handler receives.
 #[derive(Debug, Clone, PartialEq)]
 #[non_exhaustive]
@@ -75,6 +96,7 @@ pub struct ToolDefinition {
     description: String,
     input_schema: Value,
     effect_kind: EffectKind,
+    risk: Risk,
     version: String,
     handler: ToolHandler,
     contract: Option<EffectContract>,
@@ -90,6 +112,7 @@ impl fmt::Debug for ToolDefinition {
             .field("name", &self.name)
             .field("version", &self.version)
             .field("effect_kind", &self.effect_kind)
+            .field("risk", &self.risk)
             .field("contract", &self.contract)
             .field("dependency", &self.dependency_name())
             .field("deadline", &self.deadline)
@@ -114,6 +137,7 @@ impl ToolDefinition {
             description: description.into(),
             input_schema,
             effect_kind,
+            risk: Risk::Low,
             version: "1".to_owned(),
             handler: Arc::new(handler),
             contract: None,
@@ -172,6 +196,14 @@ impl ToolDefinition {
         self
     }
 
+    /// Declares the tool's risk (default [`Risk::Low`]). The permission
+    /// policy reads it to decide whether each call needs a human approval.
+    #[must_use]
+    pub fn risk(mut self, risk: Risk) -> Self {
+        self.risk = risk;
+        self
+    }
+
     /// Runs the tool through the effect executor under `contract`: recorded
     /// before dispatch, never dispatched twice unless the contract makes that
     /// safe, and an uncertain outcome makes the run wait. Such a tool bypasses
@@ -216,6 +248,11 @@ impl ToolDefinition {
     /// Read or mutation.
     pub fn effect_kind(&self) -> EffectKind {
         self.effect_kind
+    }
+
+    /// The declared risk.
+    pub fn risk_level(&self) -> Risk {
+        self.risk
     }
 
     /// The version.

@@ -111,6 +111,47 @@ impl PreparedEffect {
         &self.contract
     }
 
+    /// Makes this operation wait for a human approval before each dispatch,
+    /// as if its contract had
+    /// [`requires_approval(true)`](effect_core::EffectContractBuilder::requires_approval):
+    /// for a caller's own rule (the agent runtime's permission policy, by
+    /// tool and risk) applied before anything is recorded. It is the same
+    /// ledger approval: a new operation is recorded `awaiting_approval`,
+    /// and only an [`Approval`](effect_core::Approval) of its fingerprint
+    /// lets one dispatch through. An operation recorded earlier keeps what it
+    /// was recorded with (docs/approval.md).
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    /// use effect_core::{EffectContract, EffectStatus, MemoryLedger};
+    /// use effect_exec::{CallOptions, EffectExecutor, HandlerContext, HandlerError};
+    /// use serde_json::{json, Value};
+    ///
+    /// let executor = EffectExecutor::new(Arc::new(MemoryLedger::new()));
+    /// let refund = EffectContract::builder("refund", |args| {
+    ///     Ok(format!("order:{}:refund", args["order"].as_str().ok_or("missing order")?))
+    /// })
+    /// .build()?;
+    /// let prepared = executor.prepare(&refund, &json!({"order": "A-1"}))?.require_approval();
+    /// let result = executor.execute_prepared(&prepared, CallOptions::default(), |_: Value, _: HandlerContext| {
+    ///     Ok::<_, HandlerError>(json!({"refunded": true}))
+    /// })?;
+    /// assert_eq!(result.status, EffectStatus::AwaitingApproval);
+    /// assert_eq!(result.attempts, 0);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    #[must_use]
+    pub fn require_approval(mut self) -> Self {
+        self.identified.operation.requires_approval = true;
+        self
+    }
+
+    /// Whether a new operation is recorded waiting for an approval: its
+    /// contract requires one, or [`require_approval`](Self::require_approval) was called.
+    pub fn requires_approval(&self) -> bool {
+        self.identified.operation.requires_approval
+    }
+
     /// The provider idempotency key the contract derived, if any.
     pub fn provider_idempotency_key(&self) -> Option<&str> {
         self.identified

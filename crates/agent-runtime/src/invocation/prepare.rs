@@ -50,6 +50,19 @@ impl<'a> PreparedCall<'a> {
         }
     }
 
+    /// Whether the call's effect operation waits for a human approval (its
+    /// contract, or the permission policy's rule, requires one).
+    pub(crate) fn requires_approval(&self) -> bool {
+        #[cfg(feature = "effects")]
+        {
+            matches!(&self.effect, Some(Ok(prepared)) if prepared.requires_approval())
+        }
+        #[cfg(not(feature = "effects"))]
+        {
+            false
+        }
+    }
+
     /// The identity the effect executor derived, or why it could not.
     #[cfg(feature = "effects")]
     pub(crate) fn effect(&self) -> Option<&Result<effect_exec::PreparedEffect, String>> {
@@ -115,9 +128,18 @@ impl ToolExecutor {
     ) -> Option<Result<effect_exec::PreparedEffect, String>> {
         let contract = tool.definition().contract()?;
         let effects = self.effects.as_ref()?;
+        let approval = self.approval_required.contains(tool.definition().name());
         Some(
             effects
                 .prepare(contract, arguments)
+                // The policy's rule, on the operation before anything is recorded.
+                .map(|prepared| {
+                    if approval {
+                        prepared.require_approval()
+                    } else {
+                        prepared
+                    }
+                })
                 .map_err(|err| effect_core::error_chain(&err)),
         )
     }

@@ -2,6 +2,8 @@
 //! and restarts, counting what the fake tools actually did.
 #![allow(clippy::unwrap_used)] // Tests unwrap: a panic is a failing test with its message.
 
+#[cfg(feature = "effects")]
+mod approval;
 #[cfg(feature = "tokio")]
 mod asynchronous;
 #[cfg(feature = "effects")]

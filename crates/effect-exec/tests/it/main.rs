@@ -3,6 +3,8 @@
 #![allow(clippy::unwrap_used)] // Tests unwrap: a panic is a failing test with its message.
 
 mod approval;
+mod approval_processes;
+mod approval_properties;
 mod asynchronous;
 mod bad_input;
 mod concurrency;
