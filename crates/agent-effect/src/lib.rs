@@ -40,9 +40,10 @@
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 
+mod certify;
 mod cli;
 mod commands;
 mod store;
 
-pub use cli::{Cli, ContractArg, DbArg, Format};
+pub use cli::{CertifyArgs, Cli, Command, ContractArg, DbArg, Format};
 pub use commands::{CliError, Outcome, run};

@@ -15,6 +15,8 @@ use crate::scenario::harness::{COORDINATION_TIMEOUT, Gate, lock};
 /// The user's handler: one request to the provider.
 pub type CertifyHandler =
     Arc<dyn Fn(Value, HandlerContext) -> Result<Value, HandlerError> + Send + Sync>;
+/// What else dies with the worker ([`Certification::on_crash`](super::Certification::on_crash)).
+pub(crate) type CrashHook = Arc<dyn Fn() + Send + Sync>;
 
 /// One fault a certification injects into the first dispatch of an
 /// operation. Every later dispatch (a retry, a resume) reaches the user's
@@ -127,6 +129,7 @@ impl FromStr for CertifyFault {
 pub(crate) struct Injector {
     handler: CertifyHandler,
     fault: CertifyFault,
+    on_crash: Option<CrashHook>,
     calls: AtomicUsize,
     fired: AtomicBool,
     /// Set when the worker "died" ([`CertifyFault::CrashAfterCommit`]).
@@ -138,10 +141,15 @@ pub(crate) struct Injector {
 }
 
 impl Injector {
-    pub(crate) fn new(handler: CertifyHandler, fault: CertifyFault) -> Self {
+    pub(crate) fn new(
+        handler: CertifyHandler,
+        fault: CertifyFault,
+        on_crash: Option<CrashHook>,
+    ) -> Self {
         let injector = Injector {
             handler,
             fault,
+            on_crash,
             calls: AtomicUsize::new(0),
             fired: AtomicBool::new(false),
             crashed: Arc::new(AtomicBool::new(false)),
@@ -226,6 +234,9 @@ impl Injector {
                 (self.handler)(arguments, context)?;
                 fire();
                 self.crashed.store(true, Ordering::SeqCst);
+                if let Some(on_crash) = &self.on_crash {
+                    on_crash();
+                }
                 Err(HandlerError::unknown(
                     "injected: the worker died after the provider committed",
                 ))

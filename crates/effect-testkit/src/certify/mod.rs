@@ -82,8 +82,8 @@ use effect_exec::{CallOptions, EffectExecutor, ExecutorOptions, HandlerContext, 
 use serde_json::Value;
 
 pub use error::CertifyError;
-use fault::Injector;
 pub use fault::{CertifyFault, CertifyHandler, UnknownCertifyFault};
+use fault::{CrashHook, Injector};
 use report::Observed;
 pub use report::{CertificationReport, CertifyCell, Declared, KeyGuarantee, ProbeAnswer, Verdict};
 
@@ -104,6 +104,7 @@ pub struct Certification {
     handler: CertifyHandler,
     arguments: ArgumentsFn,
     counter: Option<CounterFn>,
+    on_crash: Option<CrashHook>,
     faults: Vec<CertifyFault>,
     deadline: Duration,
     resumes: usize,
@@ -135,6 +136,7 @@ impl Certification {
             handler: Arc::new(handler),
             arguments: Arc::new(|_| Value::Object(serde_json::Map::new())),
             counter: None,
+            on_crash: None,
             faults: CertifyFault::ALL.to_vec(),
             deadline: DEFAULT_DEADLINE,
             resumes: 2,
@@ -162,6 +164,19 @@ impl Certification {
         F: Fn(&Value) -> Result<usize, BoxError> + Send + Sync + 'static,
     {
         self.counter = Some(Arc::new(counter));
+        self
+    }
+
+    /// Called when [`CertifyFault::CrashAfterCommit`] kills the worker,
+    /// right after the provider committed: whatever dies with a worker
+    /// process dies here (the CLI kills the MCP server it spawned over
+    /// stdio, whose pipes a dead worker would close).
+    #[must_use]
+    pub fn on_crash<F>(mut self, hook: F) -> Self
+    where
+        F: Fn() + Send + Sync + 'static,
+    {
+        self.on_crash = Some(Arc::new(hook));
         self
     }
 
@@ -261,7 +276,11 @@ impl Certification {
         let clock = Arc::new(ManualClock::new(scenario_start()));
         let store: Arc<dyn EffectLedger> =
             Arc::new(MemoryLedger::with_clock(clock.clone() as Arc<dyn Clock>));
-        let injector = Arc::new(Injector::new(Arc::clone(&self.handler), fault));
+        let injector = Arc::new(Injector::new(
+            Arc::clone(&self.handler),
+            fault,
+            self.on_crash.clone(),
+        ));
         let worker_ledger: Arc<dyn EffectLedger> = Arc::new(ProcessLedger {
             inner: Arc::clone(&store),
             crashed: Arc::clone(&injector.crashed),
