@@ -4,7 +4,8 @@
 //! committed.
 //!
 //! `certify_payment_server DIR [--ignore-keys]`: captures go to
-//! `DIR/provider.jsonl`. The tools take `{"invoice_id", "amount_cents"}`:
+//! `DIR/provider.jsonl`, and each process appends a line to `DIR/starts.log`
+//! when it starts. The tools take `{"invoice_id", "amount_cents"}`:
 //!
 //! - `capture_payment` captures, at most once per idempotency key in
 //!   `_meta` (with `--ignore-keys`, every call captures: the planted bug a
@@ -136,6 +137,17 @@ impl ServerHandler for PaymentServer {
     }
 }
 
+/// Appends this process's start to `DIR/starts.log`, synced.
+fn log_start(dir: &std::path::Path) -> std::io::Result<()> {
+    use std::io::Write;
+    let mut file = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(dir.join("starts.log"))?;
+    writeln!(file, "{}", std::process::id())?;
+    file.sync_all()
+}
+
 #[tokio::main(flavor = "current_thread")]
 async fn main() -> ExitCode {
     let mut args = std::env::args().skip(1);
@@ -151,6 +163,10 @@ async fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
+    if let Err(err) = log_start(&dir) {
+        eprintln!("certify_payment_server: cannot write starts.log: {err}");
+        return ExitCode::FAILURE;
+    }
     let provider = match FakePaymentProvider::open(dir.join("provider.jsonl")) {
         Ok(provider) => Arc::new(provider.honour_idempotency_keys(honour_keys)),
         Err(err) => {

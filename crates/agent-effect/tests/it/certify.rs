@@ -250,6 +250,8 @@ fn an_mcp_server_with_a_probe_tool_is_certified() {
         ]
     );
     assert_eq!(mcp_counts(dir.path()), [1; 6]);
+    // One server, then a new one after the crash killed it.
+    assert_eq!(starts(dir.path()), 2);
     snapshots::settings().bind(|| insta::assert_json_snapshot!("certify_mcp", report));
 }
 
@@ -287,6 +289,15 @@ fn a_guaranteed_key_the_mcp_server_ignores_is_flagged() {
         ]
     );
     assert_eq!(mcp_counts(dir.path()), [1, 1, 2, 2, 2, 2]);
+    assert_eq!(starts(dir.path()), 2);
+}
+
+/// How many server processes started in `dir`.
+fn starts(dir: &Path) -> usize {
+    std::fs::read_to_string(dir.join("starts.log"))
+        .unwrap()
+        .lines()
+        .count()
 }
 
 #[test]
