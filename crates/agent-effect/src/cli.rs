@@ -2,14 +2,15 @@
 
 use std::path::PathBuf;
 
-use clap::{ArgGroup, Parser, ValueEnum};
+use clap::{ArgGroup, Args, Parser, Subcommand, ValueEnum};
+use effect_testkit::certify::CertifyFault;
 use effect_testkit::scenario::ContractVariant;
 use production_agent_systems::open::LedgerUrl;
 
 /// Run fault scenarios against the recovery executor and count what the
 /// provider committed.
 #[derive(Debug, Clone, Parser)]
-#[command(name = "agent-effect", version)]
+#[command(name = "agent-effect", version, args_conflicts_with_subcommands = true)]
 #[command(group(
     ArgGroup::new("mode").args(["scenario", "matrix", "list"]),
 ))]
@@ -17,6 +18,10 @@ use production_agent_systems::open::LedgerUrl;
     after_help = "Without --scenario, --matrix or --list, runs the after-commit-before-ack scenario."
 )]
 pub struct Cli {
+    /// `certify`: run the faults against your own endpoint or MCP server.
+    #[command(subcommand)]
+    pub command: Option<Command>,
+
     /// Run one scenario and print its JSON report; exit 0 iff it passed
     /// (default: after-commit-before-ack).
     #[arg(long, value_name = "NAME")]
@@ -70,6 +75,124 @@ pub struct Cli {
         conflicts_with_all = ["scenario", "matrix", "list"]
     )]
     pub worker: Option<String>,
+}
+
+/// The subcommands.
+#[derive(Debug, Clone, Subcommand)]
+pub enum Command {
+    /// Run the fault matrix against your contract for an HTTP endpoint
+    /// (--url) or an MCP server over stdio (--mcp-command); exit 1 when a
+    /// guarantee failed.
+    Certify(CertifyArgs),
+}
+
+/// `agent-effect certify`: the contract, the target and how to look an
+/// operation up and count its effects.
+#[derive(Debug, Clone, Args)]
+#[command(group(ArgGroup::new("target").args(["url", "mcp_command"]).required(true)))]
+pub struct CertifyArgs {
+    /// HTTP: the endpoint the effect is sent to, the arguments as its JSON body.
+    #[arg(long, value_name = "URL")]
+    pub url: Option<String>,
+
+    /// HTTP: the effect's method (POST, PUT or DELETE).
+    #[arg(long, default_value = "POST", requires = "url")]
+    pub method: String,
+
+    /// HTTP: the header the provider key is sent in.
+    #[arg(long, default_value = "Idempotency-Key", requires = "url")]
+    pub key_header: String,
+
+    /// HTTP: the contract's outcome probe, a GET of this URL template
+    /// (`{key}` is the provider key, `{NAME}` an argument): 2xx is
+    /// committed, 404 not found.
+    #[arg(long, value_name = "URL_TEMPLATE", requires = "url")]
+    pub probe_url: Option<String>,
+
+    /// HTTP: a GET of this URL template answers the effects the provider
+    /// holds for the arguments (a number, an array, or `count`/`data`).
+    /// Count by the arguments, never by key (`{key}` is refused): a
+    /// provider that ignores keys files duplicates under other keys.
+    #[arg(long, value_name = "URL_TEMPLATE", requires = "url")]
+    pub count_url: Option<String>,
+
+    /// MCP: the server to spawn over stdio, as a command line
+    /// (shell-style quoting, no shell).
+    #[arg(long, value_name = "COMMAND")]
+    pub mcp_command: Option<String>,
+
+    /// MCP: the tool that performs the effect; the provider key goes in
+    /// the request's `_meta`.
+    #[arg(long, value_name = "NAME", requires = "mcp_command")]
+    pub tool: Option<String>,
+
+    /// MCP: the contract's outcome probe, a tool called with the same
+    /// arguments and `_meta`: a result is committed, an error result not found.
+    #[arg(long, value_name = "NAME", requires = "mcp_command")]
+    pub probe_tool: Option<String>,
+
+    /// MCP: a tool called with the same arguments that answers how many
+    /// effects the server holds for them (as --count-url).
+    #[arg(long, value_name = "NAME", requires = "mcp_command")]
+    pub count_tool: Option<String>,
+
+    /// The probe's "not found" is authoritative (`not_committed`: a retry
+    /// is safe); otherwise it is `unknown`.
+    #[arg(long)]
+    pub probe_authoritative: bool,
+
+    /// The contract's name.
+    #[arg(long, default_value = "capture_payment", value_name = "NAME")]
+    pub contract_name: String,
+
+    /// Each fault's arguments, as JSON; `{fault}` is replaced by the
+    /// fault's name, so each fault is its own operation at the provider.
+    #[arg(
+        long,
+        value_name = "JSON",
+        default_value = r#"{"invoice_id": "INV-certify-{fault}", "amount_cents": 1250}"#
+    )]
+    pub arguments: String,
+
+    /// The operation id template (`{NAME}` is an argument).
+    #[arg(
+        long,
+        value_name = "TEMPLATE",
+        default_value = "invoice:{invoice_id}:capture"
+    )]
+    pub operation_id: String,
+
+    /// The provider idempotency key template; without it, no key.
+    #[arg(long, value_name = "TEMPLATE")]
+    pub key: Option<String>,
+
+    /// The contract claims the provider applies at most one effect per key
+    /// (`provider_idempotency_guaranteed`).
+    #[arg(long, requires = "key")]
+    pub key_guaranteed: bool,
+
+    /// The faults to run, comma-separated (default: all).
+    #[arg(long, value_delimiter = ',', value_parser = parse_fault, value_name = "FAULT,...")]
+    pub faults: Vec<CertifyFault>,
+
+    /// The caller's deadline in the timeout faults, in milliseconds.
+    #[arg(long, default_value_t = 200, value_name = "MS")]
+    pub deadline_ms: u64,
+
+    /// Output format of the report.
+    #[arg(long, value_enum, default_value_t = Format::Table)]
+    pub format: Format,
+
+    /// Also write the report to FILE; missing directories are created.
+    #[arg(long, value_name = "FILE")]
+    pub output: Option<PathBuf>,
+}
+
+fn parse_fault(name: &str) -> Result<CertifyFault, String> {
+    name.parse::<CertifyFault>().map_err(|err| {
+        let names: Vec<&str> = CertifyFault::ALL.iter().map(|f| f.name()).collect();
+        format!("{err}; the faults are {}", names.join(", "))
+    })
 }
 
 /// Output format of the matrix.

@@ -9,7 +9,7 @@ use effect_testkit::matrix::Matrix;
 use effect_testkit::scenario::crash::{self, CrashFiles};
 use effect_testkit::scenario::{ContractVariant, FaultPoint, Scenario, ScenarioReport};
 
-use crate::cli::{Cli, DbArg, Format};
+use crate::cli::{Cli, Command as Subcommand, DbArg, Format};
 use crate::store::{Postgres, RunDir, ledger_factory, open_sqlite};
 
 /// How a successful run ended.
@@ -41,14 +41,14 @@ pub struct CliError {
 }
 
 impl CliError {
-    fn usage(error: anyhow::Error) -> Self {
+    pub(crate) fn usage(error: anyhow::Error) -> Self {
         CliError {
             exit_code: 2,
             error,
         }
     }
 
-    fn failed(error: anyhow::Error) -> Self {
+    pub(crate) fn failed(error: anyhow::Error) -> Self {
         CliError {
             exit_code: 3,
             error,
@@ -63,6 +63,9 @@ impl CliError {
 /// [`CliError`] with exit code 2 for an unknown scenario name, 3 when the run
 /// or writing its output failed.
 pub fn run(cli: &Cli, out: &mut dyn Write) -> Result<Outcome, CliError> {
+    if let Some(Subcommand::Certify(args)) = &cli.command {
+        return crate::certify::run(args, out);
+    }
     if let Some(worker) = &cli.worker {
         return run_worker(cli, worker).map_err(CliError::failed);
     }
@@ -236,7 +239,16 @@ fn matrix(cli: &Cli, out: &mut dyn Write) -> anyhow::Result<Outcome> {
 
 /// Prints `text` and, with `--output`, writes it to the file (creating its directory).
 fn emit(cli: &Cli, text: &str, out: &mut dyn Write) -> anyhow::Result<()> {
-    if let Some(path) = &cli.output {
+    emit_to(cli.output.as_deref(), text, out)
+}
+
+/// Prints `text` and, with `output`, writes it to that file (creating its directory).
+pub(crate) fn emit_to(
+    output: Option<&Path>,
+    text: &str,
+    out: &mut dyn Write,
+) -> anyhow::Result<()> {
+    if let Some(path) = output {
         if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
             std::fs::create_dir_all(parent)
                 .with_context(|| format!("could not create directory {}", parent.display()))?;

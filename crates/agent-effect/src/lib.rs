@@ -5,7 +5,10 @@
 //! probe, on a SQLite ledger in a fresh temporary directory, and prints a JSON
 //! report. `agent-effect --matrix` runs every fault point against every
 //! contract variant with the naive retry-on-error baseline beside it.
-//! `agent-effect --list` names the scenarios.
+//! `agent-effect --list` names the scenarios. `agent-effect certify` runs the
+//! faults of `effect_testkit::certify` against your contract for an HTTP
+//! endpoint (`--url`) or an MCP server over stdio (`--mcp-command`), counted
+//! at the provider (docs/testkit.md, "Certifying your own contract").
 //!
 //! The scenarios, the provider and the matrix live in `effect-testkit`; this
 //! crate parses the command line, chooses the store with `--db` (`sqlite`,
@@ -21,9 +24,9 @@
 //!
 //! | code | meaning |
 //! | --- | --- |
-//! | 0 | the scenario passed (confirmed, exactly one committed effect, not in progress); the matrix kept the guarantee everywhere it is claimed; `--list` |
-//! | 1 | the scenario ran and did not pass; the matrix found a broken guarantee |
-//! | 2 | usage: an unknown scenario name, invalid arguments |
+//! | 0 | the scenario passed (confirmed, exactly one committed effect, not in progress); the matrix kept the guarantee everywhere it is claimed; `--list`; `certify` failed no cell |
+//! | 1 | the scenario ran and did not pass; the matrix found a broken guarantee; `certify` failed a cell |
+//! | 2 | usage: an unknown scenario name, invalid arguments; for `certify`, templates or arguments it cannot use, an MCP server that does not start or lacks a tool |
 //! | 3 | the run or the output failed: an unwritable `--output`, a ledger error |
 //!
 //! Commands write to an injected writer, so tests snapshot their output
@@ -40,9 +43,10 @@
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 
+mod certify;
 mod cli;
 mod commands;
 mod store;
 
-pub use cli::{Cli, ContractArg, DbArg, Format};
+pub use cli::{CertifyArgs, Cli, Command, ContractArg, DbArg, Format};
 pub use commands::{CliError, Outcome, run};

@@ -11,6 +11,9 @@
 //!   `GET /v1/charges/by-reference/{reference}` (the request's `reference`
 //!   field, a client-chosen id) look the first matching charge up: `200`
 //!   with the charge, or `404`.
+//! - `GET /v1/charges?FIELD=VALUE` lists every charge whose request has
+//!   that field (a string or a number) equal to the value, for counting the
+//!   effects one operation left (`{"object": "list", "data": [...]}`).
 //!
 //! Keys follow Stripe's documented semantics and the IETF
 //! `Idempotency-Key` header draft: the first request with a key commits and
@@ -638,7 +641,10 @@ fn store(state: &State, key: Option<&str>, body: &Value, stored: &Answer) {
 }
 
 fn lookup(state: &State, path: &str) -> HttpResponse {
-    let path = path.split('?').next().unwrap_or(path);
+    let (path, query) = path.split_once('?').unwrap_or((path, ""));
+    if path == "/v1/charges" {
+        return list(state, query);
+    }
     let Some(rest) = path.strip_prefix("/v1/charges/") else {
         return answer(
             StatusCode::NOT_FOUND,
@@ -678,6 +684,46 @@ fn lookup(state: &State, path: &str) -> HttpResponse {
             &error_body("invalid_request", "no such charge"),
         ),
     }
+}
+
+/// `GET /v1/charges?FIELD=VALUE&...`: every visible charge whose request
+/// has each `FIELD` equal to `VALUE` (as a string or a number), oldest
+/// first, as `{"object": "list", "data": [...]}`.
+fn list(state: &State, query: &str) -> HttpResponse {
+    let decode = |text: &str| {
+        percent_encoding::percent_decode_str(&text.replace('+', " "))
+            .decode_utf8_lossy()
+            .into_owned()
+    };
+    let filters: Vec<(String, String)> = query
+        .split('&')
+        .filter(|pair| !pair.is_empty())
+        .map(|pair| {
+            let (name, value) = pair.split_once('=').unwrap_or((pair, ""));
+            (decode(name), decode(value))
+        })
+        .collect();
+    let matches = |request: &Value| {
+        filters
+            .iter()
+            .all(|(name, value)| match &request[name.as_str()] {
+                Value::String(text) => text == value,
+                Value::Number(number) => number.to_string() == *value,
+                _ => false,
+            })
+    };
+    let now = state.options.clock.now();
+    let inner = state.lock();
+    let data: Vec<Value> = inner
+        .charges
+        .iter()
+        .filter(|charge| {
+            now.duration_since(charge.committed_at).unwrap_or_default() >= state.options.stale_reads
+        })
+        .filter(|charge| matches(&charge.request))
+        .map(|charge| charge_body(&charge.id, &charge.request))
+        .collect();
+    answer(StatusCode::OK, &json!({"object": "list", "data": data}))
 }
 
 fn charge_body(id: &str, request: &Value) -> Value {

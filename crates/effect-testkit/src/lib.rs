@@ -2,6 +2,10 @@
 //! suite every [`EffectLedger`](effect_core::EffectLedger) implementation runs,
 //! and a fault-injecting ledger wrapper.
 //!
+//! - [`certify`]: [`Certification`](certify::Certification) runs the fault
+//!   matrix against a user's own contract, handler and provider, counted
+//!   through the user's counter, and reports per fault whether the provider
+//!   ended with at most one effect and the declared guarantees held.
 //! - [`conformance`]: docs/spec.md §4 as small, named checks. A store proves it follows
 //!   the state machine with one call to [`conformance::run_all`] from its tests.
 //! - [`contracts`]: the capture-payment contract every crate's tests start
@@ -54,6 +58,7 @@
 #![warn(missing_docs)]
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
+pub mod certify;
 pub mod conformance;
 pub mod contracts;
 pub mod faults;

@@ -16,7 +16,8 @@ fn every_command_in_the_guide_parses() {
         .collect();
     assert!(commands.len() >= 7, "{commands:?}");
     for command in commands {
-        let args: Vec<&str> = command.split_whitespace().collect();
+        // Split as the shell would: a quoted --mcp-command is one word.
+        let args = shlex::split(command).unwrap();
         if let Err(err) = agent_effect::Cli::try_parse_from(&args) {
             panic!("{command}: {err}");
         }

@@ -2,6 +2,7 @@
 //! exit codes, and snapshots of what it prints.
 #![allow(clippy::unwrap_used)] // Tests unwrap: a panic is a failing test with its message.
 
+mod certify;
 mod cli;
 mod crash;
 mod docs;

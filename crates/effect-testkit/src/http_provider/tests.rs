@@ -283,3 +283,32 @@ fn a_stalled_request_is_released_when_the_provider_stops() {
         "a stalled request is never answered"
     );
 }
+
+#[test]
+fn the_list_route_filters_charges_by_request_fields() {
+    let provider =
+        FakeHttpProvider::start_with(FakeHttpOptions::default().honour_keys(false)).unwrap();
+    for body in [
+        r#"{"invoice_id":"INV 1","amount":5}"#,
+        r#"{"invoice_id":"INV 1","amount":6}"#,
+        r#"{"invoice_id":"INV-2","amount":5}"#,
+    ] {
+        assert_eq!(post(&provider, Some("k"), body).unwrap().status, 200);
+    }
+    let ids = |query: &str| -> Vec<String> {
+        let seen = send(&provider, "GET", &format!("/v1/charges{query}"), None, "").unwrap();
+        assert_eq!(seen.status, 200);
+        seen.body["data"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|charge| charge["id"].as_str().unwrap().to_owned())
+            .collect()
+    };
+    assert_eq!(ids("?invoice_id=INV%201"), ["ch_000001", "ch_000002"]);
+    assert_eq!(ids("?invoice_id=INV+1&amount=6"), ["ch_000002"]);
+    assert_eq!(ids("?amount=5"), ["ch_000001", "ch_000003"]);
+    assert_eq!(ids("?invoice_id=INV-3"), Vec::<String>::new());
+    assert_eq!(ids("").len(), 3);
+    assert_eq!(provider.committed_count(), 3);
+}

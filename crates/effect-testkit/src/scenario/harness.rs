@@ -200,7 +200,7 @@ impl Gate {
     }
 }
 
-fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+pub(crate) fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
     // The guarded values are plain counters and flags, valid after any panic.
     mutex
         .lock()

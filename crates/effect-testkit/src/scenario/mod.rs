@@ -78,7 +78,7 @@
 
 pub mod crash;
 mod error;
-mod harness;
+pub(crate) mod harness;
 mod naive;
 pub(crate) mod provider;
 mod report;

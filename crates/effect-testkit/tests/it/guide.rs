@@ -3,8 +3,12 @@
 
 use std::sync::Mutex;
 
-use effect_core::{BoxError, EffectStatus};
+use std::sync::Arc;
+
+use effect_core::{BoxError, EffectContract, EffectStatus, OutcomeProbeResult};
+use effect_testkit::certify::{Certification, KeyGuarantee, Verdict};
 use effect_testkit::matrix::Matrix;
+use effect_testkit::provider::FakePaymentProvider;
 use effect_testkit::scenario::{
     ContractVariant, FaultSchedule, Lookup, LookupFault, PerformFault, Scenario, ScenarioProvider,
 };
@@ -109,6 +113,81 @@ fn the_fault_matrix_keeps_the_guarantee() {
     }
 }
 
+/// The quick start's contract: a key, a probe that looks the capture up by
+/// it, and (with `guaranteed`) the claim that the provider honours the key.
+fn quick_start_contract(provider: &Arc<FakePaymentProvider>, guaranteed: bool) -> EffectContract {
+    let lookups = Arc::clone(provider);
+    EffectContract::builder("capture_payment", |args| {
+        let invoice = args["invoice_id"].as_str().ok_or("missing invoice_id")?;
+        Ok(format!("invoice:{invoice}:capture"))
+    })
+    .provider_idempotency_key(|args| {
+        Ok(args["invoice_id"].as_str().map(|i| format!("capture:{i}")))
+    })
+    .provider_idempotency_guaranteed(guaranteed)
+    .outcome_probe(move |_args, key| {
+        let key = key.ok_or("the capture has no key")?;
+        Ok(
+            match lookups.lookup_by_key(key).map_err(|e| e.to_string())? {
+                Some(found) => {
+                    OutcomeProbeResult::committed(json!({"payment_id": found.payment_id}))
+                }
+                None => OutcomeProbeResult::not_committed(),
+            },
+        )
+    })
+    .build()
+    .unwrap()
+}
+
+/// Your handler and your count of the provider's effects, by invoice.
+fn certify(provider: &Arc<FakePaymentProvider>, contract: EffectContract) -> Certification {
+    let capture = Arc::clone(provider);
+    let count = Arc::clone(provider);
+    Certification::new(contract, move |args, ctx| {
+        let invoice = args["invoice_id"].as_str().unwrap_or_default();
+        let payment = capture.capture(invoice, 1250, ctx.provider_key())?;
+        Ok(json!({"payment_id": payment.payment_id}))
+    })
+    // One invoice per fault, so the cells never meet at the provider.
+    .arguments(|fault| json!({"invoice_id": format!("INV-{fault}"), "amount_cents": 1250}))
+    .count_effects(move |args| {
+        let invoice = args["invoice_id"].as_str().ok_or("missing invoice_id")?;
+        Ok(count.lookup_by_invoice(invoice)?.len())
+    })
+}
+
+#[test]
+fn the_quick_start_contract_is_certified() {
+    let provider = Arc::new(FakePaymentProvider::new());
+    let report = certify(&provider, quick_start_contract(&provider, false))
+        .run()
+        .unwrap();
+    println!("{}", report.to_table());
+    assert!(report.certified, "{}", report.to_table());
+    for cell in &report.cells {
+        assert_eq!(cell.committed_effects, Some(1), "{}", cell.fault);
+    }
+    assert_eq!(provider.committed_count().unwrap(), report.cells.len());
+}
+
+#[test]
+fn a_guaranteed_key_the_provider_ignores_is_caught() {
+    // The planted bug: the contract says the key is honoured; the provider ignores it.
+    let provider = Arc::new(FakePaymentProvider::new().honour_idempotency_keys(false));
+    let report = certify(&provider, quick_start_contract(&provider, true))
+        .run()
+        .unwrap();
+    assert!(report.failed, "{}", report.to_table());
+    let broken: Vec<_> = report
+        .cells
+        .iter()
+        .filter(|cell| cell.key_guarantee == KeyGuarantee::Broken)
+        .map(|cell| (cell.fault.name(), cell.committed_effects, cell.verdict))
+        .collect();
+    assert_eq!(broken, [("late-commit", Some(2), Verdict::Fail)]);
+}
+
 #[test]
 fn guide_shows_only_tested_code() {
     let guide = include_str!("../../../../docs/testkit.md");
@@ -125,4 +204,20 @@ fn guide_shows_only_tested_code() {
             "docs/testkit.md shows code that tests/it/guide.rs does not run:\n{block}"
         );
     }
+}
+
+#[test]
+fn the_guide_shows_the_table_certify_prints() {
+    let guide = include_str!("../../../../docs/testkit.md");
+    let provider = Arc::new(FakePaymentProvider::new().honour_idempotency_keys(false));
+    let report = certify(&provider, quick_start_contract(&provider, true))
+        .run()
+        .unwrap();
+    let table = report.to_table();
+    assert!(
+        guide.contains(&format!("```text\n{table}```")),
+        "docs/testkit.md does not show this table:\n{table}"
+    );
+    // 1 capture for each of 5 faults, 2 for late-commit.
+    assert_eq!(provider.committed_count().unwrap(), 7);
 }

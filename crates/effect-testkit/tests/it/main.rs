@@ -3,6 +3,7 @@
 #![allow(clippy::unwrap_used)] // Tests unwrap: a panic is a failing test with its message.
 
 mod broken;
+mod certify;
 mod deferred;
 mod faults;
 mod guide;

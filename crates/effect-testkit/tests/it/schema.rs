@@ -97,3 +97,81 @@ fn matrix_reports_decode_into_the_documented_schema() {
     assert_eq!(decoded.baselines[0].fault, "concurrent-callers");
     assert_eq!(decoded.baselines[0].naive.committed_effect_count, 3);
 }
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+#[allow(dead_code)]
+struct CertificationReport {
+    contract: String,
+    declared: Declared,
+    effects_counted: bool,
+    cells: Vec<CertifyCell>,
+    certified: bool,
+    failed: bool,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+#[allow(dead_code)]
+struct Declared {
+    provider_key: bool,
+    key_guaranteed: bool,
+    probe: bool,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+#[allow(dead_code)]
+struct CertifyCell {
+    fault: String,
+    operation_id: String,
+    fault_fired: bool,
+    status: String,
+    attempts: u32,
+    handler_calls: usize,
+    committed_effects: Option<usize>,
+    at_most_one_effect: Option<bool>,
+    blind_retry: bool,
+    probe_after: Option<String>,
+    probe_agrees: Option<bool>,
+    key_guarantee: String,
+    verdict: String,
+    findings: Vec<String>,
+}
+
+#[test]
+fn certification_reports_decode_into_the_documented_schema() {
+    use std::sync::Arc;
+
+    use effect_testkit::certify::{Certification, CertifyFault};
+    use effect_testkit::provider::FakePaymentProvider;
+
+    let provider = Arc::new(FakePaymentProvider::new());
+    let contract = effect_testkit::contracts::capture_payment()
+        .provider_idempotency_guaranteed(true)
+        .build()
+        .unwrap();
+    let capture = Arc::clone(&provider);
+    let count = Arc::clone(&provider);
+    let report = Certification::new(contract, move |args, ctx| {
+        let invoice = args["invoice_id"].as_str().unwrap_or_default();
+        Ok(serde_json::json!({"id": capture.capture(invoice, 1, ctx.provider_key())?.payment_id}))
+    })
+    .arguments(|fault| serde_json::json!({"invoice_id": format!("INV-{fault}")}))
+    .count_effects(move |args| {
+        Ok(count
+            .lookup_by_invoice(args["invoice_id"].as_str().unwrap())?
+            .len())
+    })
+    .faults([CertifyFault::LostAck])
+    .run()
+    .unwrap();
+    let json = serde_json::to_string(&report).unwrap();
+    let decoded: CertificationReport = serde_json::from_str(&json).unwrap();
+    assert_eq!(decoded.cells[0].fault, "lost-ack");
+    assert_eq!(decoded.cells[0].committed_effects, Some(1));
+    assert_eq!(decoded.cells[0].key_guarantee, "held");
+    assert_eq!(provider.committed_count().unwrap(), 1);
+    let back: effect_testkit::certify::CertificationReport = serde_json::from_str(&json).unwrap();
+    assert_eq!(back, report);
+}

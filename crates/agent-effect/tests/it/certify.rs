@@ -1,0 +1,367 @@
+//! `agent-effect certify` against a loopback `FakeHttpProvider` and the
+//! example MCP server (`examples/certify_payment_server.rs`), honest and with
+//! the planted bug (keys ignored under a contract that claims they are
+//! guaranteed). Every cell's committed count is checked at the provider
+//! itself, not only in the report.
+
+use std::path::{Path, PathBuf};
+use std::sync::OnceLock;
+
+use effect_testkit::certify::CertifyFault;
+use effect_testkit::http_provider::{FakeHttpOptions, FakeHttpProvider};
+use effect_testkit::provider::FakePaymentProvider;
+use effect_testkit::snapshots;
+use serde_json::Value;
+
+use crate::{agent_effect, stderr, stdout};
+
+/// The invoice of each fault under the default `--arguments`.
+fn invoice(fault: CertifyFault) -> String {
+    format!("INV-certify-{fault}")
+}
+
+/// Runs `agent-effect certify ARGS --format json`, checks the exit code,
+/// returns the report.
+fn certify(args: &[&str], expected_exit: i32) -> Value {
+    let mut all = vec!["certify"];
+    all.extend_from_slice(args);
+    all.extend_from_slice(&["--format", "json"]);
+    let output = agent_effect(&all);
+    assert_eq!(
+        output.status.code(),
+        Some(expected_exit),
+        "{}{}",
+        stdout(&output),
+        stderr(&output)
+    );
+    serde_json::from_str(&stdout(&output)).unwrap()
+}
+
+/// Each cell's (fault, handler calls, committed effects, key guarantee, verdict).
+fn cells(report: &Value) -> Vec<(String, u64, u64, String, String)> {
+    report["cells"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| {
+            (
+                c["fault"].as_str().unwrap().to_owned(),
+                c["handler_calls"].as_u64().unwrap(),
+                c["committed_effects"].as_u64().unwrap(),
+                c["key_guarantee"].as_str().unwrap().to_owned(),
+                c["verdict"].as_str().unwrap().to_owned(),
+            )
+        })
+        .collect()
+}
+
+fn row(
+    fault: &str,
+    handler: u64,
+    effects: u64,
+    key: &str,
+    verdict: &str,
+) -> (String, u64, u64, String, String) {
+    (
+        fault.to_owned(),
+        handler,
+        effects,
+        key.to_owned(),
+        verdict.to_owned(),
+    )
+}
+
+/// The charges the fake HTTP provider holds for each fault's invoice.
+fn http_counts(provider: &FakeHttpProvider) -> Vec<usize> {
+    let charges = provider.charges();
+    CertifyFault::ALL
+        .iter()
+        .map(|fault| {
+            let invoice = invoice(*fault);
+            charges
+                .iter()
+                .filter(|c| c.request["invoice_id"] == invoice.as_str())
+                .count()
+        })
+        .collect()
+}
+
+#[test]
+fn the_quick_start_contract_over_http_is_certified() {
+    let provider = FakeHttpProvider::start().unwrap();
+    let url = provider.url("/v1/charges");
+    let probe = provider.url("/v1/charges/by-key/{key}");
+    let count = provider.url("/v1/charges?invoice_id={invoice_id}");
+    // The quick start's contract: the key, a probe by key, no guarantee.
+    let report = certify(
+        &[
+            "--url",
+            &url,
+            "--key",
+            "capture:{invoice_id}",
+            "--probe-url",
+            &probe,
+            "--probe-authoritative",
+            "--count-url",
+            &count,
+        ],
+        0,
+    );
+    assert_eq!(
+        cells(&report),
+        [
+            row("none", 1, 1, "not-declared", "pass"),
+            row("failure-before-send", 2, 1, "not-declared", "pass"),
+            row("lost-ack", 1, 1, "not-declared", "pass"),
+            row("timeout-after-commit", 1, 1, "not-declared", "pass"),
+            row("late-commit", 1, 1, "not-declared", "pass"),
+            row("crash-after-commit", 1, 1, "not-declared", "pass"),
+        ]
+    );
+    assert_eq!(http_counts(&provider), [1; 6]);
+    assert_eq!(provider.committed_count(), 6);
+    assert_eq!(report["certified"], true);
+    snapshots::settings().bind(|| insta::assert_json_snapshot!("certify_http_quick_start", report));
+}
+
+#[test]
+fn a_guaranteed_key_the_http_provider_ignores_is_flagged() {
+    let provider =
+        FakeHttpProvider::start_with(FakeHttpOptions::default().honour_keys(false)).unwrap();
+    let url = provider.url("/v1/charges");
+    let count = provider.url("/v1/charges?invoice_id={invoice_id}");
+    let report = certify(
+        &[
+            "--url",
+            &url,
+            "--key",
+            "capture:{invoice_id}",
+            "--key-guaranteed",
+            "--count-url",
+            &count,
+        ],
+        1,
+    );
+    assert_eq!(
+        cells(&report),
+        [
+            row("none", 1, 1, "held", "pass"),
+            row("failure-before-send", 2, 1, "held", "pass"),
+            row("lost-ack", 2, 2, "broken", "fail"),
+            row("timeout-after-commit", 2, 2, "broken", "fail"),
+            row("late-commit", 2, 2, "broken", "fail"),
+            row("crash-after-commit", 2, 2, "broken", "fail"),
+        ]
+    );
+    assert_eq!(http_counts(&provider), [1, 1, 2, 2, 2, 2]);
+    assert_eq!(provider.committed_count(), 10);
+    // The table a person reads says the same, and the exit code is 1.
+    let output = agent_effect(&[
+        "certify",
+        "--url",
+        &url,
+        "--key",
+        "capture:{invoice_id}",
+        "--key-guaranteed",
+        "--count-url",
+        &count,
+        "--faults",
+        "lost-ack",
+        "--arguments",
+        r#"{"invoice_id": "INV-table-{fault}", "amount_cents": 1250}"#,
+    ]);
+    assert_eq!(output.status.code(), Some(1));
+    let table = stdout(&output);
+    assert!(
+        table.contains("BROKEN") && table.contains("NOT certified: 0 of 1 faults passed, 1 failed"),
+        "{table}"
+    );
+    assert_eq!(provider.committed_count(), 12);
+}
+
+/// The example server, built by `cargo test` beside the test binaries (or
+/// built here when a filtered run did not build examples).
+fn server_binary() -> &'static Path {
+    static BINARY: OnceLock<PathBuf> = OnceLock::new();
+    BINARY.get_or_init(|| {
+        let exe = std::env::current_exe().unwrap();
+        let debug = exe.parent().and_then(Path::parent).unwrap();
+        let binary = debug.join("examples").join(format!(
+            "certify_payment_server{}",
+            std::env::consts::EXE_SUFFIX
+        ));
+        if !binary.exists() {
+            let status = std::process::Command::new(env!("CARGO"))
+                .args([
+                    "build",
+                    "--quiet",
+                    "-p",
+                    "agent-effect",
+                    "--example",
+                    "certify_payment_server",
+                ])
+                .status()
+                .unwrap();
+            assert!(status.success(), "building the example server failed");
+        }
+        binary
+    })
+}
+
+/// The captures the example server's file holds for each fault's invoice.
+fn mcp_counts(dir: &Path) -> Vec<usize> {
+    let provider = FakePaymentProvider::open(dir.join("provider.jsonl")).unwrap();
+    CertifyFault::ALL
+        .iter()
+        .map(|fault| provider.lookup_by_invoice(&invoice(*fault)).unwrap().len())
+        .collect()
+}
+
+#[test]
+fn an_mcp_server_with_a_probe_tool_is_certified() {
+    let dir = tempfile::tempdir().unwrap();
+    let command = format!("{} {}", server_binary().display(), dir.path().display());
+    let report = certify(
+        &[
+            "--mcp-command",
+            &command,
+            "--tool",
+            "capture_payment",
+            "--probe-tool",
+            "get_capture",
+            "--probe-authoritative",
+            "--count-tool",
+            "count_captures",
+            "--key",
+            "capture:{invoice_id}",
+        ],
+        0,
+    );
+    assert_eq!(
+        cells(&report),
+        [
+            row("none", 1, 1, "not-declared", "pass"),
+            row("failure-before-send", 2, 1, "not-declared", "pass"),
+            row("lost-ack", 1, 1, "not-declared", "pass"),
+            row("timeout-after-commit", 1, 1, "not-declared", "pass"),
+            row("late-commit", 1, 1, "not-declared", "pass"),
+            // The server was killed with the worker; a new one answered the probe.
+            row("crash-after-commit", 1, 1, "not-declared", "pass"),
+        ]
+    );
+    assert_eq!(mcp_counts(dir.path()), [1; 6]);
+    // One server, then a new one after the crash killed it.
+    assert_eq!(starts(dir.path()), 2);
+    snapshots::settings().bind(|| insta::assert_json_snapshot!("certify_mcp", report));
+}
+
+#[test]
+fn a_guaranteed_key_the_mcp_server_ignores_is_flagged() {
+    let dir = tempfile::tempdir().unwrap();
+    let command = format!(
+        "{} {} --ignore-keys",
+        server_binary().display(),
+        dir.path().display()
+    );
+    let report = certify(
+        &[
+            "--mcp-command",
+            &command,
+            "--tool",
+            "capture_payment",
+            "--count-tool",
+            "count_captures",
+            "--key",
+            "capture:{invoice_id}",
+            "--key-guaranteed",
+        ],
+        1,
+    );
+    assert_eq!(
+        cells(&report),
+        [
+            row("none", 1, 1, "held", "pass"),
+            row("failure-before-send", 2, 1, "held", "pass"),
+            row("lost-ack", 2, 2, "broken", "fail"),
+            row("timeout-after-commit", 2, 2, "broken", "fail"),
+            row("late-commit", 2, 2, "broken", "fail"),
+            row("crash-after-commit", 2, 2, "broken", "fail"),
+        ]
+    );
+    assert_eq!(mcp_counts(dir.path()), [1, 1, 2, 2, 2, 2]);
+    assert_eq!(starts(dir.path()), 2);
+}
+
+/// How many server processes started in `dir`.
+fn starts(dir: &Path) -> usize {
+    std::fs::read_to_string(dir.join("starts.log"))
+        .unwrap()
+        .lines()
+        .count()
+}
+
+#[test]
+fn certify_refuses_what_it_cannot_run_with_one_line() {
+    let dir = tempfile::tempdir().unwrap();
+    let command = format!("{} {}", server_binary().display(), dir.path().display());
+    for (args, expected) in [
+        (vec!["certify"], "--url"),
+        (
+            vec![
+                "certify",
+                "--url",
+                "http://127.0.0.1:9/x",
+                "--count-url",
+                "http://127.0.0.1:9/{key}",
+            ],
+            "cannot use {key}",
+        ),
+        (
+            vec![
+                "certify",
+                "--url",
+                "http://127.0.0.1:9/x",
+                "--operation-id",
+                "op:{nope}",
+            ],
+            "no \"nope\"",
+        ),
+        (
+            vec![
+                "certify",
+                "--url",
+                "http://127.0.0.1:9/x",
+                "--arguments",
+                "[1]",
+            ],
+            "JSON object",
+        ),
+        (
+            vec![
+                "certify",
+                "--url",
+                "http://127.0.0.1:9/x",
+                "--faults",
+                "lost-answer",
+            ],
+            "the faults are none, failure-before-send",
+        ),
+        (
+            vec!["certify", "--mcp-command", &command, "--tool", "refund"],
+            "no tool \"refund\"",
+        ),
+    ] {
+        let output = agent_effect(&args);
+        assert_eq!(
+            output.status.code(),
+            Some(2),
+            "{args:?}: {}",
+            stderr(&output)
+        );
+        let err = stderr(&output);
+        assert_eq!(err.lines().count(), 1, "{args:?}: {err}");
+        assert!(err.contains(expected), "{args:?}: {err}");
+    }
+    // Nothing was captured by the refused runs.
+    assert_eq!(mcp_counts(dir.path()), [0; 6]);
+}

@@ -1,0 +1,345 @@
+//! `effect_testkit::certify` against a payment provider that honours its
+//! keys (certified) and against one that ignores them under a contract that
+//! claims they are guaranteed (flagged). Every cell's committed count is
+//! asserted, counted at the provider, not read from the report alone.
+
+use std::sync::Arc;
+
+use effect_core::{EffectContract, EffectStatus, OutcomeProbeResult};
+use effect_testkit::certify::{
+    Certification, CertificationReport, CertifyError, CertifyFault, KeyGuarantee, ProbeAnswer,
+    Verdict,
+};
+use effect_testkit::provider::FakePaymentProvider;
+use effect_testkit::snapshots;
+use serde_json::{Value, json};
+
+/// The contract a user writes: an id and key from the invoice, a guaranteed
+/// key and/or a probe that looks the capture up by key, then by invoice.
+fn contract(provider: &Arc<FakePaymentProvider>, guaranteed: bool, probe: bool) -> EffectContract {
+    let mut builder = EffectContract::builder("capture_payment", |args| {
+        let invoice = args["invoice_id"].as_str().ok_or("missing invoice_id")?;
+        Ok(format!("invoice:{invoice}:capture"))
+    })
+    .provider_idempotency_key(|args| {
+        Ok(args["invoice_id"].as_str().map(|i| format!("capture:{i}")))
+    })
+    .provider_idempotency_guaranteed(guaranteed);
+    if probe {
+        let provider = Arc::clone(provider);
+        builder = builder.outcome_probe(move |args, _key| {
+            let invoice = args["invoice_id"].as_str().ok_or("missing invoice_id")?;
+            let found = provider
+                .lookup_by_invoice(invoice)
+                .map_err(|e| e.to_string())?;
+            Ok(match found.first() {
+                Some(capture) => {
+                    OutcomeProbeResult::committed(json!({"payment_id": capture.payment_id}))
+                }
+                None => OutcomeProbeResult::not_committed(),
+            })
+        });
+    }
+    builder.build().unwrap()
+}
+
+fn certification(provider: &Arc<FakePaymentProvider>, contract: EffectContract) -> Certification {
+    let capture = Arc::clone(provider);
+    let count = Arc::clone(provider);
+    Certification::new(contract, move |args, ctx| {
+        let invoice = args["invoice_id"].as_str().unwrap_or_default();
+        let amount = args["amount_cents"].as_u64().unwrap_or(0);
+        let charge = capture.capture(invoice, amount, ctx.provider_key())?;
+        Ok(json!({"payment_id": charge.payment_id}))
+    })
+    .arguments(|fault| json!({"invoice_id": format!("INV-{fault}"), "amount_cents": 1250}))
+    .count_effects(move |args| {
+        let invoice = args["invoice_id"].as_str().ok_or("missing invoice_id")?;
+        Ok(count.lookup_by_invoice(invoice)?.len())
+    })
+}
+
+/// The provider's own count of each fault's captures, beside the report's.
+fn provider_counts(provider: &FakePaymentProvider) -> Vec<(String, usize)> {
+    CertifyFault::ALL
+        .iter()
+        .map(|fault| {
+            let invoice = format!("INV-{fault}");
+            (
+                fault.to_string(),
+                provider.lookup_by_invoice(&invoice).unwrap().len(),
+            )
+        })
+        .collect()
+}
+
+/// Checks each cell: fault, handler calls, committed effects, key guarantee, verdict.
+fn check(
+    report: &CertificationReport,
+    provider: &FakePaymentProvider,
+    expected: &[(CertifyFault, usize, usize, KeyGuarantee, Verdict)],
+) {
+    let cells: Vec<_> = report
+        .cells
+        .iter()
+        .map(|c| {
+            (
+                c.fault,
+                c.handler_calls,
+                c.committed_effects.unwrap(),
+                c.key_guarantee,
+                c.verdict,
+            )
+        })
+        .collect();
+    assert_eq!(cells, expected, "{}", report.to_table());
+    let counted: Vec<_> = expected.iter().map(|e| (e.0.to_string(), e.2)).collect();
+    assert_eq!(provider_counts(provider), counted);
+    assert!(
+        report.cells.iter().all(|c| c.fault_fired),
+        "{}",
+        report.to_table()
+    );
+}
+
+#[test]
+fn a_keyed_contract_with_a_probe_on_an_honest_provider_is_certified() {
+    let provider = Arc::new(FakePaymentProvider::new());
+    let report = certification(&provider, contract(&provider, true, true))
+        .run()
+        .unwrap();
+    use CertifyFault::*;
+    use KeyGuarantee::Held;
+    check(
+        &report,
+        &provider,
+        &[
+            (None, 1, 1, Held, Verdict::Pass),
+            (FailureBeforeSend, 2, 1, Held, Verdict::Pass),
+            // The probe finds the capture whose answer was lost: no resend.
+            (LostAck, 1, 1, Held, Verdict::Pass),
+            (TimeoutAfterCommit, 1, 1, Held, Verdict::Pass),
+            // At the deadline the held request has not landed: the probe
+            // finds nothing, the guaranteed key allows a resend, and the
+            // provider replays it when the late request lands.
+            (LateCommit, 2, 1, Held, Verdict::Pass),
+            (CrashAfterCommit, 1, 1, Held, Verdict::Pass),
+        ],
+    );
+    assert!(report.certified && !report.failed, "{}", report.to_table());
+    assert!(
+        report
+            .cells
+            .iter()
+            .all(|c| c.status == EffectStatus::Confirmed)
+    );
+    assert!(
+        report
+            .cells
+            .iter()
+            .all(|c| c.probe_after == Some(ProbeAnswer::Committed))
+    );
+    snapshots::settings().bind(|| {
+        insta::assert_json_snapshot!("certify_honest_provider", report);
+        insta::assert_snapshot!("certify_honest_provider_table", report.to_table());
+    });
+}
+
+#[test]
+fn a_guaranteed_key_without_a_probe_on_an_honest_provider_is_certified() {
+    let provider = Arc::new(FakePaymentProvider::new());
+    let report = certification(&provider, contract(&provider, true, false))
+        .run()
+        .unwrap();
+    use CertifyFault::*;
+    use KeyGuarantee::Held;
+    // Without a probe every uncertain dispatch is resent under the key; the
+    // provider replays the first capture.
+    check(
+        &report,
+        &provider,
+        &[
+            (None, 1, 1, Held, Verdict::Pass),
+            (FailureBeforeSend, 2, 1, Held, Verdict::Pass),
+            (LostAck, 2, 1, Held, Verdict::Pass),
+            (TimeoutAfterCommit, 2, 1, Held, Verdict::Pass),
+            (LateCommit, 2, 1, Held, Verdict::Pass),
+            (CrashAfterCommit, 2, 1, Held, Verdict::Pass),
+        ],
+    );
+    assert!(report.certified, "{}", report.to_table());
+}
+
+#[test]
+fn a_guaranteed_key_the_provider_ignores_is_flagged() {
+    // The planted bug: the contract claims the key is honoured; it is not.
+    let provider = Arc::new(FakePaymentProvider::new().honour_idempotency_keys(false));
+    let report = certification(&provider, contract(&provider, true, false))
+        .run()
+        .unwrap();
+    use CertifyFault::*;
+    use KeyGuarantee::{Broken, Held};
+    check(
+        &report,
+        &provider,
+        &[
+            (None, 1, 1, Held, Verdict::Pass),
+            // Nothing was sent the first time: the resend is the only capture.
+            (FailureBeforeSend, 2, 1, Held, Verdict::Pass),
+            (LostAck, 2, 2, Broken, Verdict::Fail),
+            (TimeoutAfterCommit, 2, 2, Broken, Verdict::Fail),
+            (LateCommit, 2, 2, Broken, Verdict::Fail),
+            (CrashAfterCommit, 2, 2, Broken, Verdict::Fail),
+        ],
+    );
+    assert!(report.failed && !report.certified);
+    let lost_ack = &report.cells[2];
+    assert_eq!(lost_ack.at_most_one_effect, Some(false));
+    // The library retried on the key's word, not blindly: the claim is at fault.
+    assert!(!lost_ack.blind_retry);
+    assert!(
+        lost_ack
+            .findings
+            .iter()
+            .any(|f| f.contains("did not honour it")),
+        "{:?}",
+        lost_ack.findings
+    );
+    let table = report.to_table();
+    assert!(
+        table.contains("BROKEN") && table.contains("NOT certified: 2 of 6 faults passed, 4 failed"),
+        "{table}"
+    );
+    snapshots::settings().bind(|| {
+        insta::assert_json_snapshot!("certify_key_ignored", report);
+        insta::assert_snapshot!("certify_key_ignored_table", table);
+    });
+}
+
+#[test]
+fn a_probe_only_contract_on_a_key_ignoring_provider_is_certified() {
+    // Without a key claim the probe carries the contract: no resend after a commit.
+    let provider = Arc::new(FakePaymentProvider::new().honour_idempotency_keys(false));
+    let report = certification(&provider, contract(&provider, false, true))
+        .run()
+        .unwrap();
+    use CertifyFault::*;
+    use KeyGuarantee::NotDeclared;
+    check(
+        &report,
+        &provider,
+        &[
+            (None, 1, 1, NotDeclared, Verdict::Pass),
+            (FailureBeforeSend, 2, 1, NotDeclared, Verdict::Pass),
+            (LostAck, 1, 1, NotDeclared, Verdict::Pass),
+            (TimeoutAfterCommit, 1, 1, NotDeclared, Verdict::Pass),
+            (LateCommit, 1, 1, NotDeclared, Verdict::Pass),
+            (CrashAfterCommit, 1, 1, NotDeclared, Verdict::Pass),
+        ],
+    );
+    assert!(report.certified, "{}", report.to_table());
+}
+
+#[test]
+fn a_probe_that_never_finds_a_commit_is_flagged() {
+    let provider = Arc::new(FakePaymentProvider::new());
+    // A lookup on the wrong index: it always answers "not committed".
+    let lying = EffectContract::builder("capture_payment", |args| {
+        Ok(format!(
+            "invoice:{}:capture",
+            args["invoice_id"].as_str().ok_or("missing")?
+        ))
+    })
+    .outcome_probe(|_args, _key| Ok(OutcomeProbeResult::not_committed()))
+    .build()
+    .unwrap();
+    let report = certification(&provider, lying)
+        .faults([CertifyFault::None, CertifyFault::LostAck])
+        .run()
+        .unwrap();
+    let cells: Vec<_> = report
+        .cells
+        .iter()
+        .map(|c| {
+            (
+                c.handler_calls,
+                c.committed_effects,
+                c.probe_agrees,
+                c.verdict,
+            )
+        })
+        .collect();
+    assert_eq!(
+        cells,
+        [
+            (1, Some(1), Some(false), Verdict::Fail),
+            (2, Some(2), Some(false), Verdict::Fail),
+        ],
+        "{}",
+        report.to_table()
+    );
+    assert_eq!(provider.committed_count().unwrap(), 3);
+    assert!(
+        report.cells[1]
+            .findings
+            .iter()
+            .any(|f| f.contains("probe answers not_committed where the provider holds 2"))
+    );
+}
+
+#[test]
+fn without_a_counter_nothing_is_certified_and_nothing_failed() {
+    let provider = Arc::new(FakePaymentProvider::new().honour_idempotency_keys(false));
+    let capture = Arc::clone(&provider);
+    let report = Certification::new(contract(&provider, true, false), move |args, ctx| {
+        let invoice = args["invoice_id"].as_str().unwrap_or_default();
+        Ok(json!({"payment_id": capture.capture(invoice, 1, ctx.provider_key())?.payment_id}))
+    })
+    .arguments(|fault| json!({"invoice_id": format!("INV-{fault}")}))
+    .faults([CertifyFault::LostAck])
+    .run()
+    .unwrap();
+    let cell = &report.cells[0];
+    // The duplicate happened, and certify says it could not see it.
+    assert_eq!(provider.committed_count().unwrap(), 2);
+    assert_eq!(cell.handler_calls, 2);
+    assert_eq!(
+        (cell.committed_effects, cell.key_guarantee, cell.verdict),
+        (None, KeyGuarantee::Unverified, Verdict::Unverified)
+    );
+    assert!(!report.certified && !report.failed && !report.effects_counted);
+    assert!(report.to_table().contains("effects were not counted"));
+}
+
+#[test]
+fn faults_sharing_an_operation_are_refused_before_anything_runs() {
+    let provider = Arc::new(FakePaymentProvider::new());
+    let error = certification(&provider, contract(&provider, true, true))
+        .arguments(|_| json!({"invoice_id": "INV-1", "amount_cents": 1}))
+        .run()
+        .unwrap_err();
+    assert!(
+        matches!(
+            error,
+            CertifyError::SharedOperation {
+                fault: CertifyFault::FailureBeforeSend,
+                other: CertifyFault::None,
+                ..
+            }
+        ),
+        "{error}"
+    );
+    assert_eq!(provider.committed_count().unwrap(), 0);
+}
+
+#[test]
+fn fault_names_round_trip() {
+    for fault in CertifyFault::ALL {
+        assert_eq!(fault.name().parse::<CertifyFault>().unwrap(), fault);
+        assert_eq!(
+            serde_json::to_value(fault).unwrap(),
+            Value::String(fault.name().to_owned())
+        );
+    }
+    assert!("lost-answer".parse::<CertifyFault>().is_err());
+}
