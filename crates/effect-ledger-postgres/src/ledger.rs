@@ -27,11 +27,14 @@ type Pooled = r2d2::PooledConnection<Manager>;
 /// An [`EffectLedger`] stored in a PostgreSQL schema, for several processes or
 /// hosts sharing one ledger.
 ///
-/// Every transition is one transaction: it locks the operation's row
-/// (`SELECT ... FOR UPDATE`), reads the database clock, evaluates
-/// [`effect_core::transition::plan`] and writes the record and its events
-/// before committing. Claims are therefore exclusive across hosts, and leases
-/// are measured on the database server's clock, never on a caller's.
+/// Every transition is one transaction: it reads the record and the
+/// database clock, evaluates [`effect_core::transition::plan`] and writes
+/// the record and its events in one statement that applies only if the row
+/// is unchanged since the read (else under the row lock, `SELECT ... FOR
+/// UPDATE`). Claims are therefore exclusive across hosts, and leases are
+/// measured on the database server's clock, never on a caller's. The owner's
+/// outcome of a claim this ledger wrote skips the read (see the crate's
+/// documentation).
 ///
 /// Cloning is cheap and shares the connection pool.
 #[derive(Clone)]
@@ -134,8 +137,9 @@ impl PostgresLedger {
     /// The `synchronous_commit` setting the ledger's transactions run with:
     /// `on` whatever the server's default, so that every commit is durable on
     /// the server before a caller is answered. Only a transition applied as
-    /// [`WriteDurability::Deferrable`] runs with `SET LOCAL synchronous_commit
-    /// = off`, for its own transaction.
+    /// [`WriteDurability::Deferrable`] (every transition, with
+    /// [`PostgresOptions::durable_commits`] `false`) runs with `SET LOCAL
+    /// synchronous_commit = off`, for its own transaction.
     ///
     /// # Errors
     ///
@@ -200,7 +204,9 @@ impl PostgresLedger {
         let Some(write) = write else {
             return Ok(Some((outcome, None)));
         };
-        let written = write_plan(client, &sql.write, &outcome, &write, &version, durability, None)?;
+        let written = write_plan(
+            client, &sql.write, &outcome, &write, &version, durability, None,
+        )?;
         Ok(written.version.map(|version| (outcome, Some(version))))
     }
 
@@ -221,10 +227,8 @@ impl PostgresLedger {
     ) -> Result<Option<Applied>, Step> {
         let Connection { client, sql, .. } = conn;
         let placeholder = SystemTime::UNIX_EPOCH;
-        let Plan {
-            mut outcome,
-            write,
-        } = plan(operation_id, Some(claimed), transition, placeholder)?;
+        let Plan { mut outcome, write } =
+            plan(operation_id, Some(claimed), transition, placeholder)?;
         let Some(write) = write.filter(|_| outcome.applied) else {
             return Ok(None);
         };
@@ -272,8 +276,9 @@ impl PostgresLedger {
         let Plan { outcome, write } = plan(operation_id, current, transition, now)?;
         let mut written_version = None;
         if let Some(write) = write {
-            let written =
-                write_plan(&mut tx, &sql.write, &outcome, &write, &version, durability, None)?;
+            let written = write_plan(
+                &mut tx, &sql.write, &outcome, &write, &version, durability, None,
+            )?;
             if written.version.is_none() {
                 return Err(match write.kind {
                     // Another transaction created it since our read: start

@@ -17,6 +17,7 @@ mod lost_commit;
 mod pgbouncer;
 mod processes;
 mod prune;
+mod round_trips;
 mod schema;
 mod storage;
 mod support;
