@@ -100,8 +100,11 @@ impl Store {
         !matches!(self, Store::Sqlite(..))
     }
 
-    /// A new, empty ledger. `durability` applies to SQLite only (a PostgreSQL
-    /// commit is as durable as the server is configured to make it).
+    /// A new, empty ledger. On PostgreSQL, `Durability::Normal` (W2) makes
+    /// every commit asynchronous (`PostgresOptions::durable_commits(false)`:
+    /// it survives a crash of this process, not of the server's machine, as
+    /// SQLite's `NORMAL` survives a crash of the process, not a power loss);
+    /// any other durability waits for every WAL flush.
     pub(crate) fn fresh(&self, durability: Durability) -> anyhow::Result<Fresh> {
         match self {
             Store::Sqlite(tuning, dir) => {
@@ -127,8 +130,11 @@ impl Store {
             Store::Postgres { url } => {
                 use effect_ledger_postgres::PostgresOptions;
                 // One connection per thread of W4 and W5, so none waits for the pool.
-                let options =
-                    OpenOptions::default().postgres(PostgresOptions::default().pool_size(16));
+                let options = OpenOptions::default().postgres(
+                    PostgresOptions::default()
+                        .pool_size(16)
+                        .durable_commits(durability != Durability::Normal),
+                );
                 let fresh = open_fresh(&LedgerUrl::Postgres(url.clone()), "effect_bench", options)
                     .context("creating a fresh PostgreSQL schema")?;
                 let location = Location::Postgres {

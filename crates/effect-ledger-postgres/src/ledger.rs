@@ -1,6 +1,8 @@
 //! [`PostgresLedger`]: the ledger in a PostgreSQL schema.
 
+use std::collections::HashMap;
 use std::fmt;
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, SystemTime};
 
 use effect_core::transition::{PendingEvent, Plan, Write, WriteKind, plan};
@@ -25,11 +27,14 @@ type Pooled = r2d2::PooledConnection<Manager>;
 /// An [`EffectLedger`] stored in a PostgreSQL schema, for several processes or
 /// hosts sharing one ledger.
 ///
-/// Every transition is one transaction: it locks the operation's row
-/// (`SELECT ... FOR UPDATE`), reads the database clock, evaluates
-/// [`effect_core::transition::plan`] and writes the record and its events
-/// before committing. Claims are therefore exclusive across hosts, and leases
-/// are measured on the database server's clock, never on a caller's.
+/// Every transition is one transaction: it reads the record and the
+/// database clock, evaluates [`effect_core::transition::plan`] and writes
+/// the record and its events in one statement that applies only if the row
+/// is unchanged since the read (else under the row lock, `SELECT ... FOR
+/// UPDATE`). Claims are therefore exclusive across hosts, and leases are
+/// measured on the database server's clock, never on a caller's. The owner's
+/// outcome of a claim this ledger wrote skips the read (see the crate's
+/// documentation).
 ///
 /// Cloning is cheap and shares the connection pool.
 #[derive(Clone)]
@@ -37,7 +42,9 @@ pub struct PostgresLedger {
     pub(crate) pool: Pool,
     pub(crate) schema: Schema,
     retries: u32,
+    durable_commits: bool,
     sleeper: std::sync::Arc<dyn effect_core::Sleeper>,
+    claimed: Arc<Claimed>,
 }
 
 impl fmt::Debug for PostgresLedger {
@@ -98,7 +105,9 @@ impl PostgresLedger {
             pool,
             schema,
             retries: options.transaction_retries,
+            durable_commits: options.durable_commits,
             sleeper: std::sync::Arc::new(effect_core::ThreadSleeper),
+            claimed: Arc::new(Claimed::default()),
         })
     }
 
@@ -128,8 +137,9 @@ impl PostgresLedger {
     /// The `synchronous_commit` setting the ledger's transactions run with:
     /// `on` whatever the server's default, so that every commit is durable on
     /// the server before a caller is answered. Only a transition applied as
-    /// [`WriteDurability::Deferrable`] runs with `SET LOCAL synchronous_commit
-    /// = off`, for its own transaction.
+    /// [`WriteDurability::Deferrable`] (every transition, with
+    /// [`PostgresOptions::durable_commits`] `false`) runs with `SET LOCAL
+    /// synchronous_commit = off`, for its own transaction.
     ///
     /// # Errors
     ///
@@ -184,18 +194,61 @@ impl PostgresLedger {
         operation_id: &str,
         transition: &Transition,
         durability: WriteDurability,
-    ) -> Result<Option<TransitionOutcome>, Step> {
-        let Connection { client, sql } = conn;
+    ) -> Result<Option<Applied>, Step> {
+        let Connection { client, sql, .. } = conn;
         let found = client
             .query_typed_one(&sql.read_record, &[(&operation_id, Type::TEXT)])
             .map_err(|err| Step::from_pg("reading an operation", err))?;
         let (current, version, now) = found_record(&found)?;
         let Plan { outcome, write } = plan(operation_id, current, transition, now)?;
         let Some(write) = write else {
-            return Ok(Some(outcome));
+            return Ok(Some((outcome, None)));
         };
-        let written = write_plan(client, &sql.write, &outcome, &write, &version, durability)?;
-        Ok(written.then_some(outcome))
+        let written = write_plan(
+            client, &sql.write, &outcome, &write, &version, durability, None,
+        )?;
+        Ok(written.version.map(|version| (outcome, Some(version))))
+    }
+
+    /// The owner's outcome of a claim this ledger wrote, in one round trip:
+    /// planned on the record the claim wrote (`claimed`, at `version`), and
+    /// written only if the row is still that version. The plan of an owner's
+    /// outcome depends on the record and not on the clock (which only stamps
+    /// it: the write function puts the database clock in place of the
+    /// placeholder planned with), so a row still at `version` gets the plan
+    /// a fresh read would have made. `None` when the row changed (another
+    /// transition, a takeover): plan again on a fresh read.
+    fn try_apply_claimed(
+        conn: &mut Connection,
+        operation_id: &str,
+        transition: &Transition,
+        (claimed, version): (EffectRecord, String),
+        durability: WriteDurability,
+    ) -> Result<Option<Applied>, Step> {
+        let Connection { client, sql, .. } = conn;
+        let placeholder = SystemTime::UNIX_EPOCH;
+        let Plan { mut outcome, write } =
+            plan(operation_id, Some(claimed), transition, placeholder)?;
+        let Some(write) = write.filter(|_| outcome.applied) else {
+            return Ok(None);
+        };
+        let placeholder = effect_core::clock::format_timestamp(placeholder);
+        let written = write_plan(
+            client,
+            &sql.write,
+            &outcome,
+            &write,
+            &Some(version),
+            durability,
+            Some(&placeholder),
+        )?;
+        let (Some(version), Some(stamp)) = (written.version, written.stamp) else {
+            return Ok(None);
+        };
+        if outcome.record.updated_at == placeholder {
+            outcome.record.updated_at = stamp;
+        }
+        Ok(Some((outcome, Some(version))))
     }
 
     /// One attempt at a transition in one transaction, under the row lock
@@ -206,9 +259,9 @@ impl PostgresLedger {
         operation_id: &str,
         transition: &Transition,
         durability: WriteDurability,
-    ) -> Result<TransitionOutcome, Step> {
+    ) -> Result<Applied, Step> {
         let pg = |doing: &'static str| move |err| Step::from_pg(doing, err);
-        let Connection { client, sql } = conn;
+        let Connection { client, sql, .. } = conn;
         // READ COMMITTED whatever the server's default: the row lock orders
         // transitions, and the write function's horizon needs fresh snapshots.
         let mut tx = client
@@ -221,9 +274,12 @@ impl PostgresLedger {
             .map_err(pg("locking an operation"))?;
         let (current, version, now) = found_record(&locked)?;
         let Plan { outcome, write } = plan(operation_id, current, transition, now)?;
+        let mut written_version = None;
         if let Some(write) = write {
-            let written = write_plan(&mut tx, &sql.write, &outcome, &write, &version, durability)?;
-            if !written {
+            let written = write_plan(
+                &mut tx, &sql.write, &outcome, &write, &version, durability, None,
+            )?;
+            if written.version.is_none() {
                 return Err(match write.kind {
                     // Another transaction created it since our read: start
                     // over, and lock the row it wrote.
@@ -231,9 +287,10 @@ impl PostgresLedger {
                     _ => vanished(operation_id),
                 });
             }
+            written_version = written.version;
         }
         tx.commit().map_err(pg("committing a transition"))?;
-        Ok(outcome)
+        Ok((outcome, written_version))
     }
 
     fn read<T>(
@@ -242,8 +299,69 @@ impl PostgresLedger {
         f: impl FnOnce(&mut postgres::Client, &Statements) -> Result<T, postgres::Error>,
     ) -> Result<T, LedgerError> {
         let mut conn = self.connection()?;
-        let Connection { client, sql } = &mut *conn;
+        let Connection { client, sql, .. } = &mut *conn;
         f(client, sql).map_err(|err| from_pg(doing, err))
+    }
+}
+
+/// A transition's outcome and, when it wrote, the row's new version.
+type Applied = (TransitionOutcome, Option<String>);
+
+/// The most claims [`Claimed`] remembers; when full it starts over (a miss
+/// costs one read).
+const CLAIMED_CAPACITY: usize = 4096;
+
+/// The claims this ledger wrote and that nothing it applied since has
+/// changed, by operation id: the `dispatched` record with its owner and the
+/// row's version (`xmin`), so the owner's outcome needs no read first
+/// ([`PostgresLedger::try_apply_claimed`]). A stale entry (another process
+/// changed the row) costs one refused write; it is never trusted without
+/// the version check in the write function.
+#[derive(Debug, Default)]
+struct Claimed {
+    records: Mutex<HashMap<String, (EffectRecord, String)>>,
+}
+
+impl Claimed {
+    /// Forgets `operation_id`'s entry; returns it if the transition is its
+    /// owner's outcome (confirmed, rejected, unknown) with its token.
+    fn take(&self, operation_id: &str, transition: &Transition) -> Option<(EffectRecord, String)> {
+        let mut records = self.records.lock().unwrap_or_else(PoisonError::into_inner);
+        if records.is_empty() {
+            return None;
+        }
+        let entry = records.remove(operation_id)?;
+        drop(records);
+        let token = match transition {
+            Transition::MarkConfirmed {
+                owner_token: Some(token),
+                ..
+            }
+            | Transition::MarkOutcomeUnknown {
+                owner_token: Some(token),
+                ..
+            }
+            | Transition::MarkRejected {
+                owner_token: token, ..
+            } => token,
+            _ => return None,
+        };
+        (entry.0.owner_token.as_ref() == Some(token)).then_some(entry)
+    }
+
+    /// Remembers a committed write that left `record` dispatched to an owner.
+    fn remember(&self, record: &EffectRecord, version: Option<String>) {
+        let Some(version) = version else {
+            return;
+        };
+        if record.status != EffectStatus::Dispatched || record.owner_token.is_none() {
+            return;
+        }
+        let mut records = self.records.lock().unwrap_or_else(PoisonError::into_inner);
+        if records.len() >= CLAIMED_CAPACITY {
+            records.clear();
+        }
+        records.insert(record.operation_id.clone(), (record.clone(), version));
     }
 }
 
@@ -273,8 +391,18 @@ fn found_record(
     Ok((current, version, now))
 }
 
-/// Runs the write function for a plan: true when it wrote, false when it
-/// wrote nothing (the record exists already or changed since `version`).
+/// What the write function answered.
+struct Written {
+    /// The row's new version; `None` when it wrote nothing (the record
+    /// exists already, or changed since the version given).
+    version: Option<String>,
+    /// The database clock written in place of the placeholder, if one was given.
+    stamp: Option<String>,
+}
+
+/// Runs the write function for a plan, with `placeholder` the timestamp
+/// text to replace with the database clock (when the plan was made without
+/// reading it).
 fn write_plan(
     client: &mut impl GenericClient,
     statement: &str,
@@ -282,7 +410,8 @@ fn write_plan(
     write: &Write,
     version: &Option<String>,
     durability: WriteDurability,
-) -> Result<bool, Step> {
+    placeholder: Option<&str>,
+) -> Result<Written, Step> {
     let record = &outcome.record;
     let params = RecordParams::new(record)?;
     let events = EventParams::new(&write.events);
@@ -301,14 +430,21 @@ fn write_plan(
         Type::TEXT_ARRAY,
     ]));
     args.push((&deferred, Type::BOOL));
+    args.push((&placeholder, Type::TEXT));
     let row = client
         .query_typed_one(statement, &args)
         .map_err(|err| Step::from_pg("writing a transition", err))?;
-    row.try_get(0).map_err(|err| {
+    let decode = |err| {
         Step::Fail(corrupt(
             "the write's answer cannot be decoded".to_owned(),
             err,
         ))
+    };
+    let written: bool = row.try_get(0).map_err(decode)?;
+    let version: Option<String> = row.try_get(1).map_err(decode)?;
+    Ok(Written {
+        version: version.filter(|_| written),
+        stamp: row.try_get(2).map_err(decode)?,
     })
 }
 
@@ -394,16 +530,36 @@ impl EffectLedger for PostgresLedger {
         transition: &Transition,
         durability: WriteDurability,
     ) -> Result<TransitionOutcome, LedgerError> {
+        let durability = if self.durable_commits {
+            durability
+        } else {
+            WriteDurability::Deferrable
+        };
         let mut conn = self.connection()?;
+        if let Some(claimed) = self.claimed.take(operation_id, transition) {
+            match Self::try_apply_claimed(&mut conn, operation_id, transition, claimed, durability)
+            {
+                Ok(Some((outcome, version))) => {
+                    self.claimed.remember(&outcome.record, version);
+                    return Ok(outcome);
+                }
+                // The row changed, or the write conflicted: plan on a fresh read.
+                Ok(None) | Err(Step::Retry(_)) => {}
+                Err(Step::Fail(err)) => return Err(err),
+            }
+        }
         let mut attempt: u32 = 0;
         loop {
             let tried = Self::try_apply_unlocked(&mut conn, operation_id, transition, durability)
                 .and_then(|done| match done {
-                    Some(outcome) => Ok(outcome),
+                    Some(applied) => Ok(applied),
                     None => Self::try_apply_locked(&mut conn, operation_id, transition, durability),
                 });
             match tried {
-                Ok(outcome) => return Ok(outcome),
+                Ok((outcome, version)) => {
+                    self.claimed.remember(&outcome.record, version);
+                    return Ok(outcome);
+                }
                 Err(Step::Fail(err)) => return Err(err),
                 Err(Step::Retry(err)) => {
                     attempt += 1;

@@ -31,22 +31,35 @@
 //! A transition reads the record with its version (`xmin`) and the database
 //! clock, plans it in Rust ([`effect_core::transition::plan`]), and writes the
 //! plan with one call of the schema's `effect_write` function (installed by
-//! migration 2, replaced by migration 3), which commits on its own: two
+//! migration 2, replaced by migrations 3 and 4), which commits on its own: two
 //! round trips and one commit.
 //! The function writes only if the record is unchanged since the read and
 //! nobody holds its row lock; otherwise the transition is planned again
 //! inside a transaction that locks the row first (`SELECT ... FOR UPDATE`,
 //! four round trips). A transition that writes nothing (a replay of a
 //! finished operation, a claim refused because another holds the lease) is
-//! the one read and nothing else.
+//! the one read and nothing else: no write, no lock, no transaction.
+//!
+//! **The owner's outcome is one round trip.** The write answers the row's
+//! new version, and the ledger remembers the record of each claim it wrote
+//! with that version. The owner's confirmation, rejection or unknown outcome
+//! is then planned on that record and written at once, with no read: its
+//! plan depends on the record, not on the clock, and the write applies only
+//! if the row is still that version (otherwise the transition is planned
+//! again on a fresh read, so a claim another host took over is never
+//! overwritten). Its timestamps are still the database's: the function
+//! writes `clock_timestamp()` in place of the placeholder the plan was made
+//! with. A fresh effect is three round trips and two commits.
 //!
 //! Every statement runs unnamed (the extended protocol's one-round-trip
 //! `query_typed`), and the write sets `synchronous_commit` for its own
 //! transaction, so nothing outlives a transaction: the ledger works through
 //! PgBouncer with `pool_mode = transaction`, with no prepared-statement
-//! setting. The driver is synchronous and does not pipeline, so the read and
-//! the write are two round trips; a single statement cannot do both while the
-//! plan is decided in Rust.
+//! setting. The driver is synchronous and does not pipeline; where a plan
+//! needs the clock or a record the ledger did not write itself, the read and
+//! the write are two round trips, as a single statement cannot do both
+//! while the plan is decided in Rust. A pooled connection used within the
+//! last second is handed out without the check-out ping (an empty query).
 //!
 //! # Event order
 //!
@@ -60,7 +73,10 @@
 //! reader's snapshot, so a cursor never skips an event that commits late,
 //! nor returns one twice; the cursor is still the sequence. The argument, and
 //! the cause of the earlier attempt's skip, are in `src/schema.rs`
-//! (`MIGRATION_3`); `tests/it/cursor.rs` drives the interleavings.
+//! (`MIGRATION_3`); `tests/it/cursor.rs` drives the interleavings. A writer
+//! that finds itself alone (schema version 4: the mark's exclusive lock,
+//! tried and released at once in a subtransaction) records nobody without
+//! reading `pg_locks` (`MIGRATION_4`).
 //!
 //! # What a lease proves, and what it does not
 //!

@@ -46,6 +46,8 @@ pub struct PostgresOptions {
     pub ssl_mode: SslMode,
     /// See [`PostgresOptions::tls_ca_file`].
     pub tls_ca_file: Option<PathBuf>,
+    /// See [`PostgresOptions::durable_commits`].
+    pub durable_commits: bool,
 }
 
 impl Default for PostgresOptions {
@@ -59,6 +61,7 @@ impl Default for PostgresOptions {
             create: true,
             ssl_mode: SslMode::Prefer,
             tls_ca_file: None,
+            durable_commits: true,
         }
     }
 }
@@ -137,6 +140,24 @@ impl PostgresOptions {
     #[must_use]
     pub fn tls_ca_file(mut self, path: impl Into<PathBuf>) -> Self {
         self.tls_ca_file = Some(path.into());
+        self
+    }
+
+    /// Whether every commit waits for the server's WAL flush (the default,
+    /// `true`), whatever the server's `synchronous_commit`. With `false`
+    /// every transition, claims included, commits as a
+    /// [`Deferrable`](effect_core::WriteDurability::Deferrable) one does
+    /// (`synchronous_commit = off` for its transaction): it is answered
+    /// once committed and visible, and survives a crash of the calling
+    /// process, but a crash of the server's machine may lose the last
+    /// acknowledged transitions (up to three times the server's
+    /// `wal_writer_delay`). A lost claim lets the operation be dispatched
+    /// again, so choose `false` only where the provider's idempotency key
+    /// absorbs a second dispatch. This is the PostgreSQL counterpart of the
+    /// SQLite store's `synchronous = NORMAL` (the benchmarks' W2).
+    #[must_use]
+    pub fn durable_commits(mut self, durable: bool) -> Self {
+        self.durable_commits = durable;
         self
     }
 }

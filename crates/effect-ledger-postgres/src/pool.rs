@@ -3,6 +3,7 @@
 
 use std::fmt;
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use postgres::Client;
 
@@ -13,7 +14,15 @@ use crate::tls::Target;
 pub(crate) struct Connection {
     pub(crate) client: Client,
     pub(crate) sql: Arc<Statements>,
+    /// When the connection was last handed back to the pool unbroken.
+    returned: Instant,
 }
+
+/// How long after its last use a connection is handed out again without
+/// the check-out round trip that proves it is alive. Within it, a
+/// connection that broke meanwhile fails its first statement, as it would
+/// had it broken just after the check.
+pub(crate) const TRUSTED_FOR: Duration = Duration::from_secs(1);
 
 impl fmt::Debug for Connection {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -21,6 +30,14 @@ impl fmt::Debug for Connection {
             .field("closed", &self.client.is_closed())
             .finish_non_exhaustive()
     }
+}
+
+/// The monotonic clock, for how long a connection has been idle: r2d2
+/// measures its own idle and lifetime limits on it too, and a test has no
+/// use for a fake one here.
+#[allow(clippy::disallowed_methods)] // The real elapsed time of a socket is the point.
+fn now() -> Instant {
+    Instant::now()
 }
 
 /// Opens connections for r2d2.
@@ -61,14 +78,29 @@ impl r2d2::ManageConnection for Manager {
         Ok(Connection {
             client,
             sql: Arc::clone(&self.sql),
+            returned: now(),
         })
     }
 
+    /// r2d2 calls this on every check-out. An empty query (one round trip)
+    /// proves the connection alive, unless it was handed back within
+    /// [`TRUSTED_FOR`]: a transition on a busy pool then pays its own round
+    /// trips only, and an idle connection (a server restarted meanwhile) is
+    /// still checked and replaced.
     fn is_valid(&self, conn: &mut Connection) -> Result<(), postgres::Error> {
+        if conn.returned.elapsed() < TRUSTED_FOR {
+            return Ok(());
+        }
         conn.client.simple_query("").map(|_| ())
     }
 
+    /// r2d2 calls this when a connection is handed back; one that is not
+    /// closed is trusted for [`TRUSTED_FOR`] from now.
     fn has_broken(&self, conn: &mut Connection) -> bool {
-        conn.client.is_closed()
+        let broken = conn.client.is_closed();
+        if !broken {
+            conn.returned = now();
+        }
+        broken
     }
 }

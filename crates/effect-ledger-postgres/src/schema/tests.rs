@@ -3,7 +3,7 @@
 use effect_core::RequestFingerprint;
 use effect_core::{EffectLedger, EffectLedgerExt as _, LedgerErrorKind, NewOperation};
 
-use super::{Schema, migrate_to};
+use super::{SCHEMA_VERSION, Schema, migrate_to};
 use crate::{PostgresLedger, PostgresOptions, connect_client};
 
 type TestResult = Result<(), Box<dyn std::error::Error>>;
@@ -104,9 +104,9 @@ fn a_version_2_schema_is_upgraded_in_place() -> TestResult {
         .expect_err("a version 2 schema needs migrating");
     assert_eq!(refused.kind(), LedgerErrorKind::InvalidInput, "{refused:#}");
     assert!(
-        refused
-            .to_string()
-            .contains("version 2 and needs migrating to 3"),
+        refused.to_string().contains(&format!(
+            "version 2 and needs migrating to {SCHEMA_VERSION}"
+        )),
         "{refused}"
     );
 
@@ -119,7 +119,7 @@ fn a_version_2_schema_is_upgraded_in_place() -> TestResult {
         .iter()
         .map(|r| r.get(0))
         .collect();
-    assert_eq!(versions, [1, 2, 3]);
+    assert_eq!(versions, (1..=SCHEMA_VERSION).collect::<Vec<_>>());
     let columns = event_columns(&mut admin, &name)?;
     assert!(!columns.contains(&"drawers".to_owned()), "{columns:?}");
     assert!(
@@ -174,5 +174,108 @@ fn a_version_2_schema_is_upgraded_in_place() -> TestResult {
         failed.to_string().contains("drawers") || format!("{failed:?}").contains("drawers"),
         "{failed:?}"
     );
+    Ok(())
+}
+
+/// Whether the 22-argument write function of version 4 exists in `schema`.
+fn has_version_4_write(
+    client: &mut postgres::Client,
+    schema: &str,
+) -> Result<bool, postgres::Error> {
+    Ok(client
+        .query_one(
+            "SELECT count(*) FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace \
+             WHERE n.nspname = $1 AND p.proname = 'effect_write' AND p.pronargs = 22",
+            &[&schema],
+        )?
+        .get::<_, i64>(0)
+        == 1)
+}
+
+/// A version 3 schema stays as it is when opened without migrating (refused,
+/// nothing written), and is migrated to 4 when asked: its events read back,
+/// a version 3 writer still running keeps its write function, and the
+/// ledger's own claims and confirmations work on the new one.
+#[test]
+fn a_version_3_schema_migrates_to_4_only_when_asked() -> TestResult {
+    let Some(url) =
+        effect_testkit::servers::postgres_url("a_version_3_schema_migrates_to_4_only_when_asked")
+    else {
+        return Ok(());
+    };
+    let name = format!("t_upgrade_v3_{}", std::process::id());
+    let _drop = DropSchema {
+        url: url.clone(),
+        name: name.clone(),
+    };
+    let options = PostgresOptions::default().schema(name.clone());
+    let mut admin = connect_client(&url, &options)?;
+    admin.batch_execute(&format!("DROP SCHEMA IF EXISTS \"{name}\" CASCADE"))?;
+    let schema = Schema::new(&name)?;
+    migrate_to(&mut admin, &schema, true, 3)?;
+    let q = &schema.quoted;
+    // A version 3 writer's call, as a version 3 ledger sends it.
+    let v3_write = format!(
+        "SELECT {q}.effect_write('insert', NULL, $1, 'capture_payment', '1', 'fp', \
+         NULL, 'prepared', NULL, NULL, NULL, 0, '{{}}', NULL, NULL, $2, $2, \
+         ARRAY['prepared'], ARRAY['{{}}'], ARRAY[$2], false)"
+    );
+    let at = "2026-01-01T00:00:00.000000+00:00";
+    let written: bool = admin.query_one(&v3_write, &[&"old-1", &at])?.get(0);
+    assert!(written);
+
+    let refused = PostgresLedger::connect(&url, options.clone().migrate(false))
+        .expect_err("a version 3 schema needs migrating");
+    assert_eq!(refused.kind(), LedgerErrorKind::InvalidInput, "{refused:#}");
+    assert!(
+        refused
+            .to_string()
+            .contains("version 3 and needs migrating to 4"),
+        "{refused}"
+    );
+    assert_eq!(
+        PostgresLedger::schema_state(&url, &options)?,
+        crate::SchemaState::Ledger { version: 3 },
+        "nothing was migrated"
+    );
+    assert!(!has_version_4_write(&mut admin, &name)?);
+
+    let ledger = PostgresLedger::connect(&url, options.clone())?;
+    assert_eq!(
+        PostgresLedger::schema_state(&url, &options)?,
+        crate::SchemaState::Ledger { version: 4 }
+    );
+    assert!(has_version_4_write(&mut admin, &name)?);
+    // The version 3 writer's call still works, on the new function.
+    let written: bool = admin.query_one(&v3_write, &[&"old-2", &at])?.get(0);
+    assert!(written);
+    let old: Vec<String> = ledger
+        .events_after(0, 100)?
+        .into_iter()
+        .map(|e| e.operation_id)
+        .collect();
+    assert_eq!(old, ["old-1", "old-2"]);
+
+    let claim = effect_core::Claim {
+        owner_token: "owner".into(),
+        lease: std::time::Duration::from_secs(60),
+    };
+    let claimed = ledger.apply(
+        "new-1",
+        &effect_core::Transition::PrepareAndClaim(operation(1), claim),
+    )?;
+    assert!(claimed.applied);
+    let confirmation = effect_core::Confirmation {
+        output: serde_json::json!({"ok": 1}),
+        provider_operation_id: None,
+        evidence: effect_core::Evidence::new(),
+    };
+    assert!(ledger.mark_confirmed("new-1", Some("owner"), &confirmation)?);
+    let events: Vec<String> = ledger
+        .events("new-1")?
+        .into_iter()
+        .map(|e| e.event_type)
+        .collect();
+    assert_eq!(events, ["prepared", "dispatched", "confirmed"]);
     Ok(())
 }

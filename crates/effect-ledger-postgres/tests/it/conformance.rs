@@ -3,6 +3,7 @@
 use std::sync::{Arc, Mutex, PoisonError};
 
 use effect_core::EffectLedger;
+use effect_ledger_postgres::{PostgresLedger, PostgresOptions};
 
 use crate::support::{TestResult, TestSchema, server_url};
 
@@ -12,6 +13,16 @@ fn run_in_fresh_schemas(
     prefix: &str,
     suite: fn(&dyn Fn() -> Arc<dyn EffectLedger>),
 ) -> TestResult {
+    run_with_options(test, prefix, |options| options, suite)
+}
+
+/// [`run_in_fresh_schemas`] with the ledgers' options changed by `tune`.
+fn run_with_options(
+    test: &str,
+    prefix: &str,
+    tune: fn(PostgresOptions) -> PostgresOptions,
+    suite: fn(&dyn Fn() -> Arc<dyn EffectLedger>),
+) -> TestResult {
     let Some(url) = server_url(test) else {
         return Ok(());
     };
@@ -19,7 +30,8 @@ fn run_in_fresh_schemas(
     let schemas: Mutex<Vec<TestSchema>> = Mutex::new(Vec::new());
     let factory = || -> Arc<dyn EffectLedger> {
         let schema = TestSchema::new(&url, prefix).expect("a fresh schema name");
-        let ledger = schema.ledger().expect("a ledger in a fresh schema");
+        let ledger = PostgresLedger::connect(&url, tune(schema.options()))
+            .expect("a ledger in a fresh schema");
         schemas
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
@@ -45,5 +57,17 @@ fn passes_the_ledger_conformance_suite_with_deferred_outcomes() -> TestResult {
         "passes_the_ledger_conformance_suite_with_deferred_outcomes",
         "conformance_deferred",
         |factory| effect_testkit::conformance::run_all_deferred(factory),
+    )
+}
+
+/// Every commit asynchronous (`durable_commits(false)`, the benchmarks'
+/// W2): what the ledger answers is unchanged.
+#[test]
+fn passes_the_ledger_conformance_suite_with_asynchronous_commits() -> TestResult {
+    run_with_options(
+        "passes_the_ledger_conformance_suite_with_asynchronous_commits",
+        "conformance_async",
+        |options| options.durable_commits(false),
+        |factory| effect_testkit::conformance::run_all(factory),
     )
 }

@@ -273,6 +273,66 @@ fn a_writer_that_draws_first_and_commits_last_is_neither_skipped_nor_repeated() 
     Ok(())
 }
 
+/// The advisory locks `writer`'s own backend holds on the schema's mark, by mode.
+fn mark_modes(writer: &mut Writer) -> Result<Vec<String>, Error> {
+    Ok(writer
+        .client
+        .query(
+            "SELECT mode FROM pg_locks WHERE locktype = 'advisory' AND classid = 1701209697 \
+             AND pid = pg_backend_pid() AND granted ORDER BY mode",
+            &[],
+        )?
+        .iter()
+        .map(|r| r.get(0))
+        .collect())
+}
+
+/// A writer alone records nobody without looking at `pg_locks` (schema
+/// version 4): its try of the mark's exclusive lock succeeded and was rolled
+/// back at once, so it holds only its shared mark, and a second writer
+/// appends without waiting (an append that waits fails after
+/// `lock_timeout`) and records the first, still open. The cursor holds the
+/// second event until the first writer ends, then returns both once.
+#[test]
+fn a_lone_appender_records_nobody_and_holds_only_its_shared_mark() -> TestResult {
+    let test = "a_lone_appender_records_nobody_and_holds_only_its_shared_mark";
+    let Some(url) = server_url(test) else {
+        return Ok(());
+    };
+    let schema = TestSchema::new(&url, "lone_appender")?;
+    let ledger = schema.ledger()?;
+    let mut ours = LedgerReader(&ledger);
+    let mut follow = Follower::default();
+
+    let (mut first, first_xid) = Writer::begin(&schema)?;
+    let first_sequence = first.append("first")?;
+    assert_eq!(first.pending_writers("first")?, Vec::<i64>::new());
+    assert_eq!(
+        mark_modes(&mut first)?,
+        ["ShareLock"],
+        "only the shared mark"
+    );
+
+    let (mut second, _) = Writer::begin(&schema)?;
+    let second_sequence = second.append("second")?;
+    assert_eq!(second.pending_writers("second")?, [first_xid]);
+    assert_eq!(mark_modes(&mut second)?, ["ShareLock"]);
+    second.commit()?;
+    assert_eq!(
+        follow.read(&mut ours)?,
+        Vec::<u64>::new(),
+        "held by the first"
+    );
+    first.commit()?;
+    assert_eq!(follow.read(&mut ours)?, [first_sequence, second_sequence]);
+    assert_eq!(
+        follow.seen,
+        committed(&schema)?,
+        "every event once, in order"
+    );
+    Ok(())
+}
+
 /// The same interleaving with T_E rolling back: T_F's event is held while
 /// T_E is open, then returned alone; T_E's sequence never appears.
 #[test]

@@ -21,6 +21,7 @@ mod pgbouncer;
 mod processes;
 mod prune;
 mod restart;
+mod round_trips;
 mod schema;
 mod storage;
 mod support;
