@@ -284,12 +284,15 @@ impl<'c> WriteTx<'c> {
     /// Takes the write lock, if this transaction does not hold it yet, with a
     /// write that changes nothing. Upgrading a read does not wait in the busy
     /// handler: it fails at once when another connection holds the lock or
-    /// has committed since this transaction's snapshot.
+    /// has committed since this transaction's snapshot. The write names a
+    /// column no index holds: one naming the primary key made SQLite open a
+    /// temporary table for the statement, a twentieth of a transition's
+    /// instructions, although no row matches.
     fn take_write_lock(&mut self) -> rusqlite::Result<()> {
         if !self.writing {
             run(
                 self.conn,
-                "UPDATE effect_operations SET operation_id = operation_id WHERE 0",
+                "UPDATE effect_operations SET attempts = attempts WHERE 0",
             )?;
             self.writing = true;
         }

@@ -203,7 +203,7 @@ fn decode(row: &Row<'_>, json: Json) -> Result<EffectRecord, LedgerError> {
     })?;
     let at = Cells {
         row,
-        whose: format!("operation {operation_id:?}"),
+        whose: Whose::Operation(&operation_id),
     };
     let status: String = at.get(5, "status")?;
     let status = status
@@ -248,23 +248,34 @@ fn decode(row: &Row<'_>, json: Json) -> Result<EffectRecord, LedgerError> {
             unreadable.join("; ").into(),
         );
     }
+    // Every cell is read before the record takes the operation id.
+    let contract_name: String = at.get(1, "contract_name")?;
+    let contract_version: String = at.get(2, "contract_version")?;
+    let request_fingerprint: String = at.get(3, "request_fingerprint")?;
+    let provider_idempotency_key = at.get(4, "provider_idempotency_key")?;
+    let provider_operation_id = at.get(7, "provider_operation_id")?;
+    let error = at.get(8, "error")?;
+    let owner_token = at.get(11, "owner_token")?;
+    let lease_until = at.get(12, "lease_until")?;
+    let created_at: String = at.get(13, "created_at")?;
+    let updated_at = at.get(14, "updated_at")?;
     let mut record = EffectRecord::new(
         operation_id,
-        at.get::<String>(1, "contract_name")?,
-        at.get::<String>(2, "contract_version")?,
-        at.get::<String>(3, "request_fingerprint")?,
-        at.get::<String>(13, "created_at")?,
+        contract_name,
+        contract_version,
+        request_fingerprint,
+        created_at,
     );
-    record.provider_idempotency_key = at.get(4, "provider_idempotency_key")?;
+    record.provider_idempotency_key = provider_idempotency_key;
     record.status = status;
     record.output = output;
-    record.provider_operation_id = at.get(7, "provider_operation_id")?;
-    record.error = at.get(8, "error")?;
+    record.provider_operation_id = provider_operation_id;
+    record.error = error;
     record.attempts = attempts;
     record.evidence = evidence;
-    record.owner_token = at.get(11, "owner_token")?;
-    record.lease_until = at.get(12, "lease_until")?;
-    record.updated_at = at.get(14, "updated_at")?;
+    record.owner_token = owner_token;
+    record.lease_until = lease_until;
+    record.updated_at = updated_at;
     Ok(record)
 }
 
@@ -281,16 +292,18 @@ pub(crate) fn decode_event(row: &Row<'_>) -> Result<LedgerEvent, LedgerError> {
     })?;
     let at = Cells {
         row,
-        whose: format!("event {sequence} of operation {operation_id:?}"),
+        whose: Whose::Event(sequence, &operation_id),
     };
     let sequence = u64::try_from(sequence).map_err(|e| at.corrupt("sequence", e))?;
     let data: String = at.get(3, "data_json")?;
     let data = serde_json::from_str(&data).map_err(|e| at.corrupt("data_json", e))?;
+    let event_type = at.get(2, "event_type")?;
+    let timestamp = at.get(4, "timestamp")?;
     Ok(LedgerEvent {
         sequence,
-        event_type: at.get(2, "event_type")?,
+        event_type,
         data,
-        timestamp: at.get(4, "timestamp")?,
+        timestamp,
         operation_id,
     })
 }
@@ -435,12 +448,29 @@ pub(crate) fn insert_event(
 }
 
 /// Reads the cells of one row, naming the row in every error.
-struct Cells<'r, 's> {
+struct Cells<'r, 's, 'w> {
     row: &'r Row<'s>,
-    whose: String,
+    whose: Whose<'w>,
 }
 
-impl Cells<'_, '_> {
+/// The row [`Cells`] reads, named only when an error needs the name (a
+/// decode that succeeds formats no message).
+#[derive(Debug, Clone, Copy)]
+enum Whose<'w> {
+    Operation(&'w str),
+    Event(i64, &'w str),
+}
+
+impl std::fmt::Display for Whose<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Whose::Operation(id) => write!(f, "operation {id:?}"),
+            Whose::Event(sequence, id) => write!(f, "event {sequence} of operation {id:?}"),
+        }
+    }
+}
+
+impl Cells<'_, '_, '_> {
     fn get<T: FromSql>(&self, index: usize, column: &str) -> Result<T, LedgerError> {
         self.row.get(index).map_err(|e| self.corrupt(column, e))
     }

@@ -286,3 +286,30 @@ fn a_normal_ledger_ignores_deferral() {
     );
     ledger.sync().unwrap();
 }
+
+/// The pool tests no connection on checkout; what it relies on instead is
+/// that a connection returned inside a transaction is dropped, never handed
+/// out again (a read left open would pin an old snapshot, a write would
+/// block every other writer).
+#[test]
+fn a_connection_returned_inside_a_transaction_is_never_handed_out_again() {
+    let ledger = TempLedger::with_options(SqliteOptions::default().pool_size(1)).unwrap();
+    ledger.prepare("before", &operation()).unwrap();
+    for begin in ["BEGIN", "BEGIN IMMEDIATE"] {
+        let conn = ledger.pool.get().unwrap();
+        conn.execute_batch(begin).unwrap();
+        // A read inside the transaction, so that it holds a snapshot.
+        let _: i64 = conn
+            .query_row("SELECT COUNT(*) FROM effect_operations", [], |r| r.get(0))
+            .unwrap();
+        drop(conn);
+        let again = ledger.pool.get().unwrap();
+        assert!(again.is_autocommit(), "after {begin}");
+        drop(again);
+    }
+    // The one pooled connection writes and sees the latest state.
+    ledger.prepare("after", &operation()).unwrap();
+    let listed = ledger.list(&ListQuery::new(10)).unwrap();
+    assert_eq!(listed.len(), 2);
+    assert!(ledger.get("after").unwrap().is_some());
+}
