@@ -121,6 +121,7 @@
 
 mod backup;
 mod batch;
+mod budget;
 mod confirmed;
 mod deferred;
 mod error;
