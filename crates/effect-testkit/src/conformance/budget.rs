@@ -471,7 +471,10 @@ fn never_exceed(name: &'static str, handles: &[Arc<dyn EffectLedger>]) {
                 Ok(result) if matches!(result.status, S::Confirmed | S::Dispatched) => {}
                 Ok(result) => c.fail(format_args!("caller {caller}, A-{n}: {result:?}")),
                 Err(err) if err.is_budget_exceeded() => refused += 1,
-                Err(err) => c.fail(format_args!("caller {caller}, A-{n}: {err}")),
+                Err(err) => c.fail(format_args!(
+                    "caller {caller}, A-{n}: {}",
+                    effect_core::error_chain(&err)
+                )),
             }
         }
         (confirmed, refused)
