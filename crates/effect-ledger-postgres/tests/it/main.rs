@@ -10,6 +10,7 @@
 #![allow(clippy::disallowed_methods)] // Tests time real stores and processes.
 
 mod approval;
+mod budget;
 mod conformance;
 mod cursor;
 mod leases;

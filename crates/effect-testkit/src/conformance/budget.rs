@@ -453,7 +453,11 @@ fn never_exceed(name: &'static str, handles: &[Arc<dyn EffectLedger>]) {
             .budget(Budget::total("all_refunds").max_count(IN_ALL))
     });
     let args = |n: usize| {
-        let tenant = if n.is_multiple_of(2) { "acme" } else { "globex" };
+        let tenant = if n.is_multiple_of(2) {
+            "acme"
+        } else {
+            "globex"
+        };
         json!({"order": format!("A-{n}"), "tenant": tenant, "cents": CENTS})
     };
     let provider = Provider::default();
