@@ -104,9 +104,9 @@ fn a_version_2_schema_is_upgraded_in_place() -> TestResult {
         .expect_err("a version 2 schema needs migrating");
     assert_eq!(refused.kind(), LedgerErrorKind::InvalidInput, "{refused:#}");
     assert!(
-        refused
-            .to_string()
-            .contains(&format!("version 2 and needs migrating to {SCHEMA_VERSION}")),
+        refused.to_string().contains(&format!(
+            "version 2 and needs migrating to {SCHEMA_VERSION}"
+        )),
         "{refused}"
     );
 
