@@ -334,6 +334,7 @@ fn stats(
             .first()
             .and_then(|w| age_seconds(&w.since, clock.now())),
         oldest_waiting_since: waiting.first().map(|w| w.since.clone()),
+        budgets: raw.budgets,
     };
     printer.report(&stats, table::stats)
 }

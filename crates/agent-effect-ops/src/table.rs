@@ -237,6 +237,26 @@ pub fn stats(stats: &Stats) -> String {
         }
         (None, _) => {}
     }
+    if !stats.budgets.is_empty() {
+        let limit = |max: Option<u64>| max.map_or_else(|| "-".to_owned(), |m| m.to_string());
+        let rows: Vec<Vec<String>> = stats
+            .budgets
+            .iter()
+            .map(|b| {
+                vec![
+                    b.budget.clone(),
+                    b.window.clone(),
+                    format!("{}/{}", b.count, limit(b.max_count)),
+                    format!("{}/{}", b.amount, limit(b.max_amount)),
+                ]
+            })
+            .collect();
+        out.push('\n');
+        out.push_str(&columns(
+            &["BUDGET", "WINDOW", "DISPATCHES", "AMOUNT"],
+            &rows,
+        ));
+    }
     out
 }
 

@@ -222,6 +222,10 @@ pub struct Stats {
     pub oldest_waiting_since: Option<String>,
     /// Its age in whole seconds when the command ran, or null.
     pub oldest_waiting_age_seconds: Option<u64>,
+    /// Each budget's use in its current window (docs/approval.md#budgets);
+    /// absent when no dispatch was ever charged to a budget.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub budgets: Vec<effect_core::BudgetUse>,
 }
 
 /// `confirm`, `reject`, `authorize-retry` and `expire`: the fields the Python

@@ -7,6 +7,7 @@ use std::sync::Arc;
 
 use serde_json::Value;
 
+use crate::budget::Budget;
 use crate::error::{CallbackError, ContractError};
 use crate::record::OutcomeProbeResult;
 use crate::redaction::Redaction;
@@ -46,6 +47,8 @@ pub struct EffectContract {
     unknown_outcome: UnknownOutcomePolicy,
     stores_intent: bool,
     requires_approval: bool,
+    // Budgets (docs/approval.md#budgets), grouped here.
+    budgets: Vec<Budget>,
     redaction: Redaction,
     provider_key_ttl: Option<std::time::Duration>,
     settle: Option<std::time::Duration>,
@@ -66,6 +69,7 @@ impl fmt::Debug for EffectContract {
             .field("unknown_outcome", &self.unknown_outcome)
             .field("stores_intent", &self.stores_intent)
             .field("requires_approval", &self.requires_approval)
+            .field("budgets", &self.budgets)
             .field("redaction", &self.redaction)
             .field("provider_key_ttl", &self.provider_key_ttl)
             .field("settle", &self.settle)
@@ -93,6 +97,7 @@ impl EffectContract {
                 unknown_outcome: UnknownOutcomePolicy::default(),
                 stores_intent: false,
                 requires_approval: false,
+                budgets: Vec::new(),
                 redaction: Redaction::default(),
                 provider_key_ttl: None,
                 settle: None,
@@ -125,6 +130,11 @@ impl EffectContract {
     /// recovery worker can dispatch it without its caller.
     pub fn stores_intent(&self) -> bool {
         self.stores_intent
+    }
+
+    /// The budgets each dispatch is charged to (docs/approval.md#budgets).
+    pub fn budgets(&self) -> &[Budget] {
+        &self.budgets
     }
 
     /// Whether each dispatch waits for a human's approval of the exact
@@ -354,6 +364,18 @@ impl EffectContractBuilder {
         self
     }
 
+    /// Charges each dispatch to `budget` (docs/approval.md#budgets): the
+    /// claim that first dispatches an operation checks the budget's use in
+    /// its window and charges it, in the store's transaction, or refuses
+    /// the dispatch when the limit would be exceeded. May be called more
+    /// than once, for several budgets (a per-tenant amount and a global
+    /// count, say).
+    #[must_use]
+    pub fn budget(mut self, budget: Budget) -> Self {
+        self.contract.budgets.push(budget);
+        self
+    }
+
     /// Sets what happens to an operation whose outcome cannot be settled.
     #[must_use]
     pub fn unknown_outcome(mut self, policy: UnknownOutcomePolicy) -> Self {
@@ -365,7 +387,9 @@ impl EffectContractBuilder {
     ///
     /// # Errors
     ///
-    /// A blank name or version; a guarantee without a key function.
+    /// A blank name or version; a guarantee without a key function; a
+    /// budget without a name or a limit, declared twice, or with a sliding
+    /// window shorter than a second.
     pub fn build(self) -> Result<EffectContract, ContractError> {
         let contract = self.contract;
         if let Some(source) = self.invalid_redaction {
@@ -386,6 +410,21 @@ impl EffectContractBuilder {
             return Err(ContractError::GuaranteeWithoutKey {
                 name: contract.name,
             });
+        }
+        for (i, budget) in contract.budgets.iter().enumerate() {
+            let why = budget.invalid().or_else(|| {
+                contract.budgets[..i]
+                    .iter()
+                    .any(|earlier| earlier.name() == budget.name())
+                    .then_some("the contract declares this budget twice")
+            });
+            if let Some(why) = why {
+                return Err(ContractError::InvalidBudget {
+                    name: contract.name,
+                    budget: budget.name().to_owned(),
+                    why,
+                });
+            }
         }
         Ok(contract)
     }

@@ -66,6 +66,16 @@ pub enum ContractError {
         #[source]
         source: RedactionError,
     },
+    /// A budget cannot be declared (docs/approval.md#budgets).
+    #[error("contract {name:?}: budget {budget:?}: {why}")]
+    InvalidBudget {
+        /// The contract name.
+        name: String,
+        /// The budget's name.
+        budget: String,
+        /// What is wrong.
+        why: &'static str,
+    },
 }
 
 /// An error raised by a user callback (operation id, key, probe, postcondition).

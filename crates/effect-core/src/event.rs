@@ -33,3 +33,11 @@ pub const APPROVAL_DENIED: &str = "approval_denied";
 /// A claim found the operation's approval expired and dropped it; the
 /// operation waits for a new approval. Not written by the Python package.
 pub const APPROVAL_EXPIRED: &str = "approval_expired";
+
+/// A claim was refused because a budget's limit would be exceeded
+/// (docs/approval.md#budgets); nothing was dispatched or charged. Not
+/// written by the Python package.
+pub const BUDGET_EXCEEDED: &str = "budget_exceeded";
+/// The charges of a rejected operation were given back to their budgets.
+/// Not written by the Python package.
+pub const BUDGET_REFUNDED: &str = "budget_refunded";

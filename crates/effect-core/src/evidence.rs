@@ -78,3 +78,13 @@ pub const APPROVAL_FIELDS: [&str; 6] = [
 /// evidence cannot be read (nested too deep, or not JSON): what could not be
 /// read. Reading that operation itself reports the error.
 pub const LEDGER_READ_ERROR: &str = "ledger_read_error";
+
+/// The budgets the operation's dispatch was charged to, each
+/// `{budget, amount}` (docs/approval.md#budgets): kept while the operation
+/// can still be rejected, so a rejection gives them back.
+pub const BUDGET_CHARGES: &str = "budget_charges";
+
+/// The last claim of the operation was refused over a budget: the
+/// `budget_exceeded` event's data. Dropped by the next claim that
+/// dispatches.
+pub const BUDGET_EXCEEDED: &str = "budget_exceeded";

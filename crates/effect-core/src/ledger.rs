@@ -5,6 +5,7 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
+use crate::budget::BudgetUse;
 use crate::error::LedgerError;
 use crate::record::{EffectRecord, Evidence, LedgerEvent};
 use crate::status::EffectStatus;
@@ -128,6 +129,10 @@ pub struct LedgerStats {
     /// (see [`ListQuery::stale`](ListQuery#structfield.stale)).
     #[serde(default)]
     pub stale_dispatched: u64,
+    /// Each budget's use in its current window, by name
+    /// (docs/approval.md#budgets); empty when no dispatch was ever charged.
+    #[serde(default)]
+    pub budgets: Vec<BudgetUse>,
 }
 
 /// How durable a write must be before [`EffectLedger::apply_with`] answers.

@@ -38,6 +38,7 @@
 
 #![warn(missing_docs)]
 
+pub mod budget;
 pub mod canonical;
 pub mod clock;
 mod contract;
@@ -56,6 +57,7 @@ pub mod secret;
 mod status;
 pub mod transition;
 
+pub use budget::{Budget, BudgetCharge, BudgetRefusal, BudgetUse, BudgetWindow};
 pub use canonical::{FingerprintForm, RequestFingerprint};
 pub use clock::{Clock, ManualClock, Sleeper, StopSignal, SystemClock, ThreadSleeper};
 pub use contract::{

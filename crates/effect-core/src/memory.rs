@@ -3,12 +3,15 @@
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard};
 
+use crate::budget::{BudgetUsage, BudgetUse, BudgetWrite};
 use crate::clock::{Clock, SystemClock, unix_seconds};
 use crate::error::LedgerError;
 use crate::ledger::{EffectLedger, LedgerStats, ListQuery, WriteDurability};
 use crate::record::{EffectRecord, LedgerEvent};
 use crate::status::EffectStatus;
-use crate::transition::{Transition, TransitionOutcome, WriteKind, plan};
+use crate::transition::{
+    Transition, TransitionOutcome, WriteKind, budget_charges, plan_with_budgets,
+};
 
 /// A ledger that keeps everything in memory. It follows the same state machine
 /// as the durable stores, so it serves doc examples and tests, but nothing
@@ -43,6 +46,18 @@ struct State {
     events: Vec<LedgerEvent>,
     /// Orders records by last write, since timestamps can tie.
     writes: u64,
+    /// Budget charges (docs/approval.md#budgets), in charge order.
+    charges: Vec<Charge>,
+    /// Each budget's window and limits, as its last charge declared them.
+    budgets: std::collections::BTreeMap<String, (String, Option<u64>, Option<u64>)>,
+}
+
+#[derive(Debug)]
+struct Charge {
+    budget: String,
+    operation_id: String,
+    amount: u64,
+    at_unix: f64,
 }
 
 #[derive(Debug)]
@@ -91,8 +106,46 @@ impl EffectLedger for MemoryLedger {
     ) -> Result<TransitionOutcome, LedgerError> {
         let mut state = self.state();
         let current = state.records.get(operation_id).map(|e| e.record.clone());
-        let plan = plan(operation_id, current, transition, self.clock.now())?;
+        let now = self.clock.now();
+        let usage: Vec<BudgetUsage> = budget_charges(transition)
+            .iter()
+            .map(|charge| {
+                let start = charge.window.start(now);
+                let of_budget = || state.charges.iter().filter(|c| c.budget == charge.budget);
+                let (count, amount) = of_budget()
+                    .filter(|c| c.at_unix >= start)
+                    .fold((0u64, 0u64), |(n, sum), c| {
+                        (n.saturating_add(1), sum.saturating_add(c.amount))
+                    });
+                BudgetUsage {
+                    budget: charge.budget.clone(),
+                    count,
+                    amount,
+                    charged: of_budget()
+                        .find(|c| c.operation_id == operation_id)
+                        .map(|c| c.amount),
+                }
+            })
+            .collect();
+        let plan = plan_with_budgets(operation_id, current, transition, now, &usage)?;
         if let Some(write) = plan.write {
+            for change in write.budgets {
+                match change {
+                    BudgetWrite::Charge { charge, at_unix } => {
+                        state.budgets.insert(
+                            charge.budget.clone(),
+                            (charge.window.storage(), charge.max_count, charge.max_amount),
+                        );
+                        state.charges.push(Charge {
+                            budget: charge.budget,
+                            operation_id: operation_id.to_owned(),
+                            amount: charge.amount,
+                            at_unix,
+                        });
+                    }
+                    BudgetWrite::Refund => state.charges.retain(|c| c.operation_id != operation_id),
+                }
+            }
             // Lists order by the last transition; a lease renewal (no event)
             // does not change `updated_at`, so it keeps the record's place.
             let last_write = match state.records.get(operation_id) {
@@ -180,11 +233,22 @@ impl EffectLedger for MemoryLedger {
 
     fn stats(&self) -> Result<LedgerStats, LedgerError> {
         let state = self.state();
+        let now = self.clock.now();
         let records = state.records.values().map(|e| &e.record);
-        Ok(LedgerStats::from_records(
-            records,
-            unix_seconds(self.clock.now()),
-        ))
+        let mut stats = LedgerStats::from_records(records, unix_seconds(now));
+        stats.budgets = state
+            .budgets
+            .iter()
+            .map(|(budget, (window, max_count, max_amount))| {
+                let charges = state
+                    .charges
+                    .iter()
+                    .filter(|c| c.budget == *budget)
+                    .map(|c| (c.amount, c.at_unix));
+                BudgetUse::from_charges(budget, window, *max_count, *max_amount, charges, now)
+            })
+            .collect();
+        Ok(stats)
     }
 }
 
@@ -212,6 +276,7 @@ impl LedgerStats {
             counts,
             oldest_unresolved_updated_at: oldest.map(str::to_owned),
             stale_dispatched,
+            budgets: Vec::new(),
         }
     }
 }

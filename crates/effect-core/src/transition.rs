@@ -8,6 +8,7 @@ use std::time::{Duration, SystemTime};
 
 use serde_json::{Value, json};
 
+use crate::budget::{BudgetCharge, BudgetUsage, BudgetWrite};
 use crate::canonical::RequestFingerprint;
 use crate::clock::{format_timestamp, unix_seconds};
 use crate::error::LedgerError;
@@ -63,6 +64,10 @@ pub struct Claim {
     pub owner_token: String,
     /// How long the lease lasts unless renewed, measured on the ledger's clock.
     pub lease: Duration,
+    /// The budgets the dispatch is charged to (docs/approval.md#budgets):
+    /// the store reads their use in the claim's transaction and refuses the
+    /// claim when a limit would be exceeded. Empty for no budget.
+    pub budgets: Vec<BudgetCharge>,
 }
 
 /// A confirmed outcome.
@@ -294,6 +299,9 @@ pub struct Write {
     /// Events to append after the record is written, in order: empty exactly
     /// when the kind is [`WriteKind::InPlace`].
     pub events: Vec<PendingEvent>,
+    /// Budget charges to record or give back, in the same transaction
+    /// (docs/approval.md#budgets); empty for most writes.
+    pub budgets: Vec<BudgetWrite>,
 }
 
 /// The plan for one transition: the outcome to report, and what to write (if anything).
@@ -324,6 +332,51 @@ pub fn plan(
     transition: &Transition,
     now: SystemTime,
 ) -> Result<Plan, LedgerError> {
+    plan_with_budgets(operation_id, current, transition, now, &[])
+}
+
+/// The budgets a transition's claim is charged to: what a store must read
+/// ([`BudgetUsage`]) in the transition's transaction before it plans with
+/// [`plan_with_budgets`]. Empty for every other transition.
+pub fn budget_charges(transition: &Transition) -> &[BudgetCharge] {
+    match transition {
+        Transition::Claim(claim) | Transition::PrepareAndClaim(_, claim) => &claim.budgets,
+        Transition::Guarded(_, inner) => match &**inner {
+            Transition::Claim(claim) => &claim.budgets,
+            _ => &[],
+        },
+        _ => &[],
+    }
+}
+
+/// Whether the transition may give budget charges back (a rejection): a
+/// store that writes budgets apart from the record must then run it where
+/// it can write [`BudgetWrite::Refund`].
+pub fn may_refund(transition: &Transition) -> bool {
+    match transition {
+        Transition::MarkRejected { .. } => true,
+        Transition::Resolve(resolution) => matches!(resolution.action, ManualAction::Reject),
+        Transition::Guarded(_, inner) => may_refund(inner),
+        _ => false,
+    }
+}
+
+/// [`plan`], for a store that enforces budgets: `usage` holds what the
+/// store read, in this transaction, for each budget of
+/// [`budget_charges`]. A claim whose budget has no usage here fails with
+/// [`LedgerError::Unsupported`]; a claim that would exceed a limit is not
+/// applied, and appends a `budget_exceeded` event (docs/approval.md#budgets).
+///
+/// # Errors
+///
+/// As [`plan`].
+pub fn plan_with_budgets(
+    operation_id: &str,
+    current: Option<EffectRecord>,
+    transition: &Transition,
+    now: SystemTime,
+    usage: &[BudgetUsage],
+) -> Result<Plan, LedgerError> {
     if operation_id.trim().is_empty() {
         return Err(LedgerError::invalid_input("operation id must not be blank"));
     }
@@ -335,6 +388,8 @@ pub fn plan(
         events: Vec::new(),
         dirty: false,
         keep_updated_at: false,
+        usage: usage.to_vec(),
+        budget_writes: Vec::new(),
     };
     let (new_op, claim) = match transition {
         Transition::Prepare(op) => (Some(op), None),
@@ -350,7 +405,7 @@ pub fn plan(
             None => (planner.create(operation_id, op), true),
         };
         let (applied, record) = match claim {
-            Some(claim) => planner.claim(record, claim),
+            Some(claim) => planner.claim(record, claim)?,
             None => (insert, record),
         };
         return Ok(planner.finish(applied, record, insert));
@@ -451,6 +506,10 @@ struct Planner {
     dirty: bool,
     /// Leave `updated_at` as it is even when events are appended.
     keep_updated_at: bool,
+    /// What the store read of the claim's budgets.
+    usage: Vec<BudgetUsage>,
+    /// Budget changes to write with the record.
+    budget_writes: Vec<BudgetWrite>,
 }
 
 impl Planner {
@@ -480,6 +539,7 @@ impl Planner {
             Some(Write {
                 kind,
                 events: self.events,
+                budgets: self.budget_writes,
             })
         };
         Plan {
@@ -526,15 +586,48 @@ impl Planner {
         unix_seconds(self.now + lease)
     }
 
-    fn claim(&mut self, mut record: EffectRecord, claim: &Claim) -> (bool, EffectRecord) {
-        let approval = match record.status {
-            EffectStatus::Prepared => None,
-            EffectStatus::AwaitingApproval => match self.usable_approval(&mut record) {
-                Some(approval) => Some(approval),
-                None => return (false, record),
-            },
-            _ => return (false, record),
+    fn claim(
+        &mut self,
+        mut record: EffectRecord,
+        claim: &Claim,
+    ) -> Result<(bool, EffectRecord), LedgerError> {
+        match record.status {
+            EffectStatus::Prepared => {}
+            EffectStatus::AwaitingApproval if self.approval_usable(&record) => {}
+            EffectStatus::AwaitingApproval => {
+                // Drops an expired approval (with its event, and an earlier
+                // budget refusal with it); nothing to claim.
+                if record.approval().is_some() {
+                    let _expired = self.usable_approval(&mut record);
+                    record.evidence.remove(evidence::BUDGET_EXCEEDED);
+                }
+                return Ok((false, record));
+            }
+            _ => return Ok((false, record)),
+        }
+        // Budgets first: a refused claim keeps its approval, is charged
+        // nothing, and the operation stays where it is.
+        let charges = match self.charge_budgets(claim)? {
+            Ok(charges) => charges,
+            Err(refusal) => {
+                record
+                    .evidence
+                    .insert(evidence::BUDGET_EXCEEDED.into(), refusal.clone());
+                self.event(event::BUDGET_EXCEEDED, refusal);
+                return Ok((false, record));
+            }
         };
+        record.evidence.remove(evidence::BUDGET_EXCEEDED);
+        let approval = if record.status == EffectStatus::AwaitingApproval {
+            self.usable_approval(&mut record)
+        } else {
+            None
+        };
+        if !charges.is_empty() {
+            record
+                .evidence
+                .insert(evidence::BUDGET_CHARGES.into(), Value::Array(charges));
+        }
         record.status = EffectStatus::Dispatched;
         record.attempts = record.attempts.saturating_add(1);
         record.owner_token = Some(claim.owner_token.clone());
@@ -543,8 +636,79 @@ impl Planner {
         if let (Some(approval), Value::Object(map)) = (approval, &mut data) {
             map.insert(evidence::APPROVAL.to_owned(), approval);
         }
+        if let (Some(charges), Value::Object(map)) =
+            (record.evidence.get(evidence::BUDGET_CHARGES), &mut data)
+            && !claim.budgets.is_empty()
+        {
+            map.insert(evidence::BUDGET_CHARGES.to_owned(), charges.clone());
+        }
         self.event(event::DISPATCHED, data);
-        (true, record)
+        Ok((true, record))
+    }
+
+    /// Checks the claim's budgets against the use the store read: `Ok` with
+    /// the operation's charges (`{budget, amount}` each; new charges are
+    /// queued to be written), or the refusal (the `budget_exceeded` event's
+    /// data) when one limit would be exceeded, nothing charged. An operation
+    /// charged once (a retry of an uncertain dispatch) is not charged again.
+    fn charge_budgets(&mut self, claim: &Claim) -> Result<Result<Vec<Value>, Value>, LedgerError> {
+        let mut charges = Vec::new();
+        let mut writes = Vec::new();
+        for charge in &claim.budgets {
+            let Some(usage) = self.usage.iter().find(|u| u.budget == charge.budget) else {
+                return Err(LedgerError::Unsupported {
+                    capability: "budgets (a claim charged to a budget)",
+                });
+            };
+            if let Some(amount) = usage.charged {
+                charges.push(json!({ "budget": charge.budget, "amount": amount }));
+                continue;
+            }
+            let count = usage.count.saturating_add(1);
+            let amount = usage.amount.saturating_add(charge.amount);
+            let over = charge.max_count.is_some_and(|max| count > max)
+                || charge.max_amount.is_some_and(|max| amount > max);
+            if over {
+                return Ok(Err(json!({
+                    "budget": charge.budget,
+                    "window": charge.window.storage(),
+                    "max_count": charge.max_count,
+                    "max_amount": charge.max_amount,
+                    "used_count": usage.count,
+                    "used_amount": usage.amount,
+                    "amount": charge.amount,
+                })));
+            }
+            charges.push(json!({ "budget": charge.budget, "amount": charge.amount }));
+            writes.push(BudgetWrite::Charge {
+                charge: charge.clone(),
+                at_unix: unix_seconds(self.now),
+            });
+        }
+        self.budget_writes.extend(writes);
+        Ok(Ok(charges))
+    }
+
+    /// Whether `record` (awaiting approval) holds an approval a claim may
+    /// use now: of its own request fingerprint and not expired.
+    fn approval_usable(&self, record: &EffectRecord) -> bool {
+        record.approval().is_some_and(|approval| {
+            approval.get("request_fingerprint").and_then(Value::as_str)
+                == Some(record.request_fingerprint.as_str())
+                && approval
+                    .get("expires_at_unix")
+                    .and_then(Value::as_f64)
+                    .is_some_and(|until| until > unix_seconds(self.now))
+        })
+    }
+
+    /// Gives back the charges of an operation that is being rejected, with
+    /// a `budget_refunded` event naming them, when it has any.
+    fn refund(&mut self, charges: Option<Value>) {
+        self.budget_writes.push(BudgetWrite::Refund);
+        if let Some(charges) = charges.filter(|c| c.as_array().is_some_and(|a| !a.is_empty())) {
+            self.event(event::BUDGET_REFUNDED, json!({ "budget_charges": charges }));
+        }
     }
 
     /// Takes the approval a claim of `record` (awaiting approval) consumes:
@@ -582,7 +746,7 @@ impl Planner {
             Transition::Prepare(_) | Transition::PrepareAndClaim(..) | Transition::Guarded(..) => {
                 false
             }
-            Transition::Claim(claim) => return Ok(self.claim(record, claim)),
+            Transition::Claim(claim) => return self.claim(record, claim),
             Transition::RenewLease { owner_token, lease } => {
                 if !owned_by(owner_token) {
                     return Ok((false, record));
@@ -675,6 +839,8 @@ impl Planner {
                 record.error = Some(error.clone());
                 release(&mut record);
                 self.event(event::REJECTED, json!({ "error": error }));
+                let charges = record.evidence.remove(evidence::BUDGET_CHARGES);
+                self.refund(charges);
                 true
             }
             Transition::Quarantine { error, evidence } => {
@@ -906,6 +1072,11 @@ impl Planner {
                 );
             }
             ManualAction::Reject => {
+                // The effect did not happen: its charges go back.
+                let charges = evidence
+                    .get(evidence::EVIDENCE_BEFORE_RESOLUTION)
+                    .and_then(|before| before.get(evidence::BUDGET_CHARGES))
+                    .cloned();
                 evidence.insert(evidence::RESOLUTION.into(), "manual_rejection".into());
                 let error = format!(
                     "manually rejected by {}: {}",
@@ -917,6 +1088,7 @@ impl Planner {
                     json!({ "error": error, "evidence": evidence }),
                 );
                 record.error = Some(error);
+                self.refund(charges);
             }
             ManualAction::AuthorizeRetry { handler_stopped } => {
                 // False either because nothing said otherwise or because the

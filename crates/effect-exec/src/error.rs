@@ -141,6 +141,21 @@ pub enum ExecError {
         /// The operation id.
         operation_id: String,
     },
+    /// Dispatching the operation would exceed a budget of its contract
+    /// (docs/approval.md#budgets). The store refused the claim in its
+    /// transaction and recorded a `budget_exceeded` event; nothing was sent
+    /// and nothing was charged, and the operation stays as it was (a later
+    /// call dispatches it once the window has room).
+    #[error(
+        "operation {operation_id:?} would exceed budget {refusal}; nothing was sent or charged: \
+         call again once the window has room, or raise the limit"
+    )]
+    BudgetExceeded {
+        /// The operation id.
+        operation_id: String,
+        /// The budget, its limit and its use when the claim was refused.
+        refusal: Box<effect_core::BudgetRefusal>,
+    },
     /// The async runtime could not run a blocking ledger step.
     #[error("async execution of operation {operation_id:?} was interrupted: {message}")]
     Runtime {
@@ -177,6 +192,27 @@ impl ExecError {
             }
             _ => None,
         }
+    }
+
+    /// True when a budget refused the dispatch: [`ExecError::BudgetExceeded`].
+    pub fn is_budget_exceeded(&self) -> bool {
+        matches!(self, ExecError::BudgetExceeded { .. })
+    }
+
+    /// The refusal a claim of `record` recorded, when a budget refused it
+    /// (the record's `budget_exceeded` evidence).
+    pub(crate) fn budget_refusal(record: &effect_core::EffectRecord) -> Option<Self> {
+        use effect_core::EffectStatus as S;
+        if !matches!(record.status, S::Prepared | S::AwaitingApproval) {
+            return None;
+        }
+        let refusal = record
+            .evidence
+            .get(effect_core::evidence::BUDGET_EXCEEDED)?;
+        Some(ExecError::BudgetExceeded {
+            operation_id: record.operation_id.clone(),
+            refusal: Box::new(effect_core::BudgetRefusal::from_value(refusal)?),
+        })
     }
 
     /// True when the operation id exists with a different identity

@@ -9,12 +9,12 @@ use effect_core::evidence::{
     INTERRUPTED_BY_HANDLER_EXCEPTION, INTERRUPTED_BY_HANDLER_TIMEOUT,
     INTERRUPTED_BY_UNSTORABLE_OUTPUT, POSTCONDITION, SOURCE, SOURCE_HANDLER_RETURN,
 };
+use effect_core::{BudgetCharge, FingerprintKey, Keyring, Redactor};
 use effect_core::{
     Claim, Clock, Confirmation, EffectContract, EffectLedger, EffectRecord, EffectResult,
     EffectStatus, Evidence, FingerprintForm, NewOperation, RequestFingerprint, Sleeper,
     SystemClock, ThreadSleeper, Transition, TransitionOutcome, WriteDurability,
 };
-use effect_core::{FingerprintKey, Keyring, Redactor};
 use serde::Serialize;
 use serde_json::Value;
 
@@ -80,6 +80,8 @@ pub(crate) struct Identity {
     pub(crate) arguments: Value,
     /// Scrubs the call's secrets from what is written, when it has any.
     pub(crate) redactor: Option<Arc<Redactor>>,
+    /// What each claim of the call is charged (docs/approval.md#budgets).
+    pub(crate) budgets: Vec<BudgetCharge>,
 }
 
 /// A call's identity and the operation its first round prepares, derived
@@ -400,11 +402,12 @@ impl EffectExecutor {
         operation: NewOperation,
     ) -> Result<EffectResult, ExecError> {
         self.check_lease()?;
-        let claim = self.new_claim();
+        let claim = self.new_claim(call);
         let first = self.apply(
             call.id(),
             Transition::PrepareAndClaim(operation, claim.clone()),
         )?;
+        refused_by_budget(&first)?;
         let mut record = first.record;
         let mut owned = first.applied.then_some(claim);
         for round in 0..2 {
@@ -508,8 +511,9 @@ impl EffectExecutor {
                     });
                 }
                 EffectStatus::Prepared => {
-                    let claim = self.new_claim();
+                    let claim = self.new_claim(call);
                     let claimed = self.apply(call.id(), Transition::Claim(claim.clone()))?;
+                    refused_by_budget(&claimed)?;
                     record = claimed.record;
                     if claimed.applied {
                         owned = Some(claim);
@@ -521,8 +525,9 @@ impl EffectExecutor {
                     // An approval landed since the record was read: the claim
                     // checks and consumes it in the store's transaction (or
                     // drops it as expired, and the next pass reports the wait).
-                    let claim = self.new_claim();
+                    let claim = self.new_claim(call);
                     let claimed = self.apply(call.id(), Transition::Claim(claim.clone()))?;
+                    refused_by_budget(&claimed)?;
                     record = claimed.record;
                     if claimed.applied {
                         owned = Some(claim);
@@ -804,10 +809,11 @@ impl EffectExecutor {
         }
     }
 
-    fn new_claim(&self) -> Claim {
+    fn new_claim(&self, call: &Call<'_>) -> Claim {
         Claim {
             owner_token: self.tokens.next(),
             lease: self.options.dispatch_lease,
+            budgets: call.identity.budgets.clone(),
         }
     }
 }
@@ -844,6 +850,7 @@ pub(crate) fn identify<A: Serialize + ?Sized>(
     let secrets = redacted.is_some();
     let operation_id = operation_id_of(contract, &revealed)?;
     let key = provider_key_of(contract, &revealed)?;
+    let budgets = budget_charges_of(contract, &revealed)?;
     let fingerprint = match &redacted {
         Some(redacted) => RequestFingerprint::of_value(&effect_core::redaction::fingerprint_view(
             &revealed,
@@ -877,6 +884,7 @@ pub(crate) fn identify<A: Serialize + ?Sized>(
             operation_id,
             redactor: redacted.map(|redacted| Arc::new(Redactor::new(&revealed, &redacted))),
             arguments: revealed,
+            budgets,
         },
         operation: NewOperation {
             requires_approval: contract.requires_approval(),
@@ -899,6 +907,33 @@ pub(crate) fn operation_id_of(
         contract: contract.name().to_owned(),
         source,
     })
+}
+
+/// What a call with the canonical `arguments` is charged to each budget of
+/// `contract`, its scope and cost callbacks guarded like [`operation_id_of`].
+pub(crate) fn budget_charges_of(
+    contract: &EffectContract,
+    arguments: &Value,
+) -> Result<Vec<BudgetCharge>, ExecError> {
+    contract
+        .budgets()
+        .iter()
+        .map(|budget| {
+            call_guarded(|| budget.charge(arguments)).map_err(|source| ExecError::Contract {
+                contract: contract.name().to_owned(),
+                source,
+            })
+        })
+        .collect()
+}
+
+/// [`ExecError::BudgetExceeded`] when a budget refused the claim that gave
+/// `outcome`.
+fn refused_by_budget(outcome: &TransitionOutcome) -> Result<(), ExecError> {
+    match ExecError::budget_refusal(&outcome.record) {
+        Some(refusal) if !outcome.applied => Err(refusal),
+        _ => Ok(()),
+    }
 }
 
 /// The provider idempotency key `contract` derives from the canonical

@@ -219,6 +219,7 @@ mod tests {
             let claim = Claim {
                 owner_token: token.into(),
                 lease: Duration::from_secs(1),
+                budgets: Vec::new(),
             };
             ledger
                 .apply(id, &Transition::PrepareAndClaim(op, claim))

@@ -185,6 +185,34 @@ where
         self.map(|builder| builder.requires_approval(required))
     }
 
+    /// See [`EffectContractBuilder::budget`]: each dispatch is charged to
+    /// `budget` in the claim's transaction (docs/approval.md#budgets). The
+    /// budget's scope and cost callbacks see the arguments' JSON, as the
+    /// ledger does.
+    ///
+    /// ```
+    /// use effect_core::Budget;
+    /// use effect_exec::TypedContract;
+    /// use serde::{Deserialize, Serialize};
+    ///
+    /// #[derive(Serialize, Deserialize)]
+    /// struct Refund { order: String, cents: u64 }
+    ///
+    /// let refund = TypedContract::<Refund, serde_json::Value>::builder("refund", |r| {
+    ///     Ok(format!("order:{}:refund", r.order))
+    /// })
+    /// .budget(Budget::per_day("refunds").max_amount(50_000, |args| {
+    ///     Ok(args["cents"].as_u64().ok_or("missing cents")?)
+    /// }))
+    /// .build()?;
+    /// assert_eq!(refund.contract().budgets().len(), 1);
+    /// # Ok::<(), effect_core::ContractError>(())
+    /// ```
+    #[must_use]
+    pub fn budget(self, budget: effect_core::Budget) -> Self {
+        self.map(|builder| builder.budget(budget))
+    }
+
     /// See [`EffectContractBuilder::redact`]: paths into the arguments' JSON
     /// that never reach the ledger in clear. A [`Secret`](effect_core::Secret)
     /// field needs no path.

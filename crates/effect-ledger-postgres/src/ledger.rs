@@ -5,7 +5,9 @@ use std::fmt;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, SystemTime};
 
-use effect_core::transition::{PendingEvent, Plan, Write, WriteKind, plan};
+use effect_core::transition::{
+    PendingEvent, Plan, Write, WriteKind, budget_charges, may_refund, plan, plan_with_budgets,
+};
 use effect_core::{
     EffectLedger, EffectRecord, EffectStatus, LedgerError, LedgerEvent, LedgerStats, ListQuery,
     Transition, TransitionOutcome, WriteDurability,
@@ -195,6 +197,9 @@ impl PostgresLedger {
         transition: &Transition,
         durability: WriteDurability,
     ) -> Result<Option<Applied>, Step> {
+        if touches_budgets(transition) {
+            return Ok(None);
+        }
         let Connection { client, sql, .. } = conn;
         let found = client
             .query_typed_one(&sql.read_record, &[(&operation_id, Type::TEXT)])
@@ -225,6 +230,9 @@ impl PostgresLedger {
         (claimed, version): (EffectRecord, String),
         durability: WriteDurability,
     ) -> Result<Option<Applied>, Step> {
+        if touches_budgets(transition) {
+            return Ok(None);
+        }
         let Connection { client, sql, .. } = conn;
         let placeholder = SystemTime::UNIX_EPOCH;
         let Plan { mut outcome, write } =
@@ -273,7 +281,10 @@ impl PostgresLedger {
             .query_typed_one(&sql.lock_record, &[(&operation_id, Type::TEXT)])
             .map_err(pg("locking an operation"))?;
         let (current, version, now) = found_record(&locked)?;
-        let Plan { outcome, write } = plan(operation_id, current, transition, now)?;
+        let usage =
+            crate::budget::lock_and_read(&mut tx, &sql.budgets, operation_id, transition, now)?;
+        let Plan { outcome, write } =
+            plan_with_budgets(operation_id, current, transition, now, &usage)?;
         let mut written_version = None;
         if let Some(write) = write {
             let written = write_plan(
@@ -287,6 +298,7 @@ impl PostgresLedger {
                     _ => vanished(operation_id),
                 });
             }
+            crate::budget::write(&mut tx, &sql.budgets, operation_id, &write.budgets)?;
             written_version = written.version;
         }
         tx.commit().map_err(pg("committing a transition"))?;
@@ -306,6 +318,12 @@ impl PostgresLedger {
 
 /// A transition's outcome and, when it wrote, the row's new version.
 type Applied = (TransitionOutcome, Option<String>);
+
+/// Whether a transition charges or may refund a budget: budgets are read and
+/// written under locks, so such a transition takes the locked path.
+fn touches_budgets(transition: &Transition) -> bool {
+    !budget_charges(transition).is_empty() || may_refund(transition)
+}
 
 /// The most claims [`Claimed`] remembers; when full it starts over (a miss
 /// costs one read).
@@ -659,7 +677,7 @@ impl EffectLedger for PostgresLedger {
     }
 
     fn stats(&self) -> Result<LedgerStats, LedgerError> {
-        let (rows, stale) = self.read("counting operations", |c, sql| {
+        let (rows, stale, budgets) = self.read("counting operations", |c, sql| {
             // One snapshot, so the counts and the stale count agree.
             let mut tx = c
                 .build_transaction()
@@ -668,8 +686,9 @@ impl EffectLedger for PostgresLedger {
                 .start()?;
             let rows = tx.query_typed(&sql.stats, &[])?;
             let stale: i64 = tx.query_typed_one(&sql.stale, &[])?.try_get(0)?;
+            let budgets = tx.query_typed(&sql.budgets.list, &[])?;
             tx.commit()?;
-            Ok((rows, stale))
+            Ok((rows, stale, budgets))
         })?;
         let mut counts: Vec<(EffectStatus, u64)> =
             EffectStatus::ALL.into_iter().map(|s| (s, 0)).collect();
@@ -696,6 +715,7 @@ impl EffectLedger for PostgresLedger {
             counts,
             oldest_unresolved_updated_at: oldest,
             stale_dispatched: u64::try_from(stale).unwrap_or(0),
+            budgets: crate::budget::uses(&budgets)?,
         })
     }
 }

@@ -182,6 +182,7 @@
 //! ...) are [`LedgerError::Backend`](effect_core::LedgerError::Backend)
 //! errors whose source is the [`TlsError`]: retrying does not fix them.
 
+mod budget;
 mod error;
 mod ledger;
 mod options;

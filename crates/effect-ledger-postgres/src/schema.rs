@@ -81,7 +81,39 @@ CREATE INDEX IF NOT EXISTS idx_effect_operations_updated
         description: "the write function answers the row's version; a lone appender skips pg_locks",
         sql: MIGRATION_4,
     },
+    Migration {
+        version: 5,
+        description: "budgets and their charges, locked and charged in the claim's transaction",
+        sql: MIGRATION_5,
+    },
 ];
+
+/// Budgets (docs/approval.md#budgets): each budget's row (its window and
+/// limits as its last charge declared them) is the lock a claim charged to
+/// it takes (`SELECT ... FOR UPDATE`, after the operation's own row), so
+/// the claims of one budget read its charges and add theirs one at a time.
+/// One charge per operation and budget; a rejection deletes the operation's
+/// charges. No foreign key: a pruned operation's charge still counts in
+/// its window.
+const MIGRATION_5: &str = r#"
+CREATE TABLE IF NOT EXISTS {schema}.effect_budgets (
+    budget TEXT PRIMARY KEY,
+    budget_window TEXT NOT NULL,
+    max_count BIGINT,
+    max_amount BIGINT
+);
+CREATE TABLE IF NOT EXISTS {schema}.effect_budget_charges (
+    budget TEXT NOT NULL,
+    operation_id TEXT NOT NULL,
+    amount BIGINT NOT NULL,
+    charged_at DOUBLE PRECISION NOT NULL,
+    PRIMARY KEY (budget, operation_id)
+);
+CREATE INDEX IF NOT EXISTS idx_effect_budget_charges_time
+    ON {schema}.effect_budget_charges (budget, charged_at);
+CREATE INDEX IF NOT EXISTS idx_effect_budget_charges_operation
+    ON {schema}.effect_budget_charges (operation_id);
+"#;
 
 /// The one-statement write function. A writer of version 2 takes the
 /// schema's append lock exclusively until commit, so sequences commit in the
@@ -507,7 +539,7 @@ $effect_write$;
 "#;
 
 /// The schema version this library writes.
-pub const SCHEMA_VERSION: i32 = 4;
+pub const SCHEMA_VERSION: i32 = 5;
 
 /// A validated schema name and its quoted form.
 #[derive(Debug, Clone)]
@@ -777,6 +809,27 @@ pub(crate) struct Statements {
     pub(crate) events_after: String,
     pub(crate) stats: String,
     pub(crate) stale: String,
+    pub(crate) budgets: BudgetStatements,
+}
+
+/// The statements of budgets (see [`MIGRATION_5`]).
+#[derive(Debug, Clone)]
+pub(crate) struct BudgetStatements {
+    /// Creates a budget's row if it has none: `$1` budget, `$2` window,
+    /// `$3` max count, `$4` max amount.
+    pub(crate) create: String,
+    /// Locks a budget's row: `$1` budget.
+    pub(crate) lock: String,
+    /// A budget's charges since `$2` (count, sum) and `$3`'s own charge.
+    pub(crate) usage: String,
+    /// Records a charge and the budget's window and limits: `$1` budget,
+    /// `$2` window, `$3` max count, `$4` max amount, `$5` operation, `$6`
+    /// amount, `$7` time.
+    pub(crate) charge: String,
+    /// Deletes an operation's charges: `$1` operation.
+    pub(crate) refund: String,
+    /// Every budget with its charges, and the database clock.
+    pub(crate) list: String,
 }
 
 impl Statements {
@@ -851,6 +904,39 @@ impl Statements {
             stale: format!(
                 "SELECT count(*) FROM {ops} WHERE status = 'dispatched' \
                  AND (lease_until IS NULL OR lease_until <= extract(epoch FROM clock_timestamp()))"
+            ),
+            budgets: BudgetStatements::new(q),
+        }
+    }
+}
+
+impl BudgetStatements {
+    fn new(q: &str) -> BudgetStatements {
+        let budgets = format!("{q}.effect_budgets");
+        let charges = format!("{q}.effect_budget_charges");
+        BudgetStatements {
+            create: format!(
+                "INSERT INTO {budgets} (budget, budget_window, max_count, max_amount) \
+                 VALUES ($1, $2, $3, $4) ON CONFLICT (budget) DO NOTHING"
+            ),
+            lock: format!("SELECT budget FROM {budgets} WHERE budget = $1 FOR UPDATE"),
+            usage: format!(
+                "SELECT count(*), coalesce(sum(amount), 0)::bigint, \
+                 (SELECT amount FROM {charges} WHERE budget = $1 AND operation_id = $3) \
+                 FROM {charges} WHERE budget = $1 AND charged_at >= $2"
+            ),
+            charge: format!(
+                "WITH limits AS (UPDATE {budgets} SET budget_window = $2, max_count = $3, \
+                 max_amount = $4 WHERE budget = $1) \
+                 INSERT INTO {charges} (budget, operation_id, amount, charged_at) \
+                 VALUES ($1, $5, $6, $7)"
+            ),
+            refund: format!("DELETE FROM {charges} WHERE operation_id = $1"),
+            list: format!(
+                "SELECT b.budget, b.budget_window, b.max_count, b.max_amount, c.amount, \
+                 c.charged_at, clock_timestamp() AS ledger_now \
+                 FROM {budgets} AS b LEFT JOIN {charges} AS c ON c.budget = b.budget \
+                 ORDER BY b.budget"
             ),
         }
     }

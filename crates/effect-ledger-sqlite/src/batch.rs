@@ -201,7 +201,9 @@ pub(crate) fn plan_in(
     clock: &dyn Clock,
 ) -> Result<Plan, LedgerError> {
     let current = load(conn, operation_id)?;
-    transition::plan(operation_id, current, transition, clock.now())
+    let now = clock.now();
+    let usage = crate::budget::usage_in(conn, operation_id, transition, now)?;
+    transition::plan_with_budgets(operation_id, current, transition, now, &usage)
 }
 
 /// Writes a plan's record and events, if it has any.
@@ -246,7 +248,7 @@ pub(crate) fn write_plan(
     for (event, sequence) in write.events.iter().zip(first..) {
         insert_event(conn, operation_id, sequence, event)?;
     }
-    Ok(())
+    crate::budget::write_budgets(conn, operation_id, &write.budgets)
 }
 
 /// Undoes the current transition only; false when the transaction itself is gone.

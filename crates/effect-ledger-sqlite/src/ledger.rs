@@ -608,10 +608,12 @@ impl EffectLedger for SqliteLedger {
             )
             .and_then(|mut stmt| stmt.query_row(params![now], |row| row.get(0)))
             .map_err(|e| ledger_error(doing(), e))?;
+        let budgets = crate::budget::budget_uses(&tx, self.clock.now())?;
         Ok(LedgerStats {
             counts,
             oldest_unresolved_updated_at: oldest,
             stale_dispatched: u64::try_from(stale).unwrap_or(0),
+            budgets,
         })
     }
 }

@@ -50,7 +50,7 @@
 //!     provider_idempotency_key: Some("capture:INV-1".into()),
 //!     intent: None,
 //! };
-//! let claim = Claim { owner_token: "worker-1".into(), lease: Duration::from_secs(30) };
+//! let claim = Claim { owner_token: "worker-1".into(), lease: Duration::from_secs(30), budgets: Vec::new() };
 //! let id = "invoice:INV-1:capture";
 //! assert!(ledger.apply(id, &Transition::PrepareAndClaim(op, claim))?.applied);
 //!
@@ -126,6 +126,7 @@
 
 mod backup;
 mod batch;
+mod budget;
 mod confirmed;
 mod deferred;
 mod error;

@@ -40,7 +40,7 @@ pub(crate) const LAST_EVENT_COLUMN: &str = "last_event_sequence";
 
 /// One step: the migration from version `i` to `i + 1` is `MIGRATIONS[i]`.
 /// Append only; never edit a step that has shipped.
-const MIGRATIONS: [Migration; 3] = [
+const MIGRATIONS: [Migration; 4] = [
     Migration {
         name: "adopting the python 1.x layout",
         run: adopt_python_layout,
@@ -52,6 +52,10 @@ const MIGRATIONS: [Migration; 3] = [
     Migration {
         name: "ordering lists by last event, with fewer pages per write",
         run: order_lists_by_last_event,
+    },
+    Migration {
+        name: "budgets and their charges",
+        run: crate::budget::add_budget_tables,
     },
 ];
 

@@ -133,6 +133,7 @@ fn approve_records_a_single_use_approval_of_the_fingerprint() {
     let claim = effect_core::Claim {
         owner_token: "worker".into(),
         lease: std::time::Duration::from_secs(60),
+        budgets: Vec::new(),
     };
     assert!(ledger.claim_dispatch("refund:A-1", &claim).unwrap());
     assert!(!ledger.claim_dispatch("refund:A-1", &claim).unwrap());

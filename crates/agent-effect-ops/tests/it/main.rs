@@ -2,6 +2,7 @@
 #![allow(clippy::unwrap_used)] // Tests unwrap: a panic is a failing test with its message.
 
 mod approval;
+mod budget;
 mod cli;
 mod empty;
 mod errors;

@@ -49,6 +49,7 @@ fn ledger(prepared: usize) -> (TempDir, PathBuf) {
         let claim = Claim {
             owner_token: format!("worker-{id}"),
             lease,
+            budgets: Vec::new(),
         };
         assert!(ledger.claim_dispatch(id, &claim).unwrap());
     }

@@ -57,6 +57,7 @@ fn claim() -> Claim {
     Claim {
         owner_token: "new owner".into(),
         lease: Duration::from_secs(30),
+        budgets: Vec::new(),
     }
 }
 

@@ -227,6 +227,7 @@ fn reconcile_settles_an_expired_dispatch_without_running_the_handler() {
                 effect_core::Claim {
                     owner_token: "dead-worker".into(),
                     lease: Duration::ZERO,
+                    budgets: Vec::new(),
                 },
             ),
         )
@@ -269,6 +270,7 @@ fn the_bounded_wait_for_a_live_owner_runs_on_the_injected_clock() {
     let held = Claim {
         owner_token: "elsewhere".into(),
         lease: Duration::from_secs(3600),
+        budgets: Vec::new(),
     };
     assert!(ledger.claim_dispatch(id, &held).unwrap());
     let options = ExecutorOptions::default().wait_for_in_progress(Some(Duration::from_secs(120)));

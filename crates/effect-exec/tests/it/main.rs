@@ -7,6 +7,7 @@ mod approval_processes;
 mod approval_properties;
 mod asynchronous;
 mod bad_input;
+mod budget;
 mod concurrency;
 mod decide_by;
 mod deferred;

@@ -144,6 +144,7 @@ impl World {
         let claim = Claim {
             owner_token: format!("dead-caller-{id}"),
             lease: LEASE,
+            budgets: Vec::new(),
         };
         assert!(self.ledger.claim_dispatch(&id, &claim).unwrap());
         if sent {

@@ -53,6 +53,7 @@ impl World {
         let claim = Claim {
             owner_token: format!("dead-worker-{id}"),
             lease: LEASE,
+            budgets: Vec::new(),
         };
         assert!(self.ledger.claim_dispatch(&id, &claim).unwrap());
         if sent {

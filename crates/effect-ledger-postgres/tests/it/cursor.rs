@@ -585,6 +585,7 @@ fn cursor_readers_see_every_event_once_under_concurrent_writers() -> TestResult 
                             let claim = Claim {
                                 owner_token: owner.clone(),
                                 lease: Duration::from_secs(60),
+                                budgets: Vec::new(),
                             };
                             ledger.apply(
                                 &id,

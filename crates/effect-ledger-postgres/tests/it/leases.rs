@@ -23,6 +23,7 @@ fn claim(token: &str, lease: Duration) -> Claim {
     Claim {
         owner_token: token.to_owned(),
         lease,
+        budgets: Vec::new(),
     }
 }
 

@@ -13,6 +13,7 @@
 
 mod approval;
 mod cluster;
+mod budget;
 mod conformance;
 mod cursor;
 mod leases;

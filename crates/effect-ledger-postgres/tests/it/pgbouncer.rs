@@ -88,6 +88,7 @@ fn racing_claims_through_pgbouncer_have_one_winner_each() -> TestResult {
                         let claim = Claim {
                             owner_token: format!("racer-{r}"),
                             lease: Duration::from_secs(60),
+                            budgets: Vec::new(),
                         };
                         barrier.wait();
                         ledger

@@ -26,6 +26,7 @@ fn prune_archives_then_deletes_old_terminal_operations_only() -> TestResult {
     let claim = Claim {
         owner_token: "w".into(),
         lease: Duration::from_secs(60),
+        budgets: Vec::new(),
     };
     ledger.prepare("old confirmed", &new_operation(1))?;
     ledger.mark_confirmed("old confirmed", None, &confirmation)?;

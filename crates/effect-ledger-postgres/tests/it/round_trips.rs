@@ -19,6 +19,7 @@ fn claim(owner: &str, lease: Duration) -> Claim {
     Claim {
         owner_token: owner.to_owned(),
         lease,
+        budgets: Vec::new(),
     }
 }
 

@@ -108,6 +108,7 @@ fn values_use_the_sqlite_formats() -> TestResult {
     let claim = Claim {
         owner_token: "owner-1".into(),
         lease: Duration::from_secs(30),
+        budgets: Vec::new(),
     };
     ledger.prepare("op-1", &new_operation(1))?;
     assert!(ledger.claim_dispatch("op-1", &claim)?);
@@ -209,6 +210,7 @@ fn race_claims(
                         let claim = Claim {
                             owner_token: format!("racer-{r}"),
                             lease: Duration::from_secs(60),
+                            budgets: Vec::new(),
                         };
                         barrier.wait();
                         ledger.apply(

@@ -139,6 +139,7 @@ fn confirmed_records_are_replayed_without_a_transaction() {
     let claim = effect_core::Claim {
         owner_token: "t".into(),
         lease: Duration::from_secs(60),
+        budgets: Vec::new(),
     };
     let again = Transition::PrepareAndClaim(op.clone(), claim.clone());
     ledger.apply("done", &again).unwrap();
@@ -214,6 +215,7 @@ fn a_deferrable_batch_commits_at_normal_and_a_durable_one_at_full() {
     let claim = effect_core::Claim {
         owner_token: "w".into(),
         lease: Duration::from_secs(60),
+        budgets: Vec::new(),
     };
     ledger
         .apply(

@@ -134,6 +134,8 @@ fn python_v1_ledger_survives_reopening_and_keeps_its_layout() -> TestResult {
     assert_eq!(
         indexes,
         [
+            "idx_effect_budget_charges_operation",
+            "idx_effect_budget_charges_time",
             "idx_effect_events_operation",
             "idx_effect_operations_status_list",
         ]

@@ -4,6 +4,7 @@
 mod approval;
 mod backup;
 mod bad_input;
+mod budget;
 mod conformance;
 mod deferred;
 mod durability;

@@ -77,6 +77,7 @@ pub fn approval_required_operation_waits(factory: LedgerFactory<'_>) {
                 Claim {
                     owner_token: "worker".into(),
                     lease: LIVE,
+                    budgets: Vec::new(),
                 },
             ),
         ),
@@ -378,6 +379,7 @@ pub fn concurrent_claims_use_one_approval(factory: LedgerFactory<'_>) {
         let claim = Claim {
             owner_token: format!("racer {i}"),
             lease: LIVE,
+            budgets: Vec::new(),
         };
         c.ledger
             .apply(

@@ -208,6 +208,7 @@ impl Check {
         let claim = Claim {
             owner_token: token.to_owned(),
             lease,
+            budgets: Vec::new(),
         };
         self.ok(
             self.ledger.claim_dispatch(id, &claim),

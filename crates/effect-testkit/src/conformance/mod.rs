@@ -45,6 +45,7 @@ use std::sync::Arc;
 use effect_core::EffectLedger;
 
 mod approval;
+mod budget;
 mod data;
 mod deferred;
 mod dispatch;
@@ -62,6 +63,12 @@ pub use approval::{
     approval_required_operation_waits, callers_dispatch_each_approved_operation_once,
     concurrent_claims_use_one_approval, denial_is_terminal,
     expired_approval_is_refused_by_the_claim, manual_retry_waits_for_a_new_approval,
+};
+pub use budget::{
+    budget_charges_a_retry_once, budget_gives_back_a_rejected_charge,
+    budget_keeps_the_charge_of_an_uncertain_outcome, budget_refusal_keeps_the_approval,
+    budget_refuses_a_dispatch_over_its_limit, callers_never_exceed_a_budget,
+    concurrent_callers_never_exceed_a_budget,
 };
 pub use data::{UNUSUAL_OPERATION_IDS, large_output_round_trips, unusual_operation_ids_round_trip};
 pub use deferred::{DeferredOutcomes, is_dispatch_outcome, run_all_deferred};
@@ -257,6 +264,27 @@ pub const CHECKS: &[NamedCheck] = &[
     (
         "concurrent_claims_use_one_approval",
         concurrent_claims_use_one_approval,
+    ),
+    (
+        "budget_refuses_a_dispatch_over_its_limit",
+        budget_refuses_a_dispatch_over_its_limit,
+    ),
+    (
+        "budget_gives_back_a_rejected_charge",
+        budget_gives_back_a_rejected_charge,
+    ),
+    (
+        "budget_keeps_the_charge_of_an_uncertain_outcome",
+        budget_keeps_the_charge_of_an_uncertain_outcome,
+    ),
+    ("budget_charges_a_retry_once", budget_charges_a_retry_once),
+    (
+        "budget_refusal_keeps_the_approval",
+        budget_refusal_keeps_the_approval,
+    ),
+    (
+        "concurrent_callers_never_exceed_a_budget",
+        concurrent_callers_never_exceed_a_budget,
     ),
     ("large_output_round_trips", large_output_round_trips),
     (

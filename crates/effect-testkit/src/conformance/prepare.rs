@@ -233,6 +233,7 @@ fn prepare_and_claim(c: &Check, id: &str, token: &str) -> (bool, effect_core::Ef
         Claim {
             owner_token: token.to_owned(),
             lease: LIVE,
+            budgets: Vec::new(),
         },
     );
     let outcome = c.ok(
@@ -358,6 +359,7 @@ pub fn prepare_and_claim_conflicts(factory: LedgerFactory<'_>) {
         Claim {
             owner_token: "worker-1".into(),
             lease: LIVE,
+            budgets: Vec::new(),
         },
     );
     c.err(

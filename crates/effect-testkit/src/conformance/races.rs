@@ -60,6 +60,7 @@ pub fn concurrent_claims_have_one_winner(factory: LedgerFactory<'_>) {
         let claim = Claim {
             owner_token: format!("racer {i}"),
             lease: LIVE,
+            budgets: Vec::new(),
         };
         c.ledger.claim_dispatch("contended", &claim)
     });
@@ -87,6 +88,7 @@ pub fn concurrent_prepare_and_claim_has_one_winner(factory: LedgerFactory<'_>) {
             Claim {
                 owner_token: format!("racer {i}"),
                 lease: LIVE,
+                budgets: Vec::new(),
             },
         );
         c.ledger
@@ -151,6 +153,7 @@ pub fn confirmation_beats_claim(factory: LedgerFactory<'_>) {
                 let claim = Claim {
                     owner_token: "worker".into(),
                     lease: LIVE,
+                    budgets: Vec::new(),
                 };
                 c.ledger.claim_dispatch(&id, &claim)
             }

@@ -39,6 +39,7 @@ pub fn missing_operation_transitions(factory: LedgerFactory<'_>) {
                     &Claim {
                         owner_token: "w".into(),
                         lease: LIVE,
+                        budgets: Vec::new(),
                     },
                 )
                 .map(drop),

@@ -74,10 +74,27 @@ enum Bug {
     RepeatsWrite,
     /// Answers every refused approval as if it had been recorded.
     ApproveAnything,
+    /// Claims without checking or charging their budgets.
+    IgnoreBudgets,
 }
 
 /// For each check, a bug it must catch.
 const CAUGHT_BY: &[(&str, Bug)] = &[
+    (
+        "budget_refuses_a_dispatch_over_its_limit",
+        Bug::IgnoreBudgets,
+    ),
+    ("budget_gives_back_a_rejected_charge", Bug::IgnoreBudgets),
+    (
+        "budget_keeps_the_charge_of_an_uncertain_outcome",
+        Bug::IgnoreBudgets,
+    ),
+    ("budget_charges_a_retry_once", Bug::IgnoreBudgets),
+    ("budget_refusal_keeps_the_approval", Bug::IgnoreBudgets),
+    (
+        "concurrent_callers_never_exceed_a_budget",
+        Bug::IgnoreBudgets,
+    ),
     (
         "prepare_creates_operation",
         Bug::StripEventField("prepared", "contract_version"),
@@ -330,6 +347,16 @@ impl Mutant {
         let status = current.as_ref().map(|r| r.status);
         let owner = current.as_ref().and_then(|r| r.owner_token.clone());
         match (self.bug, t) {
+            (Bug::IgnoreBudgets, Transition::Claim(claim)) => {
+                let mut claim = claim.clone();
+                claim.budgets.clear();
+                inner.apply(id, &Transition::Claim(claim))
+            }
+            (Bug::IgnoreBudgets, Transition::PrepareAndClaim(op, claim)) => {
+                let mut claim = claim.clone();
+                claim.budgets.clear();
+                inner.apply(id, &Transition::PrepareAndClaim(op.clone(), claim))
+            }
             (Bug::ClaimAlwaysWins, Transition::Claim(_)) => {
                 Ok(outcome(true, inner.apply(id, t)?.record))
             }

@@ -26,6 +26,7 @@ fn claim(token: &str) -> Claim {
     Claim {
         owner_token: token.into(),
         lease: Duration::from_secs(60),
+        budgets: Vec::new(),
     }
 }
 

@@ -90,6 +90,7 @@ fn a_read_only_ledger_reopens_writable_and_backs_up_and_prunes() {
     let claim = effect_core::Claim {
         owner_token: "owner".into(),
         lease: std::time::Duration::from_secs(60),
+        budgets: Vec::new(),
     };
     assert!(writable.as_dyn().claim_dispatch("op-1", &claim).unwrap());
     let confirmation = effect_core::Confirmation {
