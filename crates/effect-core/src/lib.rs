@@ -40,6 +40,7 @@
 
 pub mod canonical;
 pub mod clock;
+pub mod compensation;
 mod contract;
 mod error;
 pub mod event;
@@ -58,6 +59,7 @@ pub mod transition;
 
 pub use canonical::{FingerprintForm, RequestFingerprint};
 pub use clock::{Clock, ManualClock, Sleeper, StopSignal, SystemClock, ThreadSleeper};
+pub use compensation::{Compensated, Compensation, CompensationLink, CompensationStep};
 pub use contract::{
     AsyncProbeFn, BoxFuture, EffectContract, EffectContractBuilder, KeyFn, OperationIdFn,
     PostconditionFn, ProbeFn,
