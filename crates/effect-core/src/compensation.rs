@@ -46,6 +46,7 @@ use serde_json::Value;
 
 use crate::contract::EffectContract;
 use crate::error::CallbackError;
+use crate::record::EffectRecord;
 use crate::status::EffectStatus;
 
 /// The argument field that names the original operation: the executor sets
@@ -73,6 +74,22 @@ pub struct Compensated<'a> {
     /// The original's arguments, from its stored intent: `None` when its
     /// contract does not store its intent.
     pub arguments: Option<&'a Value>,
+}
+
+impl<'a> Compensated<'a> {
+    /// The view of a confirmed `record`, with its `arguments` when its
+    /// intent is stored (opened, if it was sealed). A record without a stored
+    /// output shows `null`.
+    pub fn new(record: &'a EffectRecord, arguments: Option<&'a Value>) -> Self {
+        const NULL: &Value = &Value::Null;
+        Compensated {
+            operation_id: &record.operation_id,
+            output: record.output.as_ref().unwrap_or(NULL),
+            provider_operation_id: record.provider_operation_id.as_deref(),
+            provider_idempotency_key: record.provider_idempotency_key.as_deref(),
+            arguments,
+        }
+    }
 }
 
 /// A contract's compensation: the contract of the effect that undoes it, and

@@ -5,6 +5,7 @@
 mod approval;
 mod asynchronous;
 mod bad_input;
+mod compensation;
 mod concurrency;
 mod decide_by;
 mod deferred;
