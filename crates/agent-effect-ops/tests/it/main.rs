@@ -3,6 +3,7 @@
 
 mod approval;
 mod cli;
+mod compensation;
 mod empty;
 mod errors;
 mod export;

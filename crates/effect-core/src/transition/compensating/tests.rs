@@ -168,7 +168,10 @@ fn a_request_is_audited_once_and_cleared_when_the_compensation_settles() -> Resu
         Err(LedgerError::InvalidInput { .. })
     ));
     assert!(matches!(
-        run(record(EffectStatus::OutcomeUnknown), &[request.clone()]),
+        run(
+            record(EffectStatus::OutcomeUnknown),
+            std::slice::from_ref(&request)
+        ),
         Err(LedgerError::InvalidTransition { .. })
     ));
     let (record, events) = run(
