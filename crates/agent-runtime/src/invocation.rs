@@ -265,6 +265,12 @@ impl ToolExecutor {
         self
     }
 
+    /// The effect executor, if one was given.
+    #[cfg(feature = "effects")]
+    pub(crate) fn effects(&self) -> Option<&effect_exec::EffectExecutor> {
+        self.effects.as_ref()
+    }
+
     /// The registry.
     pub fn registry(&self) -> &ToolRegistry {
         &self.registry

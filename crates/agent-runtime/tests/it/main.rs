@@ -5,6 +5,8 @@
 #[cfg(feature = "tokio")]
 mod asynchronous;
 #[cfg(feature = "effects")]
+mod compensation;
+#[cfg(feature = "effects")]
 mod effects;
 mod parity;
 mod registry;
