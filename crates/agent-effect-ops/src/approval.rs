@@ -136,6 +136,7 @@ pub(crate) fn decide(
         status: record.status,
         resolved: matches!(decision, Decision::Deny).then_some(true),
         retry_authorized: None,
+        compensation_requested: None,
         approval,
         provider_operation_id: record.provider_operation_id.clone(),
         action: action.to_owned(),

@@ -20,7 +20,8 @@ Exit codes:
      (only outcome_unknown and quarantined operations can be resolved manually; authorize-retry
      of one whose previous handler may still run needs --handler-stopped; only awaiting_approval
      operations can be approved or denied, an approval is refused while an unused one stands or
-     when --fingerprint differs from the operation's)
+     when --fingerprint differs from the operation's; only confirmed operations can be
+     compensated)
 
 Errors are one line on stderr, starting with \"error: \". Nothing is written to the
 ledger when a command fails.";
@@ -34,7 +35,9 @@ Read commands (list, show, events, stats, export) open the ledger read-only.
 confirm, reject and authorize-retry apply an audited manual resolution through the
 executor's rules: only from outcome_unknown or quarantined, with a non-empty actor,
 reason and evidence reference. approve and deny decide an operation awaiting
-approval (its contract requires one before each dispatch). expire records a
+approval (its contract requires one before each dispatch). compensate asks for
+the compensation of a confirmed operation (a refund for a capture), which a
+recovery worker holding the compensation's handler runs. expire records a
 stale dispatch (lease expired) as outcome_unknown, with the same audit fields. The tool does not authenticate --actor; that is the
 deployment's job.
 
@@ -251,6 +254,19 @@ pub enum Command {
         #[command(flatten)]
         decision: DecisionArgs,
     },
+    /// Ask for the compensation of a confirmed operation (a refund for a
+    /// capture), which a recovery worker runs (docs/compensation.md).
+    ///
+    /// Recorded on the operation as compensation_requested; a recovery
+    /// worker holding the compensation's handler runs it, once, as an effect
+    /// of its own. Refused unless the operation is confirmed; a repeat
+    /// writes nothing.
+    Compensate {
+        /// The operation id of the confirmed original.
+        id: String,
+        #[command(flatten)]
+        request: RequestArgs,
+    },
     /// Record that the effect did not happen and let the next execution
     /// dispatch it again.
     AuthorizeRetry {
@@ -285,6 +301,21 @@ pub struct AuditArgs {
     /// dispatched again since you looked.
     #[arg(long, value_name = "N")]
     pub expect_attempts: Option<u32>,
+}
+
+/// Who asks for a compensation, why, and on what evidence.
+#[derive(Debug, Clone, Args)]
+pub struct RequestArgs {
+    /// Who asks (recorded, not authenticated).
+    #[arg(long, value_name = "WHO")]
+    pub actor: String,
+    /// Why, in a sentence.
+    #[arg(long, value_name = "TEXT")]
+    pub reason: String,
+    /// Where the evidence is: a ticket, an incident, a provider dashboard
+    /// reference. Never a secret or customer data.
+    #[arg(long, value_name = "REF", visible_alias = "evidence")]
+    pub evidence_reference: String,
 }
 
 /// Who approves or denies, and why.

@@ -16,13 +16,17 @@ use serde_json::Value;
 
 use crate::approval::{self, Decision};
 use crate::cli::{AuditArgs, Cli, Command, DecisionArgs, Format, Since};
+use crate::compensation;
 use crate::error::{ChangedSinceSeen, HandlerMayStillRun, InputError};
 use crate::maintenance;
 use crate::open::{Opened, open};
 use crate::printer::Printer;
 use crate::table;
 use crate::timestamp::{age_seconds, parse_unix_micros};
-use crate::view::{EventView, OperationDetail, OperationSummary, Resolution, Stats, StatusCounts};
+use crate::view::{
+    CompensationLinks, EventView, OperationDetail, OperationSummary, Resolution, Stats,
+    StatusCounts,
+};
 
 /// How many events `export` reads per ledger query.
 const EXPORT_PAGE: usize = 1000;
@@ -44,6 +48,9 @@ pub fn run(cli: &Cli, clock: Arc<dyn Clock>, out: &mut dyn Write) -> anyhow::Res
     if let Command::Expire { id, audit } = &cli.command {
         check_id(id)?;
         check_audit(audit)?;
+    }
+    if let Command::Compensate { id, request } = &cli.command {
+        compensation::check(id, request)?;
     }
     let decision = decision(&cli.command);
     if let Some((id, decision, args)) = &decision {
@@ -113,6 +120,9 @@ pub fn run(cli: &Cli, clock: Arc<dyn Clock>, out: &mut dyn Write) -> anyhow::Res
                 }
                 None => Err(anyhow::anyhow!("internal error: no approval decision")),
             }
+        }
+        Command::Compensate { id, request } => {
+            compensation::request(&opened, id, request, clock, &mut printer)
         }
         Command::Confirm {
             id,
@@ -207,7 +217,8 @@ fn manual_resolution(command: &Command) -> Result<Option<ManualResolution>, Inpu
         | Command::Prune { .. }
         | Command::Backup { .. }
         | Command::Approve { .. }
-        | Command::Deny { .. } => return Ok(None),
+        | Command::Deny { .. }
+        | Command::Compensate { .. } => return Ok(None),
     };
     check_id(id)?;
     check_audit(audit)?;
@@ -290,6 +301,7 @@ fn show(
         has_output: record.output.is_some(),
         output: include_output.then(|| record.output.clone()),
         events,
+        compensation: CompensationLinks::of(&record),
     };
     printer.report(&detail, table::detail)
 }
@@ -466,6 +478,7 @@ fn resolve(
         status: record.status,
         resolved: (!is_retry).then_some(true),
         retry_authorized: is_retry.then_some(true),
+        compensation_requested: None,
         provider_operation_id: record.provider_operation_id.clone(),
         action: action.to_owned(),
         operation: OperationSummary::from(&record),
@@ -541,6 +554,7 @@ fn expire(
         status: record.status,
         resolved: None,
         retry_authorized: None,
+        compensation_requested: None,
         provider_operation_id: record.provider_operation_id.clone(),
         action: "expire".to_owned(),
         operation: OperationSummary::from(&record),

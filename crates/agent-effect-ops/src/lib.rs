@@ -34,6 +34,7 @@
 mod approval;
 mod cli;
 mod commands;
+mod compensation;
 mod error;
 mod maintenance;
 mod open;
@@ -42,6 +43,6 @@ mod table;
 mod timestamp;
 pub mod view;
 
-pub use cli::{AuditArgs, Cli, Command, DecisionArgs, Format, Since};
+pub use cli::{AuditArgs, Cli, Command, DecisionArgs, Format, RequestArgs, Since};
 pub use commands::run;
 pub use error::{ChangedSinceSeen, Exit, InputError, is_broken_pipe};

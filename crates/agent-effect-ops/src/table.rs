@@ -169,6 +169,22 @@ pub fn detail(detail: &OperationDetail) -> String {
         .skip(1)
         .map(|line| format!("{line}\n"))
         .collect::<String>();
+    if let Some(links) = &detail.compensation {
+        if let Some(by) = &links.compensated_by {
+            let _ = writeln!(
+                out,
+                "compensated_by: {} ({})",
+                by["operation_id"].as_str().unwrap_or("?"),
+                by["state"].as_str().unwrap_or("?")
+            );
+        }
+        if let Some(original) = &links.compensates {
+            let _ = writeln!(out, "compensates: {original}");
+        }
+        if links.requested.is_some() {
+            out.push_str("compensation: requested\n");
+        }
+    }
     out.push_str("evidence:\n");
     out.push_str(&indented(&Value::Object(detail.evidence.clone())));
     match (&detail.output, detail.has_output) {

@@ -143,6 +143,46 @@ pub struct OperationDetail {
     pub output: Option<Option<Value>>,
     /// The history, in sequence order.
     pub events: Vec<EventView>,
+    /// Its compensation links (docs/compensation.md), when it has any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub compensation: Option<CompensationLinks>,
+}
+
+/// How an operation and its compensation name each other (`show`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CompensationLinks {
+    /// On a confirmed operation whose compensation started: the
+    /// compensation's `operation_id`, `contract_name`, `contract_version`
+    /// and `state` (`started`, `confirmed` or `rejected`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub compensated_by: Option<Value>,
+    /// On a compensation: the operation id it undoes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub compensates: Option<String>,
+    /// On a confirmed operation: an operator's standing request for its
+    /// compensation (`actor`, `reason`, `evidence_reference`,
+    /// `requested_at`), until the compensation settles.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub requested: Option<Value>,
+}
+
+impl CompensationLinks {
+    /// The links `record` holds, `None` when it has none.
+    pub fn of(record: &EffectRecord) -> Option<Self> {
+        use effect_core::evidence::{COMPENSATES, COMPENSATION, COMPENSATION_REQUEST};
+        let links = CompensationLinks {
+            compensated_by: record.evidence.get(COMPENSATION).cloned(),
+            compensates: record
+                .evidence
+                .get(COMPENSATES)
+                .and_then(Value::as_str)
+                .map(str::to_owned),
+            requested: record.evidence.get(COMPENSATION_REQUEST).cloned(),
+        };
+        (links.compensated_by.is_some() || links.compensates.is_some() || links.requested.is_some())
+            .then_some(links)
+    }
 }
 
 /// Operations per status, every status present.
@@ -243,19 +283,25 @@ pub struct Resolution {
     /// `authorize-retry`: true (the next execution dispatches it again).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub retry_authorized: Option<bool>,
+    /// `compensate`: true while the request stands (a recovery worker with
+    /// the compensation's handler runs it); false when the compensation had
+    /// already settled, and nothing was written.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub compensation_requested: Option<bool>,
     /// `approve`: the approval recorded (request_fingerprint, actor,
     /// reason, approved_at, expires_at), unused until the next dispatch.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub approval: Option<Value>,
     /// The provider's id for the effect, when known.
     pub provider_operation_id: Option<String>,
-    /// `confirm`, `reject`, `authorize_retry`, `expire`, `approve` or `deny`.
+    /// `confirm`, `reject`, `authorize_retry`, `expire`, `approve`, `deny`
+    /// or `compensate`.
     pub action: String,
     /// The operation after the command.
     pub operation: OperationSummary,
     /// The audited event the command appended (`manually_confirmed`,
     /// `manually_rejected`, `manual_retry_authorized`, `approved`,
-    /// `approval_denied`, or for `expire` the `outcome_unknown` event
+    /// `approval_denied`, `compensation_requested`, or for `expire` the `outcome_unknown` event
     /// carrying the audit fields).
     pub event: Option<EventView>,
 }

@@ -129,10 +129,37 @@ impl AsyncAgentRuntime {
     ///
     /// As [`AgentRuntime::run`](crate::AgentRuntime::run).
     pub async fn run(&self, task: Task, options: RunOptions) -> Result<RunReport, RunError> {
-        Run::open(&self.engine, &Tokio, self.planner.as_ref(), task, &options)
+        let mut report = Run::open(&self.engine, &Tokio, self.planner.as_ref(), task, &options)
             .await?
             .drive()
+            .await?;
+        if report.status == crate::RunStatus::Failed
+            && options.compensation == crate::CompensationPolicy::OnFailure
+        {
+            report.compensation = Some(self.compensate_run(&report.run_id).await?);
+        }
+        Ok(report)
+    }
+
+    /// [`AgentRuntime::compensate_run`](crate::AgentRuntime::compensate_run)
+    /// on tokio's blocking pool: the compensation handlers are synchronous
+    /// and the ledger's commits wait for the disk.
+    ///
+    /// # Errors
+    ///
+    /// As [`AgentRuntime::compensate_run`](crate::AgentRuntime::compensate_run).
+    pub async fn compensate_run(
+        &self,
+        run_id: &str,
+    ) -> Result<crate::compensation::RunCompensation, RunError> {
+        let engine = self.engine.clone();
+        let id = run_id.to_owned();
+        tokio::task::spawn_blocking(move || crate::compensation::compensate_run(&engine, &id))
             .await
+            .map_err(|err| RunError::Store {
+                run_id: run_id.to_owned(),
+                source: crate::error::StoreError::backend("run the compensation task", err),
+            })?
     }
 }
 

@@ -118,6 +118,8 @@ mod approval;
 #[cfg(feature = "tokio")]
 mod asynchronous;
 pub mod checkpoint;
+#[cfg(feature = "effects")]
+mod compensation;
 pub mod error;
 mod flavour;
 mod future;
@@ -138,6 +140,10 @@ pub mod trace;
 #[cfg(feature = "tokio")]
 pub use asynchronous::{AsyncAgentRuntime, AsyncPlanner};
 pub use checkpoint::invocation_id;
+#[cfg(feature = "effects")]
+pub use compensation::{
+    CompensatedEffect, CompensationOutcome, CompensationPolicy, RunCompensation,
+};
 pub use effect_schema::InputSchema;
 pub use error::{PlannerError, RegistryError, RunError, ToolError, ToolErrorKind};
 pub use future::StepFuture;

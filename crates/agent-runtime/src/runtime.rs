@@ -95,7 +95,8 @@ impl AgentRuntime {
     /// [`RunError::InvalidTransition`] (resuming a completed run);
     /// [`RunError::Store`]. A run that fails or waits is not an error.
     pub fn run(&self, task: Task, options: RunOptions) -> Result<RunReport, RunError> {
-        block_on(async {
+        #[cfg_attr(not(feature = "effects"), allow(unused_mut))]
+        let mut report = block_on(async {
             Run::open(
                 &self.engine,
                 &Blocking,
@@ -106,7 +107,37 @@ impl AgentRuntime {
             .await?
             .drive()
             .await
-        })
+        })?;
+        #[cfg(feature = "effects")]
+        if report.status == crate::RunStatus::Failed
+            && options.compensation == crate::CompensationPolicy::OnFailure
+        {
+            report.compensation = Some(self.compensate_run(&report.run_id)?);
+        }
+        Ok(report)
+    }
+
+    /// Compensates the confirmed effects of run `run_id`, newest first
+    /// (docs/compensation.md): each through the compensation its tool's
+    /// contract names and the tool's
+    /// [`compensation_handler`](crate::ToolDefinition::compensation_handler),
+    /// durably, by the effect executor's rules. For a failed run (what
+    /// [`CompensationPolicy::OnFailure`](crate::CompensationPolicy) does), or
+    /// one its caller cancels: a waiting or paused run it will not resume.
+    /// The run's status and checkpoint are left as they are. Calling it again
+    /// replays what was done, compensating nothing twice.
+    ///
+    /// # Errors
+    ///
+    /// [`RunError::Store`] when the run's trace cannot be read. What could not
+    /// be undone is in the report, not an error.
+    #[cfg(feature = "effects")]
+    #[cfg_attr(docsrs, doc(cfg(feature = "effects")))]
+    pub fn compensate_run(
+        &self,
+        run_id: &str,
+    ) -> Result<crate::compensation::RunCompensation, RunError> {
+        crate::compensation::compensate_run(&self.engine, run_id)
     }
 }
 

@@ -102,6 +102,8 @@ pub struct ToolDefinition {
     contract: Option<EffectContract>,
     dependency: Option<String>,
     deadline: Option<Duration>,
+    #[cfg(feature = "effects")]
+    compensation: Option<crate::compensation::CompensationHandler>,
     #[cfg(feature = "tokio")]
     async_handler: Option<AsyncToolHandler>,
 }
@@ -143,6 +145,8 @@ impl ToolDefinition {
             contract: None,
             dependency: None,
             deadline: None,
+            #[cfg(feature = "effects")]
+            compensation: None,
             #[cfg(feature = "tokio")]
             async_handler: None,
         }
@@ -212,6 +216,31 @@ impl ToolDefinition {
     pub fn effect_contract(mut self, contract: EffectContract) -> Self {
         self.contract = Some(contract);
         self
+    }
+
+    /// The handler of the compensation the tool's effect contract names
+    /// (docs/compensation.md): with a run's
+    /// [`CompensationPolicy::OnFailure`](crate::CompensationPolicy), or
+    /// [`AgentRuntime::compensate_run`](crate::AgentRuntime::compensate_run),
+    /// the runtime undoes the tool's confirmed effects through it.
+    #[cfg(feature = "effects")]
+    #[cfg_attr(docsrs, doc(cfg(feature = "effects")))]
+    #[must_use]
+    pub fn compensation_handler<H>(mut self, handler: H) -> Self
+    where
+        H: Fn(Value, effect_exec::HandlerContext) -> Result<Value, effect_exec::HandlerError>
+            + Send
+            + Sync
+            + 'static,
+    {
+        self.compensation = Some(Arc::new(handler));
+        self
+    }
+
+    /// The compensation handler, if one was given.
+    #[cfg(feature = "effects")]
+    pub(crate) fn compensation(&self) -> Option<&crate::compensation::CompensationHandler> {
+        self.compensation.as_ref()
     }
 
     /// Names the dependency whose circuit breaker guards this tool (default:

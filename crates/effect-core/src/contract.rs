@@ -8,6 +8,7 @@ use std::sync::Arc;
 use serde_json::Value;
 
 use crate::budget::Budget;
+use crate::compensation::{Compensated, Compensation};
 use crate::error::{CallbackError, ContractError};
 use crate::record::OutcomeProbeResult;
 use crate::redaction::Redaction;
@@ -52,6 +53,7 @@ pub struct EffectContract {
     redaction: Redaction,
     provider_key_ttl: Option<std::time::Duration>,
     settle: Option<std::time::Duration>,
+    compensation: Option<Arc<Compensation>>,
 }
 
 impl fmt::Debug for EffectContract {
@@ -73,6 +75,10 @@ impl fmt::Debug for EffectContract {
             .field("redaction", &self.redaction)
             .field("provider_key_ttl", &self.provider_key_ttl)
             .field("settle", &self.settle)
+            .field(
+                "compensation",
+                &self.compensation.as_ref().map(|c| c.contract().name()),
+            )
             .finish()
     }
 }
@@ -101,6 +107,7 @@ impl EffectContract {
                 redaction: Redaction::default(),
                 provider_key_ttl: None,
                 settle: None,
+                compensation: None,
             },
             invalid_redaction: None,
         }
@@ -179,6 +186,12 @@ impl EffectContract {
     /// The postcondition, if any.
     pub fn postcondition(&self) -> Option<&PostconditionFn> {
         self.postcondition.as_ref()
+    }
+
+    /// The effect that undoes this one, if the contract names it
+    /// ([`EffectContractBuilder::compensation`]).
+    pub fn compensation(&self) -> Option<&Compensation> {
+        self.compensation.as_deref()
     }
 
     /// Derives and validates the operation id.
@@ -373,6 +386,22 @@ impl EffectContractBuilder {
     #[must_use]
     pub fn budget(mut self, budget: Budget) -> Self {
         self.contract.budgets.push(budget);
+        self
+    }
+
+    /// Names the effect that undoes this one once it is confirmed (a refund
+    /// for a capture, a delete for a create; docs/compensation.md): the
+    /// compensation's `contract`, and how its `arguments` derive from the
+    /// original as the ledger records it (output, provider operation id, and
+    /// the stored intent when this contract stores it). effect-exec's
+    /// `EffectExecutor::compensate` runs it as an effect of its own, under an
+    /// operation id derived from the original's.
+    #[must_use]
+    pub fn compensation<F>(mut self, contract: EffectContract, arguments: F) -> Self
+    where
+        F: Fn(&Compensated<'_>) -> Result<Value, CallbackError> + Send + Sync + 'static,
+    {
+        self.contract.compensation = Some(Arc::new(Compensation::new(contract, arguments)));
         self
     }
 

@@ -41,3 +41,18 @@ pub const BUDGET_EXCEEDED: &str = "budget_exceeded";
 /// The charges of a rejected operation were given back to their budgets.
 /// Not written by the Python package.
 pub const BUDGET_REFUNDED: &str = "budget_refunded";
+/// An operator asked for the compensation of a confirmed operation
+/// (docs/compensation.md). Not written by the Python package.
+pub const COMPENSATION_REQUESTED: &str = "compensation_requested";
+/// On a confirmed operation: its compensation, another operation, was
+/// started. Not written by the Python package.
+pub const COMPENSATION_STARTED: &str = "compensation_started";
+/// On a confirmed operation: its compensation was confirmed. Not written by
+/// the Python package.
+pub const COMPENSATED: &str = "compensated";
+/// On a confirmed operation: its compensation was rejected by the provider;
+/// the effect stands. Not written by the Python package.
+pub const COMPENSATION_REJECTED: &str = "compensation_rejected";
+/// On a compensation: the operation it undoes. Not written by the Python
+/// package.
+pub const COMPENSATION_OF: &str = "compensation_of";

@@ -74,6 +74,18 @@ pub const APPROVAL_FIELDS: [&str; 6] = [
     "expires_at_unix",
 ];
 
+/// On a confirmed operation whose compensation started
+/// (docs/compensation.md): an object with the compensation's
+/// `operation_id`, `contract_name`, `contract_version` and `state`
+/// (`started`, `confirmed` or `rejected`).
+pub const COMPENSATION: &str = "compensation";
+/// On a confirmed operation: an operator's request for its compensation, an
+/// object with `actor`, `reason`, `evidence_reference` and `requested_at`.
+pub const COMPENSATION_REQUEST: &str = "compensation_request";
+/// On a compensation: the operation id of the operation it undoes. Kept
+/// through its confirmation and any manual resolution.
+pub const COMPENSATES: &str = "compensates";
+
 /// Set, alone, on a record a store *lists* although its stored output or
 /// evidence cannot be read (nested too deep, or not JSON): what could not be
 /// read. Reading that operation itself reports the error.

@@ -41,6 +41,7 @@
 pub mod budget;
 pub mod canonical;
 pub mod clock;
+pub mod compensation;
 mod contract;
 mod error;
 pub mod event;
@@ -60,6 +61,7 @@ pub mod transition;
 pub use budget::{Budget, BudgetCharge, BudgetRefusal, BudgetUse, BudgetWindow};
 pub use canonical::{FingerprintForm, RequestFingerprint};
 pub use clock::{Clock, ManualClock, Sleeper, StopSignal, SystemClock, ThreadSleeper};
+pub use compensation::{Compensated, Compensation, CompensationLink, CompensationStep};
 pub use contract::{
     AsyncProbeFn, BoxFuture, EffectContract, EffectContractBuilder, KeyFn, OperationIdFn,
     PostconditionFn, ProbeFn,

@@ -138,6 +138,29 @@ impl EffectRecord {
             .and_then(Value::as_object)
     }
 
+    /// Where this confirmed operation's compensation stands, once one was
+    /// started (docs/compensation.md).
+    pub fn compensation(&self) -> Option<crate::compensation::CompensationLink> {
+        self.evidence
+            .get(crate::evidence::COMPENSATION)
+            .and_then(crate::compensation::CompensationLink::from_value)
+    }
+
+    /// The operator's standing request to compensate this confirmed
+    /// operation, if one was recorded.
+    pub fn compensation_request(&self) -> Option<&Map<String, Value>> {
+        self.evidence
+            .get(crate::evidence::COMPENSATION_REQUEST)
+            .and_then(Value::as_object)
+    }
+
+    /// The operation this one compensates, when it is a compensation.
+    pub fn compensates(&self) -> Option<&str> {
+        self.evidence
+            .get(crate::evidence::COMPENSATES)
+            .and_then(Value::as_str)
+    }
+
     /// True when the last dispatch's handler reported that nothing left the
     /// process, and no handler may still be running.
     pub fn reported_not_sent(&self) -> bool {

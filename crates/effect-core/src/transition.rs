@@ -11,6 +11,7 @@ use serde_json::{Value, json};
 use crate::budget::{BudgetCharge, BudgetUsage, BudgetWrite};
 use crate::canonical::RequestFingerprint;
 use crate::clock::{format_timestamp, unix_seconds};
+use crate::compensation::CompensationStep;
 use crate::error::LedgerError;
 use crate::event;
 use crate::evidence;
@@ -224,6 +225,11 @@ pub enum Transition {
         /// Why.
         reason: String,
     },
+    /// A step of a compensation's trail (docs/compensation.md): on a
+    /// confirmed original, a request, the start or the end of its
+    /// compensation; on the compensation, the link to its original. None
+    /// changes a status.
+    Compensation(CompensationStep),
     /// The inner transition, only if the guard holds on the current record;
     /// otherwise nothing is written and the outcome is not applied. A decision
     /// made on an earlier read (a probe's answer, an operator's look at the
@@ -254,6 +260,7 @@ impl Transition {
             },
             Transition::Approve(_) => "approve",
             Transition::DenyApproval { .. } => "deny approval of",
+            Transition::Compensation(step) => step.name(),
             Transition::Guarded(_, inner) => inner.name(),
         }
     }
@@ -819,7 +826,9 @@ impl Planner {
                 record.status = S::Confirmed;
                 record.output = Some(confirmation.output.clone());
                 record.provider_operation_id = confirmation.provider_operation_id.clone();
+                let link = record.evidence.remove(evidence::COMPENSATES);
                 record.evidence = confirmation.evidence.clone();
+                keep_link(&mut record.evidence, link);
                 record.error = None;
                 release(&mut record);
                 self.event(
@@ -873,6 +882,10 @@ impl Planner {
             }
             Transition::Approve(approval) => {
                 self.approve(&mut record, approval, transition.name())?;
+                true
+            }
+            Transition::Compensation(step) => {
+                self.compensation(&mut record, step)?;
                 true
             }
             Transition::DenyApproval { actor, reason } => {
@@ -1049,6 +1062,7 @@ impl Planner {
         // event, one level deep (an earlier resolution's copy is not nested).
         let mut before = std::mem::take(&mut record.evidence);
         before.remove(evidence::EVIDENCE_BEFORE_RESOLUTION);
+        keep_link(&mut evidence, before.get(evidence::COMPENSATES).cloned());
         if !before.is_empty() {
             evidence.insert(
                 evidence::EVIDENCE_BEFORE_RESOLUTION.into(),
@@ -1146,11 +1160,20 @@ fn check_decision(actor: &str, reason: &str) -> Result<(), LedgerError> {
     Ok(())
 }
 
+/// Keeps a compensation's link to its original ([`evidence::COMPENSATES`])
+/// when its evidence is replaced.
+fn keep_link(evidence: &mut Evidence, link: Option<Value>) {
+    if let Some(link) = link {
+        evidence.insert(evidence::COMPENSATES.into(), link);
+    }
+}
+
 /// Drops the dispatch lease.
 fn release(record: &mut EffectRecord) {
     record.owner_token = None;
     record.lease_until = None;
 }
 
+mod compensating;
 #[cfg(test)]
 mod tests;

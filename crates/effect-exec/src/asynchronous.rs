@@ -200,4 +200,45 @@ impl EffectExecutor {
             message: err.to_string(),
         })?
     }
+
+    /// [`compensate_with`](Self::compensate_with) with an async handler
+    /// (and the compensation's async probe, when it has one): the ledger's
+    /// commits run on tokio's blocking pool.
+    ///
+    /// # Errors
+    ///
+    /// As [`compensate`](Self::compensate), plus [`ExecError::Runtime`]
+    /// when the blocking task cannot run.
+    #[cfg_attr(docsrs, doc(cfg(feature = "tokio")))]
+    pub async fn compensate_async<O, H, Fut>(
+        &self,
+        contract: &EffectContract,
+        operation_id: &str,
+        options: CallOptions,
+        handler: H,
+    ) -> Result<EffectResult, ExecError>
+    where
+        O: Serialize + Send + 'static,
+        H: Fn(Value, HandlerContext) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = Result<O, HandlerError>> + Send + 'static,
+    {
+        let executor = self.clone();
+        let contract = contract.clone();
+        let id = operation_id.to_owned();
+        let deadline = options.deadline.or(self.options.default_deadline);
+        let handler: AsyncHandler = Arc::new(move |arguments, context| {
+            let future = handler(arguments, context);
+            Box::pin(async move { HandlerOutcome::from_result(future.await) })
+        });
+        let runtime = Handle::current();
+        tokio::task::spawn_blocking(move || {
+            let invoke = AsyncInvoke { runtime, handler };
+            executor.compensate_call(&contract, &id, deadline, &invoke)
+        })
+        .await
+        .map_err(|err| ExecError::Runtime {
+            operation_id: operation_id.to_owned(),
+            message: err.to_string(),
+        })?
+    }
 }

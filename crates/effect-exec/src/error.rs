@@ -1,6 +1,6 @@
 //! Errors of the executor layer.
 
-use effect_core::{CallbackError, CanonicalError, LedgerError, LedgerErrorKind};
+use effect_core::{CallbackError, CanonicalError, EffectStatus, LedgerError, LedgerErrorKind};
 
 /// Why an execution, reconciliation or resolution could not proceed.
 ///
@@ -156,6 +156,23 @@ pub enum ExecError {
         /// The budget, its limit and its use when the claim was refused.
         refusal: Box<effect_core::BudgetRefusal>,
     },
+    /// A compensation handler was registered for a contract that names no
+    /// compensation.
+    #[error("contract {contract:?} names no compensation")]
+    NoCompensation {
+        /// The contract name.
+        contract: String,
+    },
+    /// [`EffectExecutor::compensate`](crate::EffectExecutor::compensate)
+    /// refused: the operation is not one this contract can undo now.
+    /// Nothing was written.
+    #[error("operation {operation_id:?} cannot be compensated: {refusal}")]
+    CompensationRefused {
+        /// The original's operation id.
+        operation_id: String,
+        /// Why.
+        refusal: CompensationRefusal,
+    },
     /// The async runtime could not run a blocking ledger step.
     #[error("async execution of operation {operation_id:?} was interrupted: {message}")]
     Runtime {
@@ -164,6 +181,68 @@ pub enum ExecError {
         /// What happened.
         message: String,
     },
+}
+
+/// Why an operation cannot be compensated
+/// ([`ExecError::CompensationRefused`]): only a confirmed effect is undone.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum CompensationRefusal {
+    /// Its outcome is uncertain (`outcome_unknown` or `quarantined`): it may
+    /// or may not have happened, so there may be nothing to undo.
+    #[error(
+        "its outcome is uncertain ({status}); reconcile or resolve it first, an uncertain \
+         effect is never undone"
+    )]
+    Uncertain {
+        /// Its status.
+        status: EffectStatus,
+    },
+    /// The provider (or an operator) rejected it: nothing happened to undo.
+    #[error("it was rejected, so nothing happened to undo")]
+    Rejected,
+    /// It was never dispatched (`prepared` or `awaiting_approval`).
+    #[error("it was never dispatched ({status})")]
+    NeverDispatched {
+        /// Its status.
+        status: EffectStatus,
+    },
+    /// A dispatch is in flight: its outcome is not known yet.
+    #[error("it is being dispatched; its outcome is not known yet")]
+    InFlight,
+    /// Its contract names no compensation.
+    #[error("its contract {contract:?} names no compensation")]
+    NoCompensation {
+        /// The contract's name.
+        contract: String,
+    },
+    /// It was recorded under another contract (name or version) than the
+    /// one given.
+    #[error("it was recorded under contract {contract_name:?} version {contract_version:?}")]
+    OtherContract {
+        /// The recorded contract's name.
+        contract_name: String,
+        /// The recorded contract's version.
+        contract_version: String,
+    },
+}
+
+impl CompensationRefusal {
+    /// Why an operation in `status` cannot be compensated, or `None` when it
+    /// is confirmed.
+    pub(crate) fn of_status(status: EffectStatus) -> Option<Self> {
+        match status {
+            EffectStatus::Confirmed => None,
+            EffectStatus::Rejected => Some(CompensationRefusal::Rejected),
+            EffectStatus::OutcomeUnknown | EffectStatus::Quarantined => {
+                Some(CompensationRefusal::Uncertain { status })
+            }
+            EffectStatus::Prepared | EffectStatus::AwaitingApproval => {
+                Some(CompensationRefusal::NeverDispatched { status })
+            }
+            EffectStatus::Dispatched => Some(CompensationRefusal::InFlight),
+        }
+    }
 }
 
 impl ExecError {

@@ -63,6 +63,7 @@
 mod approval;
 #[cfg(feature = "tokio")]
 mod asynchronous;
+mod compensation;
 mod context;
 mod dispatch;
 mod error;
@@ -80,7 +81,7 @@ mod token;
 mod typed;
 
 pub use context::HandlerContext;
-pub use error::{ExecError, HandlerError};
+pub use error::{CompensationRefusal, ExecError, HandlerError};
 pub use executor::EffectExecutor;
 pub use notice::UncertainOutcome;
 pub use options::{CallOptions, ExecutorOptions};

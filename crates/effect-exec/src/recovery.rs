@@ -92,12 +92,25 @@ struct Durable {
     run: Run,
 }
 
+/// Runs the compensation of one confirmed original, by its operation id.
+type Compensate =
+    Arc<dyn Fn(&EffectExecutor, &str) -> Result<EffectResult, ExecError> + Send + Sync>;
+
+/// The compensations a worker runs: by the original's contract, and the
+/// original's contract by the compensation's.
+#[derive(Clone, Default)]
+struct Compensations {
+    by_original: HashMap<(String, String), Compensate>,
+    original_of: HashMap<(String, String), (String, String)>,
+}
+
 /// Dispatches the operations whose caller is gone, from their stored intent;
 /// see docs/recovering-work.md.
 #[derive(Clone)]
 pub struct RecoveryWorker {
     executor: EffectExecutor,
     handlers: HashMap<(String, String), Durable>,
+    compensations: Compensations,
     min_age: Duration,
 }
 
@@ -148,6 +161,10 @@ pub struct RecoveryReport {
     /// approved operation is dispatched like a `prepared` one, and counted
     /// by its outcome.
     pub awaiting_approval: u64,
+    /// Compensations confirmed by this pass (docs/compensation.md): requested
+    /// by an operator, or left unsettled by their caller. A compensation
+    /// rejected, quarantined or still uncertain is counted as such.
+    pub compensated: u64,
 }
 
 /// Stops a worker started with [`RecoveryWorker::spawn`].
@@ -177,6 +194,7 @@ impl RecoveryWorker {
         RecoveryWorker {
             executor,
             handlers: HashMap::new(),
+            compensations: Compensations::default(),
             min_age: DEFAULT_MIN_AGE,
         }
     }
@@ -246,6 +264,52 @@ impl RecoveryWorker {
         self.handlers.insert(key, Durable { run });
     }
 
+    /// Registers the handler of the compensation `contract` names
+    /// (docs/compensation.md), by the original's contract name and version.
+    /// Each pass then runs, through
+    /// [`EffectExecutor::compensate`], the compensation of every confirmed
+    /// operation of that contract an operator asked to compensate
+    /// ([`EffectExecutor::request_compensation`], `agent-effect-ops
+    /// compensate`), and finishes every compensation of it left behind
+    /// (`prepared` past [`min_age`](Self::min_age), `outcome_unknown`, or
+    /// dispatched under an expired lease), with the arguments derived again
+    /// from the original: the compensation's contract need not store its
+    /// intent.
+    ///
+    /// # Errors
+    ///
+    /// [`ExecError::NoCompensation`] when the contract names none.
+    pub fn register_compensation<O, H>(
+        mut self,
+        contract: EffectContract,
+        handler: H,
+    ) -> Result<Self, ExecError>
+    where
+        O: Serialize + Send + 'static,
+        H: Fn(Value, HandlerContext) -> Result<O, HandlerError> + Send + Sync + 'static,
+    {
+        let Some(compensation) = contract.compensation() else {
+            return Err(ExecError::NoCompensation {
+                contract: contract.name().to_owned(),
+            });
+        };
+        let undo = compensation.contract();
+        let original = (contract.name().to_owned(), contract.version().to_owned());
+        self.compensations.original_of.insert(
+            (undo.name().to_owned(), undo.version().to_owned()),
+            original.clone(),
+        );
+        let handler = Arc::new(handler);
+        let compensate: Compensate = Arc::new(move |executor, operation_id| {
+            let handler = Arc::clone(&handler);
+            executor.compensate(&contract, operation_id, move |args, context| {
+                handler(args, context)
+            })
+        });
+        self.compensations.by_original.insert(original, compensate);
+        Ok(self)
+    }
+
     /// [`register`](Self::register) for a typed contract and handler.
     ///
     /// # Errors
@@ -309,6 +373,23 @@ impl RecoveryWorker {
             )?);
         }
         let mut report = RecoveryReport::default();
+        // The originals whose compensation this pass ran: a compensation
+        // listed as left behind is not run twice.
+        let mut compensated = std::collections::HashSet::new();
+        if !self.compensations.by_original.is_empty() {
+            for record in list_all(
+                ledger,
+                ListQuery::with_status(EffectStatus::Confirmed, MAX_LIST_LIMIT),
+            )? {
+                let requested = record.compensation_request().is_some()
+                    && !record.compensation().is_some_and(|link| link.is_finished());
+                if requested {
+                    report.examined += 1;
+                    compensated.insert(record.operation_id.clone());
+                    self.compensate_one(&record.operation_id, &record, &mut report);
+                }
+            }
+        }
         for record in candidates {
             report.examined += 1;
             // Only an approval makes a waiting operation dispatchable; the
@@ -324,6 +405,20 @@ impl RecoveryWorker {
             {
                 report.too_recent += 1;
                 continue;
+            }
+            if let Some(original) = record.compensates() {
+                let key = (
+                    record.contract_name.clone(),
+                    record.contract_version.clone(),
+                );
+                if self.compensations.original_of.contains_key(&key) {
+                    if compensated.insert(original.to_owned()) {
+                        self.compensate_one(original, &record, &mut report);
+                    } else {
+                        report.unsettled += 1;
+                    }
+                    continue;
+                }
             }
             self.recover_one(&record, &mut report);
         }
@@ -410,6 +505,54 @@ impl RecoveryWorker {
                         return reports;
                     }
                 }
+            }
+        }
+    }
+
+    /// Runs the compensation of `original` (the operation `record` is, or
+    /// the one it compensates) through its registered handler, and counts
+    /// the compensation's result.
+    fn compensate_one(&self, original: &str, record: &EffectRecord, report: &mut RecoveryReport) {
+        let key = match self.compensations.original_of.get(&(
+            record.contract_name.clone(),
+            record.contract_version.clone(),
+        )) {
+            Some(original_contract) => original_contract.clone(),
+            None => (
+                record.contract_name.clone(),
+                record.contract_version.clone(),
+            ),
+        };
+        let Some(compensate) = self.compensations.by_original.get(&key) else {
+            report.unregistered += 1;
+            return;
+        };
+        match compensate(&self.executor, original) {
+            Ok(result) => match result.status {
+                EffectStatus::Confirmed
+                    if result.duplicate_suppressed
+                        && !result.evidence.contains_key(PROBE_STATUS) =>
+                {
+                    // Already confirmed by another caller: the original's
+                    // trail was brought up to date, nothing was dispatched.
+                    report.unsettled += 1;
+                }
+                EffectStatus::Confirmed => report.compensated += 1,
+                EffectStatus::Rejected => report.rejected += 1,
+                EffectStatus::Quarantined => report.quarantined += 1,
+                EffectStatus::AwaitingApproval => report.awaiting_approval += 1,
+                EffectStatus::OutcomeUnknown
+                | EffectStatus::Dispatched
+                | EffectStatus::Prepared => report.unsettled += 1,
+            },
+            Err(err) => {
+                tracing::warn!(
+                    operation_id = original,
+                    compensation = record.operation_id,
+                    error = %err,
+                    "compensation failed"
+                );
+                report.failed += 1;
             }
         }
     }

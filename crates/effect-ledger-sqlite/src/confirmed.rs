@@ -2,8 +2,11 @@
 //! needs no transaction.
 //!
 //! `confirmed` is terminal (docs/spec.md §4): no transition changes a confirmed
-//! record, in this process or any other sharing the file, so a cached copy
-//! never goes stale. Only `prune` deletes one: this process forgets it; a
+//! record's status or output, in this process or any other sharing the file.
+//! The one change it sees, the compensation link in its evidence
+//! (docs/compensation.md), is always planned on the stored record and
+//! cached once written; a cache in another process may replay the record
+//! without that link, never with another output. Only `prune` deletes one: this process forgets it; a
 //! cache in another process may replay it until that process restarts,
 //! which replays the output of an effect that did happen. A transition on a cached record is still decided by
 //! [`plan`](effect_core::transition::plan), exactly as on the stored one; the

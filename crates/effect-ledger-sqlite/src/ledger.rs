@@ -379,7 +379,11 @@ impl SqliteLedger {
                 None,
             ));
         }
-        if let Some(record) = self.confirmed.get(operation_id) {
+        // A compensation step adds to a confirmed record's evidence (the one
+        // change a confirmed record sees): it is decided on the stored record.
+        if !matches!(transition, Transition::Compensation(_))
+            && let Some(record) = self.confirmed.get(operation_id)
+        {
             // Confirmed is terminal: the plan on the cached record is the plan
             // on the stored one. Only a plan that writes nothing is answered here.
             let plan = transition::plan(operation_id, Some(record), transition, self.clock.now())?;

@@ -129,6 +129,11 @@ pub struct ApprovalDoctests;
 #[doc = include_str!("../../../docs/operations.md")]
 pub struct OperationsDoctests;
 
+/// The examples of `docs/compensation.md`, compiled and run as doctests.
+#[cfg(doctest)]
+#[doc = include_str!("../../../docs/compensation.md")]
+pub struct CompensationDoctests;
+
 /// The examples of `docs/recovering-work.md`, compiled and run as doctests.
 #[cfg(doctest)]
 #[doc = include_str!("../../../docs/recovering-work.md")]

@@ -4,6 +4,7 @@
 mod approval;
 mod budget;
 mod cli;
+mod compensation;
 mod empty;
 mod errors;
 mod export;

@@ -20,6 +20,10 @@ pub struct RunOptions {
     /// confirmed for this call. Only mutations named here may run; the task
     /// and the planner can never add to it.
     pub confirmed_mutations: BTreeSet<String>,
+    /// Whether a failed run undoes its confirmed effects, newest first
+    /// (docs/compensation.md); default never.
+    #[cfg(feature = "effects")]
+    pub compensation: crate::compensation::CompensationPolicy,
 }
 
 impl RunOptions {
@@ -77,6 +81,10 @@ pub struct RunReport {
     /// The step it waits on: a mutation awaiting confirmation, or an
     /// uncertain effect awaiting reconciliation.
     pub pending: Option<PendingStep>,
+    /// What a failed run undid under
+    /// [`CompensationPolicy::OnFailure`](crate::CompensationPolicy).
+    #[cfg(feature = "effects")]
+    pub compensation: Option<crate::compensation::RunCompensation>,
 }
 
 impl RunReport {
@@ -88,6 +96,8 @@ impl RunReport {
             output: checkpoint.output.clone(),
             error: checkpoint.error.clone(),
             pending: checkpoint.pending.clone(),
+            #[cfg(feature = "effects")]
+            compensation: None,
         }
     }
 

@@ -7,6 +7,8 @@ mod approval;
 #[cfg(feature = "tokio")]
 mod asynchronous;
 #[cfg(feature = "effects")]
+mod compensation;
+#[cfg(feature = "effects")]
 mod effects;
 mod parity;
 mod registry;

@@ -8,6 +8,7 @@ mod approval_properties;
 mod asynchronous;
 mod bad_input;
 mod budget;
+mod compensation;
 mod concurrency;
 mod decide_by;
 mod deferred;

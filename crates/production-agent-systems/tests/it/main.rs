@@ -3,6 +3,7 @@
 #![allow(clippy::unwrap_used)] // Tests unwrap: a panic is a failing test with its message.
 
 mod chaos;
+mod compensation_kill;
 mod crash;
 mod deferred;
 mod mixed_fleet;
