@@ -228,9 +228,9 @@ fn a_version_3_schema_migrates_only_when_asked() -> TestResult {
         .expect_err("a version 3 schema needs migrating");
     assert_eq!(refused.kind(), LedgerErrorKind::InvalidInput, "{refused:#}");
     assert!(
-        refused
-            .to_string()
-            .contains(&format!("version 3 and needs migrating to {SCHEMA_VERSION}")),
+        refused.to_string().contains(&format!(
+            "version 3 and needs migrating to {SCHEMA_VERSION}"
+        )),
         "{refused}"
     );
     assert_eq!(
@@ -243,7 +243,9 @@ fn a_version_3_schema_migrates_only_when_asked() -> TestResult {
     let ledger = PostgresLedger::connect(&url, options.clone())?;
     assert_eq!(
         PostgresLedger::schema_state(&url, &options)?,
-        crate::SchemaState::Ledger { version: SCHEMA_VERSION }
+        crate::SchemaState::Ledger {
+            version: SCHEMA_VERSION
+        }
     );
     assert!(has_version_4_write(&mut admin, &name)?);
     // The version 3 writer's call still works, on the new function.

@@ -12,8 +12,8 @@
 #![allow(clippy::disallowed_methods)] // Tests time real stores and processes.
 
 mod approval;
-mod cluster;
 mod budget;
+mod cluster;
 mod conformance;
 mod cursor;
 mod leases;
