@@ -500,8 +500,9 @@ fn classify_foreign(
     Ok(output_of(result))
 }
 
-/// The structured content, else the text parsed as JSON, else the text.
-fn output_of(result: CallToolResult) -> Value {
+/// A tool result's output as this crate reads it: the structured content,
+/// else the text blocks parsed as JSON, else the text itself.
+pub fn output_of(result: CallToolResult) -> Value {
     if let Some(structured) = result.structured_content {
         return structured;
     }
@@ -509,7 +510,8 @@ fn output_of(result: CallToolResult) -> Value {
     serde_json::from_str(&text).unwrap_or(Value::String(text))
 }
 
-fn text_of(result: &CallToolResult) -> String {
+/// A tool result's text blocks, joined by newlines.
+pub fn text_of(result: &CallToolResult) -> String {
     result
         .content
         .iter()

@@ -91,7 +91,7 @@ pub mod refusal;
 mod server;
 pub mod task;
 
-pub use client::{ConnectError, Connection, RemoteTool};
+pub use client::{ConnectError, Connection, RemoteTool, output_of, text_of};
 pub use error::EffectMcpError;
 pub use server::{EffectCall, EffectServer, ServedTool};
 pub use task::TaskOptions;

@@ -15,7 +15,7 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use anyhow::{Context, anyhow};
 use effect_core::{CallbackError, OutcomeProbeResult};
 use effect_exec::{HandlerContext, HandlerError};
-use effect_mcp::meta;
+use effect_mcp::{meta, output_of, text_of};
 use effect_testkit::certify::Certification;
 use rmcp::ServiceExt;
 use rmcp::model::{CallToolRequestParams, CallToolResult, RequestMetaObject};
@@ -265,19 +265,3 @@ impl Link {
     }
 }
 
-fn output_of(result: CallToolResult) -> Value {
-    if let Some(structured) = result.structured_content {
-        return structured;
-    }
-    let text = text_of(&result);
-    serde_json::from_str(&text).unwrap_or(Value::String(text))
-}
-
-fn text_of(result: &CallToolResult) -> String {
-    result
-        .content
-        .iter()
-        .filter_map(|block| block.as_text().map(|t| t.text.as_str()))
-        .collect::<Vec<_>>()
-        .join("\n")
-}
