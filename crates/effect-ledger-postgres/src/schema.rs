@@ -86,6 +86,11 @@ CREATE INDEX IF NOT EXISTS idx_effect_operations_updated
         description: "budgets and their charges, locked and charged in the claim's transaction",
         sql: MIGRATION_5,
     },
+    Migration {
+        version: 6,
+        description: "writers announce their first sequence; readers look at pg_locks instead",
+        sql: MIGRATION_6,
+    },
 ];
 
 /// Budgets (docs/approval.md#budgets): each budget's row (its window and
@@ -538,8 +543,164 @@ CREATE OR REPLACE FUNCTION {schema}.effect_write(
 $effect_write$;
 "#;
 
+/// Appends commit in parallel without any writer looking at another: the
+/// look moves to the reader. Version 4's writer read `pg_locks` on every
+/// append made while another was appending (always, with several
+/// connections), and one `pg_locks` call holds every partition of the
+/// server's lock table while it copies it: under 16 connections that look
+/// was a third of the server's CPU per effect (docs/performance.md).
+///
+/// **The writer** (`effect_write`, both signatures) (1) takes the schema's
+/// mark, the *shared* advisory lock of [`MIGRATION_3`], (2) draws its
+/// sequences one by one and, right after the first, (3) *announces* it: a
+/// shared advisory lock keyed by the schema (`hashtext('effect-ledger-postgres
+/// pending <schema>')`) and the sequence's low 32 bits. Both locks are held
+/// until the transaction ends, and released only after its commit or
+/// rollback is visible to new snapshots (`ProcArrayEndTransaction` runs
+/// before the locks are released). Nothing is recorded in the events:
+/// `pending_writers` is dropped.
+///
+/// **The reader** (`events_after`, in one READ COMMITTED transaction,
+/// [`crate::ledger`]) reads, in three statements and so in this order: (a)
+/// `V`, the sequence's last drawn value; (b) one `pg_locks` copy: the marked
+/// transactions, and the smallest announced sequence `A` among them (widened
+/// from 32 bits against `V`); and whether some marked transaction has
+/// announced nothing (it is between its mark and its announcement, or it is
+/// a writer of an older version, which never announces), in which case (b)
+/// is read again a few times, and if that stays so, the page is cut at its
+/// first missing sequence; (c) in a fresh snapshot `S`, the events after the
+/// cursor up to `min(V, A - 1)`.
+///
+/// **Why nothing is skipped.** Let `x` be a sequence at most that bound
+/// that `S` does not show, drawn by `T`. `x <= V`, so `T` drew it before (a),
+/// holding its mark since before the draw. At (b) either `T` had ended, its
+/// end visible before (b) and so to `S`, taken later: had it committed, `S`
+/// would show `x`; so it rolled back and `x` never appears. Or `T` still held
+/// its mark at (b): if it had announced, its first sequence `a <= x` bounds
+/// the page below `x`: impossible; if not, the page stops at its first
+/// missing sequence, at or before `x`. So every sequence up to the page's
+/// last is in `S` (and returned) or never will be. **Why nothing repeats**:
+/// the next page starts after the last one returned.
+///
+/// A version 5 reader still running fails loudly (its statement names
+/// `pending_writers`) instead of trusting writers that record nothing; a
+/// version 3 to 5 writer still running calls this function (same
+/// signatures) or, mid-call during the migration, finishes before the
+/// column is dropped (the drop waits for its table lock).
+const MIGRATION_6: &str = r#"
+ALTER TABLE {schema}.effect_events DROP COLUMN IF EXISTS pending_writers;
+CREATE OR REPLACE FUNCTION {schema}.effect_write(
+    p_kind text, p_version text,
+    p_operation_id text, p_contract_name text, p_contract_version text,
+    p_request_fingerprint text, p_provider_idempotency_key text, p_status text,
+    p_result_json text, p_provider_operation_id text, p_error text, p_attempts integer,
+    p_evidence_json text, p_owner_token text, p_lease_until double precision,
+    p_created_at text, p_updated_at text,
+    p_event_types text[], p_event_data text[], p_event_timestamps text[],
+    p_deferred boolean, p_stamp text,
+    OUT written boolean, OUT version text, OUT stamp text
+) LANGUAGE plpgsql VOLATILE AS $effect_write6$
+DECLARE
+    n integer := coalesce(cardinality(p_event_types), 0);
+    sequences bigint[];
+    drawn regclass;
+BEGIN
+    written := false;
+    IF current_setting('transaction_isolation') <> 'read committed' THEN
+        RETURN;
+    END IF;
+    -- For this transaction only: a deferrable write commits without waiting
+    -- for its WAL flush, every other one waits whatever the session says.
+    PERFORM set_config('synchronous_commit',
+                       CASE WHEN p_deferred THEN 'off' ELSE 'on' END, true);
+    IF p_stamp IS NOT NULL THEN
+        stamp := to_char(clock_timestamp() AT TIME ZONE 'UTC',
+                         'YYYY-MM-DD"T"HH24:MI:SS.US"+00:00"');
+        IF p_updated_at = p_stamp THEN
+            p_updated_at := stamp;
+        END IF;
+        IF p_created_at = p_stamp THEN
+            p_created_at := stamp;
+        END IF;
+        p_event_timestamps := array_fill(stamp, ARRAY[n]);
+    END IF;
+    IF p_kind = 'insert' THEN
+        INSERT INTO {schema}.effect_operations (operation_id, contract_name,
+            contract_version, request_fingerprint, provider_idempotency_key, status,
+            result_json, provider_operation_id, error, attempts, evidence_json,
+            owner_token, lease_until, created_at, updated_at)
+        VALUES (p_operation_id, p_contract_name, p_contract_version,
+            p_request_fingerprint, p_provider_idempotency_key, p_status, p_result_json,
+            p_provider_operation_id, p_error, p_attempts, p_evidence_json, p_owner_token,
+            p_lease_until, p_created_at, p_updated_at)
+        ON CONFLICT (operation_id) DO NOTHING
+        RETURNING xmin::text INTO version;
+        IF version IS NULL THEN
+            RETURN;
+        END IF;
+    ELSE
+        PERFORM 1 FROM {schema}.effect_operations
+            WHERE operation_id = p_operation_id AND xmin = p_version::xid
+            FOR UPDATE SKIP LOCKED;
+        IF NOT FOUND THEN
+            RETURN;
+        END IF;
+        UPDATE {schema}.effect_operations SET contract_name = p_contract_name,
+            contract_version = p_contract_version,
+            request_fingerprint = p_request_fingerprint,
+            provider_idempotency_key = p_provider_idempotency_key, status = p_status,
+            result_json = p_result_json, provider_operation_id = p_provider_operation_id,
+            error = p_error, attempts = p_attempts, evidence_json = p_evidence_json,
+            owner_token = p_owner_token, lease_until = p_lease_until,
+            created_at = p_created_at, updated_at = p_updated_at
+        WHERE operation_id = p_operation_id
+        RETURNING xmin::text INTO version;
+    END IF;
+    IF n > 0 THEN
+        -- The argument is in the doc comment of MIGRATION_6 (schema.rs of
+        -- effect-ledger-postgres). Order matters: the mark, then each draw,
+        -- the first one announced at once.
+        PERFORM pg_advisory_xact_lock_shared(1701209697,
+            hashtext('effect-ledger-postgres events {schema}'));
+        drawn := pg_get_serial_sequence('{schema}.effect_events', 'sequence')::regclass;
+        FOR i IN 1..n LOOP
+            sequences[i] := nextval(drawn);
+            IF i = 1 THEN
+                PERFORM pg_advisory_xact_lock_shared(
+                    hashtext('effect-ledger-postgres pending {schema}'),
+                    (sequences[1] % 4294967296 - 2147483648)::integer);
+            END IF;
+        END LOOP;
+        INSERT INTO {schema}.effect_events (sequence, operation_id, event_type,
+            data_json, timestamp)
+        SELECT sequences[i], p_operation_id, p_event_types[i], p_event_data[i],
+            p_event_timestamps[i]
+        FROM generate_series(1, n) AS i ORDER BY i;
+    END IF;
+    written := true;
+END
+$effect_write6$;
+CREATE OR REPLACE FUNCTION {schema}.effect_write(
+    p_kind text, p_version text,
+    p_operation_id text, p_contract_name text, p_contract_version text,
+    p_request_fingerprint text, p_provider_idempotency_key text, p_status text,
+    p_result_json text, p_provider_operation_id text, p_error text, p_attempts integer,
+    p_evidence_json text, p_owner_token text, p_lease_until double precision,
+    p_created_at text, p_updated_at text,
+    p_event_types text[], p_event_data text[], p_event_timestamps text[],
+    p_deferred boolean
+) RETURNS boolean LANGUAGE sql VOLATILE AS $effect_write$
+    SELECT written FROM {schema}.effect_write(p_kind, p_version, p_operation_id,
+        p_contract_name, p_contract_version, p_request_fingerprint,
+        p_provider_idempotency_key, p_status, p_result_json, p_provider_operation_id,
+        p_error, p_attempts, p_evidence_json, p_owner_token, p_lease_until,
+        p_created_at, p_updated_at, p_event_types, p_event_data, p_event_timestamps,
+        p_deferred, NULL::text)
+$effect_write$;
+"#;
+
 /// The schema version this library writes.
-pub const SCHEMA_VERSION: i32 = 5;
+pub const SCHEMA_VERSION: i32 = 6;
 
 /// A validated schema name and its quoted form.
 #[derive(Debug, Clone)]
@@ -806,7 +967,9 @@ pub(crate) struct Statements {
     pub(crate) list_status: String,
     pub(crate) list_page: String,
     pub(crate) events: String,
-    pub(crate) events_after: String,
+    pub(crate) events_drawn: String,
+    pub(crate) events_marks: String,
+    pub(crate) events_page: String,
     pub(crate) stats: String,
     pub(crate) stale: String,
     pub(crate) budgets: BudgetStatements,
@@ -837,6 +1000,8 @@ impl Statements {
         let q = &schema.quoted;
         let ops = format!("{q}.effect_operations");
         let events = format!("{q}.effect_events");
+        let mark = format!("hashtext('effect-ledger-postgres events {q}')");
+        let pending = format!("hashtext('effect-ledger-postgres pending {q}')");
         // The row (or none), its version (`xmin`, which every update
         // changes) and the database clock in one round trip. Locking, the
         // clock is read after the lock is held (the CTE is materialized
@@ -880,25 +1045,31 @@ impl Statements {
             events: format!(
                 "SELECT {EVENT_COLUMNS} FROM {events} WHERE operation_id = $1 ORDER BY sequence"
             ),
-            // The events after the cursor, up to the first one of whose
-            // `pending_writers` (see `MIGRATION_3`) one is not finished in
-            // this statement's snapshot: until it is, a smaller sequence may
-            // still commit. The page is limited first, then cut at its first
-            // held event, so it is a prefix of the visible events after the
-            // cursor. `pg_visible_in_snapshot` is false for an id listed as
-            // running and for any id at or above the snapshot's `xmax` (the
-            // ids a snapshot does not list). Events of older writers have no
-            // pending writers: they appended under a lock held to commit.
-            events_after: format!(
-                "WITH snap AS MATERIALIZED (SELECT pg_current_snapshot() AS s) \
-                 SELECT {EVENT_COLUMNS} FROM \
-                 (SELECT {EVENT_COLUMNS}, bool_or(pending) OVER (ORDER BY sequence) AS held \
-                  FROM (SELECT {EVENT_COLUMNS}, EXISTS (SELECT 1 FROM snap, \
-                          unnest(e.pending_writers) AS w (x) \
-                          WHERE NOT pg_visible_in_snapshot(w.x, snap.s)) AS pending \
-                        FROM {events} AS e WHERE sequence > $1 ORDER BY sequence LIMIT $2) \
-                  AS page) AS checked \
-                 WHERE NOT held ORDER BY sequence"
+            // The cursor's three reads (see `MIGRATION_6`), in this order in
+            // one READ COMMITTED transaction: the last sequence drawn; the
+            // marked writers (`$1` that last sequence, against which the 32
+            // announced bits are widened): whether one has announced nothing,
+            // and the smallest announced sequence; then, in a fresh
+            // snapshot, the events after `$1` up to `$2`, at most `$3`.
+            events_drawn: format!(
+                "SELECT coalesce(pg_sequence_last_value(\
+                 pg_get_serial_sequence('{events}', 'sequence')::regclass), 0)"
+            ),
+            events_marks: format!(
+                "WITH locks AS MATERIALIZED (SELECT virtualtransaction, classid, objid \
+                 FROM pg_catalog.pg_locks \
+                 WHERE locktype = 'advisory' AND objsubid = 2 AND granted) \
+                 SELECT coalesce(bool_or(NOT EXISTS (SELECT 1 FROM locks AS a \
+                          WHERE a.virtualtransaction = m.virtualtransaction \
+                          AND a.classid = {pending}::oid)), false) AS unannounced, \
+                        (SELECT min($1 + ((a.objid::bigint + 2147483648) % 4294967296 \
+                                 - $1 % 4294967296 + 6442450944) % 4294967296 - 2147483648) \
+                         FROM locks AS a WHERE a.classid = {pending}::oid) AS first_pending \
+                 FROM locks AS m WHERE m.classid = 1701209697 AND m.objid = {mark}::oid"
+            ),
+            events_page: format!(
+                "SELECT {EVENT_COLUMNS} FROM {events} WHERE sequence > $1 AND sequence <= $2 \
+                 ORDER BY sequence LIMIT $3"
             ),
             stats: format!("SELECT status, count(*), min(updated_at) FROM {ops} GROUP BY status"),
             stale: format!(
