@@ -602,8 +602,10 @@ CREATE OR REPLACE FUNCTION {schema}.effect_write(
 ) LANGUAGE plpgsql VOLATILE AS $effect_write6$
 DECLARE
     n integer := coalesce(cardinality(p_event_types), 0);
-    sequences bigint[];
     drawn regclass;
+    drawn_sequence bigint;
+    -- Calls made as assignments, which plpgsql evaluates without a plan.
+    done text;
 BEGIN
     written := false;
     IF current_setting('transaction_isolation') <> 'read committed' THEN
@@ -611,7 +613,7 @@ BEGIN
     END IF;
     -- For this transaction only: a deferrable write commits without waiting
     -- for its WAL flush, every other one waits whatever the session says.
-    PERFORM set_config('synchronous_commit',
+    done := set_config('synchronous_commit',
                        CASE WHEN p_deferred THEN 'off' ELSE 'on' END, true);
     IF p_stamp IS NOT NULL THEN
         stamp := to_char(clock_timestamp() AT TIME ZONE 'UTC',
@@ -659,23 +661,23 @@ BEGIN
     IF n > 0 THEN
         -- The argument is in the doc comment of MIGRATION_6 (schema.rs of
         -- effect-ledger-postgres). Order matters: the mark, then each draw,
-        -- the first one announced at once.
-        PERFORM pg_advisory_xact_lock_shared(1701209697,
-            hashtext('effect-ledger-postgres events {schema}'));
+        -- the first one announced at once. One row per INSERT: a plan that
+        -- does not depend on the number of events stays cached.
+        done := pg_advisory_xact_lock_shared(1701209697,
+            hashtext('effect-ledger-postgres events {schema}'))::text;
         drawn := pg_get_serial_sequence('{schema}.effect_events', 'sequence')::regclass;
         FOR i IN 1..n LOOP
-            sequences[i] := nextval(drawn);
+            drawn_sequence := nextval(drawn);
             IF i = 1 THEN
-                PERFORM pg_advisory_xact_lock_shared(
+                done := pg_advisory_xact_lock_shared(
                     hashtext('effect-ledger-postgres pending {schema}'),
-                    (sequences[1] % 4294967296 - 2147483648)::integer);
+                    (drawn_sequence % 4294967296 - 2147483648)::integer)::text;
             END IF;
+            INSERT INTO {schema}.effect_events (sequence, operation_id, event_type,
+                data_json, timestamp)
+            VALUES (drawn_sequence, p_operation_id, p_event_types[i], p_event_data[i],
+                p_event_timestamps[i]);
         END LOOP;
-        INSERT INTO {schema}.effect_events (sequence, operation_id, event_type,
-            data_json, timestamp)
-        SELECT sequences[i], p_operation_id, p_event_types[i], p_event_data[i],
-            p_event_timestamps[i]
-        FROM generate_series(1, n) AS i ORDER BY i;
     END IF;
     written := true;
 END
