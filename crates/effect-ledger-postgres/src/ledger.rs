@@ -47,6 +47,7 @@ pub struct PostgresLedger {
     durable_commits: bool,
     sleeper: std::sync::Arc<dyn effect_core::Sleeper>,
     claimed: Arc<Claimed>,
+    absent: Arc<Absent>,
 }
 
 impl fmt::Debug for PostgresLedger {
@@ -110,6 +111,7 @@ impl PostgresLedger {
             durable_commits: options.durable_commits,
             sleeper: std::sync::Arc::new(effect_core::ThreadSleeper),
             claimed: Arc::new(Claimed::default()),
+            absent: Arc::new(Absent::default()),
         })
     }
 
@@ -213,6 +215,63 @@ impl PostgresLedger {
             client, &sql.write, &outcome, &write, &version, durability, None,
         )?;
         Ok(written.version.map(|version| (outcome, Some(version))))
+    }
+
+    /// A new operation (a prepare, or a prepare and claim) of an id this
+    /// ledger just read as absent, in one round trip: planned on no record,
+    /// with a placeholder clock (the epoch), and inserted only if no row
+    /// exists. Without the record, the plan depends on the clock only for its
+    /// timestamps and the claim's lease, which the write function computes
+    /// from the database clock (a lease planned on the epoch is relative to
+    /// it). `None` when the row exists, or when the plan did not insert or
+    /// names the placeholder in its data: plan again on a fresh read.
+    fn try_apply_fresh(
+        conn: &mut Connection,
+        operation_id: &str,
+        transition: &Transition,
+        durability: WriteDurability,
+    ) -> Result<Option<Applied>, Step> {
+        if touches_budgets(transition) {
+            return Ok(None);
+        }
+        let Connection { client, sql, .. } = conn;
+        let epoch = SystemTime::UNIX_EPOCH;
+        let Plan { mut outcome, write } = plan(operation_id, None, transition, epoch)?;
+        let placeholder = effect_core::clock::format_timestamp(epoch);
+        let Some(write) = write.filter(|write| {
+            matches!(write.kind, WriteKind::Insert)
+                && !write
+                    .events
+                    .iter()
+                    .any(|event| event.data.to_string().contains(&placeholder))
+        }) else {
+            return Ok(None);
+        };
+        let written = write_plan(
+            client,
+            &sql.write,
+            &outcome,
+            &write,
+            &None,
+            durability,
+            Some(&placeholder),
+        )?;
+        let (Some(version), Some(stamp)) = (written.version, written.stamp) else {
+            return Ok(None);
+        };
+        let record = &mut outcome.record;
+        if let Some(lease) = record.lease_until.as_mut()
+            && let Some(lease_until) = written.lease_until
+        {
+            *lease = lease_until;
+        }
+        if record.created_at == placeholder {
+            record.created_at.clone_from(&stamp);
+        }
+        if record.updated_at == placeholder {
+            record.updated_at = stamp;
+        }
+        Ok(Some((outcome, Some(version))))
     }
 
     /// The owner's outcome of a claim this ledger wrote, in one round trip:
@@ -389,6 +448,38 @@ impl Claimed {
     }
 }
 
+/// The ids this ledger last read as absent (at most [`CLAIMED_CAPACITY`]),
+/// so that the prepare that usually follows is tried as an insert without a
+/// read first ([`PostgresLedger::try_apply_fresh`]). A hint only: the insert
+/// applies only if no row exists, whatever the hint says.
+#[derive(Debug, Default)]
+struct Absent {
+    ids: Mutex<std::collections::HashSet<String>>,
+}
+
+impl Absent {
+    fn remember(&self, operation_id: &str) {
+        let mut ids = self.ids.lock().unwrap_or_else(PoisonError::into_inner);
+        if ids.len() >= CLAIMED_CAPACITY {
+            ids.clear();
+        }
+        ids.insert(operation_id.to_owned());
+    }
+
+    /// Forgets `operation_id`; whether it was remembered and `transition`
+    /// creates an operation.
+    fn take(&self, operation_id: &str, transition: &Transition) -> bool {
+        if !matches!(
+            transition,
+            Transition::Prepare(_) | Transition::PrepareAndClaim(..)
+        ) {
+            return false;
+        }
+        let mut ids = self.ids.lock().unwrap_or_else(PoisonError::into_inner);
+        !ids.is_empty() && ids.remove(operation_id)
+    }
+}
+
 /// The row of a transition's own locked operation is gone.
 fn vanished(operation_id: &str) -> Step {
     Step::Fail(LedgerError::backend(
@@ -422,6 +513,8 @@ struct Written {
     version: Option<String>,
     /// The database clock written in place of the placeholder, if one was given.
     stamp: Option<String>,
+    /// The lease written, when an insert planned on the placeholder had one.
+    lease_until: Option<f64>,
 }
 
 /// Runs the write function for a plan, with `placeholder` the timestamp
@@ -469,6 +562,7 @@ fn write_plan(
     Ok(Written {
         version: version.filter(|_| written),
         stamp: row.try_get(2).map_err(decode)?,
+        lease_until: row.try_get(3).map_err(decode)?,
     })
 }
 
@@ -560,6 +654,17 @@ impl EffectLedger for PostgresLedger {
             WriteDurability::Deferrable
         };
         let mut conn = self.connection()?;
+        if self.absent.take(operation_id, transition) {
+            match Self::try_apply_fresh(&mut conn, operation_id, transition, durability) {
+                Ok(Some((outcome, version))) => {
+                    self.claimed.remember(&outcome.record, version);
+                    return Ok(outcome);
+                }
+                // The row exists, or the write conflicted: plan on a fresh read.
+                Ok(None) | Err(Step::Retry(_)) => {}
+                Err(Step::Fail(err)) => return Err(err),
+            }
+        }
         if let Some(claimed) = self.claimed.take(operation_id, transition) {
             match Self::try_apply_claimed(&mut conn, operation_id, transition, claimed, durability)
             {
@@ -617,11 +722,16 @@ impl EffectLedger for PostgresLedger {
     }
 
     fn get(&self, operation_id: &str) -> Result<Option<EffectRecord>, LedgerError> {
-        self.read("reading an operation", |c, sql| {
-            c.query_typed_opt(&sql.get, &[(&operation_id, Type::TEXT)])
-        })?
-        .map(|r| row::record(&r))
-        .transpose()
+        let found = self
+            .read("reading an operation", |c, sql| {
+                c.query_typed_opt(&sql.get, &[(&operation_id, Type::TEXT)])
+            })?
+            .map(|r| row::record(&r))
+            .transpose()?;
+        if found.is_none() {
+            self.absent.remember(operation_id);
+        }
+        Ok(found)
     }
 
     fn list(&self, query: &ListQuery) -> Result<Vec<EffectRecord>, LedgerError> {

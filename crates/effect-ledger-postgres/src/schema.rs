@@ -589,6 +589,9 @@ $effect_write$;
 /// column is dropped (the drop waits for its table lock).
 const MIGRATION_6: &str = r#"
 ALTER TABLE {schema}.effect_events DROP COLUMN IF EXISTS pending_writers;
+DROP FUNCTION IF EXISTS {schema}.effect_write(text, text, text, text, text, text, text, text,
+    text, text, text, integer, text, text, double precision, text, text, text[], text[],
+    text[], boolean, text);
 CREATE OR REPLACE FUNCTION {schema}.effect_write(
     p_kind text, p_version text,
     p_operation_id text, p_contract_name text, p_contract_version text,
@@ -598,12 +601,13 @@ CREATE OR REPLACE FUNCTION {schema}.effect_write(
     p_created_at text, p_updated_at text,
     p_event_types text[], p_event_data text[], p_event_timestamps text[],
     p_deferred boolean, p_stamp text,
-    OUT written boolean, OUT version text, OUT stamp text
+    OUT written boolean, OUT version text, OUT stamp text, OUT lease_until double precision
 ) LANGUAGE plpgsql VOLATILE AS $effect_write6$
 DECLARE
     n integer := coalesce(cardinality(p_event_types), 0);
     drawn regclass;
     drawn_sequence bigint;
+    now_ts timestamptz;
     -- Calls made as assignments, which plpgsql evaluates without a plan.
     done text;
 BEGIN
@@ -616,8 +620,13 @@ BEGIN
     done := set_config('synchronous_commit',
                        CASE WHEN p_deferred THEN 'off' ELSE 'on' END, true);
     IF p_stamp IS NOT NULL THEN
-        stamp := to_char(clock_timestamp() AT TIME ZONE 'UTC',
-                         'YYYY-MM-DD"T"HH24:MI:SS.US"+00:00"');
+        now_ts := clock_timestamp();
+        stamp := to_char(now_ts AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"+00:00"');
+        -- An insert planned on the placeholder (the epoch) without reading
+        -- the clock: its lease is relative to the placeholder.
+        IF p_kind = 'insert' AND p_lease_until IS NOT NULL THEN
+            p_lease_until := p_lease_until + extract(epoch FROM now_ts)::double precision;
+        END IF;
         IF p_updated_at = p_stamp THEN
             p_updated_at := stamp;
         END IF;
@@ -679,6 +688,7 @@ BEGIN
                 p_event_timestamps[i]);
         END LOOP;
     END IF;
+    lease_until := p_lease_until;
     written := true;
 END
 $effect_write6$;
@@ -1022,8 +1032,9 @@ impl Statements {
             read_record: record_and_clock(""),
             lock_record: record_and_clock(" FOR UPDATE"),
             write: format!(
-                "SELECT written, version, stamp FROM {q}.effect_write($1, $2, $3, $4, $5, $6, \
-                 $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21, $22)"
+                "SELECT written, version, stamp, lease_until FROM {q}.effect_write($1, $2, $3, \
+                 $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, \
+                 $21, $22)"
             ),
             get: format!("SELECT {COLUMNS} FROM {ops} WHERE operation_id = $1"),
             list: format!(

@@ -92,6 +92,7 @@ struct Shared {
     upstream: SocketAddr,
     armed: Mutex<Option<Cut>>,
     commits: AtomicUsize,
+    executions: AtomicUsize,
     cuts: AtomicUsize,
     shutdown: AtomicBool,
     /// Both sockets of every connection, to close them on drop.
@@ -123,6 +124,7 @@ impl CommitCutProxy {
             upstream,
             armed: Mutex::new(None),
             commits: AtomicUsize::new(0),
+            executions: AtomicUsize::new(0),
             cuts: AtomicUsize::new(0),
             shutdown: AtomicBool::new(false),
             sockets: Mutex::new(Vec::new()),
@@ -168,6 +170,13 @@ impl CommitCutProxy {
     /// How many commits passed through (cut ones included).
     pub fn commits(&self) -> usize {
         self.shared.commits.load(Ordering::SeqCst)
+    }
+
+    /// How many statements the clients ran through the extended protocol
+    /// (`Execute` messages): the round trips a store's calls cost, without
+    /// simple-query text such as a pool's check-out ping or `BEGIN`.
+    pub fn executions(&self) -> usize {
+        self.shared.executions.load(Ordering::SeqCst)
     }
 
     fn armed(&self) -> std::sync::MutexGuard<'_, Option<Cut>> {
@@ -444,6 +453,10 @@ fn client_to_server(mut client: TcpStream, link: &Link, shared: &Shared) -> io::
                 false
             }
             b'S' => std::mem::take(&mut writes_commit),
+            b'E' => {
+                shared.executions.fetch_add(1, Ordering::SeqCst);
+                false
+            }
             _ => false,
         };
         let cut = if commit {

@@ -1,7 +1,10 @@
 //! The owner's outcome of a claim the ledger wrote is planned on the record
 //! the claim wrote and written in one statement (schema version 4): it is
 //! stamped with the database clock, and a copy made stale by another host
-//! never overwrites what that host wrote.
+//! never overwrites what that host wrote. A new operation the ledger has
+//! just read as absent is inserted in one statement (schema version 6), its
+//! lease measured on the database clock; when the row exists after all,
+//! nothing is overwritten.
 
 use std::time::Duration;
 
@@ -160,5 +163,97 @@ fn an_owner_outcome_sent_twice_is_written_once() -> TestResult {
         event_types(&ledger)?,
         ["prepared", "dispatched", "confirmed"]
     );
+    Ok(())
+}
+
+/// The database clock, in seconds since the epoch.
+fn database_now(client: &mut postgres::Client) -> Result<f64, postgres::Error> {
+    client
+        .query_one("SELECT extract(epoch FROM clock_timestamp())::float8", &[])
+        .map(|row| row.get(0))
+}
+
+/// After a read that found nothing, a prepare-and-claim is one statement
+/// and the owner's confirmation another: a fresh effect costs three. The
+/// claim is answered as stored, its timestamps and lease from the database
+/// clock at the write (never the placeholder it was planned with).
+#[test]
+fn a_fresh_operation_read_as_absent_is_claimed_in_one_statement() -> TestResult {
+    let test = "a_fresh_operation_read_as_absent_is_claimed_in_one_statement";
+    let Some(url) = server_url(test) else {
+        return Ok(());
+    };
+    let schema = TestSchema::new(&url, "fresh_insert")?;
+    let (proxy, proxied) = effect_testkit::pg_proxy::CommitCutProxy::for_url(&url)?;
+    let ledger = effect_ledger_postgres::PostgresLedger::connect(&proxied, schema.options())?;
+    let mut admin = schema.admin()?;
+
+    let before = proxy.executions();
+    assert_eq!(ledger.get(ID)?, None);
+    assert_eq!(proxy.executions() - before, 1, "the read");
+    let clock_before = database_now(&mut admin)?;
+    let before = proxy.executions();
+    let lease = Duration::from_secs(60);
+    let claimed = ledger.apply(
+        ID,
+        &Transition::PrepareAndClaim(new_operation(1), claim("owner-a", lease)),
+    )?;
+    assert_eq!(proxy.executions() - before, 1, "the insert, without a read");
+    let clock_after = database_now(&mut admin)?;
+    assert!(claimed.applied, "{claimed:?}");
+    assert_eq!(claimed.record.status, EffectStatus::Dispatched);
+    let stored = ledger.get(ID)?.ok_or("the operation is stored")?;
+    assert_eq!(stored, claimed.record, "the answer is the stored record");
+    assert!(
+        !stored.created_at.starts_with("1970"),
+        "{}",
+        stored.created_at
+    );
+    assert_eq!(stored.created_at, stored.updated_at);
+    let lease_until = stored.lease_until.ok_or("the claim has a lease")?;
+    assert!(
+        lease_until >= clock_before + 60.0 && lease_until <= clock_after + 60.0,
+        "lease {lease_until} not 60 s after the database clock at the write \
+         ({clock_before} to {clock_after})"
+    );
+    let events = ledger.events(ID)?;
+    assert!(events.iter().all(|e| e.timestamp == stored.created_at));
+
+    let before = proxy.executions();
+    let confirmed = ledger.apply(ID, &confirm("owner-a", json!({"ok": 1})))?;
+    assert!(confirmed.applied);
+    assert_eq!(proxy.executions() - before, 1, "the confirmation");
+    assert_eq!(
+        event_types(&ledger)?,
+        ["prepared", "dispatched", "confirmed"]
+    );
+    Ok(())
+}
+
+/// Host A reads the operation as absent; host B creates and claims it; A's
+/// prepare-and-claim, tried as an insert, finds the row, writes nothing and
+/// is decided on a fresh read: not applied, and the answer is B's claim.
+#[test]
+fn a_fresh_insert_that_finds_the_row_is_decided_on_it() -> TestResult {
+    let test = "a_fresh_insert_that_finds_the_row_is_decided_on_it";
+    let Some(url) = server_url(test) else {
+        return Ok(());
+    };
+    let schema = TestSchema::new(&url, "fresh_conflict")?;
+    let host_a = schema.ledger()?;
+    let host_b = schema.ledger()?;
+    assert_eq!(host_a.get(ID)?, None);
+    let b_claim = host_b.apply(
+        ID,
+        &Transition::PrepareAndClaim(new_operation(1), claim("owner-b", Duration::from_secs(60))),
+    )?;
+    assert!(b_claim.applied);
+    let a_claim = host_a.apply(
+        ID,
+        &Transition::PrepareAndClaim(new_operation(1), claim("owner-a", Duration::from_secs(60))),
+    )?;
+    assert!(!a_claim.applied, "B owns it: {a_claim:?}");
+    assert_eq!(a_claim.record, b_claim.record, "A is told what B wrote");
+    assert_eq!(event_types(&host_a)?, ["prepared", "dispatched"]);
     Ok(())
 }
