@@ -31,8 +31,8 @@
 //! A transition reads the record with its version (`xmin`) and the database
 //! clock, plans it in Rust ([`effect_core::transition::plan`]), and writes the
 //! plan with one call of the schema's `effect_write` function (installed by
-//! migration 2, replaced by migrations 3 and 4), which commits on its own: two
-//! round trips and one commit.
+//! migration 2, replaced by migrations 3, 4 and 6), which commits on its own:
+//! two round trips and one commit.
 //! The function writes only if the record is unchanged since the read and
 //! nobody holds its row lock; otherwise the transition is planned again
 //! inside a transaction that locks the row first (`SELECT ... FOR UPDATE`,
@@ -49,7 +49,17 @@
 //! again on a fresh read, so a claim another host took over is never
 //! overwritten). Its timestamps are still the database's: the function
 //! writes `clock_timestamp()` in place of the placeholder the plan was made
-//! with. A fresh effect is three round trips and two commits.
+//! with.
+//!
+//! **A new operation just read as absent is one round trip.** The executor
+//! reads an operation before it prepares and claims it; when that read
+//! found nothing, the ledger plans the new operation on no record with a
+//! placeholder clock and inserts it at once (`ON CONFLICT DO NOTHING`): the
+//! write function stamps it and measures the claim's lease on the database
+//! clock. If the row exists after all, nothing is written and the
+//! transition is planned again on a fresh read. A fresh effect is three
+//! round trips (the executor's read, the insert, the outcome) and two
+//! commits.
 //!
 //! Every statement runs unnamed (the extended protocol's one-round-trip
 //! `query_typed`), and the write sets `synchronous_commit` for its own
@@ -64,20 +74,22 @@
 //! # Event order
 //!
 //! Event sequences come from an identity column, and appends in one schema
-//! commit in parallel (schema version 3): a writer marks itself with a
-//! *shared* advisory lock, draws its sequences, and records with its events
-//! the ids of the other writers marked at that moment (`pending_writers`),
-//! which include every one that drew a smaller sequence and has not ended.
-//! An [`events_after`](effect_core::EffectLedger::events_after) page stops
-//! before the first event one of whose pending writers is unfinished in the
-//! reader's snapshot, so a cursor never skips an event that commits late,
-//! nor returns one twice; the cursor is still the sequence. The argument, and
-//! the cause of the earlier attempt's skip, are in `src/schema.rs`
-//! (`MIGRATION_3`); `tests/it/cursor.rs` drives the interleavings. A writer
-//! that finds itself alone (schema version 4: the mark's exclusive lock,
-//! tried and released at once in a subtransaction) records nobody without
-//! reading `pg_locks` (`MIGRATION_4`).
-//!
+//! commit in parallel: no writer waits for, or looks at, another (schema
+//! version 6). A writer marks itself with a *shared* advisory lock, draws its
+//! sequences, and announces the first with a second shared advisory lock
+//! keyed by it; both are held until it ends. An
+//! [`events_after`](effect_core::EffectLedger::events_after) reader reads the
+//! last sequence drawn, then the marks and announcements (one `pg_locks`
+//! copy), then the page in a fresh snapshot, up to the last sequence drawn and
+//! below the first announced one; if a marked writer has announced nothing
+//! yet, the page ends before its first missing sequence. So a cursor never
+//! skips an event that commits late, nor returns one twice, and the cursor
+//! is still the sequence. The argument is in `src/schema.rs` (`MIGRATION_6`;
+//! `MIGRATION_3` has the cause of an earlier attempt's skip);
+//! `tests/it/cursor.rs` drives the interleavings, with a naive reader that
+//! skips. Readers pay for the look; writers, which used to read `pg_locks`
+//! on every append beside another writer (versions 3 to 5), no longer do.
+
 //! # What a lease proves, and what it does not
 //!
 //! Claiming a dispatch records an owner token and a lease expiry computed from
