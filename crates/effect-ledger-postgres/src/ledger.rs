@@ -791,14 +791,14 @@ impl EffectLedger for PostgresLedger {
                 .isolation_level(postgres::IsolationLevel::ReadCommitted)
                 .read_only(true)
                 .start()?;
-            let drawn: i64 = tx.query_typed_one(&sql.events_drawn, &[])?.try_get(0)?;
-            let mut bound = drawn;
+            let largest: i64 = tx.query_typed_one(&sql.events_largest, &[])?.try_get(0)?;
+            let mut bound = largest;
             let mut unannounced = true;
             for _ in 0..MARK_READS {
-                let marks = tx.query_typed_one(&sql.events_marks, &[(&drawn, Type::INT8)])?;
+                let marks = tx.query_typed_one(&sql.events_marks, &[(&largest, Type::INT8)])?;
                 unannounced = marks.try_get(0)?;
                 let first_pending: Option<i64> = marks.try_get(1)?;
-                bound = first_pending.map_or(drawn, |first| drawn.min(first.saturating_sub(1)));
+                bound = first_pending.map_or(largest, |first| largest.min(first.saturating_sub(1)));
                 if !unannounced {
                     break;
                 }

@@ -79,9 +79,9 @@
 //! sequences, and announces the first with a second shared advisory lock
 //! keyed by it; both are held until it ends. An
 //! [`events_after`](effect_core::EffectLedger::events_after) reader reads the
-//! last sequence drawn, then the marks and announcements (one `pg_locks`
-//! copy), then the page in a fresh snapshot, up to the last sequence drawn and
-//! below the first announced one; if a marked writer has announced nothing
+//! largest committed sequence, then the marks and announcements (one
+//! `pg_locks` copy), then the page in a fresh snapshot, up to that sequence
+//! and below the first announced one; if a marked writer has announced nothing
 //! yet, the page ends before its first missing sequence. So a cursor never
 //! skips an event that commits late, nor returns one twice, and the cursor
 //! is still the sequence. The argument is in `src/schema.rs` (`MIGRATION_6`;

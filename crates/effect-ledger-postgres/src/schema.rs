@@ -562,7 +562,8 @@ $effect_write$;
 ///
 /// **The reader** (`events_after`, in one READ COMMITTED transaction,
 /// [`crate::ledger`]) reads, in three statements and so in this order: (a)
-/// `V`, the sequence's last drawn value; (b) one `pg_locks` copy: the marked
+/// `V`, the largest sequence its snapshot shows (a `SELECT` on the table:
+/// no privilege on the sequence is needed); (b) one `pg_locks` copy: the marked
 /// transactions, and the smallest announced sequence `A` among them (widened
 /// from 32 bits against `V`); and whether some marked transaction has
 /// announced nothing (it is between its mark and its announcement, or it is
@@ -572,8 +573,9 @@ $effect_write$;
 /// cursor up to `min(V, A - 1)`.
 ///
 /// **Why nothing is skipped.** Let `x` be a sequence at most that bound
-/// that `S` does not show, drawn by `T`. `x <= V`, so `T` drew it before (a),
-/// holding its mark since before the draw. At (b) either `T` had ended, its
+/// that `S` does not show, drawn by `T`. `x <= V`, and `V` was drawn before
+/// its writer committed, before (a): so `T` drew `x` before (a), holding its
+/// mark since before the draw. At (b) either `T` had ended, its
 /// end visible before (b) and so to `S`, taken later: had it committed, `S`
 /// would show `x`; so it rolled back and `x` never appears. Or `T` still held
 /// its mark at (b): if it had announced, its first sequence `a <= x` bounds
@@ -979,7 +981,7 @@ pub(crate) struct Statements {
     pub(crate) list_status: String,
     pub(crate) list_page: String,
     pub(crate) events: String,
-    pub(crate) events_drawn: String,
+    pub(crate) events_largest: String,
     pub(crate) events_marks: String,
     pub(crate) events_page: String,
     pub(crate) stats: String,
@@ -1059,15 +1061,12 @@ impl Statements {
                 "SELECT {EVENT_COLUMNS} FROM {events} WHERE operation_id = $1 ORDER BY sequence"
             ),
             // The cursor's three reads (see `MIGRATION_6`), in this order in
-            // one READ COMMITTED transaction: the last sequence drawn; the
-            // marked writers (`$1` that last sequence, against which the 32
+            // one READ COMMITTED transaction: the largest visible sequence; the
+            // marked writers (`$1` that sequence, against which the 32
             // announced bits are widened): whether one has announced nothing,
             // and the smallest announced sequence; then, in a fresh
             // snapshot, the events after `$1` up to `$2`, at most `$3`.
-            events_drawn: format!(
-                "SELECT coalesce(pg_sequence_last_value(\
-                 pg_get_serial_sequence('{events}', 'sequence')::regclass), 0)"
-            ),
+            events_largest: format!("SELECT coalesce(max(sequence), 0) FROM {events}"),
             events_marks: format!(
                 "WITH locks AS MATERIALIZED (SELECT virtualtransaction, classid, objid \
                  FROM pg_catalog.pg_locks \

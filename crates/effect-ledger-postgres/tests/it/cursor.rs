@@ -211,7 +211,7 @@ fn below_xmin_page(client: &mut Client, q: &str, after: u64) -> Result<(Vec<u64>
 }
 
 /// The reader of `MIGRATION_6` without its care for unannounced writers:
-/// the events after the cursor up to the last drawn sequence and below the
+/// the events after the cursor up to the largest visible sequence and below the
 /// smallest announced one, whatever the marked writers that announced
 /// nothing. Three statements in one READ COMMITTED transaction, as the
 /// ledger's.
@@ -219,10 +219,7 @@ fn announced_only_page(client: &mut Client, q: &str, after: u64) -> Result<Vec<u
     let mut tx = client.transaction()?;
     let drawn: i64 = tx
         .query_one(
-            &format!(
-                "SELECT coalesce(pg_sequence_last_value(\
-                 pg_get_serial_sequence('{q}.effect_events', 'sequence')::regclass), 0)"
-            ),
+            &format!("SELECT coalesce(max(sequence), 0) FROM {q}.effect_events"),
             &[],
         )?
         .get(0);
