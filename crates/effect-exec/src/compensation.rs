@@ -54,7 +54,10 @@ impl EffectExecutor {
     /// use serde_json::{json, Value};
     ///
     /// let refund = EffectContract::builder("refund_payment", compensation::operation_id)
-    ///     .provider_idempotency_key(|args| Ok(Some(format!("refund:{}", args["payment_id"]))))
+    ///     .provider_idempotency_key(|args| {
+    ///         let payment = args["payment_id"].as_str().ok_or("missing payment_id")?;
+    ///         Ok(Some(format!("refund:{payment}")))
+    ///     })
     ///     .build()?;
     /// let capture = EffectContract::builder("capture_payment", |args| {
     ///     Ok(format!("invoice:{}:capture", args["invoice_id"].as_str().ok_or("missing invoice_id")?))
@@ -72,6 +75,7 @@ impl EffectExecutor {
     /// let undone = executor.compensate(&capture, "invoice:INV-1:capture", refund_handler)?;
     /// assert!(undone.is_confirmed());
     /// assert_eq!(undone.operation_id, "invoice:INV-1:capture:compensation");
+    /// assert_eq!(undone.output, Some(json!({"refunded": "pay-1", "key": "refund:pay-1"})));
     /// let again = executor.compensate(&capture, "invoice:INV-1:capture", refund_handler)?;
     /// assert!(again.duplicate_suppressed);
     /// let original = executor.ledger().get("invoice:INV-1:capture")?.ok_or("not recorded")?;
