@@ -23,11 +23,17 @@ pub(super) enum NumberStyle {
 /// item was written yet.
 enum Frame<'a> {
     Array(std::slice::Iter<'a, Value>, bool),
+    /// An object whose map iterates in key order already (serde_json's
+    /// default map, a `BTreeMap`): written as it iterates.
+    Sorted(serde_json::map::Iter<'a>, bool),
+    /// An object whose keys had to be sorted first.
     Object(std::vec::IntoIter<(&'a String, &'a Value)>, bool),
 }
 
-pub(super) fn write(value: &Value, style: NumberStyle) -> String {
-    let mut out = String::with_capacity(64);
+/// Writes the canonical text of `value` to `out`; true when it holds a
+/// float, the only thing the two number styles write differently.
+pub(super) fn write(value: &Value, style: NumberStyle, out: &mut String) -> bool {
+    let mut floats = false;
     let mut stack: Vec<Frame<'_>> = Vec::new();
     let mut next = Some(value);
     loop {
@@ -38,52 +44,61 @@ pub(super) fn write(value: &Value, style: NumberStyle) -> String {
                     stack.push(Frame::Array(items.iter(), false));
                 }
                 Value::Object(map) => {
-                    // Sort explicitly: serde_json's map keeps insertion order when
-                    // another crate in the build enables its `preserve_order`
-                    // feature. Byte order of UTF-8 is code point order, which is
-                    // how Python sorts `str` keys.
-                    let mut entries: Vec<(&String, &Value)> = map.iter().collect();
-                    entries.sort_unstable_by(|a, b| a.0.cmp(b.0));
                     out.push('{');
-                    stack.push(Frame::Object(entries.into_iter(), false));
+                    // Sort explicitly unless the map is in order already:
+                    // serde_json's map keeps insertion order when another
+                    // crate in the build enables its `preserve_order`
+                    // feature. Byte order of UTF-8 is code point order,
+                    // which is how Python sorts `str` keys.
+                    if map.keys().is_sorted() {
+                        stack.push(Frame::Sorted(map.iter(), false));
+                    } else {
+                        let mut entries: Vec<(&String, &Value)> = map.iter().collect();
+                        entries.sort_unstable_by(|a, b| a.0.cmp(b.0));
+                        stack.push(Frame::Object(entries.into_iter(), false));
+                    }
                 }
-                Value::String(text) => write_string(text, &mut out),
-                Value::Number(number) => write_number(number, style, &mut out),
+                Value::String(text) => write_string(text, out),
+                Value::Number(number) => floats |= write_number(number, style, out),
                 Value::Bool(true) => out.push_str("true"),
                 Value::Bool(false) => out.push_str("false"),
                 Value::Null => out.push_str("null"),
             }
         }
         let Some(frame) = stack.last_mut() else {
-            return out;
+            return floats;
         };
-        match frame {
+        let entry = match frame {
             Frame::Array(items, started) => match items.next() {
                 Some(item) => {
                     if std::mem::replace(started, true) {
                         out.push(',');
                     }
                     next = Some(item);
+                    continue;
                 }
                 None => {
                     out.push(']');
                     stack.pop();
+                    continue;
                 }
             },
-            Frame::Object(entries, started) => match entries.next() {
-                Some((key, item)) => {
-                    if std::mem::replace(started, true) {
-                        out.push(',');
-                    }
-                    write_string(key, &mut out);
-                    out.push(':');
-                    next = Some(item);
+            Frame::Sorted(entries, started) => entries.next().map(|entry| (entry, started)),
+            Frame::Object(entries, started) => entries.next().map(|entry| (entry, started)),
+        };
+        match entry {
+            Some(((key, item), started)) => {
+                if std::mem::replace(started, true) {
+                    out.push(',');
                 }
-                None => {
-                    out.push('}');
-                    stack.pop();
-                }
-            },
+                write_string(key, out);
+                out.push(':');
+                next = Some(item);
+            }
+            None => {
+                out.push('}');
+                stack.pop();
+            }
         }
     }
 }
@@ -145,36 +160,73 @@ fn render(path: &[Segment<'_>]) -> String {
 /// Python's `json` escaping with `ensure_ascii=False`, which is also serde_json's:
 /// `"`, `\` and the C0 controls, short forms where JSON has them, all else as is.
 fn write_string(text: &str, out: &mut String) {
+    out.reserve(text.len() + 2);
     out.push('"');
     let mut rest = text;
-    while let Some(at) = rest.find(|c: char| c == '"' || c == '\\' || c < '\u{20}') {
+    // Every byte that needs escaping is ASCII, so it is a whole character
+    // and the text either side of it is valid UTF-8.
+    while let Some(at) = rest
+        .bytes()
+        .position(|b| b == b'"' || b == b'\\' || b < 0x20)
+    {
         out.push_str(&rest[..at]);
-        let c = rest[at..].chars().next().unwrap_or_default();
-        match c {
-            '"' => out.push_str("\\\""),
-            '\\' => out.push_str("\\\\"),
-            '\n' => out.push_str("\\n"),
-            '\r' => out.push_str("\\r"),
-            '\t' => out.push_str("\\t"),
-            '\u{8}' => out.push_str("\\b"),
-            '\u{c}' => out.push_str("\\f"),
+        let byte = rest.as_bytes()[at];
+        match byte {
+            b'"' => out.push_str("\\\""),
+            b'\\' => out.push_str("\\\\"),
+            b'\n' => out.push_str("\\n"),
+            b'\r' => out.push_str("\\r"),
+            b'\t' => out.push_str("\\t"),
+            0x08 => out.push_str("\\b"),
+            0x0c => out.push_str("\\f"),
             control => {
                 let _ = write!(out, "\\u{:04x}", u32::from(control));
             }
         }
-        rest = &rest[at + c.len_utf8()..];
+        rest = &rest[at + 1..];
     }
     out.push_str(rest);
     out.push('"');
 }
 
-fn write_number(number: &Number, style: NumberStyle, out: &mut String) {
+/// Writes `number`; true when it is a float.
+fn write_number(number: &Number, style: NumberStyle, out: &mut String) -> bool {
+    // Integers are written alike in both styles: their decimal digits, as
+    // serde_json's Display writes them, without the formatting machinery.
+    if let Some(unsigned) = number.as_u64() {
+        write_u64(unsigned, out);
+        return false;
+    }
+    if let Some(signed) = number.as_i64() {
+        out.push('-');
+        write_u64(signed.unsigned_abs(), out);
+        return false;
+    }
     match (style, number.as_f64()) {
         (NumberStyle::Python, Some(float)) if number.is_f64() => python_float(float, out),
-        // Integers are written alike; serde_json's Display is its JSON text.
+        // serde_json's Display is its JSON text.
         _ => {
             let _ = write!(out, "{number}");
         }
+    }
+    true
+}
+
+/// The decimal digits of `value`.
+pub(super) fn write_u64(mut value: u64, out: &mut String) {
+    let mut digits = [0u8; 20];
+    let mut start = digits.len();
+    loop {
+        start -= 1;
+        // A remainder below ten: the cast cannot truncate.
+        digits[start] = b'0' + (value % 10) as u8;
+        value /= 10;
+        if value == 0 {
+            break;
+        }
+    }
+    for &digit in &digits[start..] {
+        out.push(char::from(digit));
     }
 }
 
