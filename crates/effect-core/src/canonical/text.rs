@@ -1,7 +1,8 @@
 //! Writing canonical JSON text, and measuring depth, with an explicit stack.
 //!
 //! A `Value` a caller built can be nested arbitrarily deep; recursing over it
-//! would overflow the stack long before its memory runs out.
+//! would overflow the stack long before its memory runs out. (The depth
+//! check's first look recurses, but stops at [`MAX_DEPTH`].)
 
 use std::fmt::Write as _;
 
@@ -110,6 +111,9 @@ enum Segment<'a> {
 }
 
 pub(super) fn check_depth(value: &Value) -> Result<(), CanonicalError> {
+    if !too_deep(value, 0) {
+        return Ok(());
+    }
     // Depth-first with an explicit stack: (node, containers around it, its step).
     let mut stack: Vec<(&Value, usize, Option<Segment<'_>>)> = vec![(value, 0, None)];
     let mut path: Vec<Segment<'_>> = Vec::new();
@@ -138,6 +142,21 @@ pub(super) fn check_depth(value: &Value) -> Result<(), CanonicalError> {
         }
     }
     Ok(())
+}
+
+/// Whether `value`, inside `depth` arrays and objects, holds one past
+/// [`MAX_DEPTH`]. It recurses, but never past the limit: the common check,
+/// of a value that passes, allocates nothing.
+fn too_deep(value: &Value, depth: usize) -> bool {
+    match value {
+        Value::Array(items) => {
+            depth >= MAX_DEPTH || items.iter().any(|item| too_deep(item, depth + 1))
+        }
+        Value::Object(map) => {
+            depth >= MAX_DEPTH || map.values().any(|item| too_deep(item, depth + 1))
+        }
+        _ => false,
+    }
 }
 
 fn render(path: &[Segment<'_>]) -> String {
