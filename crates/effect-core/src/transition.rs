@@ -1194,12 +1194,12 @@ fn keep_link(evidence: &mut Evidence, link: Option<Value>) {
 /// A JSON object of these members: what `json!` builds from them, without
 /// serializing each value again.
 fn object<const N: usize>(members: [(&str, Value); N]) -> Value {
-    Value::Object(
-        members
-            .into_iter()
-            .map(|(key, value)| (key.to_owned(), value))
-            .collect(),
-    )
+    // Inserted one by one: collecting into the map would sort a copy first.
+    let mut map = serde_json::Map::new();
+    for (key, value) in members {
+        map.insert(key.to_owned(), value);
+    }
+    Value::Object(map)
 }
 
 /// Drops the dispatch lease.
