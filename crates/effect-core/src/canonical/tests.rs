@@ -481,7 +481,8 @@ fn tricky_text() -> impl proptest::strategy::Strategy<Value = String> {
         Just('😀'),
         any::<char>(),
     ];
-    proptest::collection::vec(piece, 0..12).prop_map(|chars| chars.into_iter().collect())
+    // Past several eight-byte words: the scan tests a word at a time.
+    proptest::collection::vec(piece, 0..40).prop_map(|chars| chars.into_iter().collect())
 }
 
 fn json_value() -> impl proptest::strategy::Strategy<Value = Value> {
@@ -525,6 +526,25 @@ proptest::proptest! {
         proptest::prop_assert_eq!(fp.sha256_hex(), hex(&sha2::Sha256::digest(python.as_bytes())));
         proptest::prop_assert_eq!(fp.stored(), format!("blake3:{}", fp.blake3_hex()));
         proptest::prop_assert!(fp.matches(&fp.clone().with_form(FingerprintForm::Sha256).stored()));
+    }
+}
+
+#[test]
+fn every_byte_to_escape_is_found_at_every_place_of_a_word() {
+    // Each escaped byte, and the bytes either side of the range, at each
+    // offset of a text longer than two words.
+    for special in (0u8..=0x20).chain([b'"', b'\\', b'!', b'[', b']', 0x7f]) {
+        for at in 0..24 {
+            let mut text = vec![b'a'; 24];
+            text[at] = special;
+            let text = String::from_utf8(text).unwrap();
+            let value = Value::String(text);
+            assert_eq!(
+                canonical_json(&value),
+                reference::write(&value, super::text::NumberStyle::Serde),
+                "{special:#x} at {at}"
+            );
+        }
     }
 }
 

@@ -184,10 +184,7 @@ fn write_string(text: &str, out: &mut String) {
     let mut rest = text;
     // Every byte that needs escaping is ASCII, so it is a whole character
     // and the text either side of it is valid UTF-8.
-    while let Some(at) = rest
-        .bytes()
-        .position(|b| b == b'"' || b == b'\\' || b < 0x20)
-    {
+    while let Some(at) = first_to_escape(rest.as_bytes()) {
         out.push_str(&rest[..at]);
         let byte = rest.as_bytes()[at];
         match byte {
@@ -206,6 +203,43 @@ fn write_string(text: &str, out: &mut String) {
     }
     out.push_str(rest);
     out.push('"');
+}
+
+/// Whether JSON escapes this byte: a quote, a backslash, a C0 control.
+fn needs_escape(byte: &u8) -> bool {
+    matches!(*byte, b'"' | b'\\' | 0..0x20)
+}
+
+/// The index of the first byte of `bytes` that JSON escapes. Eight bytes
+/// are tested at once (the bit tricks of "Bit Twiddling Hacks", Sean Eron
+/// Anderson: a lane below n, a lane equal to zero); a word that may hold
+/// one is then searched byte by byte.
+fn first_to_escape(bytes: &[u8]) -> Option<usize> {
+    const LANES: u64 = 0x0101_0101_0101_0101;
+    const HIGH: u64 = 0x8080_8080_8080_8080;
+    let mut chunks = bytes.chunks_exact(8);
+    let mut offset = 0;
+    for chunk in &mut chunks {
+        let mut lanes = [0u8; 8];
+        lanes.copy_from_slice(chunk);
+        let word = u64::from_le_bytes(lanes);
+        let below_space = word.wrapping_sub(LANES * 0x20) & !word;
+        let quote = word ^ (LANES * u64::from(b'"'));
+        let quote = quote.wrapping_sub(LANES) & !quote;
+        let backslash = word ^ (LANES * u64::from(b'\\'));
+        let backslash = backslash.wrapping_sub(LANES) & !backslash;
+        if (below_space | quote | backslash) & HIGH != 0
+            && let Some(at) = chunk.iter().position(needs_escape)
+        {
+            return Some(offset + at);
+        }
+        offset += 8;
+    }
+    chunks
+        .remainder()
+        .iter()
+        .position(needs_escape)
+        .map(|at| offset + at)
 }
 
 /// Writes `number`; true when it is a float.
