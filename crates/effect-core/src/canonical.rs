@@ -12,8 +12,8 @@
 //!   one written here in [`FingerprintForm::Sha256`] matches in Python.
 //!
 //! Both writers, and the depth check, use an explicit stack rather than
-//! recursion (the depth check first recurses, but never past [`MAX_DEPTH`]):
-//! no JSON a caller or a file supplies can overflow the stack.
+//! unbounded recursion (they recurse through a bounded number of levels
+//! first): no JSON a caller or a file supplies can overflow the stack.
 //! Values nested deeper than [`MAX_DEPTH`] are refused before anything holding
 //! them is written (serde_json, and so every store, reads at most 128 levels
 //! back, and a stored value sits up to three levels deeper inside an event).

@@ -549,6 +549,28 @@ fn every_byte_to_escape_is_found_at_every_place_of_a_word() {
 }
 
 #[test]
+fn values_past_the_recursion_limit_are_written_as_the_reference_writes_them() {
+    use super::text::NumberStyle;
+    // Objects and arrays alternating, with siblings at every level, from
+    // shallow to well past the levels the writer recurses through.
+    for levels in 0..40 {
+        let mut value = json!({"leaf": [1.5, "x\n", -3]});
+        for level in 0..levels {
+            value = if level % 2 == 0 {
+                json!([level, value, {"z": 1e-7, "a": null}])
+            } else {
+                json!({"b": value, "a": [true], "c": level})
+            };
+        }
+        for style in [NumberStyle::Serde, NumberStyle::Python] {
+            let mut out = String::new();
+            super::text::write(&value, style, &mut out);
+            assert_eq!(out, reference::write(&value, style), "{levels} levels");
+        }
+    }
+}
+
+#[test]
 fn integers_at_the_edges_of_64_bits_are_written_as_their_digits() {
     for value in [
         json!(0),

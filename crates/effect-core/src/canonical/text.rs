@@ -1,8 +1,9 @@
 //! Writing canonical JSON text, and measuring depth, with an explicit stack.
 //!
 //! A `Value` a caller built can be nested arbitrarily deep; recursing over it
-//! would overflow the stack long before its memory runs out. (The depth
-//! check's first look recurses, but stops at [`MAX_DEPTH`].)
+//! would overflow the stack long before its memory runs out. (The writer
+//! recurses through the first 16 levels and the depth check's first look
+//! through at most [`MAX_DEPTH`]: both bounded.)
 
 use std::fmt::Write as _;
 
@@ -31,9 +32,79 @@ enum Frame<'a> {
     Object(std::vec::IntoIter<(&'a String, &'a Value)>, bool),
 }
 
+/// How many levels the writer recurses before it continues a value's
+/// deeper parts with an explicit stack: enough for every common value,
+/// which is then written without allocating a stack.
+const RECURSION_LIMIT: usize = 16;
+
 /// Writes the canonical text of `value` to `out`; true when it holds a
 /// float, the only thing the two number styles write differently.
 pub(super) fn write(value: &Value, style: NumberStyle, out: &mut String) -> bool {
+    write_nested(value, style, out, 0)
+}
+
+/// [`write`] for a value inside `depth` arrays and objects: recursing
+/// while `depth` is below [`RECURSION_LIMIT`], with [`write_stacked`] below that.
+fn write_nested(value: &Value, style: NumberStyle, out: &mut String, depth: usize) -> bool {
+    if depth >= RECURSION_LIMIT {
+        return write_stacked(value, style, out);
+    }
+    let mut floats = false;
+    match value {
+        Value::Array(items) => {
+            out.push('[');
+            for (index, item) in items.iter().enumerate() {
+                if index > 0 {
+                    out.push(',');
+                }
+                floats |= write_nested(item, style, out, depth + 1);
+            }
+            out.push(']');
+        }
+        Value::Object(map) => {
+            out.push('{');
+            // As in `write_stacked`: sorted unless in order already.
+            if map.keys().is_sorted() {
+                for (index, (key, item)) in map.iter().enumerate() {
+                    floats |= write_member(index, key, item, style, out, depth);
+                }
+            } else {
+                let mut entries: Vec<(&String, &Value)> = map.iter().collect();
+                entries.sort_unstable_by(|a, b| a.0.cmp(b.0));
+                for (index, (key, item)) in entries.into_iter().enumerate() {
+                    floats |= write_member(index, key, item, style, out, depth);
+                }
+            }
+            out.push('}');
+        }
+        Value::String(text) => write_string(text, out),
+        Value::Number(number) => floats = write_number(number, style, out),
+        Value::Bool(true) => out.push_str("true"),
+        Value::Bool(false) => out.push_str("false"),
+        Value::Null => out.push_str("null"),
+    }
+    floats
+}
+
+/// One member of an object inside `depth` levels, the `index`th written.
+fn write_member(
+    index: usize,
+    key: &str,
+    item: &Value,
+    style: NumberStyle,
+    out: &mut String,
+    depth: usize,
+) -> bool {
+    if index > 0 {
+        out.push(',');
+    }
+    write_string(key, out);
+    out.push(':');
+    write_nested(item, style, out, depth + 1)
+}
+
+/// [`write`] with an explicit stack, for any depth.
+fn write_stacked(value: &Value, style: NumberStyle, out: &mut String) -> bool {
     let mut floats = false;
     let mut stack: Vec<Frame<'_>> = Vec::new();
     let mut next = Some(value);
