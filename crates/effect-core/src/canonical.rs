@@ -28,7 +28,7 @@ use std::fmt;
 use std::sync::{Arc, OnceLock};
 
 use serde::Serialize;
-use serde_json::Value;
+use serde_json::{Map, Value};
 use sha2::Digest;
 
 use crate::error::CanonicalError;
@@ -100,6 +100,22 @@ pub fn check_depth(value: &Value) -> Result<(), CanonicalError> {
 pub fn canonical_json(value: &Value) -> String {
     let mut out = String::with_capacity(64);
     text::write(value, text::NumberStyle::Serde, &mut out);
+    out
+}
+
+/// [`canonical_json`] of `Value::Object(map)`, without building that value:
+/// how a store writes a record's evidence.
+///
+/// ```
+/// # use effect_core::canonical::{canonical_json, canonical_json_object};
+/// let value = serde_json::json!({"source": "handler_return", "attempt": 2});
+/// let map = value.as_object().expect("an object");
+/// assert_eq!(canonical_json_object(map), canonical_json(&value));
+/// assert_eq!(canonical_json_object(map), r#"{"attempt":2,"source":"handler_return"}"#);
+/// ```
+pub fn canonical_json_object(map: &Map<String, Value>) -> String {
+    let mut out = String::with_capacity(64);
+    text::write_object(map, text::NumberStyle::Serde, &mut out, 0);
     out
 }
 

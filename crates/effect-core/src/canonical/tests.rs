@@ -519,6 +519,9 @@ proptest::proptest! {
         let canonical = reference::write(&value, NumberStyle::Serde);
         let python = reference::write(&value, NumberStyle::Python);
         proptest::prop_assert_eq!(&canonical_json(&value), &canonical);
+        if let Value::Object(map) = &value {
+            proptest::prop_assert_eq!(&canonical_json_object(map), &canonical);
+        }
         proptest::prop_assert_eq!(&python_json(&value), &python);
         let fp = RequestFingerprint::of_value(&value);
         let blake3 = blake3::hash(canonical.as_bytes()).to_hex();

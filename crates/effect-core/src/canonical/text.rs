@@ -7,7 +7,7 @@
 
 use std::fmt::Write as _;
 
-use serde_json::{Number, Value};
+use serde_json::{Map, Number, Value};
 
 use super::MAX_DEPTH;
 use crate::error::CanonicalError;
@@ -61,28 +61,39 @@ fn write_nested(value: &Value, style: NumberStyle, out: &mut String, depth: usiz
             }
             out.push(']');
         }
-        Value::Object(map) => {
-            out.push('{');
-            // As in `write_stacked`: sorted unless in order already.
-            if map.keys().is_sorted() {
-                for (index, (key, item)) in map.iter().enumerate() {
-                    floats |= write_member(index, key, item, style, out, depth);
-                }
-            } else {
-                let mut entries: Vec<(&String, &Value)> = map.iter().collect();
-                entries.sort_unstable_by(|a, b| a.0.cmp(b.0));
-                for (index, (key, item)) in entries.into_iter().enumerate() {
-                    floats |= write_member(index, key, item, style, out, depth);
-                }
-            }
-            out.push('}');
-        }
+        Value::Object(map) => floats = write_object(map, style, out, depth),
         Value::String(text) => write_string(text, out),
         Value::Number(number) => floats = write_number(number, style, out),
         Value::Bool(true) => out.push_str("true"),
         Value::Bool(false) => out.push_str("false"),
         Value::Null => out.push_str("null"),
     }
+    floats
+}
+
+/// Writes the object `map`, inside `depth` arrays and objects (below
+/// [`RECURSION_LIMIT`]); true when it holds a float.
+pub(super) fn write_object(
+    map: &Map<String, Value>,
+    style: NumberStyle,
+    out: &mut String,
+    depth: usize,
+) -> bool {
+    let mut floats = false;
+    out.push('{');
+    // As in `write_stacked`: sorted unless in order already.
+    if map.keys().is_sorted() {
+        for (index, (key, item)) in map.iter().enumerate() {
+            floats |= write_member(index, key, item, style, out, depth);
+        }
+    } else {
+        let mut entries: Vec<(&String, &Value)> = map.iter().collect();
+        entries.sort_unstable_by(|a, b| a.0.cmp(b.0));
+        for (index, (key, item)) in entries.into_iter().enumerate() {
+            floats |= write_member(index, key, item, style, out, depth);
+        }
+    }
+    out.push('}');
     floats
 }
 
