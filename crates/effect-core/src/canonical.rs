@@ -12,7 +12,8 @@
 //!   one written here in [`FingerprintForm::Sha256`] matches in Python.
 //!
 //! Both writers, and the depth check, use an explicit stack rather than
-//! recursion: no JSON a caller or a file supplies can overflow the stack.
+//! unbounded recursion (they recurse through a bounded number of levels
+//! first): no JSON a caller or a file supplies can overflow the stack.
 //! Values nested deeper than [`MAX_DEPTH`] are refused before anything holding
 //! them is written (serde_json, and so every store, reads at most 128 levels
 //! back, and a stored value sits up to three levels deeper inside an event).
@@ -23,8 +24,11 @@
 //! the nearest double (serde_json's `float_roundtrip`) and are written in their
 //! shortest round-trip form, so a stored output replays bit-exactly.
 
+use std::fmt;
+use std::sync::{Arc, OnceLock};
+
 use serde::Serialize;
-use serde_json::Value;
+use serde_json::{Map, Value};
 use sha2::Digest;
 
 use crate::error::CanonicalError;
@@ -94,7 +98,25 @@ pub fn check_depth(value: &Value) -> Result<(), CanonicalError> {
 /// assert_eq!(canonical_json(&value), r#"{"a":{"c":[true,null],"d":"ü"},"b":0.00001}"#);
 /// ```
 pub fn canonical_json(value: &Value) -> String {
-    text::write(value, text::NumberStyle::Serde)
+    let mut out = String::with_capacity(64);
+    text::write(value, text::NumberStyle::Serde, &mut out);
+    out
+}
+
+/// [`canonical_json`] of `Value::Object(map)`, without building that value:
+/// how a store writes a record's evidence.
+///
+/// ```
+/// # use effect_core::canonical::{canonical_json, canonical_json_object};
+/// let value = serde_json::json!({"source": "handler_return", "attempt": 2});
+/// let map = value.as_object().expect("an object");
+/// assert_eq!(canonical_json_object(map), canonical_json(&value));
+/// assert_eq!(canonical_json_object(map), r#"{"attempt":2,"source":"handler_return"}"#);
+/// ```
+pub fn canonical_json_object(map: &Map<String, Value>) -> String {
+    let mut out = String::with_capacity(64);
+    text::write_object(map, text::NumberStyle::Serde, &mut out, 0);
+    out
 }
 
 /// The canonical JSON text exactly as the Python package writes it
@@ -107,7 +129,9 @@ pub fn canonical_json(value: &Value) -> String {
 /// assert_eq!(python_json(&value), r#"{"a":[-0.0,2.5,7,"😀"],"b":1e-05,"c":1e+16}"#);
 /// ```
 pub fn python_json(value: &Value) -> String {
-    text::write(value, text::NumberStyle::Python)
+    let mut out = String::with_capacity(64);
+    text::write(value, text::NumberStyle::Python, &mut out);
+    out
 }
 
 /// Which fingerprint new records carry.
@@ -129,11 +153,51 @@ pub enum FingerprintForm {
 /// record may carry: blake3 (ours, stored as `blake3:<hex>`) and SHA-256 (bare
 /// 64-digit hex, written by the Python package), plus the form new records
 /// store ([`FingerprintForm`]).
-#[derive(Debug, Clone, PartialEq, Eq)]
+///
+/// The SHA-256 digest is computed the first time something asks for it (a
+/// record stored in that form, one the Python package wrote, the
+/// [`Sha256`](FingerprintForm::Sha256) form): until then the fingerprint
+/// keeps the text it hashes. Clones share both.
+#[derive(Clone)]
 pub struct RequestFingerprint {
-    blake3_hex: String,
-    sha256_hex: String,
+    /// `blake3:<hex>`: what the default form stores.
+    blake3_stored: String,
+    sha256: Arc<LazySha256>,
     form: FingerprintForm,
+}
+
+/// A SHA-256 digest computed on first use.
+struct LazySha256 {
+    /// The text it hashes: [`python_json`] of the value.
+    text: String,
+    hex: OnceLock<String>,
+}
+
+impl LazySha256 {
+    fn hex(&self) -> &str {
+        self.hex
+            .get_or_init(|| hex(&sha2::Sha256::digest(self.text.as_bytes())))
+    }
+}
+
+impl PartialEq for RequestFingerprint {
+    fn eq(&self, other: &Self) -> bool {
+        self.form == other.form
+            && self.blake3_stored == other.blake3_stored
+            && self.sha256_hex() == other.sha256_hex()
+    }
+}
+
+impl Eq for RequestFingerprint {}
+
+impl fmt::Debug for RequestFingerprint {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("RequestFingerprint")
+            .field("blake3_hex", &self.blake3_hex())
+            .field("sha256_hex", &self.sha256_hex())
+            .field("form", &self.form)
+            .finish()
+    }
 }
 
 impl RequestFingerprint {
@@ -149,11 +213,7 @@ impl RequestFingerprint {
     /// assert!(fp.matches("afd3ae6377d737975ba2f111db265e0b714646564f9cfd1e9820cd92f36703b7"));
     /// ```
     pub fn of_canonical(canonical: &str) -> Self {
-        RequestFingerprint {
-            blake3_hex: blake3::hash(canonical.as_bytes()).to_hex().to_string(),
-            sha256_hex: hex(&sha2::Sha256::digest(canonical.as_bytes())),
-            form: FingerprintForm::default(),
-        }
+        RequestFingerprint::of_texts(blake3_stored(canonical), canonical.to_owned())
     }
 
     /// The fingerprint of a JSON value: blake3 of [`canonical_json`], SHA-256
@@ -168,11 +228,27 @@ impl RequestFingerprint {
     /// assert!(fp.matches(&fp.stored()));
     /// ```
     pub fn of_value(value: &Value) -> Self {
+        let mut canonical = String::with_capacity(64);
+        let floats = text::write(value, text::NumberStyle::Serde, &mut canonical);
+        let blake3 = blake3_stored(&canonical);
+        // Only floats are written differently in the two styles: without
+        // one, the canonical text is the Python text, written once.
+        let python = if floats {
+            python_json(value)
+        } else {
+            canonical
+        };
+        RequestFingerprint::of_texts(blake3, python)
+    }
+
+    /// A fingerprint whose SHA-256 digest is of `python`, when first asked for.
+    fn of_texts(blake3_stored: String, python: String) -> Self {
         RequestFingerprint {
-            blake3_hex: blake3::hash(canonical_json(value).as_bytes())
-                .to_hex()
-                .to_string(),
-            sha256_hex: hex(&sha2::Sha256::digest(python_json(value).as_bytes())),
+            blake3_stored,
+            sha256: Arc::new(LazySha256 {
+                text: python,
+                hex: OnceLock::new(),
+            }),
             form: FingerprintForm::default(),
         }
     }
@@ -193,35 +269,47 @@ impl RequestFingerprint {
     /// SHA-256 hex in [`FingerprintForm::Sha256`].
     pub fn stored(&self) -> String {
         match self.form {
-            FingerprintForm::Blake3 => format!("blake3:{}", self.blake3_hex),
-            FingerprintForm::Sha256 => self.sha256_hex.clone(),
+            FingerprintForm::Blake3 => self.blake3_stored.clone(),
+            FingerprintForm::Sha256 => self.sha256_hex().to_owned(),
         }
     }
 
     /// The blake3 hex digest.
     pub fn blake3_hex(&self) -> &str {
-        &self.blake3_hex
+        &self.blake3_stored[BLAKE3_PREFIX.len()..]
     }
 
     /// The SHA-256 hex digest (of [`python_json`] for [`of_value`](Self::of_value)).
     pub fn sha256_hex(&self) -> &str {
-        &self.sha256_hex
+        self.sha256.hex()
     }
 
     /// Whether a stored fingerprint describes the same arguments, whichever
     /// form it is in. A bare 64-digit hex string is read as SHA-256; anything
     /// else unrecognised never matches (the arguments cannot be proven equal).
     pub fn matches(&self, stored: &str) -> bool {
-        if let Some(hex) = stored.strip_prefix("blake3:") {
-            return hex.eq_ignore_ascii_case(&self.blake3_hex);
+        if let Some(hex) = stored.strip_prefix(BLAKE3_PREFIX) {
+            return hex.eq_ignore_ascii_case(self.blake3_hex());
         }
         if let Some(hex) = stored.strip_prefix("sha256:") {
-            return hex.eq_ignore_ascii_case(&self.sha256_hex);
+            return hex.eq_ignore_ascii_case(self.sha256_hex());
         }
         stored.len() == 64
             && stored.bytes().all(|b| b.is_ascii_hexdigit())
-            && stored.eq_ignore_ascii_case(&self.sha256_hex)
+            && stored.eq_ignore_ascii_case(self.sha256_hex())
     }
+}
+
+/// What a stored blake3 fingerprint starts with.
+const BLAKE3_PREFIX: &str = "blake3:";
+
+/// `blake3:<hex>` of `canonical`.
+fn blake3_stored(canonical: &str) -> String {
+    let digest = blake3::hash(canonical.as_bytes()).to_hex();
+    let mut stored = String::with_capacity(BLAKE3_PREFIX.len() + digest.len());
+    stored.push_str(BLAKE3_PREFIX);
+    stored.push_str(digest.as_str());
+    stored
 }
 
 fn hex(bytes: &[u8]) -> String {

@@ -172,13 +172,59 @@ pub fn unix_seconds(time: SystemTime) -> f64 {
 /// assert_eq!(format_timestamp(t), "2026-01-01T00:00:00.123456+00:00");
 /// ```
 pub fn format_timestamp(time: SystemTime) -> String {
+    let (secs, micros) = split_micros(time);
+    let days = secs / 86_400;
+    let rem = secs % 86_400;
+    let (year, month, day) = civil_from_days(days);
+    if year > 9999 {
+        // A fifth year digit: not a ledger time, but still written as before.
+        return format_timestamp_wide(time);
+    }
+    // Written into one fixed buffer: this runs for every transition, and
+    // `format!` with seven padded fields costs several times as much.
+    let mut text = *b"0000-00-00T00:00:00.000000+00:00";
+    put_digits(&mut text[0..4], year);
+    put_digits(&mut text[5..7], month);
+    put_digits(&mut text[8..10], day);
+    put_digits(&mut text[11..13], rem / 3600);
+    put_digits(&mut text[14..16], (rem % 3600) / 60);
+    put_digits(&mut text[17..19], rem % 60);
+    put_digits(&mut text[20..26], micros);
+    match std::str::from_utf8(&text) {
+        Ok(text) => text.to_owned(),
+        // Only ASCII digits were written.
+        Err(_) => format_timestamp_wide(time),
+    }
+}
+
+/// Whole seconds and the microseconds past them since the Unix epoch;
+/// times before 1970 do not occur in a ledger and are clamped to it rather
+/// than failing.
+fn split_micros(time: SystemTime) -> (u64, u64) {
     let micros = match time.duration_since(UNIX_EPOCH) {
         Ok(since) => since.as_micros(),
-        // Times before 1970 do not occur in a ledger; clamp rather than fail.
         Err(_) => 0,
     };
     let secs = u64::try_from(micros / 1_000_000).unwrap_or(u64::MAX);
-    let micros = micros % 1_000_000;
+    // Below a million: it fits.
+    let micros = u64::try_from(micros % 1_000_000).unwrap_or(0);
+    (secs, micros)
+}
+
+/// Writes `value` as decimal digits filling `out`, zero-padded on the left
+/// (the caller makes `out` wide enough).
+fn put_digits(out: &mut [u8], mut value: u64) {
+    for digit in out.iter_mut().rev() {
+        // A remainder below ten: the cast cannot truncate.
+        *digit = b'0' + (value % 10) as u8;
+        value /= 10;
+    }
+}
+
+/// [`format_timestamp`] through `format!`, which also writes years past
+/// 9999 (with more digits); the fast path's reference in tests.
+fn format_timestamp_wide(time: SystemTime) -> String {
+    let (secs, micros) = split_micros(time);
     let days = secs / 86_400;
     let rem = secs % 86_400;
     let (year, month, day) = civil_from_days(days);
@@ -218,6 +264,42 @@ mod tests {
         assert_eq!(format_timestamp(leap), "2000-02-29T00:00:00.000000+00:00");
         let late = UNIX_EPOCH + Duration::from_secs(1_798_761_599); // 2026-12-31T23:59:59
         assert_eq!(format_timestamp(late), "2026-12-31T23:59:59.000000+00:00");
+    }
+
+    proptest::proptest! {
+        /// The hand-written formatter writes what `format!` writes, over the
+        /// four-digit years and past them.
+        #[test]
+        fn the_fast_timestamp_is_the_formatted_one(
+            micros in 0u64..=253_402_300_799_999_999,
+            far in 0u64..=u64::MAX,
+        ) {
+            for time in [
+                UNIX_EPOCH + Duration::from_micros(micros),
+                UNIX_EPOCH + Duration::from_micros(far),
+            ] {
+                proptest::prop_assert_eq!(format_timestamp(time), format_timestamp_wide(time));
+            }
+        }
+    }
+
+    #[test]
+    fn the_fast_timestamp_matches_at_every_day_and_edge() {
+        // Every day from 1970 to 2300, then every 89th to past 9999, at
+        // both ends of the day.
+        let days = (0..120_531u64).chain((120_531..2_932_897).step_by(89));
+        for day in days {
+            for secs in [day * 86_400, day * 86_400 + 86_399] {
+                let time = UNIX_EPOCH + Duration::new(secs, 999_999_000);
+                assert_eq!(format_timestamp(time), format_timestamp_wide(time));
+            }
+        }
+        let before = UNIX_EPOCH - Duration::from_secs(1);
+        assert_eq!(format_timestamp(before), "1970-01-01T00:00:00.000000+00:00");
+        let last = UNIX_EPOCH + Duration::from_micros(253_402_300_799_999_999);
+        assert_eq!(format_timestamp(last), "9999-12-31T23:59:59.999999+00:00");
+        let wide = last + Duration::from_micros(1);
+        assert_eq!(format_timestamp(wide), "10000-01-01T00:00:00.000000+00:00");
     }
 
     #[test]

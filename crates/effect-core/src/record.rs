@@ -327,6 +327,31 @@ pub struct EffectResult {
     pub evidence: Evidence,
 }
 
+/// The result describing a stored record, as
+/// [`EffectResult::from_record`] does, moving its fields rather than copying them.
+///
+/// ```
+/// use effect_core::{EffectRecord, EffectResult};
+///
+/// let record = EffectRecord::new("op-1", "send_email", "1", "fp", "2026-01-01T00:00:00.000000+00:00");
+/// assert_eq!(EffectResult::from_record(&record), EffectResult::from(record));
+/// ```
+impl From<EffectRecord> for EffectResult {
+    fn from(record: EffectRecord) -> Self {
+        EffectResult {
+            operation_id: record.operation_id,
+            status: record.status,
+            output: record.output,
+            error: record.error,
+            attempts: record.attempts,
+            duplicate_suppressed: false,
+            in_progress: false,
+            provider_operation_id: record.provider_operation_id,
+            evidence: record.evidence,
+        }
+    }
+}
+
 impl EffectResult {
     /// The result describing a stored record.
     pub fn from_record(record: &EffectRecord) -> Self {

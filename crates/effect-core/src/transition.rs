@@ -557,11 +557,14 @@ impl Planner {
 
     fn create(&mut self, operation_id: &str, op: &NewOperation) -> EffectRecord {
         let fingerprint = op.fingerprint.stored();
-        let mut data = json!({
-            "contract_name": op.contract_name,
-            "contract_version": op.contract_version,
-            "request_fingerprint": fingerprint,
-        });
+        let mut data = object([
+            ("contract_name", Value::String(op.contract_name.clone())),
+            (
+                "contract_version",
+                Value::String(op.contract_version.clone()),
+            ),
+            ("request_fingerprint", Value::String(fingerprint.clone())),
+        ]);
         if let (Some(intent), Value::Object(map)) = (&op.intent, &mut data) {
             map.insert(
                 crate::intent::EVENT_KEY.to_owned(),
@@ -572,14 +575,25 @@ impl Planner {
             map.insert(evidence::APPROVAL_REQUIRED.to_owned(), Value::Bool(true));
         }
         self.event(event::PREPARED, data);
-        let mut record = EffectRecord::new(
-            operation_id,
-            op.contract_name.clone(),
-            op.contract_version.clone(),
-            fingerprint,
-            self.at.clone(),
-        );
-        record.provider_idempotency_key = op.provider_idempotency_key.clone();
+        let mut record = EffectRecord {
+            operation_id: operation_id.to_owned(),
+            contract_name: op.contract_name.clone(),
+            contract_version: op.contract_version.clone(),
+            request_fingerprint: fingerprint,
+            provider_idempotency_key: op.provider_idempotency_key.clone(),
+            status: EffectStatus::Prepared,
+            output: None,
+            provider_operation_id: None,
+            error: None,
+            attempts: 0,
+            evidence: Evidence::new(),
+            owner_token: None,
+            lease_until: None,
+            created_at: self.at.clone(),
+            // An insert is always written with the transition's time
+            // (`finish`): no copy of it is made here.
+            updated_at: String::new(),
+        };
         if op.requires_approval {
             record.status = EffectStatus::AwaitingApproval;
             record
@@ -639,7 +653,7 @@ impl Planner {
         record.attempts = record.attempts.saturating_add(1);
         record.owner_token = Some(claim.owner_token.clone());
         record.lease_until = Some(self.lease_until(claim.lease));
-        let mut data = json!({ "attempt": record.attempts });
+        let mut data = object([("attempt", Value::from(record.attempts))]);
         if let (Some(approval), Value::Object(map)) = (approval, &mut data) {
             map.insert(evidence::APPROVAL.to_owned(), approval);
         }
@@ -833,10 +847,13 @@ impl Planner {
                 release(&mut record);
                 self.event(
                     event::CONFIRMED,
-                    json!({
-                        "evidence": record.evidence,
-                        "provider_operation_id": record.provider_operation_id,
-                    }),
+                    object([
+                        ("evidence", Value::Object(record.evidence.clone())),
+                        (
+                            "provider_operation_id",
+                            record.provider_operation_id.clone().into(),
+                        ),
+                    ]),
                 );
                 true
             }
@@ -942,7 +959,13 @@ impl Planner {
         record.error = Some(error.to_owned());
         record.evidence.extend(evidence.clone());
         release(record);
-        self.event(event_type, json!({ "error": error, "evidence": evidence }));
+        self.event(
+            event_type,
+            object([
+                ("error", Value::String(error.to_owned())),
+                ("evidence", Value::Object(evidence.clone())),
+            ]),
+        );
     }
 
     /// Records `approval` on an operation awaiting approval, refusing an
@@ -1166,6 +1189,17 @@ fn keep_link(evidence: &mut Evidence, link: Option<Value>) {
     if let Some(link) = link {
         evidence.insert(evidence::COMPENSATES.into(), link);
     }
+}
+
+/// A JSON object of these members: what `json!` builds from them, without
+/// serializing each value again.
+fn object<const N: usize>(members: [(&str, Value); N]) -> Value {
+    // Inserted one by one: collecting into the map would sort a copy first.
+    let mut map = serde_json::Map::new();
+    for (key, value) in members {
+        map.insert(key.to_owned(), value);
+    }
+    Value::Object(map)
 }
 
 /// Drops the dispatch lease.

@@ -47,7 +47,17 @@ pub struct HandlerContext {
 /// What a handler recorded, shared by every clone of its context. Two
 /// contexts compare equal whatever they recorded: it is not their identity.
 #[derive(Debug, Clone, Default)]
-struct EvidenceSink(Arc<Mutex<Evidence>>);
+pub(crate) struct EvidenceSink(Arc<Mutex<Evidence>>);
+
+impl EvidenceSink {
+    /// What was recorded so far.
+    pub(crate) fn evidence(&self) -> Evidence {
+        self.0
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
+    }
+}
 
 impl PartialEq for EvidenceSink {
     fn eq(&self, _other: &Self) -> bool {
@@ -149,10 +159,12 @@ impl HandlerContext {
 
     /// What the handler has recorded so far.
     pub fn evidence(&self) -> Evidence {
-        self.evidence
-            .0
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .clone()
+        self.evidence.evidence()
+    }
+
+    /// Where this context's recordings go, shared with it: the executor
+    /// keeps this and hands the context itself to the handler.
+    pub(crate) fn recorded(&self) -> EvidenceSink {
+        self.evidence.clone()
     }
 }

@@ -1,12 +1,14 @@
 //! Running a handler: inline or on a thread with a deadline, with a lease
 //! heartbeat while it runs.
 
+use std::any::Any;
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::Arc;
 use std::sync::mpsc::{self, RecvTimeoutError};
 use std::thread;
 use std::time::Duration;
 
+use effect_core::canonical::{check_depth, to_json_value};
 use effect_core::{CallbackError, CanonicalError, EffectContract, OutcomeProbeResult};
 use serde::Serialize;
 use serde_json::Value;
@@ -30,13 +32,34 @@ pub(crate) enum HandlerOutcome {
 }
 
 impl HandlerOutcome {
-    pub(crate) fn from_result<O: Serialize>(result: Result<O, HandlerError>) -> Self {
+    pub(crate) fn from_result<O: Serialize + 'static>(result: Result<O, HandlerError>) -> Self {
         match result {
-            Ok(output) => HandlerOutcome::Returned(effect_core::canonical::to_json_value(&output)),
+            Ok(output) => HandlerOutcome::Returned(output_value(output)),
             Err(HandlerError::Rejected { reason }) => HandlerOutcome::Rejected(reason),
             Err(HandlerError::Unknown { message }) => HandlerOutcome::Failed(message),
             Err(HandlerError::NotSent { message }) => HandlerOutcome::NotSent(message),
         }
+    }
+}
+
+/// The JSON of a handler's output, as [`to_json_value`] converts it. An
+/// output that is a JSON value already is taken as it is when it passes the
+/// depth check (a `Value` holds no non-finite number): converting it would
+/// only copy it.
+fn output_value<O: Serialize + 'static>(output: O) -> Result<Value, CanonicalError> {
+    let mut slot = Some(output);
+    let value = (&mut slot as &mut dyn Any)
+        .downcast_mut::<Option<Value>>()
+        .and_then(Option::take);
+    match (value, slot) {
+        (Some(value), _) => match check_depth(&value) {
+            Ok(()) => Ok(value),
+            // The error exactly as the conversion reports it.
+            Err(_) => to_json_value(&value),
+        },
+        (None, Some(output)) => to_json_value(&output),
+        // The slot is emptied only when it held a `Value`, taken above.
+        (None, None) => Ok(Value::Null),
     }
 }
 
@@ -137,3 +160,6 @@ fn panic_message(panic: &(dyn std::any::Any + Send)) -> String {
         "non-string panic payload".to_owned()
     }
 }
+
+#[cfg(test)]
+mod tests;

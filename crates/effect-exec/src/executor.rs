@@ -372,8 +372,11 @@ impl EffectExecutor {
         O: Serialize + Send + 'static,
         H: Fn(Value, HandlerContext) -> Result<O, HandlerError> + Send + Sync + 'static,
     {
-        let identified = self.identity_of(contract, arguments)?;
-        self.execute_identity(contract, &identified, options, handler)
+        let Identified {
+            identity,
+            operation,
+        } = self.identity_of(contract, arguments)?;
+        self.execute_identity(contract, &identity, operation, options, handler)
     }
 
     /// The whole of docs/spec.md §5 step 2, for any way of invoking user code.
@@ -556,6 +559,9 @@ impl EffectExecutor {
         let token = claim.owner_token.as_str();
         tracing::info!(operation_id = id, attempt = record.attempts, "dispatching");
         let context = call.context(record);
+        // What the handler records through its context: the context itself
+        // goes to the handler.
+        let recorded = context.recorded();
         let outcome = {
             let _heartbeat = self.keeper.hold(
                 Arc::clone(&self.ledger),
@@ -565,11 +571,11 @@ impl EffectExecutor {
                 self.options.lease_heartbeat,
             );
             call.invoke
-                .handler(call.arguments(), context.clone(), call.deadline)
+                .handler(call.arguments(), context, call.deadline)
         };
         // What the handler recorded, under the executor's own evidence.
         let with_handler_evidence = |own: Evidence| -> Evidence {
-            let mut merged = context.evidence();
+            let mut merged = recorded.evidence();
             merged.extend(own);
             merged
         };
@@ -704,7 +710,7 @@ impl EffectExecutor {
                 "dispatch lease was taken over; this caller cannot finalize"
             );
         }
-        Round::Done(EffectResult::from_record(&outcome.record).in_progress_if_active())
+        Round::Done(EffectResult::from(outcome.record).in_progress_if_active())
     }
 
     /// `None` when the output satisfies the postcondition (or there is none),

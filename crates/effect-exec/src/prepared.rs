@@ -4,14 +4,14 @@
 use std::fmt;
 use std::sync::Arc;
 
-use effect_core::{EffectContract, EffectResult, FingerprintForm};
+use effect_core::{EffectContract, EffectResult, FingerprintForm, NewOperation};
 use serde::Serialize;
 use serde_json::Value;
 
 use crate::context::HandlerContext;
 use crate::dispatch::SyncInvoke;
 use crate::error::{ExecError, HandlerError};
-use crate::executor::{Call, EffectExecutor, Identified, Keys};
+use crate::executor::{Call, EffectExecutor, Identified, Identity, Keys};
 use crate::options::CallOptions;
 
 /// One call's identity under its contract (operation id, request
@@ -205,7 +205,13 @@ impl EffectExecutor {
         H: Fn(Value, HandlerContext) -> Result<O, HandlerError> + Send + Sync + 'static,
     {
         self.check_prepared(prepared)?;
-        self.execute_identity(&prepared.contract, &prepared.identified, options, handler)
+        self.execute_identity(
+            &prepared.contract,
+            &prepared.identified.identity,
+            prepared.identified.operation.clone(),
+            options,
+            handler,
+        )
     }
 
     /// Refuses a call prepared by an executor that derives identities
@@ -220,11 +226,13 @@ impl EffectExecutor {
         }
     }
 
-    /// Runs a synchronous handler under an identity already derived.
+    /// Runs a synchronous handler under an identity already derived, the
+    /// first round preparing `operation`.
     pub(crate) fn execute_identity<O, H>(
         &self,
         contract: &EffectContract,
-        identified: &Identified,
+        identity: &Identity,
+        operation: NewOperation,
         options: CallOptions,
         handler: H,
     ) -> Result<EffectResult, ExecError>
@@ -237,10 +245,10 @@ impl EffectExecutor {
         };
         let call = Call {
             contract,
-            identity: &identified.identity,
+            identity,
             deadline: options.deadline.or(self.options.default_deadline),
             invoke: &invoke,
         };
-        self.run(&call, identified.operation.clone())
+        self.run(&call, operation)
     }
 }

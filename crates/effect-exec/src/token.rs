@@ -23,12 +23,26 @@ impl TokenSource {
         }
     }
 
+    /// `<prefix>-<claim number>`, written into one buffer (one per claim).
     pub(crate) fn next(&self) -> String {
-        format!(
-            "{}-{}",
-            self.prefix,
-            self.counter.fetch_add(1, Ordering::Relaxed) + 1
-        )
+        let claim = self.counter.fetch_add(1, Ordering::Relaxed) + 1;
+        let mut digits = [0u8; 20];
+        let mut start = digits.len();
+        let mut rest = claim;
+        loop {
+            start -= 1;
+            // A remainder below ten: the cast cannot truncate.
+            digits[start] = b'0' + (rest % 10) as u8;
+            rest /= 10;
+            if rest == 0 {
+                break;
+            }
+        }
+        let mut token = String::with_capacity(self.prefix.len() + 1 + digits.len() - start);
+        token.push_str(&self.prefix);
+        token.push('-');
+        token.extend(digits[start..].iter().map(|&digit| char::from(digit)));
+        token
     }
 }
 
@@ -44,6 +58,15 @@ mod tests {
         assert_ne!(a1, a2);
         assert_ne!(a1, b1, "two executors never share a prefix");
         let prefix = a1.split('-').next().unwrap_or_default();
+        assert_eq!(a1, format!("{prefix}-1"));
+        assert_eq!(a2, format!("{prefix}-2"));
+        // Past one digit, and at the counter's end.
+        for _ in 2..1234 {
+            a.next();
+        }
+        assert_eq!(a.next(), format!("{prefix}-1235"));
+        a.counter.store(u64::MAX - 1, Ordering::Relaxed);
+        assert_eq!(a.next(), format!("{prefix}-{}", u64::MAX));
         assert_eq!(prefix.len(), 32);
         assert!(prefix.bytes().all(|c| c.is_ascii_hexdigit()));
     }

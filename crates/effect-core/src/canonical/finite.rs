@@ -5,6 +5,10 @@
 //! what is fingerprinted or stored; this pass rejects them first. It also stops
 //! at [`MAX_DEPTH`]: serializing is recursive, so this pass must refuse a deep
 //! input before serde_json (or anything else) recurses all the way down it.
+//!
+//! Every call checks a value, and nearly every value passes: the first pass
+//! records no path (and so allocates nothing). Only when it finds something
+//! does a second pass walk the value again, naming where.
 
 use serde::ser::{self, Serialize};
 
@@ -12,28 +16,35 @@ use super::MAX_DEPTH;
 use crate::error::CanonicalError;
 
 pub(super) fn check<T: Serialize + ?Sized>(value: &T) -> Result<(), CanonicalError> {
-    let mut checker = Checker {
-        path: Vec::new(),
-        depth: 0,
-        wrappers: 0,
+    let found = match value.serialize(&mut Checker::new(false)) {
+        Ok(()) => return Ok(()),
+        Err(found @ Found::Custom(_)) => found,
+        // Again, naming the place. A value that serializes differently the
+        // second time is reported without one.
+        Err(found) => match value.serialize(&mut Checker::new(true)) {
+            Ok(()) | Err(Found::Custom(_)) => found,
+            Err(named) => named,
+        },
     };
-    match value.serialize(&mut checker) {
-        Ok(()) => Ok(()),
-        Err(Found::NonFinite(path)) => Err(CanonicalError::NonFinite { path }),
-        Err(Found::TooDeep(path)) => Err(CanonicalError::TooDeep {
+    match found {
+        Found::NonFinite(path) => Err(CanonicalError::NonFinite { path }),
+        Found::TooDeep(path) => Err(CanonicalError::TooDeep {
             path,
             limit: MAX_DEPTH,
         }),
         // The value's own error: report it rather than let serde_json recurse
         // into a value this pass did not finish checking.
-        Err(Found::Custom(message)) => Err(CanonicalError::Serialize {
+        Found::Custom(message) => Err(CanonicalError::Serialize {
             source: <serde_json::Error as ser::Error>::custom(message),
         }),
     }
 }
 
 struct Checker {
+    /// Where the current value is, when recording.
     path: Vec<String>,
+    /// Whether to record the path: only the pass that names a finding does.
+    record: bool,
     /// JSON arrays and objects open around the current value.
     depth: usize,
     /// `Some` and newtype wrappers around it: invisible in JSON, but each one
@@ -67,6 +78,15 @@ impl ser::Error for Found {
 }
 
 impl Checker {
+    fn new(record: bool) -> Self {
+        Checker {
+            path: Vec::new(),
+            record,
+            depth: 0,
+            wrappers: 0,
+        }
+    }
+
     fn float(&self, finite: bool) -> Result<(), Found> {
         if finite {
             Ok(())
@@ -108,8 +128,17 @@ impl Checker {
         })
     }
 
-    fn nested<T: Serialize + ?Sized>(&mut self, segment: String, value: &T) -> Result<(), Found> {
-        self.path.push(segment);
+    /// Checks `value`, one step below the current one: the step's name is
+    /// only worked out when the path is recorded.
+    fn nested<T: Serialize + ?Sized>(
+        &mut self,
+        segment: impl FnOnce() -> String,
+        value: &T,
+    ) -> Result<(), Found> {
+        if !self.record {
+            return value.serialize(&mut *self);
+        }
+        self.path.push(segment());
         let result = value.serialize(&mut *self);
         self.path.pop();
         result
@@ -207,7 +236,7 @@ impl<'a> ser::Serializer for &'a mut Checker {
             return Err(Found::TooDeep(self.render_path()));
         }
         self.depth += 1;
-        let result = self.nested(variant.to_owned(), value);
+        let result = self.nested(|| variant.to_owned(), value);
         self.depth -= 1;
         result
     }
@@ -260,13 +289,13 @@ impl Compound<'_> {
     }
 
     fn element<T: Serialize + ?Sized>(&mut self, value: &T) -> Result<(), Found> {
-        let segment = self.index.to_string();
+        let index = self.index;
         self.index += 1;
-        self.checker.nested(segment, value)
+        self.checker.nested(|| index.to_string(), value)
     }
 
     fn field<T: Serialize + ?Sized>(&mut self, key: &str, value: &T) -> Result<(), Found> {
-        self.checker.nested(key.to_owned(), value)
+        self.checker.nested(|| key.to_owned(), value)
     }
 }
 
@@ -300,6 +329,9 @@ impl ser::SerializeMap for Compound<'_> {
         // Keys are recorded for the path; a non-string key is serde_json's
         // error to report. Check the key first, so that converting it is bounded.
         self.checker.wrapped(key)?;
+        if !self.checker.record {
+            return Ok(());
+        }
         self.key = serde_json::to_value(key)
             .ok()
             .and_then(|k| k.as_str().map(str::to_owned))

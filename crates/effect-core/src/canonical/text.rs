@@ -1,11 +1,13 @@
 //! Writing canonical JSON text, and measuring depth, with an explicit stack.
 //!
 //! A `Value` a caller built can be nested arbitrarily deep; recursing over it
-//! would overflow the stack long before its memory runs out.
+//! would overflow the stack long before its memory runs out. (The writer
+//! recurses through the first 16 levels and the depth check's first look
+//! through at most [`MAX_DEPTH`]: both bounded.)
 
 use std::fmt::Write as _;
 
-use serde_json::{Number, Value};
+use serde_json::{Map, Number, Value};
 
 use super::MAX_DEPTH;
 use crate::error::CanonicalError;
@@ -23,11 +25,98 @@ pub(super) enum NumberStyle {
 /// item was written yet.
 enum Frame<'a> {
     Array(std::slice::Iter<'a, Value>, bool),
+    /// An object whose map iterates in key order already (serde_json's
+    /// default map, a `BTreeMap`): written as it iterates.
+    Sorted(serde_json::map::Iter<'a>, bool),
+    /// An object whose keys had to be sorted first.
     Object(std::vec::IntoIter<(&'a String, &'a Value)>, bool),
 }
 
-pub(super) fn write(value: &Value, style: NumberStyle) -> String {
-    let mut out = String::with_capacity(64);
+/// How many levels the writer recurses before it continues a value's
+/// deeper parts with an explicit stack: enough for every common value,
+/// which is then written without allocating a stack.
+const RECURSION_LIMIT: usize = 16;
+
+/// Writes the canonical text of `value` to `out`; true when it holds a
+/// float, the only thing the two number styles write differently.
+pub(super) fn write(value: &Value, style: NumberStyle, out: &mut String) -> bool {
+    write_nested(value, style, out, 0)
+}
+
+/// [`write`] for a value inside `depth` arrays and objects: recursing
+/// while `depth` is below [`RECURSION_LIMIT`], with [`write_stacked`] below that.
+fn write_nested(value: &Value, style: NumberStyle, out: &mut String, depth: usize) -> bool {
+    if depth >= RECURSION_LIMIT {
+        return write_stacked(value, style, out);
+    }
+    let mut floats = false;
+    match value {
+        Value::Array(items) => {
+            out.push('[');
+            for (index, item) in items.iter().enumerate() {
+                if index > 0 {
+                    out.push(',');
+                }
+                floats |= write_nested(item, style, out, depth + 1);
+            }
+            out.push(']');
+        }
+        Value::Object(map) => floats = write_object(map, style, out, depth),
+        Value::String(text) => write_string(text, out),
+        Value::Number(number) => floats = write_number(number, style, out),
+        Value::Bool(true) => out.push_str("true"),
+        Value::Bool(false) => out.push_str("false"),
+        Value::Null => out.push_str("null"),
+    }
+    floats
+}
+
+/// Writes the object `map`, inside `depth` arrays and objects (below
+/// [`RECURSION_LIMIT`]); true when it holds a float.
+pub(super) fn write_object(
+    map: &Map<String, Value>,
+    style: NumberStyle,
+    out: &mut String,
+    depth: usize,
+) -> bool {
+    let mut floats = false;
+    out.push('{');
+    // As in `write_stacked`: sorted unless in order already.
+    if map.keys().is_sorted() {
+        for (index, (key, item)) in map.iter().enumerate() {
+            floats |= write_member(index, key, item, style, out, depth);
+        }
+    } else {
+        let mut entries: Vec<(&String, &Value)> = map.iter().collect();
+        entries.sort_unstable_by(|a, b| a.0.cmp(b.0));
+        for (index, (key, item)) in entries.into_iter().enumerate() {
+            floats |= write_member(index, key, item, style, out, depth);
+        }
+    }
+    out.push('}');
+    floats
+}
+
+/// One member of an object inside `depth` levels, the `index`th written.
+fn write_member(
+    index: usize,
+    key: &str,
+    item: &Value,
+    style: NumberStyle,
+    out: &mut String,
+    depth: usize,
+) -> bool {
+    if index > 0 {
+        out.push(',');
+    }
+    write_string(key, out);
+    out.push(':');
+    write_nested(item, style, out, depth + 1)
+}
+
+/// [`write`] with an explicit stack, for any depth.
+fn write_stacked(value: &Value, style: NumberStyle, out: &mut String) -> bool {
+    let mut floats = false;
     let mut stack: Vec<Frame<'_>> = Vec::new();
     let mut next = Some(value);
     loop {
@@ -38,52 +127,61 @@ pub(super) fn write(value: &Value, style: NumberStyle) -> String {
                     stack.push(Frame::Array(items.iter(), false));
                 }
                 Value::Object(map) => {
-                    // Sort explicitly: serde_json's map keeps insertion order when
-                    // another crate in the build enables its `preserve_order`
-                    // feature. Byte order of UTF-8 is code point order, which is
-                    // how Python sorts `str` keys.
-                    let mut entries: Vec<(&String, &Value)> = map.iter().collect();
-                    entries.sort_unstable_by(|a, b| a.0.cmp(b.0));
                     out.push('{');
-                    stack.push(Frame::Object(entries.into_iter(), false));
+                    // Sort explicitly unless the map is in order already:
+                    // serde_json's map keeps insertion order when another
+                    // crate in the build enables its `preserve_order`
+                    // feature. Byte order of UTF-8 is code point order,
+                    // which is how Python sorts `str` keys.
+                    if map.keys().is_sorted() {
+                        stack.push(Frame::Sorted(map.iter(), false));
+                    } else {
+                        let mut entries: Vec<(&String, &Value)> = map.iter().collect();
+                        entries.sort_unstable_by(|a, b| a.0.cmp(b.0));
+                        stack.push(Frame::Object(entries.into_iter(), false));
+                    }
                 }
-                Value::String(text) => write_string(text, &mut out),
-                Value::Number(number) => write_number(number, style, &mut out),
+                Value::String(text) => write_string(text, out),
+                Value::Number(number) => floats |= write_number(number, style, out),
                 Value::Bool(true) => out.push_str("true"),
                 Value::Bool(false) => out.push_str("false"),
                 Value::Null => out.push_str("null"),
             }
         }
         let Some(frame) = stack.last_mut() else {
-            return out;
+            return floats;
         };
-        match frame {
+        let entry = match frame {
             Frame::Array(items, started) => match items.next() {
                 Some(item) => {
                     if std::mem::replace(started, true) {
                         out.push(',');
                     }
                     next = Some(item);
+                    continue;
                 }
                 None => {
                     out.push(']');
                     stack.pop();
+                    continue;
                 }
             },
-            Frame::Object(entries, started) => match entries.next() {
-                Some((key, item)) => {
-                    if std::mem::replace(started, true) {
-                        out.push(',');
-                    }
-                    write_string(key, &mut out);
-                    out.push(':');
-                    next = Some(item);
+            Frame::Sorted(entries, started) => entries.next().map(|entry| (entry, started)),
+            Frame::Object(entries, started) => entries.next().map(|entry| (entry, started)),
+        };
+        match entry {
+            Some(((key, item), started)) => {
+                if std::mem::replace(started, true) {
+                    out.push(',');
                 }
-                None => {
-                    out.push('}');
-                    stack.pop();
-                }
-            },
+                write_string(key, out);
+                out.push(':');
+                next = Some(item);
+            }
+            None => {
+                out.push('}');
+                stack.pop();
+            }
         }
     }
 }
@@ -95,6 +193,9 @@ enum Segment<'a> {
 }
 
 pub(super) fn check_depth(value: &Value) -> Result<(), CanonicalError> {
+    if !too_deep(value, 0) {
+        return Ok(());
+    }
     // Depth-first with an explicit stack: (node, containers around it, its step).
     let mut stack: Vec<(&Value, usize, Option<Segment<'_>>)> = vec![(value, 0, None)];
     let mut path: Vec<Segment<'_>> = Vec::new();
@@ -125,6 +226,21 @@ pub(super) fn check_depth(value: &Value) -> Result<(), CanonicalError> {
     Ok(())
 }
 
+/// Whether `value`, inside `depth` arrays and objects, holds one past
+/// [`MAX_DEPTH`]. It recurses, but never past the limit: the common check,
+/// of a value that passes, allocates nothing.
+fn too_deep(value: &Value, depth: usize) -> bool {
+    match value {
+        Value::Array(items) => {
+            depth >= MAX_DEPTH || items.iter().any(|item| too_deep(item, depth + 1))
+        }
+        Value::Object(map) => {
+            depth >= MAX_DEPTH || map.values().any(|item| too_deep(item, depth + 1))
+        }
+        _ => false,
+    }
+}
+
 fn render(path: &[Segment<'_>]) -> String {
     if path.is_empty() {
         return "/".to_owned();
@@ -145,36 +261,107 @@ fn render(path: &[Segment<'_>]) -> String {
 /// Python's `json` escaping with `ensure_ascii=False`, which is also serde_json's:
 /// `"`, `\` and the C0 controls, short forms where JSON has them, all else as is.
 fn write_string(text: &str, out: &mut String) {
+    out.reserve(text.len() + 2);
     out.push('"');
     let mut rest = text;
-    while let Some(at) = rest.find(|c: char| c == '"' || c == '\\' || c < '\u{20}') {
+    // Every byte that needs escaping is ASCII, so it is a whole character
+    // and the text either side of it is valid UTF-8.
+    while let Some(at) = first_to_escape(rest.as_bytes()) {
         out.push_str(&rest[..at]);
-        let c = rest[at..].chars().next().unwrap_or_default();
-        match c {
-            '"' => out.push_str("\\\""),
-            '\\' => out.push_str("\\\\"),
-            '\n' => out.push_str("\\n"),
-            '\r' => out.push_str("\\r"),
-            '\t' => out.push_str("\\t"),
-            '\u{8}' => out.push_str("\\b"),
-            '\u{c}' => out.push_str("\\f"),
+        let byte = rest.as_bytes()[at];
+        match byte {
+            b'"' => out.push_str("\\\""),
+            b'\\' => out.push_str("\\\\"),
+            b'\n' => out.push_str("\\n"),
+            b'\r' => out.push_str("\\r"),
+            b'\t' => out.push_str("\\t"),
+            0x08 => out.push_str("\\b"),
+            0x0c => out.push_str("\\f"),
             control => {
                 let _ = write!(out, "\\u{:04x}", u32::from(control));
             }
         }
-        rest = &rest[at + c.len_utf8()..];
+        rest = &rest[at + 1..];
     }
     out.push_str(rest);
     out.push('"');
 }
 
-fn write_number(number: &Number, style: NumberStyle, out: &mut String) {
+/// Whether JSON escapes this byte: a quote, a backslash, a C0 control.
+fn needs_escape(byte: &u8) -> bool {
+    matches!(*byte, b'"' | b'\\' | 0..0x20)
+}
+
+/// The index of the first byte of `bytes` that JSON escapes. Eight bytes
+/// are tested at once (the bit tricks of "Bit Twiddling Hacks", Sean Eron
+/// Anderson: a lane below n, a lane equal to zero); a word that may hold
+/// one is then searched byte by byte.
+fn first_to_escape(bytes: &[u8]) -> Option<usize> {
+    const LANES: u64 = 0x0101_0101_0101_0101;
+    const HIGH: u64 = 0x8080_8080_8080_8080;
+    let mut chunks = bytes.chunks_exact(8);
+    let mut offset = 0;
+    for chunk in &mut chunks {
+        let mut lanes = [0u8; 8];
+        lanes.copy_from_slice(chunk);
+        let word = u64::from_le_bytes(lanes);
+        let below_space = word.wrapping_sub(LANES * 0x20) & !word;
+        let quote = word ^ (LANES * u64::from(b'"'));
+        let quote = quote.wrapping_sub(LANES) & !quote;
+        let backslash = word ^ (LANES * u64::from(b'\\'));
+        let backslash = backslash.wrapping_sub(LANES) & !backslash;
+        if (below_space | quote | backslash) & HIGH != 0
+            && let Some(at) = chunk.iter().position(needs_escape)
+        {
+            return Some(offset + at);
+        }
+        offset += 8;
+    }
+    chunks
+        .remainder()
+        .iter()
+        .position(needs_escape)
+        .map(|at| offset + at)
+}
+
+/// Writes `number`; true when it is a float.
+fn write_number(number: &Number, style: NumberStyle, out: &mut String) -> bool {
+    // Integers are written alike in both styles: their decimal digits, as
+    // serde_json's Display writes them, without the formatting machinery.
+    if let Some(unsigned) = number.as_u64() {
+        write_u64(unsigned, out);
+        return false;
+    }
+    if let Some(signed) = number.as_i64() {
+        out.push('-');
+        write_u64(signed.unsigned_abs(), out);
+        return false;
+    }
     match (style, number.as_f64()) {
         (NumberStyle::Python, Some(float)) if number.is_f64() => python_float(float, out),
-        // Integers are written alike; serde_json's Display is its JSON text.
+        // serde_json's Display is its JSON text.
         _ => {
             let _ = write!(out, "{number}");
         }
+    }
+    true
+}
+
+/// The decimal digits of `value`.
+pub(super) fn write_u64(mut value: u64, out: &mut String) {
+    let mut digits = [0u8; 20];
+    let mut start = digits.len();
+    loop {
+        start -= 1;
+        // A remainder below ten: the cast cannot truncate.
+        digits[start] = b'0' + (value % 10) as u8;
+        value /= 10;
+        if value == 0 {
+            break;
+        }
+    }
+    for &digit in &digits[start..] {
+        out.push(char::from(digit));
     }
 }
 
