@@ -323,58 +323,109 @@ pub(crate) enum RecordWrite {
     InPlace,
 }
 
+/// What [`write_record`] requires of the row before it writes.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum Expect<'r> {
+    /// Nothing: the caller read the row in this write transaction (or found
+    /// none), so the write must change exactly one row.
+    Read,
+    /// No row: an insert writes nothing should the operation exist.
+    Absent,
+    /// The row holds exactly this record, every column the record has: an
+    /// update writes nothing otherwise.
+    Row(&'r EffectRecord),
+}
+
+/// The columns an update rewrites, `?2` to `?15`; `?1` is the operation id.
+macro_rules! update_set {
+    () => {
+        "UPDATE effect_operations SET \
+            contract_name = ?2, contract_version = ?3, request_fingerprint = ?4, \
+            provider_idempotency_key = ?5, status = ?6, result_json = ?7, \
+            provider_operation_id = ?8, error = ?9, attempts = ?10, evidence_json = ?11, \
+            owner_token = ?12, lease_until = ?13, created_at = ?14, updated_at = ?15"
+    };
+}
+
+/// The row is exactly the record bound at `?17` to `?30` (`?16` is the
+/// latest event's sequence, unused by an in-place write).
+macro_rules! update_guard {
+    () => {
+        " WHERE operation_id = ?1 AND contract_name = ?17 AND contract_version = ?18 \
+            AND request_fingerprint = ?19 AND provider_idempotency_key IS ?20 \
+            AND status = ?21 AND result_json IS ?22 AND provider_operation_id IS ?23 \
+            AND error IS ?24 AND attempts = ?25 AND evidence_json = ?26 \
+            AND owner_token IS ?27 AND lease_until IS ?28 AND created_at = ?29 \
+            AND updated_at = ?30"
+    };
+}
+
+macro_rules! insert_record {
+    () => {
+        "INSERT INTO effect_operations (operation_id, contract_name, contract_version, \
+            request_fingerprint, provider_idempotency_key, status, result_json, \
+            provider_operation_id, error, attempts, evidence_json, owner_token, lease_until, \
+            created_at, updated_at, last_event_sequence) \
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16)"
+    };
+}
+
 /// Writes the full record, in place (a transition rewrites the row's cells,
-/// never its rowid).
+/// never its rowid), if the row is as `expect` says. Returns whether it
+/// wrote; with [`Expect::Read`] it always writes or fails.
 pub(crate) fn write_record(
     conn: &Connection,
     record: &EffectRecord,
     how: RecordWrite,
-) -> Result<(), LedgerError> {
+    expect: Expect<'_>,
+) -> Result<bool, LedgerError> {
     let doing = || format!("writing operation {:?}", record.operation_id);
     // Key-sorted compact text, whatever serde_json features the build has
     // (another crate may turn on `preserve_order`).
     let output = record.output.as_ref().map(canonical_json);
     let evidence = canonical_json(&Value::Object(record.evidence.clone()));
-    let (sql, last_event) = match how {
-        RecordWrite::Insert { last_event } => (
-            "INSERT INTO effect_operations (operation_id, contract_name, contract_version, \
-                request_fingerprint, provider_idempotency_key, status, result_json, \
-                provider_operation_id, error, attempts, evidence_json, owner_token, lease_until, \
-                created_at, updated_at, last_event_sequence) \
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16)",
+    let guarded = matches!(expect, Expect::Row(_));
+    let (sql, last_event) = match (how, guarded) {
+        (RecordWrite::Insert { last_event }, _) => (
+            match expect {
+                Expect::Absent => {
+                    concat!(insert_record!(), " ON CONFLICT (operation_id) DO NOTHING")
+                }
+                _ => insert_record!(),
+            },
             last_event,
         ),
-        RecordWrite::Transition { last_event } => (
-            "UPDATE effect_operations SET \
-                contract_name = ?2, contract_version = ?3, request_fingerprint = ?4, \
-                provider_idempotency_key = ?5, status = ?6, result_json = ?7, \
-                provider_operation_id = ?8, error = ?9, attempts = ?10, evidence_json = ?11, \
-                owner_token = ?12, lease_until = ?13, created_at = ?14, updated_at = ?15, \
-                last_event_sequence = ?16 \
-             WHERE operation_id = ?1",
+        (RecordWrite::Transition { last_event }, false) => (
+            concat!(
+                update_set!(),
+                ", last_event_sequence = ?16 WHERE operation_id = ?1"
+            ),
             Some(last_event),
         ),
-        RecordWrite::InPlace => (
-            "UPDATE effect_operations SET \
-                contract_name = ?2, contract_version = ?3, request_fingerprint = ?4, \
-                provider_idempotency_key = ?5, status = ?6, result_json = ?7, \
-                provider_operation_id = ?8, error = ?9, attempts = ?10, evidence_json = ?11, \
-                owner_token = ?12, lease_until = ?13, created_at = ?14, updated_at = ?15 \
-             WHERE operation_id = ?1",
-            None,
+        (RecordWrite::Transition { last_event }, true) => (
+            concat!(
+                update_set!(),
+                ", last_event_sequence = ?16",
+                update_guard!()
+            ),
+            Some(last_event),
         ),
+        (RecordWrite::InPlace, false) => (concat!(update_set!(), " WHERE operation_id = ?1"), None),
+        // `?16` is not named: it binds NULL, unused.
+        (RecordWrite::InPlace, true) => (concat!(update_set!(), update_guard!()), None),
     };
     let mut stmt = conn
         .prepare_cached(sql)
         .map_err(|e| ledger_error(doing(), e))?;
     let attempts = i64::from(record.attempts);
-    let values: [&dyn ToSql; 16] = [
+    let status = record.status.as_str();
+    let mut values: Vec<&dyn ToSql> = vec![
         &record.operation_id,
         &record.contract_name,
         &record.contract_version,
         &record.request_fingerprint,
         &record.provider_idempotency_key,
-        &record.status.as_str(),
+        &status,
         &output,
         &record.provider_operation_id,
         &record.error,
@@ -386,18 +437,48 @@ pub(crate) fn write_record(
         &record.updated_at,
         &last_event,
     ];
-    // An in-place write leaves last_event_sequence alone: it binds 15 values.
-    let bound = if how == RecordWrite::InPlace { 15 } else { 16 };
+    let expected = match expect {
+        Expect::Row(expected) => Some((
+            expected,
+            expected.output.as_ref().map(canonical_json),
+            canonical_json(&Value::Object(expected.evidence.clone())),
+            i64::from(expected.attempts),
+            expected.status.as_str(),
+        )),
+        Expect::Read | Expect::Absent => None,
+    };
+    if let Some((expected, output, evidence, attempts, status)) = &expected {
+        values.extend_from_slice(&[
+            &expected.contract_name as &dyn ToSql,
+            &expected.contract_version,
+            &expected.request_fingerprint,
+            &expected.provider_idempotency_key,
+            status,
+            output,
+            &expected.provider_operation_id,
+            &expected.error,
+            attempts,
+            evidence,
+            &expected.owner_token,
+            &expected.lease_until,
+            &expected.created_at,
+            &expected.updated_at,
+        ]);
+    } else if how == RecordWrite::InPlace {
+        // An in-place write leaves last_event_sequence alone: it binds 15 values.
+        values.truncate(15);
+    }
     let changed = stmt
-        .execute(&values[..bound])
+        .execute(values.as_slice())
         .map_err(|e| ledger_error(doing(), e))?;
-    if changed != 1 {
-        return Err(LedgerError::backend(
+    match (changed, expect) {
+        (1, _) => Ok(true),
+        (0, Expect::Absent | Expect::Row(_)) => Ok(false),
+        (changed, _) => Err(LedgerError::backend(
             format!("{} changed {changed} rows instead of one", doing()),
             None,
-        ));
+        )),
     }
-    Ok(())
 }
 
 /// The sequence the next event gets: one above the largest (events are never
@@ -416,34 +497,39 @@ pub(crate) fn next_event_sequence(conn: &Connection) -> Result<i64, LedgerError>
     })
 }
 
-/// Appends one event with the given sequence.
-pub(crate) fn insert_event(
+/// Appends `events` with consecutive sequences from `first` (which the
+/// caller has checked do not overflow), one statement each: a statement
+/// writing several rows would need a statement journal, which costs more
+/// than the statements it saves.
+pub(crate) fn insert_events(
     conn: &Connection,
     operation_id: &str,
-    sequence: i64,
-    event: &PendingEvent,
+    first: i64,
+    events: &[PendingEvent],
 ) -> Result<(), LedgerError> {
-    let doing = || {
-        format!(
-            "appending a {} event to operation {operation_id:?}",
-            event.event_type
-        )
-    };
-    let data = canonical_json(&event.data);
-    let mut stmt = conn
-        .prepare_cached(
+    for (event, sequence) in events.iter().zip(first..) {
+        let doing = || {
+            format!(
+                "appending a {} event to operation {operation_id:?}",
+                event.event_type
+            )
+        };
+        let data = canonical_json(&event.data);
+        conn.prepare_cached(
             "INSERT INTO effect_events (sequence, operation_id, event_type, data_json, timestamp) \
              VALUES (?1, ?2, ?3, ?4, ?5)",
         )
+        .and_then(|mut stmt| {
+            stmt.execute(params![
+                sequence,
+                operation_id,
+                event.event_type,
+                data,
+                event.timestamp
+            ])
+        })
         .map_err(|e| ledger_error(doing(), e))?;
-    stmt.execute(params![
-        sequence,
-        operation_id,
-        event.event_type,
-        data,
-        event.timestamp
-    ])
-    .map_err(|e| ledger_error(doing(), e))?;
+    }
     Ok(())
 }
 
