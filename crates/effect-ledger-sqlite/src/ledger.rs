@@ -815,7 +815,14 @@ impl Settings {
     fn apply(self, conn: &Connection) -> rusqlite::Result<()> {
         conn.busy_timeout(self.busy_timeout)?;
         conn.pragma_update(None, "synchronous", self.synchronous)?;
-        conn.pragma_update(None, "foreign_keys", true)?;
+        // No foreign-key checks on the ledger's own statements: an event is
+        // written only in the transaction that has just written its
+        // operation's row (the record write must change one row first), and
+        // prune deletes an operation's events before the operation, so the
+        // check, a look-up of the operation per event, cannot fail. The
+        // setting is this connection's: every other writer of the file (the
+        // Python package's) keeps its own.
+        conn.pragma_update(None, "foreign_keys", false)?;
         if let Some(limit) = self.max_value_bytes {
             conn.set_limit(rusqlite::limits::Limit::SQLITE_LIMIT_LENGTH, limit)?;
         }
