@@ -347,16 +347,25 @@ macro_rules! update_set {
     };
 }
 
-/// The row is exactly the record bound at `?17` to `?30` (`?16` is the
-/// latest event's sequence, unused by an in-place write).
-macro_rules! update_guard {
-    () => {
-        " WHERE operation_id = ?1 AND contract_name = ?17 AND contract_version = ?18 \
-            AND request_fingerprint = ?19 AND provider_idempotency_key IS ?20 \
-            AND status = ?21 AND result_json IS ?22 AND provider_operation_id IS ?23 \
-            AND error IS ?24 AND attempts = ?25 AND evidence_json = ?26 \
-            AND owner_token IS ?27 AND lease_until IS ?28 AND created_at = ?29 \
-            AND updated_at = ?30"
+/// A guarded update: the columns that can change, `?6` to `?13`, `?15`
+/// and `?16`; the others (`?2` to `?5`, `?14`) must hold the values the
+/// record keeps, and the rest of the row the known record's values, bound
+/// at `?17` to `?25`.
+macro_rules! guarded_update {
+    ($last_event:literal) => {
+        concat!(
+            "UPDATE effect_operations SET \
+                status = ?6, result_json = ?7, provider_operation_id = ?8, error = ?9, \
+                attempts = ?10, evidence_json = ?11, owner_token = ?12, lease_until = ?13, \
+                updated_at = ?15",
+            $last_event,
+            " WHERE operation_id = ?1 AND contract_name = ?2 AND contract_version = ?3 \
+                AND request_fingerprint = ?4 AND provider_idempotency_key IS ?5 \
+                AND created_at = ?14 AND status = ?17 AND result_json IS ?18 \
+                AND provider_operation_id IS ?19 AND error IS ?20 AND attempts = ?21 \
+                AND evidence_json = ?22 AND owner_token IS ?23 AND lease_until IS ?24 \
+                AND updated_at = ?25"
+        )
     };
 }
 
@@ -403,16 +412,12 @@ pub(crate) fn write_record(
             Some(last_event),
         ),
         (RecordWrite::Transition { last_event }, true) => (
-            concat!(
-                update_set!(),
-                ", last_event_sequence = ?16",
-                update_guard!()
-            ),
+            guarded_update!(", last_event_sequence = ?16"),
             Some(last_event),
         ),
         (RecordWrite::InPlace, false) => (concat!(update_set!(), " WHERE operation_id = ?1"), None),
         // `?16` is not named: it binds NULL, unused.
-        (RecordWrite::InPlace, true) => (concat!(update_set!(), update_guard!()), None),
+        (RecordWrite::InPlace, true) => (guarded_update!(""), None),
     };
     let mut stmt = conn
         .prepare_cached(sql)
@@ -438,22 +443,37 @@ pub(crate) fn write_record(
         &last_event,
     ];
     let expected = match expect {
-        Expect::Row(expected) => Some((
-            expected,
-            expected.output.as_ref().map(canonical_json),
-            canonical_json(&Value::Object(expected.evidence.clone())),
-            i64::from(expected.attempts),
-            expected.status.as_str(),
-        )),
+        Expect::Row(expected) => {
+            // The guarded update leaves these columns as they are: the
+            // record must keep the known values.
+            if (
+                &record.contract_name,
+                &record.contract_version,
+                &record.request_fingerprint,
+                &record.provider_idempotency_key,
+                &record.created_at,
+            ) != (
+                &expected.contract_name,
+                &expected.contract_version,
+                &expected.request_fingerprint,
+                &expected.provider_idempotency_key,
+                &expected.created_at,
+            ) {
+                return Ok(false);
+            }
+            Some((
+                expected,
+                expected.output.as_ref().map(canonical_json),
+                canonical_json(&Value::Object(expected.evidence.clone())),
+                i64::from(expected.attempts),
+                expected.status.as_str(),
+            ))
+        }
         Expect::Read | Expect::Absent => None,
     };
     if let Some((expected, output, evidence, attempts, status)) = &expected {
         values.extend_from_slice(&[
-            &expected.contract_name as &dyn ToSql,
-            &expected.contract_version,
-            &expected.request_fingerprint,
-            &expected.provider_idempotency_key,
-            status,
+            status as &dyn ToSql,
             output,
             &expected.provider_operation_id,
             &expected.error,
@@ -461,7 +481,6 @@ pub(crate) fn write_record(
             evidence,
             &expected.owner_token,
             &expected.lease_until,
-            &expected.created_at,
             &expected.updated_at,
         ]);
     } else if how == RecordWrite::InPlace {
