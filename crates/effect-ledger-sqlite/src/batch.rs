@@ -138,6 +138,8 @@ fn write_once(
     // rolled back whole.
     let savepoints = pending.len() > 1;
     let mut outcomes = Vec::with_capacity(pending.len());
+    // The sequence the next event of this transaction gets, once known.
+    let mut next_sequence = None;
     for (at, &i) in pending.iter().enumerate() {
         let (operation_id, transition, known) = batch[i];
         if known.is_known() {
@@ -146,7 +148,15 @@ fn write_once(
                 Err(error) if is_contention(&error) => return Round::Contended,
                 Err(error) => return Round::Failed(error),
             }
-            match apply_known(conn, operation_id, transition, known, clock, savepoints) {
+            match apply_known(
+                conn,
+                operation_id,
+                transition,
+                known,
+                clock,
+                savepoints,
+                &mut next_sequence,
+            ) {
                 OnKnown::Written(outcome) => {
                     outcomes.push(Ok(outcome));
                     continue;
@@ -187,7 +197,7 @@ fn write_once(
         if savepoints && let Err(error) = run(conn, "SAVEPOINT effect_transition") {
             return Round::Failed(error);
         }
-        match write_plan(conn, operation_id, &plan, Expect::Read) {
+        match write_plan(conn, operation_id, &plan, Expect::Read, &mut next_sequence) {
             Ok(_) => {
                 if savepoints && let Err(error) = run(conn, "RELEASE effect_transition") {
                     return Round::Failed(error);
@@ -223,7 +233,7 @@ pub(crate) fn apply_in(
     clock: &dyn Clock,
 ) -> Result<TransitionOutcome, LedgerError> {
     let plan = plan_in(conn, operation_id, transition, clock)?;
-    write_plan(conn, operation_id, &plan, Expect::Read)?;
+    write_plan(conn, operation_id, &plan, Expect::Read, &mut None)?;
     Ok(plan.outcome)
 }
 
@@ -257,6 +267,7 @@ fn apply_known(
     known: &Known,
     clock: &dyn Clock,
     savepoints: bool,
+    next_sequence: &mut Option<i64>,
 ) -> OnKnown {
     let (current, expect) = match known {
         Known::Nothing => return OnKnown::Changed,
@@ -281,7 +292,7 @@ fn apply_known(
             Ok(())
         }
     };
-    match write_plan(conn, operation_id, &plan, expect) {
+    match write_plan(conn, operation_id, &plan, expect, next_sequence) {
         Ok(written) => match release(conn) {
             Err(error) => OnKnown::SavepointFailed(error),
             Ok(()) if written => OnKnown::Written(plan.outcome),
@@ -311,11 +322,17 @@ pub(crate) fn plan_in(
 /// `expect` says; returns whether it wrote (with [`Expect::Read`] it
 /// always writes or fails). When the row is not as expected nothing is
 /// written.
+///
+/// `next_sequence` is the sequence the transaction's next event gets, when
+/// an earlier write of the same transaction left it known; the largest is
+/// read otherwise. It is left known only after a write that succeeded, so
+/// a transition rolled back to its savepoint leaves no gap.
 pub(crate) fn write_plan(
     conn: &Connection,
     operation_id: &str,
     plan: &Plan,
     expect: Expect<'_>,
+    next_sequence: &mut Option<i64>,
 ) -> Result<bool, LedgerError> {
     let Some(write) = &plan.write else {
         return Ok(true);
@@ -324,7 +341,10 @@ pub(crate) fn write_plan(
     let sequences = match write.events.len() {
         0 => None,
         count => {
-            let first = next_event_sequence(conn)?;
+            let first = match next_sequence.take() {
+                Some(next) => next,
+                None => next_event_sequence(conn)?,
+            };
             let last = i64::try_from(count - 1)
                 .ok()
                 .and_then(|more| first.checked_add(more))
@@ -355,6 +375,10 @@ pub(crate) fn write_plan(
         insert_events(conn, operation_id, first, &write.events)?;
     }
     crate::budget::write_budgets(conn, operation_id, &write.budgets)?;
+    // A write without events leaves the next sequence as it was.
+    if let Some((_, last)) = sequences {
+        *next_sequence = last.checked_add(1);
+    }
     Ok(true)
 }
 

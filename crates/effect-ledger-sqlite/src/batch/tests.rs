@@ -345,3 +345,73 @@ fn an_outcome_known_on_a_stale_row_is_planned_on_the_fresh_one() {
         ["prepared", "dispatched", "outcome_unknown"]
     );
 }
+
+#[test]
+fn the_events_of_one_batch_take_consecutive_sequences_past_refused_transitions() {
+    let ledger = TempLedger::new().unwrap();
+    ledger.prepare("before", &op(json!({"n": 0}))).unwrap();
+    let conn = ledger.pool.get().unwrap();
+    let prepare_a = Transition::PrepareAndClaim(op(json!({"n": 1})), claim("t"));
+    let conflicting = Transition::Prepare(op(json!({"n": 2})));
+    let renew = Transition::RenewLease {
+        owner_token: "t".into(),
+        lease: Duration::from_secs(90),
+    };
+    let fail = Transition::MarkOutcomeUnknown {
+        owner_token: Some("t".into()),
+        error: "timed out".into(),
+        evidence: Default::default(),
+    };
+    // Refused after its events were written (the amount cannot be
+    // stored): rolled back to its savepoint, it leaves no gap.
+    let mut over_budget = claim("t");
+    over_budget.budgets.push(effect_core::budget::BudgetCharge {
+        budget: "spend".into(),
+        amount: u64::MAX,
+        max_count: None,
+        max_amount: None,
+        window: effect_core::budget::BudgetWindow::Total,
+    });
+    let unstorable = Transition::PrepareAndClaim(op(json!({"n": 3})), over_budget);
+    let batch = [
+        ("a", &prepare_a),
+        ("before", &conflicting),
+        ("b", &unstorable),
+        // No event: the next sequence stays as it was.
+        ("a", &renew),
+        ("a", &fail),
+    ];
+    let answers = write_unknown(&conn, &SystemClock, &ledger.file, &batch);
+    drop(conn);
+    assert_eq!(
+        kinds(&answers),
+        [
+            Ok(true),
+            Err(LedgerErrorKind::Conflict),
+            Err(LedgerErrorKind::InvalidInput),
+            Ok(true),
+            Ok(true)
+        ]
+    );
+    let refused = answers[2].as_ref().err().map(ToString::to_string);
+    assert!(
+        refused
+            .as_deref()
+            .is_some_and(|e| e.contains("too large to store")),
+        "{refused:?}"
+    );
+    assert_eq!(event_types(&ledger, "b"), Vec::<String>::new());
+    let sequences: Vec<(u64, String)> = ledger
+        .events_after(0, 100)
+        .unwrap()
+        .into_iter()
+        .map(|e| (e.sequence, e.event_type))
+        .collect();
+    let expected = [
+        (1, "prepared"),
+        (2, "prepared"),
+        (3, "dispatched"),
+        (4, "outcome_unknown"),
+    ];
+    assert_eq!(sequences, expected.map(|(s, t)| (s, t.to_owned())).to_vec());
+}
