@@ -2,8 +2,8 @@
 //! that the write transaction need not read it first.
 //!
 //! A prepare reads the row before it is queued (the replay check, see
-//! `SqliteLedger::replay`); an owner's outcome follows the claim this
-//! ledger wrote. Either way the write transaction plans on what is known
+//! `SqliteLedger::replay`), which may find none; an owner's outcome
+//! follows the claim this ledger wrote. Either way the write transaction plans on what is known
 //! and writes only if the row is still exactly that: an insert only if no
 //! row exists (`ON CONFLICT DO NOTHING`), an update only if every column
 //! of the record still holds the known value (the update's `WHERE`). SQLite
@@ -30,7 +30,7 @@ pub(crate) enum Known {
     Nothing,
     /// A read just before found no row.
     Absent,
-    /// The row was this record (as this ledger read or wrote it).
+    /// The row was this record, as this ledger wrote it.
     Row(EffectRecord),
 }
 

@@ -39,7 +39,7 @@ const POOL_FILL_WAIT: Duration = Duration::from_secs(5);
 /// evaluates [`transition::plan`] and writes the record and its events before
 /// `COMMIT` (the write lock is taken before the first write, and the plan made
 /// again should another writer have committed since the read). A prepare
-/// (on what its replay check read) and an owner's outcome of a claim this
+/// whose replay check found no row and an owner's outcome of a claim this
 /// ledger wrote skip the load: they are planned on what is known and
 /// written only if the row is still exactly that, else planned again on a
 /// fresh read. With
@@ -455,28 +455,26 @@ impl SqliteLedger {
     /// terminal record never changes (only a prune deletes it), so the plan
     /// on it is the plan the write transaction would make. Only a plan that
     /// writes nothing is answered here; anything else, a conflict included,
-    /// goes to the write path, which decides it as before, on what this
-    /// read found (see `known`).
+    /// goes to the write path, which decides it as before; when the read
+    /// found no row, on that (see `known`).
     fn replay(&self, operation_id: &str, transition: &Transition) -> Result<Replay, LedgerError> {
         let conn = self.connection(|| format!("reading operation {operation_id:?}"))?;
         let Some(record) = load(&conn, operation_id)? else {
             return Ok(Replay::Read(Known::Absent));
         };
         drop(conn);
+        // A prepare of an existing operation that this read cannot answer
+        // (one in progress, a retry, a conflict) may well write nothing:
+        // the write transaction reads it again, starting as a read.
         if !record.status.is_terminal() {
-            return Ok(Replay::Read(Known::Row(record)));
+            return Ok(Replay::Read(Known::Nothing));
         }
-        match transition::plan(
-            operation_id,
-            Some(record.clone()),
-            transition,
-            self.clock.now(),
-        ) {
+        match transition::plan(operation_id, Some(record), transition, self.clock.now()) {
             Ok(plan) if plan.write.is_none() => {
                 self.confirmed.remember(&plan.outcome.record);
                 Ok(Replay::Answered(plan.outcome))
             }
-            _ => Ok(Replay::Read(Known::Row(record))),
+            _ => Ok(Replay::Read(Known::Nothing)),
         }
     }
 }
