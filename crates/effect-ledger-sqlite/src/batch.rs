@@ -15,6 +15,11 @@
 //! process's write lock. Should another process have committed since the read
 //! began, or hold the lock, the round starts again with `BEGIN IMMEDIATE`,
 //! planning every transition afresh on the latest state.
+//!
+//! A transition whose caller knew the row (see `known`) is planned on that
+//! under the write lock, without a read, and written only if the row is
+//! still that; a round that starts with one begins `IMMEDIATE`, since its
+//! plan writes.
 
 use effect_core::transition::{self, Plan, Transition, TransitionOutcome, WriteKind};
 use effect_core::{Clock, LedgerError};
@@ -22,25 +27,35 @@ use rusqlite::Connection;
 
 use crate::error::ledger_error;
 use crate::file::{FileChange, LedgerFile};
-use crate::row::{RecordWrite, insert_event, load, next_event_sequence, write_record};
+use crate::known::Known;
+use crate::row::{Expect, RecordWrite, insert_events, load, next_event_sequence, write_record};
 
 /// What a transition ended with.
 pub(crate) type Answer = Result<TransitionOutcome, LedgerError>;
 
-/// Applies every `(operation id, transition)` in as few transactions as
-/// possible (one, unless SQLite aborts one) and answers each, in order, once
-/// its transaction has committed.
+/// One transition of a batch: the operation, the transition, and what its
+/// caller knew of the row (see `known`).
+pub(crate) type Item<'a> = (&'a str, &'a Transition, &'a Known);
+
+/// Applies every `(operation id, transition, known)` in as few transactions
+/// as possible (one, unless SQLite aborts one) and answers each, in order,
+/// once its transaction has committed.
 pub(crate) fn write_batch(
     conn: &Connection,
     clock: &dyn Clock,
     file: &LedgerFile,
-    batch: &[(&str, &Transition)],
+    batch: &[Item<'_>],
 ) -> Vec<Answer> {
     let mut answers: Vec<Option<Answer>> = batch.iter().map(|_| None).collect();
     let mut pending: Vec<usize> = (0..batch.len()).collect();
     let mut begin = Begin::Deferred;
     while !pending.is_empty() {
-        match write_once(conn, clock, file, batch, &pending, begin) {
+        // A first transition planned on what its caller knew writes (most
+        // likely): its transaction takes the write lock at once, rather
+        // than with a write of its own after a read.
+        let first_known = batch[pending[0]].2.is_known();
+        let round_begin = if first_known { Begin::Immediate } else { begin };
+        match write_once(conn, clock, file, batch, &pending, round_begin) {
             Round::Contended => begin = Begin::Immediate,
             Round::Committed(outcomes) => {
                 for (&i, answer) in pending.iter().zip(outcomes) {
@@ -111,7 +126,7 @@ fn write_once(
     conn: &Connection,
     clock: &dyn Clock,
     file: &LedgerFile,
-    batch: &[(&str, &Transition)],
+    batch: &[Item<'_>],
     pending: &[usize],
     begin: Begin,
 ) -> Round {
@@ -123,8 +138,39 @@ fn write_once(
     // rolled back whole.
     let savepoints = pending.len() > 1;
     let mut outcomes = Vec::with_capacity(pending.len());
+    // The sequence the next event of this transaction gets, once known.
+    let mut next_sequence = None;
     for (at, &i) in pending.iter().enumerate() {
-        let (operation_id, transition) = batch[i];
+        let (operation_id, transition, known) = batch[i];
+        if known.is_known() {
+            match tx.take_write_lock() {
+                Ok(()) => {}
+                Err(error) if is_contention(&error) => return Round::Contended,
+                Err(error) => return Round::Failed(error),
+            }
+            match apply_known(
+                conn,
+                operation_id,
+                transition,
+                known,
+                clock,
+                savepoints,
+                &mut next_sequence,
+            ) {
+                OnKnown::Written(outcome) => {
+                    outcomes.push(Ok(outcome));
+                    continue;
+                }
+                OnKnown::Failed(error) => {
+                    outcomes.push(Err(error));
+                    continue;
+                }
+                OnKnown::Aborted(error) => return Round::Aborted { at, error },
+                OnKnown::SavepointFailed(error) => return Round::Failed(error),
+                // The row is not as known: plan on a fresh read, below.
+                OnKnown::Changed => {}
+            }
+        }
         // The clock is read after the record, so after the snapshot; a plan
         // made before the write lock is kept only if no other writer has
         // committed since (else the round starts again). So a lease is judged
@@ -151,8 +197,8 @@ fn write_once(
         if savepoints && let Err(error) = run(conn, "SAVEPOINT effect_transition") {
             return Round::Failed(error);
         }
-        match write_plan(conn, operation_id, &plan) {
-            Ok(()) => {
+        match write_plan(conn, operation_id, &plan, Expect::Read, &mut next_sequence) {
+            Ok(_) => {
                 if savepoints && let Err(error) = run(conn, "RELEASE effect_transition") {
                     return Round::Failed(error);
                 }
@@ -187,8 +233,74 @@ pub(crate) fn apply_in(
     clock: &dyn Clock,
 ) -> Result<TransitionOutcome, LedgerError> {
     let plan = plan_in(conn, operation_id, transition, clock)?;
-    write_plan(conn, operation_id, &plan)?;
+    write_plan(conn, operation_id, &plan, Expect::Read, &mut None)?;
     Ok(plan.outcome)
+}
+
+/// How a transition planned on what its caller knew ended.
+#[allow(clippy::large_enum_variant)] // Returned once and consumed at once; boxing would allocate.
+enum OnKnown {
+    /// The row was as known: the plan is written (and released from its
+    /// savepoint).
+    Written(TransitionOutcome),
+    /// The row is not as known, or the plan on it writes nothing: nothing
+    /// was written; plan on a fresh read.
+    Changed,
+    /// Writing failed and was rolled back to the savepoint: the transition
+    /// fails alone.
+    Failed(LedgerError),
+    /// Writing failed and took the transaction with it.
+    Aborted(LedgerError),
+    /// A savepoint statement failed.
+    SavepointFailed(rusqlite::Error),
+}
+
+/// Plans `transition` on the row its caller knew, at the clock's time (read
+/// under the write lock, which the caller holds), and writes the plan only
+/// if the row is still that (see `known`). A plan that fails, writes
+/// nothing or is not applied is left to the plan on a fresh read, which
+/// decides it exactly as without the knowledge.
+fn apply_known(
+    conn: &Connection,
+    operation_id: &str,
+    transition: &Transition,
+    known: &Known,
+    clock: &dyn Clock,
+    savepoints: bool,
+    next_sequence: &mut Option<i64>,
+) -> OnKnown {
+    let (current, expect) = match known {
+        Known::Nothing => return OnKnown::Changed,
+        Known::Absent => (None, Expect::Absent),
+        Known::Row(record) => (Some(record.clone()), Expect::Row(record)),
+    };
+    let now = clock.now();
+    let Ok(usage) = crate::budget::usage_in(conn, operation_id, transition, now) else {
+        return OnKnown::Changed;
+    };
+    let plan = match transition::plan_with_budgets(operation_id, current, transition, now, &usage) {
+        Ok(plan) if plan.write.is_some() && plan.outcome.applied => plan,
+        _ => return OnKnown::Changed,
+    };
+    if savepoints && let Err(error) = run(conn, "SAVEPOINT effect_transition") {
+        return OnKnown::SavepointFailed(error);
+    }
+    let release = |conn| {
+        if savepoints {
+            run(conn, "RELEASE effect_transition")
+        } else {
+            Ok(())
+        }
+    };
+    match write_plan(conn, operation_id, &plan, expect, next_sequence) {
+        Ok(written) => match release(conn) {
+            Err(error) => OnKnown::SavepointFailed(error),
+            Ok(()) if written => OnKnown::Written(plan.outcome),
+            Ok(()) => OnKnown::Changed,
+        },
+        Err(error) if savepoints && roll_back_to_savepoint(conn) => OnKnown::Failed(error),
+        Err(error) => OnKnown::Aborted(error),
+    }
 }
 
 /// Loads the record, then reads the clock and plans the transition at that
@@ -206,20 +318,33 @@ pub(crate) fn plan_in(
     transition::plan_with_budgets(operation_id, current, transition, now, &usage)
 }
 
-/// Writes a plan's record and events, if it has any.
+/// Writes a plan's record and events, if it has any, if the row is as
+/// `expect` says; returns whether it wrote (with [`Expect::Read`] it
+/// always writes or fails). When the row is not as expected nothing is
+/// written.
+///
+/// `next_sequence` is the sequence the transaction's next event gets, when
+/// an earlier write of the same transaction left it known; the largest is
+/// read otherwise. It is left known only after a write that succeeded, so
+/// a transition rolled back to its savepoint leaves no gap.
 pub(crate) fn write_plan(
     conn: &Connection,
     operation_id: &str,
     plan: &Plan,
-) -> Result<(), LedgerError> {
+    expect: Expect<'_>,
+    next_sequence: &mut Option<i64>,
+) -> Result<bool, LedgerError> {
     let Some(write) = &plan.write else {
-        return Ok(());
+        return Ok(true);
     };
     // The sequences of this write's events, first..=last.
     let sequences = match write.events.len() {
         0 => None,
         count => {
-            let first = next_event_sequence(conn)?;
+            let first = match next_sequence.take() {
+                Some(next) => next,
+                None => next_event_sequence(conn)?,
+            };
             let last = i64::try_from(count - 1)
                 .ok()
                 .and_then(|more| first.checked_add(more))
@@ -243,12 +368,18 @@ pub(crate) fn write_plan(
         }
     };
     // The record first: its events reference it.
-    write_record(conn, &plan.outcome.record, how)?;
-    let first = sequences.map_or(0, |(first, _)| first);
-    for (event, sequence) in write.events.iter().zip(first..) {
-        insert_event(conn, operation_id, sequence, event)?;
+    if !write_record(conn, &plan.outcome.record, how, expect)? {
+        return Ok(false);
     }
-    crate::budget::write_budgets(conn, operation_id, &write.budgets)
+    if let Some((first, _)) = sequences {
+        insert_events(conn, operation_id, first, &write.events)?;
+    }
+    crate::budget::write_budgets(conn, operation_id, &write.budgets)?;
+    // A write without events leaves the next sequence as it was.
+    if let Some((_, last)) = sequences {
+        *next_sequence = last.checked_add(1);
+    }
+    Ok(true)
 }
 
 /// Undoes the current transition only; false when the transaction itself is gone.
@@ -325,7 +456,7 @@ fn is_contention(error: &rusqlite::Error) -> bool {
     )
 }
 
-fn doing((operation_id, transition): (&str, &Transition)) -> String {
+fn doing((operation_id, transition, _): Item<'_>) -> String {
     format!(
         "applying {} to operation {operation_id:?}",
         transition.name()

@@ -29,6 +29,7 @@ use effect_core::transition::Transition;
 use effect_core::{LedgerError, WriteDurability};
 
 use crate::batch::Answer;
+use crate::known::Known;
 
 /// The most transitions one commit carries by default; later arrivals wait
 /// for the next.
@@ -42,6 +43,8 @@ pub(crate) struct Request {
     caller: Thread,
     pub(crate) operation_id: String,
     pub(crate) transition: Transition,
+    /// What the caller knew of the operation's row (see `known`).
+    pub(crate) known: Known,
     /// Whether the caller may be answered before the batch is synced.
     pub(crate) durability: WriteDurability,
 }
@@ -85,6 +88,7 @@ impl GroupCommit {
         &self,
         operation_id: &str,
         transition: &Transition,
+        known: Known,
         durability: WriteDurability,
         connect: impl Fn() -> Result<C, LedgerError>,
         write: impl Fn(&mut C, &[Request]) -> Vec<Answer>,
@@ -97,6 +101,7 @@ impl GroupCommit {
             caller: thread::current(),
             operation_id: operation_id.to_owned(),
             transition: transition.clone(),
+            known,
             durability,
         });
         loop {

@@ -21,6 +21,7 @@ use crate::deferred::Syncer;
 use crate::error::{SqliteError, is_read_only_handle, is_sync_failure, ledger_error, pool_error};
 use crate::file::LedgerFile;
 use crate::group::{GroupCommit, MAX_BATCH};
+use crate::known::{Claims, Known};
 use crate::options::{Durability, SqliteOptions};
 use crate::row::{
     ListSql, SELECT_EVENTS, SELECT_EVENTS_AFTER, collect, decode_event, decode_listed, list_sql,
@@ -37,7 +38,11 @@ const POOL_FILL_WAIT: Duration = Duration::from_secs(5);
 /// Every transition runs inside one SQLite transaction that loads the record,
 /// evaluates [`transition::plan`] and writes the record and its events before
 /// `COMMIT` (the write lock is taken before the first write, and the plan made
-/// again should another writer have committed since the read); with
+/// again should another writer have committed since the read). A prepare
+/// whose replay check found no row and an owner's outcome of a claim this
+/// ledger wrote skip the load: they are planned on what is known and
+/// written only if the row is still exactly that, else planned again on a
+/// fresh read. With
 /// [`Durability::Full`](crate::Durability::Full) the commit is on stable
 /// storage before [`apply_with`](EffectLedger::apply_with) returns. Several processes
 /// may share one file: SQLite's lock serializes their transitions.
@@ -63,6 +68,9 @@ pub struct SqliteLedger {
     /// The file opened, checked before every commit.
     pub(crate) file: Arc<LedgerFile>,
     pub(crate) confirmed: Arc<ConfirmedCache>,
+    /// The claims this ledger committed, so an owner's outcome is planned
+    /// without a read first (see `known`).
+    claims: Arc<Claims>,
     /// How `list` reads this file (a file opened read-only keeps its layout).
     list_sql: &'static ListSql,
     /// Opened read-only as an immutable snapshot (see `is_immutable_snapshot`).
@@ -242,6 +250,7 @@ impl SqliteLedger {
             file: Arc::new(LedgerFile::at(path)),
             busy_timeout: options.busy_timeout,
             confirmed: Arc::new(ConfirmedCache::new(options.confirmed_cache)),
+            claims: Arc::new(Claims::default()),
             list_sql: list_sql(layout),
             immutable,
             defers: options.durability == Durability::Full && !options.read_only,
@@ -341,9 +350,9 @@ impl SqliteLedger {
                     .collect();
             }
         }
-        let pairs: Vec<(&str, &Transition)> = batch
+        let pairs: Vec<crate::batch::Item<'_>> = batch
             .iter()
-            .map(|r| (r.operation_id.as_str(), &r.transition))
+            .map(|r| (r.operation_id.as_str(), &r.transition, &r.known))
             .collect();
         let answers = write_batch(conn, self.clock.as_ref(), &self.file, &pairs);
         if answers
@@ -391,13 +400,17 @@ impl SqliteLedger {
                 return Ok(plan.outcome);
             }
         }
-        if matches!(
+        let known = if matches!(
             transition,
             Transition::Prepare(_) | Transition::PrepareAndClaim(..)
-        ) && let Some(outcome) = self.replay(operation_id, transition)?
-        {
-            return Ok(outcome);
-        }
+        ) {
+            match self.replay(operation_id, transition)? {
+                Replay::Answered(outcome) => return Ok(outcome),
+                Replay::Read(known) => known,
+            }
+        } else {
+            self.claims.take(operation_id, transition)
+        };
         let doing = || {
             format!(
                 "applying {} to operation {operation_id:?}",
@@ -415,15 +428,25 @@ impl SqliteLedger {
         let answer = self.group.submit(
             operation_id,
             transition,
+            known,
             durability,
             || self.connection(doing),
             |conn, batch| self.write(conn, batch),
         );
         if let Ok(outcome) = &answer {
             self.confirmed.remember(&outcome.record);
+            self.claims.remember(&outcome.record);
         }
         answer
     }
+}
+
+/// What the replay check of a prepare found.
+enum Replay {
+    /// The stored record answers the prepare: nothing to write.
+    Answered(TransitionOutcome),
+    /// The prepare goes to the write path, with what the read found.
+    Read(Known),
 }
 
 impl SqliteLedger {
@@ -432,26 +455,26 @@ impl SqliteLedger {
     /// terminal record never changes (only a prune deletes it), so the plan
     /// on it is the plan the write transaction would make. Only a plan that
     /// writes nothing is answered here; anything else, a conflict included,
-    /// goes to the write path, which decides it as before.
-    fn replay(
-        &self,
-        operation_id: &str,
-        transition: &Transition,
-    ) -> Result<Option<TransitionOutcome>, LedgerError> {
+    /// goes to the write path, which decides it as before; when the read
+    /// found no row, on that (see `known`).
+    fn replay(&self, operation_id: &str, transition: &Transition) -> Result<Replay, LedgerError> {
         let conn = self.connection(|| format!("reading operation {operation_id:?}"))?;
         let Some(record) = load(&conn, operation_id)? else {
-            return Ok(None);
+            return Ok(Replay::Read(Known::Absent));
         };
         drop(conn);
+        // A prepare of an existing operation that this read cannot answer
+        // (one in progress, a retry, a conflict) may well write nothing:
+        // the write transaction reads it again, starting as a read.
         if !record.status.is_terminal() {
-            return Ok(None);
+            return Ok(Replay::Read(Known::Nothing));
         }
         match transition::plan(operation_id, Some(record), transition, self.clock.now()) {
             Ok(plan) if plan.write.is_none() => {
                 self.confirmed.remember(&plan.outcome.record);
-                Ok(Some(plan.outcome))
+                Ok(Replay::Answered(plan.outcome))
             }
-            _ => Ok(None),
+            _ => Ok(Replay::Read(Known::Nothing)),
         }
     }
 }
@@ -790,7 +813,14 @@ impl Settings {
     fn apply(self, conn: &Connection) -> rusqlite::Result<()> {
         conn.busy_timeout(self.busy_timeout)?;
         conn.pragma_update(None, "synchronous", self.synchronous)?;
-        conn.pragma_update(None, "foreign_keys", true)?;
+        // No foreign-key checks on the ledger's own statements: an event is
+        // written only in the transaction that has just written its
+        // operation's row (the record write must change one row first), and
+        // prune deletes an operation's events before the operation, so the
+        // check, a look-up of the operation per event, cannot fail. The
+        // setting is this connection's: every other writer of the file (the
+        // Python package's) keeps its own.
+        conn.pragma_update(None, "foreign_keys", false)?;
         if let Some(limit) = self.max_value_bytes {
             conn.set_limit(rusqlite::limits::Limit::SQLITE_LIMIT_LENGTH, limit)?;
         }

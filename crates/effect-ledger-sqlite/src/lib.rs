@@ -132,6 +132,7 @@ mod deferred;
 mod error;
 mod file;
 mod group;
+mod known;
 mod ledger;
 mod options;
 mod prune;

@@ -323,58 +323,114 @@ pub(crate) enum RecordWrite {
     InPlace,
 }
 
+/// What [`write_record`] requires of the row before it writes.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum Expect<'r> {
+    /// Nothing: the caller read the row in this write transaction (or found
+    /// none), so the write must change exactly one row.
+    Read,
+    /// No row: an insert writes nothing should the operation exist.
+    Absent,
+    /// The row holds exactly this record, every column the record has: an
+    /// update writes nothing otherwise.
+    Row(&'r EffectRecord),
+}
+
+/// The columns an update rewrites, `?2` to `?15`; `?1` is the operation id.
+macro_rules! update_set {
+    () => {
+        "UPDATE effect_operations SET \
+            contract_name = ?2, contract_version = ?3, request_fingerprint = ?4, \
+            provider_idempotency_key = ?5, status = ?6, result_json = ?7, \
+            provider_operation_id = ?8, error = ?9, attempts = ?10, evidence_json = ?11, \
+            owner_token = ?12, lease_until = ?13, created_at = ?14, updated_at = ?15"
+    };
+}
+
+/// A guarded update: the columns that can change, `?6` to `?13`, `?15`
+/// and `?16`; the others (`?2` to `?5`, `?14`) must hold the values the
+/// record keeps, and the rest of the row the known record's values, bound
+/// at `?17` to `?25`.
+macro_rules! guarded_update {
+    ($last_event:literal) => {
+        concat!(
+            "UPDATE effect_operations SET \
+                status = ?6, result_json = ?7, provider_operation_id = ?8, error = ?9, \
+                attempts = ?10, evidence_json = ?11, owner_token = ?12, lease_until = ?13, \
+                updated_at = ?15",
+            $last_event,
+            " WHERE operation_id = ?1 AND contract_name = ?2 AND contract_version = ?3 \
+                AND request_fingerprint = ?4 AND provider_idempotency_key IS ?5 \
+                AND created_at = ?14 AND status = ?17 AND result_json IS ?18 \
+                AND provider_operation_id IS ?19 AND error IS ?20 AND attempts = ?21 \
+                AND evidence_json = ?22 AND owner_token IS ?23 AND lease_until IS ?24 \
+                AND updated_at = ?25"
+        )
+    };
+}
+
+macro_rules! insert_record {
+    () => {
+        "INSERT INTO effect_operations (operation_id, contract_name, contract_version, \
+            request_fingerprint, provider_idempotency_key, status, result_json, \
+            provider_operation_id, error, attempts, evidence_json, owner_token, lease_until, \
+            created_at, updated_at, last_event_sequence) \
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16)"
+    };
+}
+
 /// Writes the full record, in place (a transition rewrites the row's cells,
-/// never its rowid).
+/// never its rowid), if the row is as `expect` says. Returns whether it
+/// wrote; with [`Expect::Read`] it always writes or fails.
 pub(crate) fn write_record(
     conn: &Connection,
     record: &EffectRecord,
     how: RecordWrite,
-) -> Result<(), LedgerError> {
+    expect: Expect<'_>,
+) -> Result<bool, LedgerError> {
     let doing = || format!("writing operation {:?}", record.operation_id);
     // Key-sorted compact text, whatever serde_json features the build has
     // (another crate may turn on `preserve_order`).
     let output = record.output.as_ref().map(canonical_json);
     let evidence = canonical_json(&Value::Object(record.evidence.clone()));
-    let (sql, last_event) = match how {
-        RecordWrite::Insert { last_event } => (
-            "INSERT INTO effect_operations (operation_id, contract_name, contract_version, \
-                request_fingerprint, provider_idempotency_key, status, result_json, \
-                provider_operation_id, error, attempts, evidence_json, owner_token, lease_until, \
-                created_at, updated_at, last_event_sequence) \
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16)",
+    let guarded = matches!(expect, Expect::Row(_));
+    let (sql, last_event) = match (how, guarded) {
+        (RecordWrite::Insert { last_event }, _) => (
+            match expect {
+                Expect::Absent => {
+                    concat!(insert_record!(), " ON CONFLICT (operation_id) DO NOTHING")
+                }
+                _ => insert_record!(),
+            },
             last_event,
         ),
-        RecordWrite::Transition { last_event } => (
-            "UPDATE effect_operations SET \
-                contract_name = ?2, contract_version = ?3, request_fingerprint = ?4, \
-                provider_idempotency_key = ?5, status = ?6, result_json = ?7, \
-                provider_operation_id = ?8, error = ?9, attempts = ?10, evidence_json = ?11, \
-                owner_token = ?12, lease_until = ?13, created_at = ?14, updated_at = ?15, \
-                last_event_sequence = ?16 \
-             WHERE operation_id = ?1",
+        (RecordWrite::Transition { last_event }, false) => (
+            concat!(
+                update_set!(),
+                ", last_event_sequence = ?16 WHERE operation_id = ?1"
+            ),
             Some(last_event),
         ),
-        RecordWrite::InPlace => (
-            "UPDATE effect_operations SET \
-                contract_name = ?2, contract_version = ?3, request_fingerprint = ?4, \
-                provider_idempotency_key = ?5, status = ?6, result_json = ?7, \
-                provider_operation_id = ?8, error = ?9, attempts = ?10, evidence_json = ?11, \
-                owner_token = ?12, lease_until = ?13, created_at = ?14, updated_at = ?15 \
-             WHERE operation_id = ?1",
-            None,
+        (RecordWrite::Transition { last_event }, true) => (
+            guarded_update!(", last_event_sequence = ?16"),
+            Some(last_event),
         ),
+        (RecordWrite::InPlace, false) => (concat!(update_set!(), " WHERE operation_id = ?1"), None),
+        // `?16` is not named: it binds NULL, unused.
+        (RecordWrite::InPlace, true) => (guarded_update!(""), None),
     };
     let mut stmt = conn
         .prepare_cached(sql)
         .map_err(|e| ledger_error(doing(), e))?;
     let attempts = i64::from(record.attempts);
-    let values: [&dyn ToSql; 16] = [
+    let status = record.status.as_str();
+    let mut values: Vec<&dyn ToSql> = vec![
         &record.operation_id,
         &record.contract_name,
         &record.contract_version,
         &record.request_fingerprint,
         &record.provider_idempotency_key,
-        &record.status.as_str(),
+        &status,
         &output,
         &record.provider_operation_id,
         &record.error,
@@ -386,18 +442,62 @@ pub(crate) fn write_record(
         &record.updated_at,
         &last_event,
     ];
-    // An in-place write leaves last_event_sequence alone: it binds 15 values.
-    let bound = if how == RecordWrite::InPlace { 15 } else { 16 };
+    let expected = match expect {
+        Expect::Row(expected) => {
+            // The guarded update leaves these columns as they are: the
+            // record must keep the known values.
+            if (
+                &record.contract_name,
+                &record.contract_version,
+                &record.request_fingerprint,
+                &record.provider_idempotency_key,
+                &record.created_at,
+            ) != (
+                &expected.contract_name,
+                &expected.contract_version,
+                &expected.request_fingerprint,
+                &expected.provider_idempotency_key,
+                &expected.created_at,
+            ) {
+                return Ok(false);
+            }
+            Some((
+                expected,
+                expected.output.as_ref().map(canonical_json),
+                canonical_json(&Value::Object(expected.evidence.clone())),
+                i64::from(expected.attempts),
+                expected.status.as_str(),
+            ))
+        }
+        Expect::Read | Expect::Absent => None,
+    };
+    if let Some((expected, output, evidence, attempts, status)) = &expected {
+        values.extend_from_slice(&[
+            status as &dyn ToSql,
+            output,
+            &expected.provider_operation_id,
+            &expected.error,
+            attempts,
+            evidence,
+            &expected.owner_token,
+            &expected.lease_until,
+            &expected.updated_at,
+        ]);
+    } else if how == RecordWrite::InPlace {
+        // An in-place write leaves last_event_sequence alone: it binds 15 values.
+        values.truncate(15);
+    }
     let changed = stmt
-        .execute(&values[..bound])
+        .execute(values.as_slice())
         .map_err(|e| ledger_error(doing(), e))?;
-    if changed != 1 {
-        return Err(LedgerError::backend(
+    match (changed, expect) {
+        (1, _) => Ok(true),
+        (0, Expect::Absent | Expect::Row(_)) => Ok(false),
+        (changed, _) => Err(LedgerError::backend(
             format!("{} changed {changed} rows instead of one", doing()),
             None,
-        ));
+        )),
     }
-    Ok(())
 }
 
 /// The sequence the next event gets: one above the largest (events are never
@@ -416,34 +516,39 @@ pub(crate) fn next_event_sequence(conn: &Connection) -> Result<i64, LedgerError>
     })
 }
 
-/// Appends one event with the given sequence.
-pub(crate) fn insert_event(
+/// Appends `events` with consecutive sequences from `first` (which the
+/// caller has checked do not overflow), one statement each: a statement
+/// writing several rows would need a statement journal, which costs more
+/// than the statements it saves.
+pub(crate) fn insert_events(
     conn: &Connection,
     operation_id: &str,
-    sequence: i64,
-    event: &PendingEvent,
+    first: i64,
+    events: &[PendingEvent],
 ) -> Result<(), LedgerError> {
-    let doing = || {
-        format!(
-            "appending a {} event to operation {operation_id:?}",
-            event.event_type
-        )
-    };
-    let data = canonical_json(&event.data);
-    let mut stmt = conn
-        .prepare_cached(
+    for (event, sequence) in events.iter().zip(first..) {
+        let doing = || {
+            format!(
+                "appending a {} event to operation {operation_id:?}",
+                event.event_type
+            )
+        };
+        let data = canonical_json(&event.data);
+        conn.prepare_cached(
             "INSERT INTO effect_events (sequence, operation_id, event_type, data_json, timestamp) \
              VALUES (?1, ?2, ?3, ?4, ?5)",
         )
+        .and_then(|mut stmt| {
+            stmt.execute(params![
+                sequence,
+                operation_id,
+                event.event_type,
+                data,
+                event.timestamp
+            ])
+        })
         .map_err(|e| ledger_error(doing(), e))?;
-    stmt.execute(params![
-        sequence,
-        operation_id,
-        event.event_type,
-        data,
-        event.timestamp
-    ])
-    .map_err(|e| ledger_error(doing(), e))?;
+    }
     Ok(())
 }
 

@@ -30,6 +30,20 @@ fn claim(token: &str) -> Claim {
     }
 }
 
+/// [`write_batch`] of transitions whose callers knew nothing of the rows.
+fn write_unknown(
+    conn: &Connection,
+    clock: &dyn Clock,
+    file: &LedgerFile,
+    batch: &[(&str, &Transition)],
+) -> Vec<Answer> {
+    let items: Vec<Item<'_>> = batch
+        .iter()
+        .map(|&(id, transition)| (id, transition, &Known::Nothing))
+        .collect();
+    write_batch(conn, clock, file, &items)
+}
+
 fn kinds(answers: &[Answer]) -> Vec<Result<bool, LedgerErrorKind>> {
     answers
         .iter()
@@ -57,7 +71,7 @@ fn refused_transitions_fail_alone_and_later_ones_see_earlier_writes() {
         // Sees the prepare above, written in the same transaction.
         ("a", &claim_a),
     ];
-    let answers = write_batch(&conn, &SystemClock, &ledger.file, &batch);
+    let answers = write_unknown(&conn, &SystemClock, &ledger.file, &batch);
     drop(conn);
     assert_eq!(
         kinds(&answers),
@@ -92,7 +106,7 @@ fn only_the_poisoned_transition_fails(action: &str) {
     poison(&conn, action);
     let prepare = Transition::Prepare(op(json!({})));
     let batch = [("a", &prepare), ("poison", &prepare), ("c", &prepare)];
-    let answers = write_batch(&conn, &SystemClock, &ledger.file, &batch);
+    let answers = write_unknown(&conn, &SystemClock, &ledger.file, &batch);
     conn.execute_batch("DROP TRIGGER poison").unwrap();
     assert!(conn.is_autocommit(), "no transaction is left open");
     drop(conn);
@@ -125,7 +139,7 @@ fn a_failed_begin_fails_every_transition_with_its_kind() {
     holder.execute_batch("BEGIN IMMEDIATE").unwrap();
     conn.busy_timeout(Duration::ZERO).unwrap();
     let prepare = Transition::Prepare(op(json!({})));
-    let answers = write_batch(
+    let answers = write_unknown(
         &conn,
         &SystemClock,
         &ledger.file,
@@ -171,10 +185,10 @@ fn transitions_that_write_nothing_do_not_wait_for_the_write_lock() {
     let holder = ledger.pool.get().unwrap();
     holder.execute_batch("BEGIN IMMEDIATE").unwrap();
     // Preparing the same operation again writes nothing: it is answered.
-    let answers = write_batch(&conn, &SystemClock, &ledger.file, &[("a", &prepare)]);
+    let answers = write_unknown(&conn, &SystemClock, &ledger.file, &[("a", &prepare)]);
     assert_eq!(kinds(&answers), [Ok(false)]);
     // A transition that writes cannot take the lock, and does not wait.
-    let answers = write_batch(&conn, &SystemClock, &ledger.file, &[("b", &prepare)]);
+    let answers = write_unknown(&conn, &SystemClock, &ledger.file, &[("b", &prepare)]);
     assert_eq!(kinds(&answers), [Err(LedgerErrorKind::Unavailable)]);
     holder.execute_batch("ROLLBACK").unwrap();
     drop((conn, holder));
@@ -228,7 +242,7 @@ fn a_plan_made_on_a_stale_read_is_made_again_under_the_write_lock() {
     };
     let prepare_a = Transition::Prepare(op(json!({"n": 1})));
     let claim_b = Transition::Claim(claim("mine"));
-    let answers = write_batch(
+    let answers = write_unknown(
         &conn,
         &clock,
         &ledger.file,
@@ -256,11 +270,148 @@ fn a_write_waits_for_the_lock_to_be_released_within_the_busy_timeout() {
             std::thread::sleep(Duration::from_millis(30));
             holder.execute_batch("ROLLBACK").unwrap();
         });
-        write_batch(&conn, &SystemClock, &ledger.file, &[("a", &prepare)])
+        write_unknown(&conn, &SystemClock, &ledger.file, &[("a", &prepare)])
     });
     assert_eq!(kinds(&answers), [Ok(true)]);
     assert!(started.elapsed() >= Duration::from_millis(30));
     assert!(conn.is_autocommit());
     drop(conn);
     assert_eq!(event_types(&ledger, "a"), ["prepared"]);
+}
+
+#[test]
+fn a_prepare_known_absent_is_planned_on_the_row_another_writer_inserted() {
+    let ledger = TempLedger::new().unwrap();
+    // Another writer created both operations after the callers' reads.
+    ledger.prepare("same", &op(json!({"n": 1}))).unwrap();
+    ledger.prepare("other", &op(json!({"n": 2}))).unwrap();
+    let conn = ledger.pool.get().unwrap();
+    let claim_same = Transition::PrepareAndClaim(op(json!({"n": 1})), claim("t"));
+    let conflicting = Transition::PrepareAndClaim(op(json!({"n": 3})), claim("t"));
+    let fresh = Transition::PrepareAndClaim(op(json!({"n": 4})), claim("t"));
+    let absent = Known::Absent;
+    let batch: [Item<'_>; 4] = [
+        ("same", &claim_same, &absent),
+        ("other", &conflicting, &absent),
+        ("fresh", &fresh, &absent),
+        // Known absent, but written just above in this transaction.
+        ("fresh", &fresh, &absent),
+    ];
+    let answers = write_batch(&conn, &SystemClock, &ledger.file, &batch);
+    drop(conn);
+    assert_eq!(
+        kinds(&answers),
+        [
+            Ok(true),
+            Err(LedgerErrorKind::Conflict),
+            Ok(true),
+            Ok(false)
+        ]
+    );
+    assert_eq!(event_types(&ledger, "same"), ["prepared", "dispatched"]);
+    assert_eq!(event_types(&ledger, "other"), ["prepared"]);
+    assert_eq!(event_types(&ledger, "fresh"), ["prepared", "dispatched"]);
+}
+
+#[test]
+fn an_outcome_known_on_a_stale_row_is_planned_on_the_fresh_one() {
+    let ledger = TempLedger::new().unwrap();
+    let claimed = ledger
+        .apply(
+            "a",
+            &Transition::PrepareAndClaim(op(json!({"n": 1})), claim("t")),
+        )
+        .unwrap();
+    // Another writer renewed the lease since the claim was remembered.
+    assert!(
+        ledger
+            .renew_lease("a", "t", Duration::from_secs(600))
+            .unwrap()
+    );
+    let renewed = ledger.get("a").unwrap().unwrap();
+    assert_ne!(renewed.lease_until, claimed.record.lease_until);
+    let conn = ledger.pool.get().unwrap();
+    let fail = Transition::MarkOutcomeUnknown {
+        owner_token: Some("t".into()),
+        error: "timed out".into(),
+        evidence: Default::default(),
+    };
+    let stale = Known::Row(claimed.record);
+    let answers = write_batch(&conn, &SystemClock, &ledger.file, &[("a", &fail, &stale)]);
+    drop(conn);
+    assert_eq!(kinds(&answers), [Ok(true)]);
+    assert_eq!(
+        event_types(&ledger, "a"),
+        ["prepared", "dispatched", "outcome_unknown"]
+    );
+}
+
+#[test]
+fn the_events_of_one_batch_take_consecutive_sequences_past_refused_transitions() {
+    let ledger = TempLedger::new().unwrap();
+    ledger.prepare("before", &op(json!({"n": 0}))).unwrap();
+    let conn = ledger.pool.get().unwrap();
+    let prepare_a = Transition::PrepareAndClaim(op(json!({"n": 1})), claim("t"));
+    let conflicting = Transition::Prepare(op(json!({"n": 2})));
+    let renew = Transition::RenewLease {
+        owner_token: "t".into(),
+        lease: Duration::from_secs(90),
+    };
+    let fail = Transition::MarkOutcomeUnknown {
+        owner_token: Some("t".into()),
+        error: "timed out".into(),
+        evidence: Default::default(),
+    };
+    // Refused after its events were written (the amount cannot be
+    // stored): rolled back to its savepoint, it leaves no gap.
+    let mut over_budget = claim("t");
+    over_budget.budgets.push(effect_core::budget::BudgetCharge {
+        budget: "spend".into(),
+        amount: u64::MAX,
+        max_count: None,
+        max_amount: None,
+        window: effect_core::budget::BudgetWindow::Total,
+    });
+    let unstorable = Transition::PrepareAndClaim(op(json!({"n": 3})), over_budget);
+    let batch = [
+        ("a", &prepare_a),
+        ("before", &conflicting),
+        ("b", &unstorable),
+        // No event: the next sequence stays as it was.
+        ("a", &renew),
+        ("a", &fail),
+    ];
+    let answers = write_unknown(&conn, &SystemClock, &ledger.file, &batch);
+    drop(conn);
+    assert_eq!(
+        kinds(&answers),
+        [
+            Ok(true),
+            Err(LedgerErrorKind::Conflict),
+            Err(LedgerErrorKind::InvalidInput),
+            Ok(true),
+            Ok(true)
+        ]
+    );
+    let refused = answers[2].as_ref().err().map(ToString::to_string);
+    assert!(
+        refused
+            .as_deref()
+            .is_some_and(|e| e.contains("too large to store")),
+        "{refused:?}"
+    );
+    assert_eq!(event_types(&ledger, "b"), Vec::<String>::new());
+    let sequences: Vec<(u64, String)> = ledger
+        .events_after(0, 100)
+        .unwrap()
+        .into_iter()
+        .map(|e| (e.sequence, e.event_type))
+        .collect();
+    let expected = [
+        (1, "prepared"),
+        (2, "prepared"),
+        (3, "dispatched"),
+        (4, "outcome_unknown"),
+    ];
+    assert_eq!(sequences, expected.map(|(s, t)| (s, t.to_owned())).to_vec());
 }

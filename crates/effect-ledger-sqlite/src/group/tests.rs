@@ -47,6 +47,7 @@ fn a_lone_caller_writes_its_own_batch() {
     let answer = group.submit(
         "a",
         &Transition::ExpireLease,
+        Known::Nothing,
         WriteDurability::Durable,
         || Ok(()),
         write(tx.clone()),
@@ -71,6 +72,7 @@ fn callers_queued_behind_a_write_share_the_next_batch_and_get_their_own_answers(
             group.submit(
                 "first",
                 &Transition::ExpireLease,
+                Known::Nothing,
                 WriteDurability::Durable,
                 || Ok(()),
                 |conn, batch| {
@@ -91,6 +93,7 @@ fn callers_queued_behind_a_write_share_the_next_batch_and_get_their_own_answers(
                 group.submit(
                     id,
                     &Transition::ExpireLease,
+                    Known::Nothing,
                     WriteDurability::Durable,
                     || Ok(()),
                     write(batches.clone()),
@@ -135,6 +138,7 @@ fn a_leader_without_a_connection_fails_alone() {
     let failed = group.submit(
         "a",
         &Transition::ExpireLease,
+        Known::Nothing,
         WriteDurability::Durable,
         || Err(LedgerError::unavailable("no connection", None)),
         write(tx.clone()),
@@ -144,6 +148,7 @@ fn a_leader_without_a_connection_fails_alone() {
     let next = group.submit(
         "b",
         &Transition::ExpireLease,
+        Known::Nothing,
         WriteDurability::Durable,
         || Ok(()),
         write(tx.clone()),
@@ -159,6 +164,7 @@ fn a_panicking_write_fails_the_batch_and_frees_the_queue() {
         group.submit(
             "a",
             &Transition::ExpireLease,
+            Known::Nothing,
             WriteDurability::Durable,
             || Ok(()),
             |_: &mut (), _: &[Request]| -> Vec<Answer> { panic!("boom") },
@@ -169,6 +175,7 @@ fn a_panicking_write_fails_the_batch_and_frees_the_queue() {
     let next = group.submit(
         "b",
         &Transition::ExpireLease,
+        Known::Nothing,
         WriteDurability::Durable,
         || Ok(()),
         write(tx.clone()),
@@ -179,6 +186,7 @@ fn a_panicking_write_fails_the_batch_and_frees_the_queue() {
 #[test]
 fn deferrable_transitions_are_batched_apart_and_first() {
     let request = |ticket: u64, durability: WriteDurability| Request {
+        known: Known::Nothing,
         ticket,
         caller: thread::current(),
         operation_id: format!("op-{ticket}"),

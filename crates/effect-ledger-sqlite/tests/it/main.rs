@@ -10,6 +10,7 @@ mod deferred;
 mod durability;
 mod fixtures;
 mod io_faults;
+mod known_rows;
 mod prune;
 mod race;
 mod read_only;
