@@ -18,6 +18,7 @@ use postgres::types::{ToSql, Type};
 use crate::error::{Step, boxed, corrupt, from_pg, from_pool};
 use crate::options::PostgresOptions;
 use crate::pool::{Connection, Manager};
+use crate::prepared::{Prepared, Session, Stmt, is_unprepared};
 use crate::row::{self, RecordParams};
 use crate::schema::{self, Schema, SchemaState, Statements};
 use crate::tls::Target;
@@ -47,6 +48,7 @@ pub struct PostgresLedger {
     durable_commits: bool,
     sleeper: std::sync::Arc<dyn effect_core::Sleeper>,
     claimed: Arc<Claimed>,
+    prepared: Arc<Prepared>,
 }
 
 impl fmt::Debug for PostgresLedger {
@@ -56,6 +58,7 @@ impl fmt::Debug for PostgresLedger {
             .field("schema", &self.schema.name)
             .field("connections", &state.connections)
             .field("idle_connections", &state.idle_connections)
+            .field("prepared_statements", &self.prepared.enabled())
             .finish_non_exhaustive()
     }
 }
@@ -96,7 +99,11 @@ impl PostgresLedger {
             schema::check(&mut client, &schema)?;
         }
         drop(client);
-        let manager = Manager::new(target, std::sync::Arc::new(Statements::new(&schema)));
+        let prepared = Arc::new(Prepared::new(
+            Statements::new(&schema),
+            options.prepared_statements,
+        ));
+        let manager = Manager::new(target, Arc::clone(&prepared));
         let pool = r2d2::Pool::builder()
             .max_size(options.pool_size.max(1))
             .min_idle(Some(1))
@@ -110,6 +117,7 @@ impl PostgresLedger {
             durable_commits: options.durable_commits,
             sleeper: std::sync::Arc::new(effect_core::ThreadSleeper),
             claimed: Arc::new(Claimed::default()),
+            prepared,
         })
     }
 
@@ -180,6 +188,22 @@ impl PostgresLedger {
         &self.schema.name
     }
 
+    /// Whether the ledger runs its statements prepared, by name
+    /// ([`PostgresOptions::prepared_statements`]): `false` when the option
+    /// is off, and from the moment a server session lacked a statement a
+    /// connection had prepared, or had its name taken (a pooler in
+    /// transaction mode moved the connection to another session), after
+    /// which every statement runs unnamed.
+    pub fn prepares_statements(&self) -> bool {
+        self.prepared.enabled()
+    }
+
+    /// How many statements this ledger's connections have prepared so far
+    /// (one `PREPARE` per statement and server session).
+    pub fn statements_prepared(&self) -> u64 {
+        self.prepared.prepares()
+    }
+
     fn connection(&self) -> Result<Pooled, LedgerError> {
         self.pool.get().map_err(from_pool)
     }
@@ -200,9 +224,11 @@ impl PostgresLedger {
         if touches_budgets(transition) {
             return Ok(None);
         }
-        let Connection { client, sql, .. } = conn;
-        let found = client
-            .query_typed_one(&sql.read_record, &[(&operation_id, Type::TEXT)])
+        let Connection {
+            client, statements, ..
+        } = conn;
+        let found = statements
+            .query_one(client, Stmt::ReadRecord, &[(&operation_id, Type::TEXT)])
             .map_err(|err| Step::from_pg("reading an operation", err))?;
         let (current, version, now) = found_record(&found)?;
         let Plan { outcome, write } = plan(operation_id, current, transition, now)?;
@@ -210,7 +236,7 @@ impl PostgresLedger {
             return Ok(Some((outcome, None)));
         };
         let written = write_plan(
-            client, &sql.write, &outcome, &write, &version, durability, None,
+            client, statements, &outcome, &write, &version, durability, None,
         )?;
         Ok(written.version.map(|version| (outcome, Some(version))))
     }
@@ -233,7 +259,9 @@ impl PostgresLedger {
         if touches_budgets(transition) {
             return Ok(None);
         }
-        let Connection { client, sql, .. } = conn;
+        let Connection {
+            client, statements, ..
+        } = conn;
         let placeholder = SystemTime::UNIX_EPOCH;
         let Plan { mut outcome, write } =
             plan(operation_id, Some(claimed), transition, placeholder)?;
@@ -243,7 +271,7 @@ impl PostgresLedger {
         let placeholder = effect_core::clock::format_timestamp(placeholder);
         let written = write_plan(
             client,
-            &sql.write,
+            statements,
             &outcome,
             &write,
             &Some(version),
@@ -269,7 +297,9 @@ impl PostgresLedger {
         durability: WriteDurability,
     ) -> Result<Applied, Step> {
         let pg = |doing: &'static str| move |err| Step::from_pg(doing, err);
-        let Connection { client, sql, .. } = conn;
+        let Connection {
+            client, statements, ..
+        } = conn;
         // READ COMMITTED whatever the server's default: the row lock orders
         // transitions, and the write function's horizon needs fresh snapshots.
         let mut tx = client
@@ -277,18 +307,18 @@ impl PostgresLedger {
             .isolation_level(postgres::IsolationLevel::ReadCommitted)
             .start()
             .map_err(pg("beginning a transaction"))?;
-        let locked = tx
-            .query_typed_one(&sql.lock_record, &[(&operation_id, Type::TEXT)])
+        let locked = statements
+            .query_one(&mut tx, Stmt::LockRecord, &[(&operation_id, Type::TEXT)])
             .map_err(pg("locking an operation"))?;
         let (current, version, now) = found_record(&locked)?;
         let usage =
-            crate::budget::lock_and_read(&mut tx, &sql.budgets, operation_id, transition, now)?;
+            crate::budget::lock_and_read(&mut tx, statements, operation_id, transition, now)?;
         let Plan { outcome, write } =
             plan_with_budgets(operation_id, current, transition, now, &usage)?;
         let mut written_version = None;
         if let Some(write) = write {
             let written = write_plan(
-                &mut tx, &sql.write, &outcome, &write, &version, durability, None,
+                &mut tx, statements, &outcome, &write, &version, durability, None,
             )?;
             if written.version.is_none() {
                 return Err(match write.kind {
@@ -298,21 +328,32 @@ impl PostgresLedger {
                     _ => vanished(operation_id),
                 });
             }
-            crate::budget::write(&mut tx, &sql.budgets, operation_id, &write.budgets)?;
+            crate::budget::write(&mut tx, statements, operation_id, &write.budgets)?;
             written_version = written.version;
         }
         tx.commit().map_err(pg("committing a transition"))?;
         Ok((outcome, written_version))
     }
 
+    /// Runs `f` on a pooled connection; once more, with unnamed statements,
+    /// if a prepared statement was missing or its name taken on the server
+    /// session (the statement did not run, and any transaction of `f`'s
+    /// was rolled back).
     fn read<T>(
         &self,
         doing: &'static str,
-        f: impl FnOnce(&mut postgres::Client, &Statements) -> Result<T, postgres::Error>,
+        mut f: impl FnMut(&mut postgres::Client, &mut Session) -> Result<T, postgres::Error>,
     ) -> Result<T, LedgerError> {
         let mut conn = self.connection()?;
-        let Connection { client, sql, .. } = &mut *conn;
-        f(client, sql).map_err(|err| from_pg(doing, err))
+        let Connection {
+            client, statements, ..
+        } = &mut *conn;
+        match f(client, statements) {
+            Err(err) if is_unprepared(&err) && !self.prepared.enabled() => {
+                f(client, statements).map_err(|err| from_pg(doing, err))
+            }
+            done => done.map_err(|err| from_pg(doing, err)),
+        }
     }
 }
 
@@ -423,7 +464,7 @@ struct Written {
 /// reading it).
 fn write_plan(
     client: &mut impl GenericClient,
-    statement: &str,
+    statements: &mut Session,
     outcome: &TransitionOutcome,
     write: &Write,
     version: &Option<String>,
@@ -449,8 +490,8 @@ fn write_plan(
     ]));
     args.push((&deferred, Type::BOOL));
     args.push((&placeholder, Type::TEXT));
-    let row = client
-        .query_typed_one(statement, &args)
+    let row = statements
+        .query_one(client, Stmt::Write, &args)
         .map_err(|err| Step::from_pg("writing a transition", err))?;
     let decode = |err| {
         Step::Fail(corrupt(
@@ -561,12 +602,15 @@ impl EffectLedger for PostgresLedger {
                     self.claimed.remember(&outcome.record, version);
                     return Ok(outcome);
                 }
-                // The row changed, or the write conflicted: plan on a fresh read.
-                Ok(None) | Err(Step::Retry(_)) => {}
+                // The row changed, the write conflicted, or the session
+                // lacked a prepared statement (nothing ran): plan on a
+                // fresh read.
+                Ok(None) | Err(Step::Retry(_) | Step::Unprepared(_)) => {}
                 Err(Step::Fail(err)) => return Err(err),
             }
         }
         let mut attempt: u32 = 0;
+        let mut unprepared = false;
         loop {
             let tried = Self::try_apply_unlocked(&mut conn, operation_id, transition, durability)
                 .and_then(|done| match done {
@@ -579,6 +623,15 @@ impl EffectLedger for PostgresLedger {
                     return Ok(outcome);
                 }
                 Err(Step::Fail(err)) => return Err(err),
+                // The session lacked a prepared statement, or had its name:
+                // it did not run, and a transaction it was in rolled back.
+                // The ledger runs unnamed statements from now on; run the
+                // attempt again at once, once.
+                Err(Step::Unprepared(err)) if !unprepared && !self.prepared.enabled() => {
+                    unprepared = true;
+                    drop(err);
+                }
+                Err(Step::Unprepared(err)) => return Err(from_pg("running a transition", err)),
                 Err(Step::Retry(err)) => {
                     attempt += 1;
                     if attempt > self.retries {
@@ -611,8 +664,8 @@ impl EffectLedger for PostgresLedger {
     }
 
     fn get(&self, operation_id: &str) -> Result<Option<EffectRecord>, LedgerError> {
-        self.read("reading an operation", |c, sql| {
-            c.query_typed_opt(&sql.get, &[(&operation_id, Type::TEXT)])
+        self.read("reading an operation", |c, s| {
+            s.query_opt(c, Stmt::Get, &[(&operation_id, Type::TEXT)])
         })?
         .map(|r| row::record(&r))
         .transpose()
@@ -622,18 +675,19 @@ impl EffectLedger for PostgresLedger {
         query.validate()?;
         let limit = i64::try_from(query.limit).unwrap_or(i64::MAX);
         if let Some(after) = &query.after {
-            let found = self.read("reading the list cursor", |c, sql| {
-                c.query_typed(&sql.get, &[(after, Type::TEXT)])
+            let found = self.read("reading the list cursor", |c, s| {
+                s.query(c, Stmt::Get, &[(after, Type::TEXT)])
             })?;
             if found.is_empty() {
                 return Err(ListQuery::unknown_cursor(after));
             }
         }
-        let rows = self.read("listing operations", |c, sql| {
+        let rows = self.read("listing operations", |c, s| {
             if query.after.is_some() || query.stale {
                 let status = query.status_filter().map(EffectStatus::as_str);
-                c.query_typed(
-                    &sql.list_page,
+                s.query(
+                    c,
+                    Stmt::ListPage,
                     &[
                         (&status, Type::TEXT),
                         (&query.stale, Type::BOOL),
@@ -643,11 +697,12 @@ impl EffectLedger for PostgresLedger {
                 )
             } else {
                 match query.status {
-                    Some(status) => c.query_typed(
-                        &sql.list_status,
+                    Some(status) => s.query(
+                        c,
+                        Stmt::ListStatus,
                         &[(&status.as_str(), Type::TEXT), (&limit, Type::INT8)],
                     ),
-                    None => c.query_typed(&sql.list, &[(&limit, Type::INT8)]),
+                    None => s.query(c, Stmt::List, &[(&limit, Type::INT8)]),
                 }
             }
         })?;
@@ -655,8 +710,8 @@ impl EffectLedger for PostgresLedger {
     }
 
     fn events(&self, operation_id: &str) -> Result<Vec<LedgerEvent>, LedgerError> {
-        let rows = self.read("reading events", |c, sql| {
-            c.query_typed(&sql.events, &[(&operation_id, Type::TEXT)])
+        let rows = self.read("reading events", |c, s| {
+            s.query(c, Stmt::Events, &[(&operation_id, Type::TEXT)])
         })?;
         rows.iter().map(row::event).collect()
     }
@@ -667,9 +722,10 @@ impl EffectLedger for PostgresLedger {
             return Ok(Vec::new());
         };
         let limit = i64::try_from(limit).unwrap_or(i64::MAX);
-        let rows = self.read("reading events", |c, sql| {
-            c.query_typed(
-                &sql.events_after,
+        let rows = self.read("reading events", |c, s| {
+            s.query(
+                c,
+                Stmt::EventsAfter,
                 &[(&after, Type::INT8), (&limit, Type::INT8)],
             )
         })?;
@@ -677,16 +733,16 @@ impl EffectLedger for PostgresLedger {
     }
 
     fn stats(&self) -> Result<LedgerStats, LedgerError> {
-        let (rows, stale, budgets) = self.read("counting operations", |c, sql| {
+        let (rows, stale, budgets) = self.read("counting operations", |c, s| {
             // One snapshot, so the counts and the stale count agree.
             let mut tx = c
                 .build_transaction()
                 .isolation_level(postgres::IsolationLevel::RepeatableRead)
                 .read_only(true)
                 .start()?;
-            let rows = tx.query_typed(&sql.stats, &[])?;
-            let stale: i64 = tx.query_typed_one(&sql.stale, &[])?.try_get(0)?;
-            let budgets = tx.query_typed(&sql.budgets.list, &[])?;
+            let rows = s.query(&mut tx, Stmt::Stats, &[])?;
+            let stale: i64 = s.query_one(&mut tx, Stmt::Stale, &[])?.try_get(0)?;
+            let budgets = s.query(&mut tx, Stmt::BudgetList, &[])?;
             tx.commit()?;
             Ok((rows, stale, budgets))
         })?;

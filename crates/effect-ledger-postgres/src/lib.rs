@@ -187,6 +187,7 @@ mod error;
 mod ledger;
 mod options;
 mod pool;
+mod prepared;
 mod prune;
 mod row;
 mod schema;
