@@ -38,6 +38,9 @@ use crate::schema::Statements;
 mod literal;
 
 /// A statement of [`Statements`], by its place in the per-session set.
+/// Every call site of one statement binds the same parameter types, which
+/// its `PREPARE` declares: a session where another connection of this
+/// ledger prepared it holds the same statement.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Stmt {
     ReadRecord,

@@ -1,3 +1,5 @@
+//! Statement names and the literals of an `EXECUTE`.
+
 use postgres::types::{ToSql, Type};
 
 use super::*;
