@@ -13,7 +13,7 @@ use postgres::GenericClient;
 use postgres::types::Type;
 
 use crate::error::{Step, corrupt};
-use crate::schema::BudgetStatements;
+use crate::prepared::{Session, Stmt};
 
 /// A budget's row: its name, window, limits, and the database clock.
 type Head = (String, String, Option<i64>, Option<i64>, SystemTime);
@@ -30,7 +30,7 @@ fn read(value: i64) -> u64 {
 /// (the database clock of the operation's locked read).
 pub(crate) fn lock_and_read(
     client: &mut impl GenericClient,
-    sql: &BudgetStatements,
+    statements: &mut Session,
     operation_id: &str,
     transition: &Transition,
     now: SystemTime,
@@ -42,9 +42,10 @@ pub(crate) fn lock_and_read(
     for charge in charges {
         let window = charge.window.storage();
         let (max_count, max_amount) = (stored(charge.max_count), stored(charge.max_amount));
-        client
-            .execute_typed(
-                &sql.create,
+        statements
+            .execute(
+                client,
+                Stmt::BudgetCreate,
                 &[
                     (&charge.budget, Type::TEXT),
                     (&window, Type::TEXT),
@@ -53,13 +54,14 @@ pub(crate) fn lock_and_read(
                 ],
             )
             .map_err(pg("creating a budget"))?;
-        client
-            .query_typed_one(&sql.lock, &[(&charge.budget, Type::TEXT)])
+        statements
+            .query_one(client, Stmt::BudgetLock, &[(&charge.budget, Type::TEXT)])
             .map_err(pg("locking a budget"))?;
         let start = charge.window.start(now);
-        let row = client
-            .query_typed_one(
-                &sql.usage,
+        let row = statements
+            .query_one(
+                client,
+                Stmt::BudgetUsage,
                 &[
                     (&charge.budget, Type::TEXT),
                     (&start, Type::FLOAT8),
@@ -84,7 +86,7 @@ pub(crate) fn lock_and_read(
 /// Writes a plan's budget changes for `operation_id`.
 pub(crate) fn write(
     client: &mut impl GenericClient,
-    sql: &BudgetStatements,
+    statements: &mut Session,
     operation_id: &str,
     writes: &[BudgetWrite],
 ) -> Result<(), Step> {
@@ -100,9 +102,10 @@ pub(crate) fn write(
                 })?;
                 let window = charge.window.storage();
                 let (max_count, max_amount) = (stored(charge.max_count), stored(charge.max_amount));
-                client
-                    .execute_typed(
-                        &sql.charge,
+                statements
+                    .execute(
+                        client,
+                        Stmt::BudgetCharge,
                         &[
                             (&charge.budget, Type::TEXT),
                             (&window, Type::TEXT),
@@ -116,8 +119,8 @@ pub(crate) fn write(
                     .map_err(pg("charging a budget"))?;
             }
             BudgetWrite::Refund => {
-                client
-                    .execute_typed(&sql.refund, &[(&operation_id, Type::TEXT)])
+                statements
+                    .execute(client, Stmt::BudgetRefund, &[(&operation_id, Type::TEXT)])
                     .map_err(pg("giving budget charges back"))?;
             }
             _ => {

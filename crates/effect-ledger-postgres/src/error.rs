@@ -13,6 +13,11 @@ pub(crate) enum Step {
     /// transaction again. `None` when the race was detected without an error
     /// (an `INSERT ... ON CONFLICT DO NOTHING` that inserted nothing).
     Retry(Option<postgres::Error>),
+    /// A prepared statement was missing on the server session, or its name
+    /// taken there (behind a pooler in transaction mode): it did not run,
+    /// and a transaction it was in is aborted. Run the attempt again with
+    /// unnamed statements.
+    Unprepared(postgres::Error),
     /// Give up with this error.
     Fail(LedgerError),
 }
@@ -27,6 +32,7 @@ impl Step {
             {
                 Step::Retry(Some(err))
             }
+            _ if crate::prepared::is_unprepared(&err) => Step::Unprepared(err),
             _ => Step::Fail(from_pg(doing, err)),
         }
     }

@@ -18,6 +18,7 @@ use postgres::types::{ToSql, Type};
 use crate::error::{Step, boxed, corrupt, from_pg, from_pool};
 use crate::options::PostgresOptions;
 use crate::pool::{Connection, Manager};
+use crate::prepared::{Prepared, Session, Stmt, is_unprepared};
 use crate::row::{self, RecordParams};
 use crate::schema::{self, Schema, SchemaState, Statements};
 use crate::tls::Target;
@@ -48,6 +49,7 @@ pub struct PostgresLedger {
     sleeper: std::sync::Arc<dyn effect_core::Sleeper>,
     claimed: Arc<Claimed>,
     absent: Arc<Absent>,
+    prepared: Arc<Prepared>,
 }
 
 impl fmt::Debug for PostgresLedger {
@@ -57,6 +59,7 @@ impl fmt::Debug for PostgresLedger {
             .field("schema", &self.schema.name)
             .field("connections", &state.connections)
             .field("idle_connections", &state.idle_connections)
+            .field("prepared_statements", &self.prepared.enabled())
             .finish_non_exhaustive()
     }
 }
@@ -97,7 +100,11 @@ impl PostgresLedger {
             schema::check(&mut client, &schema)?;
         }
         drop(client);
-        let manager = Manager::new(target, std::sync::Arc::new(Statements::new(&schema)));
+        let prepared = Arc::new(Prepared::new(
+            Statements::new(&schema),
+            options.prepared_statements,
+        ));
+        let manager = Manager::new(target, Arc::clone(&prepared));
         let pool = r2d2::Pool::builder()
             .max_size(options.pool_size.max(1))
             .min_idle(Some(1))
@@ -112,6 +119,7 @@ impl PostgresLedger {
             sleeper: std::sync::Arc::new(effect_core::ThreadSleeper),
             claimed: Arc::new(Claimed::default()),
             absent: Arc::new(Absent::default()),
+            prepared,
         })
     }
 
@@ -182,6 +190,22 @@ impl PostgresLedger {
         &self.schema.name
     }
 
+    /// Whether the ledger runs its statements prepared, by name
+    /// ([`PostgresOptions::prepared_statements`]): `false` when the option
+    /// is off, and from the moment a server session lacked a statement a
+    /// connection had prepared, or had its name taken (a pooler in
+    /// transaction mode moved the connection to another session), after
+    /// which every statement runs unnamed.
+    pub fn prepares_statements(&self) -> bool {
+        self.prepared.enabled()
+    }
+
+    /// How many statements this ledger's connections have prepared so far
+    /// (one `PREPARE` per statement and server session).
+    pub fn statements_prepared(&self) -> u64 {
+        self.prepared.prepares()
+    }
+
     fn connection(&self) -> Result<Pooled, LedgerError> {
         self.pool.get().map_err(from_pool)
     }
@@ -202,9 +226,11 @@ impl PostgresLedger {
         if touches_budgets(transition) {
             return Ok(None);
         }
-        let Connection { client, sql, .. } = conn;
-        let found = client
-            .query_typed_one(&sql.read_record, &[(&operation_id, Type::TEXT)])
+        let Connection {
+            client, statements, ..
+        } = conn;
+        let found = statements
+            .query_one(client, Stmt::ReadRecord, &[(&operation_id, Type::TEXT)])
             .map_err(|err| Step::from_pg("reading an operation", err))?;
         let (current, version, now) = found_record(&found)?;
         let Plan { outcome, write } = plan(operation_id, current, transition, now)?;
@@ -212,7 +238,7 @@ impl PostgresLedger {
             return Ok(Some((outcome, None)));
         };
         let written = write_plan(
-            client, &sql.write, &outcome, &write, &version, durability, None,
+            client, statements, &outcome, &write, &version, durability, None,
         )?;
         Ok(written.version.map(|version| (outcome, Some(version))))
     }
@@ -234,7 +260,9 @@ impl PostgresLedger {
         if touches_budgets(transition) {
             return Ok(None);
         }
-        let Connection { client, sql, .. } = conn;
+        let Connection {
+            client, statements, ..
+        } = conn;
         let epoch = SystemTime::UNIX_EPOCH;
         let Plan { mut outcome, write } = plan(operation_id, None, transition, epoch)?;
         let placeholder = effect_core::clock::format_timestamp(epoch);
@@ -249,7 +277,7 @@ impl PostgresLedger {
         };
         let written = write_plan(
             client,
-            &sql.write,
+            statements,
             &outcome,
             &write,
             &None,
@@ -292,7 +320,9 @@ impl PostgresLedger {
         if touches_budgets(transition) {
             return Ok(None);
         }
-        let Connection { client, sql, .. } = conn;
+        let Connection {
+            client, statements, ..
+        } = conn;
         let placeholder = SystemTime::UNIX_EPOCH;
         let Plan { mut outcome, write } =
             plan(operation_id, Some(claimed), transition, placeholder)?;
@@ -302,7 +332,7 @@ impl PostgresLedger {
         let placeholder = effect_core::clock::format_timestamp(placeholder);
         let written = write_plan(
             client,
-            &sql.write,
+            statements,
             &outcome,
             &write,
             &Some(version),
@@ -328,7 +358,9 @@ impl PostgresLedger {
         durability: WriteDurability,
     ) -> Result<Applied, Step> {
         let pg = |doing: &'static str| move |err| Step::from_pg(doing, err);
-        let Connection { client, sql, .. } = conn;
+        let Connection {
+            client, statements, ..
+        } = conn;
         // READ COMMITTED whatever the server's default: the row lock orders
         // transitions, and the write function's horizon needs fresh snapshots.
         let mut tx = client
@@ -336,18 +368,18 @@ impl PostgresLedger {
             .isolation_level(postgres::IsolationLevel::ReadCommitted)
             .start()
             .map_err(pg("beginning a transaction"))?;
-        let locked = tx
-            .query_typed_one(&sql.lock_record, &[(&operation_id, Type::TEXT)])
+        let locked = statements
+            .query_one(&mut tx, Stmt::LockRecord, &[(&operation_id, Type::TEXT)])
             .map_err(pg("locking an operation"))?;
         let (current, version, now) = found_record(&locked)?;
         let usage =
-            crate::budget::lock_and_read(&mut tx, &sql.budgets, operation_id, transition, now)?;
+            crate::budget::lock_and_read(&mut tx, statements, operation_id, transition, now)?;
         let Plan { outcome, write } =
             plan_with_budgets(operation_id, current, transition, now, &usage)?;
         let mut written_version = None;
         if let Some(write) = write {
             let written = write_plan(
-                &mut tx, &sql.write, &outcome, &write, &version, durability, None,
+                &mut tx, statements, &outcome, &write, &version, durability, None,
             )?;
             if written.version.is_none() {
                 return Err(match write.kind {
@@ -357,21 +389,32 @@ impl PostgresLedger {
                     _ => vanished(operation_id),
                 });
             }
-            crate::budget::write(&mut tx, &sql.budgets, operation_id, &write.budgets)?;
+            crate::budget::write(&mut tx, statements, operation_id, &write.budgets)?;
             written_version = written.version;
         }
         tx.commit().map_err(pg("committing a transition"))?;
         Ok((outcome, written_version))
     }
 
+    /// Runs `f` on a pooled connection; once more, with unnamed statements,
+    /// if a prepared statement was missing or its name taken on the server
+    /// session (the statement did not run, and any transaction of `f`'s
+    /// was rolled back).
     fn read<T>(
         &self,
         doing: &'static str,
-        f: impl FnOnce(&mut postgres::Client, &Statements) -> Result<T, postgres::Error>,
+        mut f: impl FnMut(&mut postgres::Client, &mut Session) -> Result<T, postgres::Error>,
     ) -> Result<T, LedgerError> {
         let mut conn = self.connection()?;
-        let Connection { client, sql, .. } = &mut *conn;
-        f(client, sql).map_err(|err| from_pg(doing, err))
+        let Connection {
+            client, statements, ..
+        } = &mut *conn;
+        match f(client, statements) {
+            Err(err) if is_unprepared(&err) && !self.prepared.enabled() => {
+                f(client, statements).map_err(|err| from_pg(doing, err))
+            }
+            done => done.map_err(|err| from_pg(doing, err)),
+        }
     }
 }
 
@@ -522,7 +565,7 @@ struct Written {
 /// reading it).
 fn write_plan(
     client: &mut impl GenericClient,
-    statement: &str,
+    statements: &mut Session,
     outcome: &TransitionOutcome,
     write: &Write,
     version: &Option<String>,
@@ -548,8 +591,8 @@ fn write_plan(
     ]));
     args.push((&deferred, Type::BOOL));
     args.push((&placeholder, Type::TEXT));
-    let row = client
-        .query_typed_one(statement, &args)
+    let row = statements
+        .query_one(client, Stmt::Write, &args)
         .map_err(|err| Step::from_pg("writing a transition", err))?;
     let decode = |err| {
         Step::Fail(corrupt(
@@ -660,8 +703,10 @@ impl EffectLedger for PostgresLedger {
                     self.claimed.remember(&outcome.record, version);
                     return Ok(outcome);
                 }
-                // The row exists, or the write conflicted: plan on a fresh read.
-                Ok(None) | Err(Step::Retry(_)) => {}
+                // The row exists, the write conflicted, or the session
+                // lacked a prepared statement (nothing ran): plan on a
+                // fresh read.
+                Ok(None) | Err(Step::Retry(_) | Step::Unprepared(_)) => {}
                 Err(Step::Fail(err)) => return Err(err),
             }
         }
@@ -672,12 +717,15 @@ impl EffectLedger for PostgresLedger {
                     self.claimed.remember(&outcome.record, version);
                     return Ok(outcome);
                 }
-                // The row changed, or the write conflicted: plan on a fresh read.
-                Ok(None) | Err(Step::Retry(_)) => {}
+                // The row changed, the write conflicted, or the session
+                // lacked a prepared statement (nothing ran): plan on a
+                // fresh read.
+                Ok(None) | Err(Step::Retry(_) | Step::Unprepared(_)) => {}
                 Err(Step::Fail(err)) => return Err(err),
             }
         }
         let mut attempt: u32 = 0;
+        let mut unprepared = false;
         loop {
             let tried = Self::try_apply_unlocked(&mut conn, operation_id, transition, durability)
                 .and_then(|done| match done {
@@ -690,6 +738,15 @@ impl EffectLedger for PostgresLedger {
                     return Ok(outcome);
                 }
                 Err(Step::Fail(err)) => return Err(err),
+                // The session lacked a prepared statement, or had its name:
+                // it did not run, and a transaction it was in rolled back.
+                // The ledger runs unnamed statements from now on; run the
+                // attempt again at once, once.
+                Err(Step::Unprepared(err)) if !unprepared && !self.prepared.enabled() => {
+                    unprepared = true;
+                    drop(err);
+                }
+                Err(Step::Unprepared(err)) => return Err(from_pg("running a transition", err)),
                 Err(Step::Retry(err)) => {
                     attempt += 1;
                     if attempt > self.retries {
@@ -723,8 +780,8 @@ impl EffectLedger for PostgresLedger {
 
     fn get(&self, operation_id: &str) -> Result<Option<EffectRecord>, LedgerError> {
         let found = self
-            .read("reading an operation", |c, sql| {
-                c.query_typed_opt(&sql.get, &[(&operation_id, Type::TEXT)])
+            .read("reading an operation", |c, s| {
+                s.query_opt(c, Stmt::Get, &[(&operation_id, Type::TEXT)])
             })?
             .map(|r| row::record(&r))
             .transpose()?;
@@ -738,18 +795,19 @@ impl EffectLedger for PostgresLedger {
         query.validate()?;
         let limit = i64::try_from(query.limit).unwrap_or(i64::MAX);
         if let Some(after) = &query.after {
-            let found = self.read("reading the list cursor", |c, sql| {
-                c.query_typed(&sql.get, &[(after, Type::TEXT)])
+            let found = self.read("reading the list cursor", |c, s| {
+                s.query(c, Stmt::Get, &[(after, Type::TEXT)])
             })?;
             if found.is_empty() {
                 return Err(ListQuery::unknown_cursor(after));
             }
         }
-        let rows = self.read("listing operations", |c, sql| {
+        let rows = self.read("listing operations", |c, s| {
             if query.after.is_some() || query.stale {
                 let status = query.status_filter().map(EffectStatus::as_str);
-                c.query_typed(
-                    &sql.list_page,
+                s.query(
+                    c,
+                    Stmt::ListPage,
                     &[
                         (&status, Type::TEXT),
                         (&query.stale, Type::BOOL),
@@ -759,11 +817,12 @@ impl EffectLedger for PostgresLedger {
                 )
             } else {
                 match query.status {
-                    Some(status) => c.query_typed(
-                        &sql.list_status,
+                    Some(status) => s.query(
+                        c,
+                        Stmt::ListStatus,
                         &[(&status.as_str(), Type::TEXT), (&limit, Type::INT8)],
                     ),
-                    None => c.query_typed(&sql.list, &[(&limit, Type::INT8)]),
+                    None => s.query(c, Stmt::List, &[(&limit, Type::INT8)]),
                 }
             }
         })?;
@@ -771,8 +830,8 @@ impl EffectLedger for PostgresLedger {
     }
 
     fn events(&self, operation_id: &str) -> Result<Vec<LedgerEvent>, LedgerError> {
-        let rows = self.read("reading events", |c, sql| {
-            c.query_typed(&sql.events, &[(&operation_id, Type::TEXT)])
+        let rows = self.read("reading events", |c, s| {
+            s.query(c, Stmt::Events, &[(&operation_id, Type::TEXT)])
         })?;
         rows.iter().map(row::event).collect()
     }
@@ -783,7 +842,7 @@ impl EffectLedger for PostgresLedger {
             return Ok(Vec::new());
         };
         let limit = i64::try_from(limit).unwrap_or(i64::MAX);
-        let (rows, unannounced) = self.read("reading events", |c, sql| {
+        let (rows, unannounced) = self.read("reading events", |c, s| {
             // The reads of MIGRATION_6 (src/schema.rs), in this order, each
             // statement in a snapshot of its own.
             let mut tx = c
@@ -791,11 +850,11 @@ impl EffectLedger for PostgresLedger {
                 .isolation_level(postgres::IsolationLevel::ReadCommitted)
                 .read_only(true)
                 .start()?;
-            let largest: i64 = tx.query_typed_one(&sql.events_largest, &[])?.try_get(0)?;
+            let largest: i64 = s.query_one(&mut tx, Stmt::EventsLargest, &[])?.try_get(0)?;
             let mut bound = largest;
             let mut unannounced = true;
             for _ in 0..MARK_READS {
-                let marks = tx.query_typed_one(&sql.events_marks, &[(&largest, Type::INT8)])?;
+                let marks = s.query_one(&mut tx, Stmt::EventsMarks, &[(&largest, Type::INT8)])?;
                 unannounced = marks.try_get(0)?;
                 let first_pending: Option<i64> = marks.try_get(1)?;
                 bound = first_pending.map_or(largest, |first| largest.min(first.saturating_sub(1)));
@@ -803,8 +862,9 @@ impl EffectLedger for PostgresLedger {
                     break;
                 }
             }
-            let rows = tx.query_typed(
-                &sql.events_page,
+            let rows = s.query(
+                &mut tx,
+                Stmt::EventsPage,
                 &[
                     (&after, Type::INT8),
                     (&bound, Type::INT8),
@@ -829,16 +889,16 @@ impl EffectLedger for PostgresLedger {
     }
 
     fn stats(&self) -> Result<LedgerStats, LedgerError> {
-        let (rows, stale, budgets) = self.read("counting operations", |c, sql| {
+        let (rows, stale, budgets) = self.read("counting operations", |c, s| {
             // One snapshot, so the counts and the stale count agree.
             let mut tx = c
                 .build_transaction()
                 .isolation_level(postgres::IsolationLevel::RepeatableRead)
                 .read_only(true)
                 .start()?;
-            let rows = tx.query_typed(&sql.stats, &[])?;
-            let stale: i64 = tx.query_typed_one(&sql.stale, &[])?.try_get(0)?;
-            let budgets = tx.query_typed(&sql.budgets.list, &[])?;
+            let rows = s.query(&mut tx, Stmt::Stats, &[])?;
+            let stale: i64 = s.query_one(&mut tx, Stmt::Stale, &[])?.try_get(0)?;
+            let budgets = s.query(&mut tx, Stmt::BudgetList, &[])?;
             tx.commit()?;
             Ok((rows, stale, budgets))
         })?;

@@ -61,15 +61,31 @@
 //! round trips (the executor's read, the insert, the outcome) and two
 //! commits.
 //!
-//! Every statement runs unnamed (the extended protocol's one-round-trip
-//! `query_typed`), and the write sets `synchronous_commit` for its own
-//! transaction, so nothing outlives a transaction: the ledger works through
-//! PgBouncer with `pool_mode = transaction`, with no prepared-statement
-//! setting. The driver is synchronous and does not pipeline; where a plan
+//! The driver is synchronous and does not pipeline; where a plan
 //! needs the clock or a record the ledger did not write itself, the read and
 //! the write are two round trips, as a single statement cannot do both
 //! while the plan is decided in Rust. A pooled connection used within the
 //! last second is handed out without the check-out ping (an empty query).
+//!
+//! # Prepared statements, and poolers
+//!
+//! Each pooled connection prepares a statement the first time it runs it
+//! (SQL `PREPARE effect_<nonce>_<name>(types) AS ...`, the nonce random per
+//! ledger) and runs it by name from then on (`EXECUTE`, its arguments as
+//! literals), so the server parses, analyses and plans each statement once
+//! per session rather than on every call
+//! ([`PostgresOptions::prepared_statements`], on by default). Behind a
+//! pooler in transaction mode (PgBouncer's `pool_mode = transaction`, with
+//! no prepared-statement setting) a transaction may run on a server session
+//! that lacks the statement, or where another connection of this ledger
+//! prepared it already: that error comes before the statement ran, so the
+//! ledger runs the call again, the whole transaction if it was in one, with
+//! unnamed statements (`query_typed`, one round trip each), and keeps to
+//! them from then on ([`PostgresLedger::prepares_statements`]). A random
+//! name never stands for another process's statement, which the driver's
+//! own protocol-level names (`s0`, `s1`, ... per process) could.
+//! The write sets `synchronous_commit` for its own transaction, so no
+//! session setting is relied on either.
 //!
 //! # Event order
 //!
@@ -199,6 +215,7 @@ mod error;
 mod ledger;
 mod options;
 mod pool;
+mod prepared;
 mod prune;
 mod row;
 mod schema;

@@ -26,6 +26,7 @@ pub const DEFAULT_SCHEMA: &str = "effect_ledger";
 /// assert_eq!(options.schema, "billing_effects");
 /// assert_eq!(PostgresOptions::default().ssl_mode, SslMode::Prefer);
 /// assert_eq!(PostgresOptions::default().schema, "effect_ledger");
+/// assert!(PostgresOptions::default().prepared_statements);
 /// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
@@ -48,6 +49,8 @@ pub struct PostgresOptions {
     pub tls_ca_file: Option<PathBuf>,
     /// See [`PostgresOptions::durable_commits`].
     pub durable_commits: bool,
+    /// See [`PostgresOptions::prepared_statements`].
+    pub prepared_statements: bool,
 }
 
 impl Default for PostgresOptions {
@@ -62,6 +65,7 @@ impl Default for PostgresOptions {
             ssl_mode: SslMode::Prefer,
             tls_ca_file: None,
             durable_commits: true,
+            prepared_statements: true,
         }
     }
 }
@@ -158,6 +162,27 @@ impl PostgresOptions {
     #[must_use]
     pub fn durable_commits(mut self, durable: bool) -> Self {
         self.durable_commits = durable;
+        self
+    }
+
+    /// Whether each pooled connection prepares the ledger's statements once
+    /// on its server session and runs them by name from then on (the
+    /// default, `true`), so the server does not parse, analyse and plan
+    /// them again on every call. The names are SQL `PREPARE`d names with a
+    /// random part of this ledger's own (`effect_<nonce>_read_record`), so
+    /// another process's statement is never run in place of one. Behind a
+    /// pooler in transaction mode (PgBouncer's `pool_mode = transaction`),
+    /// the first transaction that runs on a server session without the
+    /// statement, or on one where another connection of this ledger
+    /// prepared it already, is run again with unnamed statements, and the
+    /// ledger keeps to unnamed statements from then on
+    /// ([`PostgresLedger::prepares_statements`](crate::PostgresLedger::prepares_statements)
+    /// turns `false`): the caller sees no error and no write runs twice,
+    /// since such an error comes before the statement ran. With `false`
+    /// every statement runs unnamed, parsed and planned on every call.
+    #[must_use]
+    pub fn prepared_statements(mut self, prepared: bool) -> Self {
+        self.prepared_statements = prepared;
         self
     }
 }

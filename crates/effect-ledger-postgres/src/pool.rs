@@ -1,5 +1,6 @@
 //! The connection pool: r2d2 over `postgres` clients that carry the ledger's
-//! statements (as text: they run unnamed, see [`Statements`]).
+//! statements and which of them their server session has prepared (see
+//! [`Session`]).
 
 use std::fmt;
 use std::sync::Arc;
@@ -7,13 +8,13 @@ use std::time::{Duration, Instant};
 
 use postgres::Client;
 
-use crate::schema::Statements;
+use crate::prepared::{Prepared, Session};
 use crate::tls::Target;
 
 /// A pooled connection and the ledger's statements.
 pub(crate) struct Connection {
     pub(crate) client: Client,
-    pub(crate) sql: Arc<Statements>,
+    pub(crate) statements: Session,
     /// When the connection was last handed back to the pool unbroken.
     returned: Instant,
 }
@@ -43,7 +44,7 @@ fn now() -> Instant {
 /// Opens connections for r2d2.
 pub(crate) struct Manager {
     target: Target,
-    sql: Arc<Statements>,
+    prepared: Arc<Prepared>,
 }
 
 impl fmt::Debug for Manager {
@@ -57,8 +58,8 @@ impl fmt::Debug for Manager {
 pub(crate) const DURABLE_SESSION: &str = "SET synchronous_commit = on";
 
 impl Manager {
-    pub(crate) fn new(target: Target, sql: Arc<Statements>) -> Manager {
-        Manager { target, sql }
+    pub(crate) fn new(target: Target, prepared: Arc<Prepared>) -> Manager {
+        Manager { target, prepared }
     }
 }
 
@@ -77,7 +78,7 @@ impl r2d2::ManageConnection for Manager {
         client.batch_execute(DURABLE_SESSION)?;
         Ok(Connection {
             client,
-            sql: Arc::clone(&self.sql),
+            statements: Session::new(Arc::clone(&self.prepared)),
             returned: now(),
         })
     }

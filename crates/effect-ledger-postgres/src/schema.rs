@@ -967,10 +967,8 @@ pub(crate) const COLUMNS: &str = "operation_id, contract_name, contract_version,
 pub(crate) const EVENT_COLUMNS: &str = "sequence, operation_id, event_type, data_json, timestamp";
 
 /// Every statement the ledger runs, as SQL text with the schema name filled
-/// in. They run as unnamed statements (`query_typed`): one round trip each,
-/// and nothing prepared that outlives a transaction, so a pooler in
-/// transaction mode (PgBouncer's `pool_mode = transaction`) may hand each
-/// transaction to another server connection.
+/// in: prepared once per server session, or run unnamed (`query_typed`), as
+/// `src/prepared.rs` decides, one round trip each.
 #[derive(Debug, Clone)]
 pub(crate) struct Statements {
     pub(crate) read_record: String,

@@ -6,7 +6,8 @@
 //! explicit `COMMIT` sent as a simple query, or a statement that commits on
 //! its own (the extended protocol's `Parse`/`Bind`/`Execute`, committed at the
 //! `Sync` that follows; `effect-ledger-postgres` writes with one call of its
-//! schema's `effect_write` function this way). The proxy reads the client's
+//! schema's `effect_write` function this way, or with the `EXECUTE` of its
+//! statement prepared to call it). The proxy reads the client's
 //! messages just far enough to see these, forwards everything else as it is,
 //! and, once armed with [`CommitCutProxy::cut_next_commit`], cuts the next
 //! commit of any connection:
@@ -550,13 +551,20 @@ fn block_statement(body: &[u8]) -> Option<Block> {
 }
 
 /// Whether a `Parse` message prepares a statement that commits on its own
-/// at the next `Sync`: a call of the ledger's `effect_write` function.
+/// at the next `Sync`: a call of the ledger's `effect_write` function, or
+/// the `EXECUTE` of the ledger's prepared statement that calls it (named
+/// `effect_<nonce>_write`).
 fn parses_self_committing_write(body: &[u8]) -> bool {
     let mut parts = body.split(|b| *b == 0);
     let _name = parts.next();
-    parts
-        .next()
-        .is_some_and(|query| String::from_utf8_lossy(query).contains("effect_write("))
+    parts.next().is_some_and(|query| {
+        let query = String::from_utf8_lossy(query);
+        if let Some(rest) = query.strip_prefix("EXECUTE ") {
+            let name = rest.split(['(', ' ']).next().unwrap_or_default();
+            return name.starts_with("effect_") && name.ends_with("_write");
+        }
+        query.contains("effect_write(")
+    })
 }
 
 #[cfg(test)]

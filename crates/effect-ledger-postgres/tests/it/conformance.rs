@@ -71,3 +71,15 @@ fn passes_the_ledger_conformance_suite_with_asynchronous_commits() -> TestResult
         |factory| effect_testkit::conformance::run_all(factory),
     )
 }
+
+/// Every statement unnamed (`prepared_statements(false)`, the behaviour
+/// before statements were prepared): what the ledger answers is unchanged.
+#[test]
+fn passes_the_ledger_conformance_suite_with_unnamed_statements() -> TestResult {
+    run_with_options(
+        "passes_the_ledger_conformance_suite_with_unnamed_statements",
+        "conformance_unnamed",
+        |options| options.prepared_statements(false),
+        |factory| effect_testkit::conformance::run_all(factory),
+    )
+}

@@ -19,6 +19,7 @@ mod cursor;
 mod leases;
 mod lost_commit;
 mod pgbouncer;
+mod prepared;
 mod processes;
 mod prune;
 mod restart;

@@ -52,5 +52,7 @@ fn transaction_blocks_are_told_from_their_statements() {
         parses_self_committing_write(&body)
     };
     assert!(parse("SELECT \"s\".effect_write($1, $2)"));
+    assert!(parse("EXECUTE effect_0f3a_write('insert', NULL)"));
+    assert!(!parse("EXECUTE effect_0f3a_get('effect_write(')"));
     assert!(!parse("SELECT * FROM effect_operations"));
 }
