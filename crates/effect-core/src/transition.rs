@@ -356,6 +356,29 @@ pub fn budget_charges(transition: &Transition) -> &[BudgetCharge] {
     }
 }
 
+/// The owner token of an owner's outcome: a confirmation, rejection or
+/// unknown outcome given with the token of the claim it settles. Its plan
+/// depends on the record and not on the clock, so a store that remembers
+/// the record its claim wrote may plan it on that record, provided the
+/// write applies only if the row is still that record. `None` for every
+/// other transition.
+pub fn owner_outcome_token(transition: &Transition) -> Option<&str> {
+    match transition {
+        Transition::MarkConfirmed {
+            owner_token: Some(token),
+            ..
+        }
+        | Transition::MarkOutcomeUnknown {
+            owner_token: Some(token),
+            ..
+        }
+        | Transition::MarkRejected {
+            owner_token: token, ..
+        } => Some(token),
+        _ => None,
+    }
+}
+
 /// Whether the transition may give budget charges back (a rejection): a
 /// store that writes budgets apart from the record must then run it where
 /// it can write [`BudgetWrite::Refund`].

@@ -6,7 +6,8 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, SystemTime};
 
 use effect_core::transition::{
-    PendingEvent, Plan, Write, WriteKind, budget_charges, may_refund, plan, plan_with_budgets,
+    PendingEvent, Plan, Write, WriteKind, budget_charges, may_refund, owner_outcome_token, plan,
+    plan_with_budgets,
 };
 use effect_core::{
     EffectLedger, EffectRecord, EffectStatus, LedgerError, LedgerEvent, LedgerStats, ListQuery,
@@ -458,21 +459,8 @@ impl Claimed {
         }
         let entry = records.remove(operation_id)?;
         drop(records);
-        let token = match transition {
-            Transition::MarkConfirmed {
-                owner_token: Some(token),
-                ..
-            }
-            | Transition::MarkOutcomeUnknown {
-                owner_token: Some(token),
-                ..
-            }
-            | Transition::MarkRejected {
-                owner_token: token, ..
-            } => token,
-            _ => return None,
-        };
-        (entry.0.owner_token.as_ref() == Some(token)).then_some(entry)
+        let token = owner_outcome_token(transition)?;
+        (entry.0.owner_token.as_deref() == Some(token)).then_some(entry)
     }
 
     /// Remembers a committed write that left `record` dispatched to an owner.

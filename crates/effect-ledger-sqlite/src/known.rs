@@ -18,7 +18,7 @@
 use std::collections::HashMap;
 use std::sync::{Mutex, PoisonError};
 
-use effect_core::transition::Transition;
+use effect_core::transition::{Transition, owner_outcome_token};
 use effect_core::{EffectRecord, EffectStatus};
 
 /// What the caller knew of the row when it queued the transition.
@@ -65,21 +65,10 @@ impl Claims {
             return Known::Nothing;
         };
         drop(records);
-        let token = match transition {
-            Transition::MarkConfirmed {
-                owner_token: Some(token),
-                ..
-            }
-            | Transition::MarkOutcomeUnknown {
-                owner_token: Some(token),
-                ..
-            }
-            | Transition::MarkRejected {
-                owner_token: token, ..
-            } => token,
-            _ => return Known::Nothing,
+        let Some(token) = owner_outcome_token(transition) else {
+            return Known::Nothing;
         };
-        if record.owner_token.as_ref() == Some(token) {
+        if record.owner_token.as_deref() == Some(token) {
             Known::Row(record)
         } else {
             Known::Nothing
