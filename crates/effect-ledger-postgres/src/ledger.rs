@@ -244,18 +244,23 @@ impl PostgresLedger {
         Ok(written.version.map(|version| (outcome, Some(version))))
     }
 
-    /// A new operation (a prepare, or a prepare and claim) of an id this
-    /// ledger just read as absent, in one round trip: planned on no record,
-    /// with a placeholder clock (the epoch), and inserted only if no row
-    /// exists. Without the record, the plan depends on the clock only for its
-    /// timestamps and the claim's lease, which the write function computes
-    /// from the database clock (a lease planned on the epoch is relative to
-    /// it). `None` when the row exists, or when the plan did not insert or
-    /// names the placeholder in its data: plan again on a fresh read.
-    fn try_apply_fresh(
+    /// A transition planned without a read, on what this ledger knows, and
+    /// written in one round trip with a placeholder clock (the epoch) whose
+    /// timestamps, and an inserted claim's lease (relative to the epoch), the
+    /// write function takes from the database clock. `known` is either
+    /// nothing, for a new operation (a prepare, or a prepare and claim) of
+    /// an id this ledger just read as absent, inserted only if no row exists;
+    /// or the record a claim of this ledger wrote and its version, for the
+    /// owner's outcome, written only if the row is still that version. Both
+    /// plans depend on the record and not on the clock, which only stamps
+    /// them. `None` when the row exists or changed (another transition, a
+    /// takeover), or when the plan is not such a write or names the
+    /// placeholder in an event's data: plan again on a fresh read.
+    fn try_apply_known(
         conn: &mut Connection,
         operation_id: &str,
         transition: &Transition,
+        known: Option<(EffectRecord, String)>,
         durability: WriteDurability,
     ) -> Result<Option<Applied>, Step> {
         if touches_budgets(transition) {
@@ -265,10 +270,17 @@ impl PostgresLedger {
             client, statements, ..
         } = conn;
         let epoch = SystemTime::UNIX_EPOCH;
-        let Plan { mut outcome, write } = plan(operation_id, None, transition, epoch)?;
+        let (current, version) = known.unzip();
+        let fresh = current.is_none();
+        let Plan { mut outcome, write } = plan(operation_id, current, transition, epoch)?;
         let placeholder = effect_core::clock::format_timestamp(epoch);
         let Some(write) = write.filter(|write| {
-            matches!(write.kind, WriteKind::Insert)
+            let expected = if fresh {
+                matches!(write.kind, WriteKind::Insert)
+            } else {
+                outcome.applied
+            };
+            expected
                 && !write
                     .events
                     .iter()
@@ -281,7 +293,7 @@ impl PostgresLedger {
             statements,
             &outcome,
             &write,
-            &None,
+            &version,
             durability,
             Some(&placeholder),
         )?;
@@ -289,7 +301,8 @@ impl PostgresLedger {
             return Ok(None);
         };
         let record = &mut outcome.record;
-        if let Some(lease) = record.lease_until.as_mut()
+        if fresh
+            && let Some(lease) = record.lease_until.as_mut()
             && let Some(lease_until) = written.lease_until
         {
             *lease = lease_until;
@@ -299,52 +312,6 @@ impl PostgresLedger {
         }
         if record.updated_at == placeholder {
             record.updated_at = stamp;
-        }
-        Ok(Some((outcome, Some(version))))
-    }
-
-    /// The owner's outcome of a claim this ledger wrote, in one round trip:
-    /// planned on the record the claim wrote (`claimed`, at `version`), and
-    /// written only if the row is still that version. The plan of an owner's
-    /// outcome depends on the record and not on the clock (which only stamps
-    /// it: the write function puts the database clock in place of the
-    /// placeholder planned with), so a row still at `version` gets the plan
-    /// a fresh read would have made. `None` when the row changed (another
-    /// transition, a takeover): plan again on a fresh read.
-    fn try_apply_claimed(
-        conn: &mut Connection,
-        operation_id: &str,
-        transition: &Transition,
-        (claimed, version): (EffectRecord, String),
-        durability: WriteDurability,
-    ) -> Result<Option<Applied>, Step> {
-        if touches_budgets(transition) {
-            return Ok(None);
-        }
-        let Connection {
-            client, statements, ..
-        } = conn;
-        let placeholder = SystemTime::UNIX_EPOCH;
-        let Plan { mut outcome, write } =
-            plan(operation_id, Some(claimed), transition, placeholder)?;
-        let Some(write) = write.filter(|_| outcome.applied) else {
-            return Ok(None);
-        };
-        let placeholder = effect_core::clock::format_timestamp(placeholder);
-        let written = write_plan(
-            client,
-            statements,
-            &outcome,
-            &write,
-            &Some(version),
-            durability,
-            Some(&placeholder),
-        )?;
-        let (Some(version), Some(stamp)) = (written.version, written.stamp) else {
-            return Ok(None);
-        };
-        if outcome.record.updated_at == placeholder {
-            outcome.record.updated_at = stamp;
         }
         Ok(Some((outcome, Some(version))))
     }
@@ -441,7 +408,7 @@ const CLAIMED_CAPACITY: usize = 4096;
 /// The claims this ledger wrote and that nothing it applied since has
 /// changed, by operation id: the `dispatched` record with its owner and the
 /// row's version (`xmin`), so the owner's outcome needs no read first
-/// ([`PostgresLedger::try_apply_claimed`]). A stale entry (another process
+/// ([`PostgresLedger::try_apply_known`]). A stale entry (another process
 /// changed the row) costs one refused write; it is never trusted without
 /// the version check in the write function.
 #[derive(Debug, Default)]
@@ -481,7 +448,7 @@ impl Claimed {
 
 /// The ids this ledger last read as absent (at most [`CLAIMED_CAPACITY`]),
 /// so that the prepare that usually follows is tried as an insert without a
-/// read first ([`PostgresLedger::try_apply_fresh`]). A hint only: the insert
+/// read first ([`PostgresLedger::try_apply_known`]). A hint only: the insert
 /// applies only if no row exists, whatever the hint says.
 #[derive(Debug, Default)]
 struct Absent {
@@ -685,29 +652,20 @@ impl EffectLedger for PostgresLedger {
             WriteDurability::Deferrable
         };
         let mut conn = self.connection()?;
-        if self.absent.take(operation_id, transition) {
-            match Self::try_apply_fresh(&mut conn, operation_id, transition, durability) {
+        let known = if self.absent.take(operation_id, transition) {
+            Some(None)
+        } else {
+            self.claimed.take(operation_id, transition).map(Some)
+        };
+        if let Some(known) = known {
+            match Self::try_apply_known(&mut conn, operation_id, transition, known, durability) {
                 Ok(Some((outcome, version))) => {
                     self.claimed.remember(&outcome.record, version);
                     return Ok(outcome);
                 }
-                // The row exists, the write conflicted, or the session
-                // lacked a prepared statement (nothing ran): plan on a
-                // fresh read.
-                Ok(None) | Err(Step::Retry(_) | Step::Unprepared(_)) => {}
-                Err(Step::Fail(err)) => return Err(err),
-            }
-        }
-        if let Some(claimed) = self.claimed.take(operation_id, transition) {
-            match Self::try_apply_claimed(&mut conn, operation_id, transition, claimed, durability)
-            {
-                Ok(Some((outcome, version))) => {
-                    self.claimed.remember(&outcome.record, version);
-                    return Ok(outcome);
-                }
-                // The row changed, the write conflicted, or the session
-                // lacked a prepared statement (nothing ran): plan on a
-                // fresh read.
+                // The row exists or changed, the write conflicted, or the
+                // session lacked a prepared statement (nothing ran): plan on
+                // a fresh read.
                 Ok(None) | Err(Step::Retry(_) | Step::Unprepared(_)) => {}
                 Err(Step::Fail(err)) => return Err(err),
             }
