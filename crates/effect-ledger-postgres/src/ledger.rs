@@ -275,16 +275,11 @@ impl PostgresLedger {
         let Plan { mut outcome, write } = plan(operation_id, current, transition, epoch)?;
         let placeholder = effect_core::clock::format_timestamp(epoch);
         let Some(write) = write.filter(|write| {
-            let expected = if fresh {
+            if fresh {
                 matches!(write.kind, WriteKind::Insert)
             } else {
                 outcome.applied
-            };
-            expected
-                && !write
-                    .events
-                    .iter()
-                    .any(|event| event.data.to_string().contains(&placeholder))
+            }
         }) else {
             return Ok(None);
         };
@@ -517,7 +512,8 @@ struct Written {
 
 /// Runs the write function for a plan, with `placeholder` the timestamp
 /// text to replace with the database clock (when the plan was made without
-/// reading it).
+/// reading it); writes nothing, and answers no version, when the placeholder
+/// stands in an event's data.
 fn write_plan(
     client: &mut impl GenericClient,
     statements: &mut Session,
@@ -530,6 +526,15 @@ fn write_plan(
     let record = &outcome.record;
     let params = RecordParams::new(record)?;
     let events = EventParams::new(&write.events);
+    if placeholder.is_some_and(|placeholder| events.data.iter().any(|d| d.contains(placeholder))) {
+        // The plan put the clock into an event's data, where the write
+        // function would not replace it: write nothing, plan on a read.
+        return Ok(Written {
+            version: None,
+            stamp: None,
+            lease_until: None,
+        });
+    }
     let kind = match write.kind {
         WriteKind::Insert => "insert",
         WriteKind::Transition => "transition",
