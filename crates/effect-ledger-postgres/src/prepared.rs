@@ -25,7 +25,6 @@
 //! process: behind a transaction pooler another process's `s3` may exist on
 //! the session, and binding to it would run another statement.
 
-use std::hash::BuildHasher;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
@@ -305,14 +304,10 @@ impl Session {
     }
 }
 
-/// 128 random bits as hex, from the standard library's randomly keyed
-/// hasher (its keys come from the operating system), so two ledgers, in one
-/// process or many, never share statement names.
+/// A UUID v4 (122 random bits from the operating system) as 32 hex digits,
+/// so two ledgers, in one process or many, never share statement names.
 fn nonce() -> String {
-    let state = std::collections::hash_map::RandomState::new();
-    let pid = std::process::id();
-    let (a, b) = (state.hash_one((pid, 0u8)), state.hash_one((pid, 1u8)));
-    format!("{a:016x}{b:016x}")
+    uuid::Uuid::new_v4().simple().to_string()
 }
 
 #[cfg(test)]
