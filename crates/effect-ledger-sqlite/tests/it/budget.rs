@@ -11,10 +11,10 @@
 #![allow(clippy::unwrap_used)] // Test helpers unwrap: a panic is a failing test with its message.
 
 use std::collections::HashMap;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Command, Stdio};
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant, SystemTime};
+use std::time::{Duration, SystemTime};
 
 use effect_core::{Budget, EffectContract, EffectLedger, EffectStatus, ManualClock};
 use effect_exec::{EffectExecutor, HandlerContext, HandlerError};
@@ -22,7 +22,7 @@ use effect_ledger_sqlite::{SqliteLedger, SqliteOptions};
 use effect_testkit::conformance::callers_never_exceed_a_budget;
 use serde_json::{Value, json};
 
-use crate::support::TestResult;
+use crate::support::{TestResult, barrier, ready, wait_for};
 
 const TEST_NAME: &str = "budget::processes_never_exceed_a_budget";
 const ROLE: &str = "EFFECT_SQLITE_BUDGET_ROLE";
@@ -65,26 +65,6 @@ fn refunds(limit: u64) -> EffectContract {
 
 fn order(n: usize) -> Value {
     json!({"order": format!("A-{n}"), "cents": CENTS})
-}
-
-fn barrier(db: &Path) -> PathBuf {
-    db.with_extension("start")
-}
-
-fn ready(db: &Path, role: &str) -> PathBuf {
-    db.with_extension(format!("ready-{role}"))
-}
-
-/// Waits for `path` to exist, without sleeping, so the children start together.
-fn wait_for(path: &Path) -> TestResult {
-    let deadline = Instant::now() + Duration::from_secs(120);
-    while !path.exists() {
-        if Instant::now() > deadline {
-            return Err(format!("timed out waiting for {}", path.display()).into());
-        }
-        std::thread::yield_now();
-    }
-    Ok(())
 }
 
 #[test]

@@ -6,15 +6,15 @@
 //! barrier file, claim, and print one `CLAIM <id> <won>` line per operation.
 
 use effect_core::EffectLedgerExt as _;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use effect_core::EffectLedger;
 use effect_ledger_sqlite::{SqliteLedger, SqliteOptions};
 use serde_json::json;
 
-use crate::support::{TestResult, claim, op};
+use crate::support::{TestResult, barrier, claim, op, ready, wait_for};
 
 const TEST_NAME: &str = "race::processes_racing_to_claim_have_one_winner";
 const ROLE: &str = "EFFECT_SQLITE_RACE_ROLE";
@@ -32,27 +32,6 @@ fn processes_racing_to_claim_have_one_winner() -> TestResult {
 
 fn operation_id(i: usize) -> String {
     format!("race:{i}")
-}
-
-fn barrier(db: &Path) -> PathBuf {
-    db.with_extension("start")
-}
-
-fn ready(db: &Path, role: &str) -> PathBuf {
-    db.with_extension(format!("ready-{role}"))
-}
-
-/// Waits for `path` to exist, polling without sleeping so that the children
-/// start claiming as close together as the scheduler allows.
-fn wait_for(path: &Path) -> TestResult {
-    let deadline = Instant::now() + Duration::from_secs(60);
-    while !path.exists() {
-        if Instant::now() > deadline {
-            return Err(format!("timed out waiting for {}", path.display()).into());
-        }
-        std::thread::yield_now();
-    }
-    Ok(())
 }
 
 fn parent() -> TestResult {

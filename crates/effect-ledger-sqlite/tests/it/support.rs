@@ -1,7 +1,7 @@
 //! Shared builders for the tests.
 
 use std::path::{Path, PathBuf};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use effect_core::{Claim, Confirmation, Evidence, NewOperation, RequestFingerprint};
 use serde_json::{Value, json};
@@ -77,4 +77,27 @@ pub fn raw(path: &Path) -> rusqlite::Result<rusqlite::Connection> {
     let conn = rusqlite::Connection::open(path)?;
     conn.busy_timeout(Duration::from_secs(5))?;
     Ok(conn)
+}
+
+/// The file whose creation starts the child processes of a race on `db`.
+pub fn barrier(db: &Path) -> PathBuf {
+    db.with_extension("start")
+}
+
+/// The file a child process in `role` creates once it is ready to start.
+pub fn ready(db: &Path, role: &str) -> PathBuf {
+    db.with_extension(format!("ready-{role}"))
+}
+
+/// Waits for `path` to exist, polling without sleeping so that the children
+/// start as close together as the scheduler allows.
+pub fn wait_for(path: &Path) -> TestResult {
+    let deadline = Instant::now() + Duration::from_secs(120);
+    while !path.exists() {
+        if Instant::now() > deadline {
+            return Err(format!("timed out waiting for {}", path.display()).into());
+        }
+        std::thread::yield_now();
+    }
+    Ok(())
 }
