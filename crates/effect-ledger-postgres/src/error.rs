@@ -32,7 +32,7 @@ impl Step {
             {
                 Step::Retry(Some(err))
             }
-            _ if crate::prepared::is_unprepared(&err) => Step::Unprepared(err),
+            _ if is_unprepared(&err) => Step::Unprepared(err),
             _ => Step::Fail(from_pg(doing, err)),
         }
     }
@@ -42,6 +42,15 @@ impl From<LedgerError> for Step {
     fn from(err: LedgerError) -> Self {
         Step::Fail(err)
     }
+}
+
+/// Whether `err` says a prepared statement is missing on the server session
+/// (26000) or its name already taken there (42P05), behind a pooler in
+/// transaction mode (`src/prepared.rs`): the statement did not run.
+pub(crate) fn is_unprepared(err: &postgres::Error) -> bool {
+    err.code().is_some_and(|code| {
+        *code == SqlState::INVALID_SQL_STATEMENT_NAME || *code == SqlState::DUPLICATE_PSTATEMENT
+    })
 }
 
 /// Maps a native error raised while `doing` something onto a ledger error kind.

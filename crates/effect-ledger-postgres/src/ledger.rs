@@ -16,12 +16,13 @@ use effect_core::{
 use postgres::GenericClient;
 use postgres::types::{ToSql, Type};
 
-use crate::error::{Step, boxed, corrupt, from_pg, from_pool};
+use crate::error::{Step, boxed, corrupt, from_pg, from_pool, is_unprepared};
 use crate::options::PostgresOptions;
 use crate::pool::{Connection, Manager};
-use crate::prepared::{Prepared, Session, Stmt, is_unprepared};
+use crate::prepared::{Prepared, Session, Stmt};
 use crate::row::{self, RecordParams};
-use crate::schema::{self, Schema, SchemaState, Statements};
+use crate::schema::{self, Schema, SchemaState};
+use crate::statements::Statements;
 use crate::tls::Target;
 
 type Pool = r2d2::Pool<Manager>;
@@ -794,7 +795,7 @@ impl EffectLedger for PostgresLedger {
         };
         let limit = i64::try_from(limit).unwrap_or(i64::MAX);
         let (rows, unannounced) = self.read("reading events", |c, s| {
-            // The reads of MIGRATION_6 (src/schema.rs), in this order, each
+            // The reads of schema version 6 (migrations/0006_announced_writers.sql), in this order, each
             // statement in a snapshot of its own.
             let mut tx = c
                 .build_transaction()

@@ -100,8 +100,9 @@
 //! and below the first announced one; if a marked writer has announced nothing
 //! yet, the page ends before its first missing sequence. So a cursor never
 //! skips an event that commits late, nor returns one twice, and the cursor
-//! is still the sequence. The argument is in `src/schema.rs` (`MIGRATION_6`;
-//! `MIGRATION_3` has the cause of an earlier attempt's skip);
+//! is still the sequence. The argument is in
+//! `migrations/0006_announced_writers.sql` (`migrations/0003_parallel_appends.sql`
+//! has the cause of an earlier attempt's skip);
 //! `tests/it/cursor.rs` drives the interleavings, with a naive reader that
 //! skips. Readers pay for the look; writers, which used to read `pg_locks`
 //! on every append beside another writer (versions 3 to 5), no longer do.
@@ -219,6 +220,7 @@ mod prepared;
 mod prune;
 mod row;
 mod schema;
+mod statements;
 mod tls;
 
 pub use ledger::{PostgresLedger, connect_client};

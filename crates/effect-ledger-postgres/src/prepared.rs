@@ -29,10 +29,10 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 use postgres::GenericClient;
-use postgres::error::SqlState;
 use postgres::types::{ToSql, Type};
 
-use crate::schema::Statements;
+use crate::error::is_unprepared;
+use crate::statements::Statements;
 
 mod literal;
 
@@ -137,14 +137,6 @@ impl Stmt {
     fn bit(self) -> u32 {
         1 << (self as u32)
     }
-}
-
-/// Whether `err` says a prepared statement is missing on the server session
-/// (26000) or its name already taken there (42P05): the statement did not run.
-pub(crate) fn is_unprepared(err: &postgres::Error) -> bool {
-    err.code().is_some_and(|code| {
-        *code == SqlState::INVALID_SQL_STATEMENT_NAME || *code == SqlState::DUPLICATE_PSTATEMENT
-    })
 }
 
 /// What every connection of one ledger shares: the statements, their

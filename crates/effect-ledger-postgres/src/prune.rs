@@ -7,7 +7,7 @@ use effect_core::{ArchivedOperation, LedgerError, PruneReport, PruneRequest};
 use crate::error::{from_pg, from_pool};
 use crate::ledger::PostgresLedger;
 use crate::row;
-use crate::schema::{COLUMNS, EVENT_COLUMNS};
+use crate::statements::{COLUMNS, EVENT_COLUMNS};
 
 impl PostgresLedger {
     /// Deletes the terminal operations `request` selects, and their events,

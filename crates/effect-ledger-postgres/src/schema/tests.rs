@@ -3,7 +3,7 @@
 use effect_core::RequestFingerprint;
 use effect_core::{EffectLedger, EffectLedgerExt as _, LedgerErrorKind, NewOperation};
 
-use super::{SCHEMA_VERSION, Schema, migrate_to};
+use super::{MIGRATIONS, SCHEMA_VERSION, Schema, WRITE_FUNCTION, migrate, migrate_to};
 use crate::{PostgresLedger, PostgresOptions, connect_client};
 
 type TestResult = Result<(), Box<dyn std::error::Error>>;
@@ -25,6 +25,18 @@ impl Drop for DropSchema {
         if let Err(err) = dropped {
             eprintln!("could not drop test schema {}: {err}", self.name);
         }
+    }
+}
+
+/// The write function as `version` of the schema shipped it (none before 2):
+/// with it, [`migrate_to`] builds the schema that release left.
+fn history(version: i32) -> Option<&'static str> {
+    match version {
+        1 => None,
+        2 => Some(include_str!("history/effect_write_v2.sql")),
+        3 => Some(include_str!("history/effect_write_v3.sql")),
+        4 | 5 => Some(include_str!("history/effect_write_v4.sql")),
+        _ => Some(WRITE_FUNCTION),
     }
 }
 
@@ -75,7 +87,7 @@ fn a_version_2_schema_is_upgraded_in_place() -> TestResult {
     let mut admin = connect_client(&url, &options)?;
     admin.batch_execute(&format!("DROP SCHEMA IF EXISTS \"{name}\" CASCADE"))?;
     let schema = Schema::new(&name)?;
-    migrate_to(&mut admin, &schema, true, 2)?;
+    migrate_to(&mut admin, &schema, true, 2, history(2))?;
     assert!(event_columns(&mut admin, &name)?.contains(&"drawers".to_owned()));
 
     // Two transitions written by version 2's function, as a version 2
@@ -219,7 +231,7 @@ fn a_version_3_schema_migrates_only_when_asked() -> TestResult {
     let mut admin = connect_client(&url, &options)?;
     admin.batch_execute(&format!("DROP SCHEMA IF EXISTS \"{name}\" CASCADE"))?;
     let schema = Schema::new(&name)?;
-    migrate_to(&mut admin, &schema, true, 3)?;
+    migrate_to(&mut admin, &schema, true, 3, history(3))?;
     let q = &schema.quoted;
     // A version 3 writer's call, as a version 3 ledger sends it.
     let v3_write = format!(
@@ -287,5 +299,162 @@ fn a_version_3_schema_migrates_only_when_asked() -> TestResult {
         .map(|e| e.event_type)
         .collect();
     assert_eq!(events, ["prepared", "dispatched", "confirmed"]);
+    Ok(())
+}
+
+/// The numbered files of `migrations/` are the migrations, in order, one per
+/// version from 1 to [`SCHEMA_VERSION`]: a file added there and not listed
+/// (or listed out of order) fails here.
+#[test]
+fn the_migrations_are_the_numbered_files_in_order() -> TestResult {
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("migrations");
+    let mut numbered: Vec<String> = std::fs::read_dir(&dir)?
+        .map(|entry| entry.map(|e| e.file_name().to_string_lossy().into_owned()))
+        .collect::<Result<Vec<_>, _>>()?
+        .into_iter()
+        .filter(|name| name.as_bytes().first().is_some_and(u8::is_ascii_digit))
+        .collect();
+    numbered.sort();
+    assert_eq!(numbered.len(), MIGRATIONS.len(), "{numbered:?}");
+    assert_eq!(MIGRATIONS.len(), usize::try_from(SCHEMA_VERSION)?);
+    for ((file, migration), version) in numbered.iter().zip(MIGRATIONS).zip(1..) {
+        assert_eq!(migration.version, version, "{file}");
+        assert!(file.starts_with(&format!("{version:04}_")), "{file}");
+        assert!(file.ends_with(".sql"), "{file}");
+        assert_eq!(
+            std::fs::read_to_string(dir.join(file))?,
+            migration.sql,
+            "{file}"
+        );
+    }
+    assert_eq!(
+        std::fs::read_to_string(dir.join("effect_write.sql"))?,
+        WRITE_FUNCTION
+    );
+    Ok(())
+}
+
+/// What the catalog says of `schema`: its relations, their columns (dropped
+/// ones included, by position), indexes, constraints, sequences, functions
+/// (with their source) and recorded versions, one line each, the schema's
+/// name written `{schema}`.
+fn catalog(client: &mut postgres::Client, schema: &Schema) -> Result<Vec<String>, postgres::Error> {
+    let q = &schema.quoted;
+    let queries = [
+        "SELECT concat_ws(' | ', 'relation', c.relname, c.relkind) \
+         FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace \
+         WHERE n.nspname = $1 ORDER BY c.relname"
+            .to_owned(),
+        "SELECT concat_ws(' | ', 'column', c.relname, a.attnum, a.attname, a.attisdropped, \
+                format_type(a.atttypid, a.atttypmod), a.attnotnull, a.attidentity, \
+                pg_get_expr(d.adbin, d.adrelid)) \
+         FROM pg_attribute a JOIN pg_class c ON c.oid = a.attrelid \
+         JOIN pg_namespace n ON n.oid = c.relnamespace \
+         LEFT JOIN pg_attrdef d ON d.adrelid = a.attrelid AND d.adnum = a.attnum \
+         WHERE n.nspname = $1 AND a.attnum > 0 ORDER BY c.relname, a.attnum"
+            .to_owned(),
+        "SELECT concat_ws(' | ', 'index', indexname, indexdef) \
+         FROM pg_indexes WHERE schemaname = $1 ORDER BY indexname"
+            .to_owned(),
+        "SELECT concat_ws(' | ', 'constraint', c.relname, k.conname, pg_get_constraintdef(k.oid)) \
+         FROM pg_constraint k JOIN pg_class c ON c.oid = k.conrelid \
+         JOIN pg_namespace n ON n.oid = c.relnamespace \
+         WHERE n.nspname = $1 ORDER BY c.relname, k.conname"
+            .to_owned(),
+        "SELECT concat_ws(' | ', 'sequence', sequencename, data_type, start_value, min_value, \
+                max_value, increment_by, cycle, cache_size) \
+         FROM pg_sequences WHERE schemaname = $1 ORDER BY sequencename"
+            .to_owned(),
+        "SELECT concat_ws(' | ', 'function', p.proname, \
+                pg_get_function_identity_arguments(p.oid), pg_get_function_result(p.oid), \
+                l.lanname, p.provolatile, p.prosrc) \
+         FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace \
+         JOIN pg_language l ON l.oid = p.prolang \
+         WHERE n.nspname = $1 ORDER BY 1"
+            .to_owned(),
+        format!(
+            "SELECT concat_ws(' | ', 'version', version, description) \
+             FROM {q}.effect_schema_version WHERE $1::text IS NOT NULL ORDER BY version"
+        ),
+    ];
+    let mut lines = Vec::new();
+    for query in &queries {
+        for row in client.query(query.as_str(), &[&schema.name])? {
+            let line: String = row.get(0);
+            lines.push(line.replace(&schema.name, "{schema}"));
+        }
+    }
+    Ok(lines)
+}
+
+/// A fresh schema, the schema every older release left (built with that
+/// release's write function) migrated to the current version, and a schema
+/// migrated one version at a time are the same in every line of the
+/// catalog: the write function applied after the numbered migrations leaves
+/// what applying each version's own function in turn left.
+#[test]
+fn every_older_schema_migrates_to_the_fresh_one() -> TestResult {
+    let Some(url) =
+        effect_testkit::servers::postgres_url("every_older_schema_migrates_to_the_fresh_one")
+    else {
+        return Ok(());
+    };
+    let options = PostgresOptions::default();
+    let mut admin = connect_client(&url, &options)?;
+    let schema_named = |suffix: &str| -> Result<(Schema, DropSchema), Box<dyn std::error::Error>> {
+        let name = format!("t_catalog_{suffix}_{}", std::process::id());
+        let drop = DropSchema {
+            url: url.clone(),
+            name: name.clone(),
+        };
+        Ok((Schema::new(&name)?, drop))
+    };
+
+    let (fresh, _drop_fresh) = schema_named("fresh")?;
+    admin.batch_execute(&format!("DROP SCHEMA IF EXISTS {} CASCADE", fresh.quoted))?;
+    migrate(&mut admin, &fresh, true)?;
+    let expected = catalog(&mut admin, &fresh)?;
+    // The comparison is worth something only if the catalog was read.
+    let count = |kind: &str| {
+        expected
+            .iter()
+            .filter(|line| line.starts_with(&format!("{kind} |")))
+            .count()
+    };
+    assert_eq!(count("function"), 2, "{expected:#?}");
+    assert_eq!(count("index"), 10, "{expected:#?}");
+    assert_eq!(count("sequence"), 1, "{expected:#?}");
+    assert_eq!(count("version"), usize::try_from(SCHEMA_VERSION)?);
+    assert!(
+        expected
+            .iter()
+            .any(|l| l.contains("effect_events | 7 | ........pg.dropped.7")),
+        "the events table keeps the places of its dropped columns: {expected:#?}"
+    );
+
+    for old in 1..SCHEMA_VERSION {
+        let (schema, _drop) = schema_named(&format!("v{old}"))?;
+        admin.batch_execute(&format!("DROP SCHEMA IF EXISTS {} CASCADE", schema.quoted))?;
+        migrate_to(&mut admin, &schema, true, old, history(old))?;
+        let before = catalog(&mut admin, &schema)?;
+        assert_ne!(before, expected, "version {old} differs before migrating");
+        migrate(&mut admin, &schema, true)?;
+        assert_eq!(
+            catalog(&mut admin, &schema)?,
+            expected,
+            "version {old} migrated"
+        );
+    }
+
+    let (stepped, _drop_stepped) = schema_named("stepped")?;
+    admin.batch_execute(&format!("DROP SCHEMA IF EXISTS {} CASCADE", stepped.quoted))?;
+    for version in 1..=SCHEMA_VERSION {
+        migrate_to(&mut admin, &stepped, true, version, Some(WRITE_FUNCTION))?;
+    }
+    assert_eq!(
+        catalog(&mut admin, &stepped)?,
+        expected,
+        "one version at a time"
+    );
     Ok(())
 }

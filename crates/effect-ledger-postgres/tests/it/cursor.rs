@@ -81,7 +81,7 @@ impl Writer {
     }
 
     /// The sequences this writer's transaction has announced (the low 32
-    /// bits of each, as `MIGRATION_6` of src/schema.rs locks them).
+    /// bits of each, as migrations/effect_write.sql locks them).
     fn announced(&mut self) -> Result<Vec<u64>, Error> {
         let q = &self.q;
         self.client
@@ -210,7 +210,7 @@ fn below_xmin_page(client: &mut Client, q: &str, after: u64) -> Result<(Vec<u64>
     Ok((sequences, row.get(1)))
 }
 
-/// The reader of `MIGRATION_6` without its care for unannounced writers:
+/// The reader of schema version 6 (migrations/0006_announced_writers.sql) without its care for unannounced writers:
 /// the events after the cursor up to the largest visible sequence and below the
 /// smallest announced one, whatever the marked writers that announced
 /// nothing. Three statements in one READ COMMITTED transaction, as the

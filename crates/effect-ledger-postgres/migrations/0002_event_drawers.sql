@@ -1,0 +1,21 @@
+-- Version 2: the writers an event may follow (`drawers`), for the
+-- one-statement write function this version introduced (its text, as
+-- version 2 shipped it, is src/schema/history/effect_write_v2.sql; today's
+-- is effect_write.sql).
+--
+-- The one-statement write function. A writer of version 2 takes the
+-- schema's append lock exclusively until commit, so sequences commit in the
+-- order they are drawn, and `drawers` stays empty (see version 3 for
+-- why the shared form it was made for skipped events). The function writes
+-- one transition (the record and its events) in one statement, so a
+-- transition outside an explicit transaction is one round trip and one
+-- commit.
+--
+-- `effect_write` returns false, having written nothing, when:
+-- the record to insert exists already; the record to update has changed
+-- since it was read (its `xmin` is not `p_version`) or is locked by another
+-- transaction (the caller then plans again under the row lock, so it never
+-- waits here with a stale clock reading); or the transaction is not READ
+-- COMMITTED (the ledger's own explicit transactions always are).
+
+ALTER TABLE {schema}.effect_events ADD COLUMN IF NOT EXISTS drawers xid[];

@@ -1,0 +1,64 @@
+-- Version 3: appends commit in parallel; each event records the writers it
+-- may follow (the write function of this version is
+-- src/schema/history/effect_write_v3.sql).
+--
+-- Appends in one schema commit in parallel, and an `events_after` cursor
+-- still never skips nor repeats an event. Sequences are drawn from the
+-- identity column's sequence with `CACHE 1` (the default, which this
+-- migration sets again), so a smaller sequence is always drawn earlier; but
+-- transactions commit in any order: the reader must know, for an event it
+-- can see, that no smaller sequence can still appear.
+--
+-- **The writer.** A transaction that appends (1) has a transaction id,
+-- (2) takes a *shared* advisory lock on the schema, its mark (writers never
+-- wait for each other's marks), (3) draws its sequences, then (4) reads in
+-- one `pg_locks` snapshot the ids of every other transaction holding the
+-- mark, and stores them, as 64-bit `xid8`, in `pending_writers` of each event
+-- it inserts. Every lock is released only after its transaction's commit or
+-- rollback is visible to new snapshots (`ProcArrayEndTransaction` runs
+-- before the locks are released).
+--
+-- **The reader** of version 3 (`events_after`) pages in sequence
+-- order and stops before the first event one of whose pending writers is
+-- not finished in the statement's snapshot (`pg_visible_in_snapshot`
+-- false: listed as running, or at or above the snapshot's `xmax`).
+--
+-- **Why nothing is skipped.** Let the reader return a page ending at event
+-- `e` (sequence `s`, writer `W`), read in snapshot `S`, and let `x` be any
+-- event with a sequence below `s` that `S` does not show, written by `V`. If
+-- `V` is `W`, `x` committed with `e` and `S` shows it: impossible. Otherwise
+-- `V` drew `x`'s sequence before `W` drew `s`, so `V` held its mark (and,
+-- from step (1), the lock on its own transaction id) before `W`'s step (4).
+-- Either `V` still held them then, and since one `pg_locks` call copies the
+-- main lock table consistently (advisory and transaction-id locks are never
+-- in the per-backend fast-path slots), `V`'s id is in `e`'s
+-- `pending_writers`, which the reader found finished in `S`; or `V` had
+-- released them, so its end was visible before `W`'s step (4), before `W`
+-- committed, hence before `S` was taken. Either way `V` had ended when `S`
+-- was taken; had it committed, `S` would show `x`; so `V` rolled back and
+-- `x` never appears. So every sequence up to `s`
+-- is either in `S` (and was returned, the page being every visible event
+-- after the cursor up to `e`) or never will be: a cursor moved to `s` skips
+-- nothing. **Why nothing repeats**: the next page starts after `s`.
+--
+-- **What withdrew the first attempt** (schema version 2 with `drawers xid[]`
+-- filled): its reader held an event only when a recorded writer was listed
+-- in `pg_snapshot_xip(pg_current_snapshot())`. A snapshot lists only running
+-- ids below its `xmax` (the latest finished id, plus one); a writer whose id
+-- is above every finished one counts as running but is not listed. When the
+-- writer that drew first had the *larger* id (it got its id later) and the
+-- other, with the smaller id, committed first, the reader returned the
+-- later sequence and skipped the earlier one for good. `xid8` values and
+-- `pg_visible_in_snapshot` close that gap, and `tests/it/cursor.rs` drives
+-- that interleaving step by step.
+--
+-- A writer holds the cursor back only from its mark to its commit; the
+-- ledger's own writes do it inside one statement. The `drawers` column of
+-- version 2 (always empty there: its writers took the lock exclusively) is
+-- dropped, so a version 2 reader still running fails loudly instead of
+-- trusting parallel appends; the function keeps its signature, so a version
+-- 2 writer still running calls this one.
+
+ALTER TABLE {schema}.effect_events DROP COLUMN IF EXISTS drawers;
+ALTER TABLE {schema}.effect_events ADD COLUMN IF NOT EXISTS pending_writers xid8[];
+ALTER TABLE {schema}.effect_events ALTER COLUMN sequence SET CACHE 1;

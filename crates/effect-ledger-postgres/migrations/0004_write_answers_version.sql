@@ -1,0 +1,38 @@
+-- Version 4: the write function answers the row's version; a lone appender
+-- skips pg_locks. This version changed only the write function (then
+-- src/schema/history/effect_write_v4.sql; today effect_write.sql, which is
+-- applied after this file), so it has no statement of its own.
+--
+-- The write function of version 4: `effect_write` with one more argument
+-- (an overload: 22 arguments), answering `(written, version, stamp)`.
+--
+-- - **`version`** is the written row's `xmin` as text: the version a
+--   later transition of the same operation passes as `p_version`. The
+--   ledger remembers it with the record of each claim it wrote, so the
+--   owner's outcome (confirmed, rejected, unknown) is planned on that record
+--   and written in **one round trip**, without reading the row first; the
+--   write applies only if the row is still exactly that version (see
+--   src/ledger.rs), else the transition is planned again on a fresh read.
+-- - **`p_stamp`**: when not NULL, the placeholder timestamp the caller
+--   planned with (it did not read the database clock): the function writes
+--   the database clock (`clock_timestamp()`, as docs/spec.md §8 text)
+--   instead, in every event's timestamp and in `updated_at` where it equals
+--   the placeholder, and answers it as `stamp`, so every timestamp stays the
+--   database's.
+-- - **A lone appender skips `pg_locks`.** After its mark and its draw (the
+--   steps (2) and (3) of version 3), a writer tries the mark's
+--   *exclusive* lock without waiting, inside a subtransaction that is rolled
+--   back at once (a plpgsql block with an exception handler), which
+--   releases that lock. The try succeeds only if no other transaction held
+--   the mark granted at that instant (our own shared mark never conflicts
+--   with us), which is exactly the case in which the `pg_locks` look of step
+--   (4) finds nobody: `pending_writers` is then empty without the scan. The
+--   argument of version 3 holds unchanged, with the try in place of
+--   the look: every other writer that drew a smaller sequence either still
+--   held its mark at the try (which then fails, and the look runs) or had
+--   ended visibly before it. Nothing outlives the statement: a cancel or an
+--   error inside the block rolls the subtransaction, and its lock, back.
+--
+-- The 21-argument `effect_write` keeps its answer (a boolean) and calls the
+-- new one, so a version 3 writer still running keeps working. Both names
+-- contain `effect_write(`, which the testkit's `CommitCutProxy` looks for.

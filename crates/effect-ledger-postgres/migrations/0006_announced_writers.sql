@@ -1,0 +1,61 @@
+-- Version 6: writers announce their first sequence; readers look at
+-- pg_locks instead. The write function this argument describes is
+-- effect_write.sql; the reader is `events_after` (src/ledger.rs) with the
+-- statements `events_largest`, `events_marks` and `events_page`
+-- (src/statements.rs).
+--
+-- Appends commit in parallel without any writer looking at another: the
+-- look moves to the reader. Version 4's writer read `pg_locks` on every
+-- append made while another was appending (always, with several
+-- connections), and one `pg_locks` call holds every partition of the
+-- server's lock table while it copies it: under 16 connections that look
+-- was a third of the server's CPU per effect (docs/performance.md).
+--
+-- **The writer** (`effect_write`, both signatures) (1) takes the schema's
+-- mark, the *shared* advisory lock of version 3, (2) draws its
+-- sequences one by one and, right after the first, (3) *announces* it: a
+-- shared advisory lock keyed by the schema (`hashtext('effect-ledger-postgres
+-- pending <schema>')`) and the sequence's low 32 bits. Both locks are held
+-- until the transaction ends, and released only after its commit or
+-- rollback is visible to new snapshots (`ProcArrayEndTransaction` runs
+-- before the locks are released). Nothing is recorded in the events:
+-- `pending_writers` is dropped.
+--
+-- **The reader** (`events_after`, in one READ COMMITTED transaction,
+-- (src/ledger.rs)) reads, in three statements and so in this order: (a)
+-- `V`, the largest sequence its snapshot shows (a `SELECT` on the table:
+-- no privilege on the sequence is needed); (b) one `pg_locks` copy: the marked
+-- transactions, and the smallest announced sequence `A` among them (widened
+-- from 32 bits against `V`); and whether some marked transaction has
+-- announced nothing (it is between its mark and its announcement, or it is
+-- a writer of an older version, which never announces), in which case (b)
+-- is read again a few times, and if that stays so, the page is cut at its
+-- first missing sequence; (c) in a fresh snapshot `S`, the events after the
+-- cursor up to `min(V, A - 1)`.
+--
+-- **Why nothing is skipped.** Let `x` be a sequence at most that bound
+-- that `S` does not show, drawn by `T`. `x <= V`, and `V` was drawn before
+-- its writer committed, before (a): so `T` drew `x` before (a), holding its
+-- mark since before the draw. At (b) either `T` had ended, its
+-- end visible before (b) and so to `S`, taken later: had it committed, `S`
+-- would show `x`; so it rolled back and `x` never appears. Or `T` still held
+-- its mark at (b): if it had announced, its first sequence `a <= x` bounds
+-- the page below `x`: impossible; if not, the page stops at its first
+-- missing sequence, at or before `x`. So every sequence up to the page's
+-- last is in `S` (and returned) or never will be. **Why nothing repeats**:
+-- the next page starts after the last one returned.
+--
+-- A version 5 reader still running fails loudly (its statement names
+-- `pending_writers`) instead of trusting writers that record nothing; a
+-- version 3 to 5 writer still running calls this function (same
+-- signatures) or, mid-call during the migration, finishes before the
+-- column is dropped (the drop waits for its table lock).
+--
+-- The 22-argument function changes its result (`lease_until` joins it), which
+-- `CREATE OR REPLACE` cannot do: it is dropped here, and effect_write.sql,
+-- applied after this file, creates it again.
+
+ALTER TABLE {schema}.effect_events DROP COLUMN IF EXISTS pending_writers;
+DROP FUNCTION IF EXISTS {schema}.effect_write(text, text, text, text, text, text, text, text,
+    text, text, text, integer, text, text, double precision, text, text, text[], text[],
+    text[], boolean, text);
