@@ -1,0 +1,414 @@
+//! `effect-multihost run`: builds the hosts, runs each replication mode as a
+//! phase of workers under seeded faults, stops the faults, lets recovery
+//! settle every operation, and checks the history.
+
+use std::collections::BTreeMap;
+use std::net::{SocketAddr, SocketAddrV4};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+use anyhow::{Context, bail};
+use clap::Args;
+use effect_ledger_postgres::{PostgresLedger, PostgresOptions, SslMode};
+use serde::Serialize;
+use serde_json::json;
+
+use crate::checker::{self, Findings};
+use crate::cluster::{self, PORT, Postgres, Replication, Server};
+use crate::faults::{FaultKind, Faults};
+use crate::history;
+use crate::provider;
+use crate::proxy::FaultProxy;
+use crate::topology::{Host, Network};
+use crate::wait::{now, until};
+use crate::worker::wall_ms;
+
+/// Arguments of `effect-multihost run`.
+#[derive(Debug, Args)]
+pub(crate) struct RunArgs {
+    /// How long the faults run, over all phases (`90s`, `30m`, `1h`).
+    #[arg(long, value_parser = parse_duration, default_value = "2m")]
+    duration: Duration,
+    /// The seed of every fault time, fault choice and worker's picks.
+    #[arg(long, default_value_t = 1)]
+    seed: u64,
+    /// The replication modes to run, one phase each.
+    #[arg(long, value_delimiter = ',', default_value = "async,sync")]
+    modes: Vec<Replication>,
+    /// Worker hosts (1 to 3).
+    #[arg(long, default_value_t = 3)]
+    workers: usize,
+    /// Caller threads per worker process.
+    #[arg(long, default_value_t = 2)]
+    threads: usize,
+    /// Where to keep the servers, histories and the report (default: a new
+    /// directory under /tmp).
+    #[arg(long)]
+    out: Option<PathBuf>,
+    /// Fail unless each phase ran at least this many calls.
+    #[arg(long, default_value_t = 1)]
+    min_calls: u64,
+}
+
+/// What a run writes to `report.json`.
+#[derive(Debug, Serialize)]
+struct Report {
+    seed: u64,
+    duration_s: u64,
+    phases: Vec<Phase>,
+}
+
+#[derive(Debug, Serialize)]
+struct Phase {
+    mode: Replication,
+    faults: BTreeMap<String, u64>,
+    proxy_connections: u64,
+    findings: Findings,
+}
+
+/// The addresses of the hosts.
+const PROXY: (&str, u8) = ("proxy", 2);
+const DB: [(&str, u8); 2] = [("db1", 11), ("db2", 12)];
+const WORKERS: [(&str, u8); 3] = [("w1", 21), ("w2", 22), ("w3", 23)];
+
+/// `effect-multihost run`.
+pub(crate) fn run(args: &RunArgs) -> anyhow::Result<()> {
+    if !rustix::process::geteuid().is_root() {
+        bail!("effect-multihost run needs root (network namespaces, iptables)");
+    }
+    if args.workers == 0 || args.workers > WORKERS.len() || args.modes.is_empty() {
+        bail!("between 1 and 3 workers, and at least one mode");
+    }
+    let out = match &args.out {
+        Some(out) => out.clone(),
+        None => PathBuf::from(format!("/tmp/effect-multihost-{}", std::process::id())),
+    };
+    std::fs::create_dir_all(&out).with_context(|| format!("creating {}", out.display()))?;
+    let mut hosts = vec![PROXY, DB[0], DB[1]];
+    hosts.extend_from_slice(&WORKERS[..args.workers]);
+    let network = Network::create(&hosts)?;
+    let postgres = Postgres::new(&out)?;
+    let mut db = [
+        Server {
+            host: network.host("db1")?.clone(),
+            dir: out.join("db1"),
+        },
+        Server {
+            host: network.host("db2")?.clone(),
+            dir: out.join("db2"),
+        },
+    ];
+    let result = (|| {
+        postgres.init_primary(&db[0])?;
+        postgres.rebuild_standby(&db[1], &db[0])?;
+        postgres.wait_streaming(&db[0])?;
+        let proxy_host = network.host("proxy")?.clone();
+        let stable = SocketAddr::V4(SocketAddrV4::new(proxy_host.addr, PORT));
+        let proxy = FaultProxy::start(
+            &proxy_host.ns,
+            stable,
+            SocketAddr::V4(SocketAddrV4::new(db[0].host.addr, PORT)),
+            args.seed,
+        )?;
+        let workers: Vec<Host> = WORKERS[..args.workers]
+            .iter()
+            .map(|(name, _)| network.host(name).cloned())
+            .collect::<anyhow::Result<_>>()?;
+        let per_phase = args.duration / u32::try_from(args.modes.len())?;
+        let mut phases = Vec::new();
+        for (index, &mode) in args.modes.iter().enumerate() {
+            let mut world = World {
+                network: &network,
+                postgres: &postgres,
+                db: &mut db,
+                proxy: &proxy,
+                proxy_host: &proxy_host,
+                workers: &workers,
+                dir: out.join(mode.as_str()),
+                schema: format!("ledger_{}", mode.as_str()),
+                stable,
+                seed: args.seed.wrapping_add(index as u64 * 1_000_003),
+                threads: args.threads,
+                epoch_ms: wall_ms(),
+                running: Vec::new(),
+            };
+            let phase = world.phase(mode, per_phase)?;
+            print_phase(&phase);
+            phases.push(phase);
+        }
+        Ok::<_, anyhow::Error>(phases)
+    })();
+    for server in &db {
+        postgres.stop(server);
+    }
+    drop(network);
+    let phases = result?;
+    let report = Report {
+        seed: args.seed,
+        duration_s: args.duration.as_secs(),
+        phases,
+    };
+    let path = out.join("report.json");
+    std::fs::write(&path, serde_json::to_string_pretty(&report)?)?;
+    println!("report: {}", path.display());
+    judge(&report, args.min_calls)
+}
+
+/// Fails the run on a violation the mode must not have, or on a phase that
+/// could have passed without exercising anything.
+fn judge(report: &Report, min_calls: u64) -> anyhow::Result<()> {
+    let mut problems = Vec::new();
+    for phase in &report.phases {
+        let mode = phase.mode.as_str();
+        let v = &phase.findings.violations;
+        let forbidden = match phase.mode {
+            Replication::Sync => v.total(),
+            Replication::Async => v.always(),
+        };
+        if forbidden > 0 {
+            problems.push(format!("{mode}: {forbidden} violations ({v:?})"));
+        }
+        for kind in FaultKind::ALL {
+            if phase.faults.get(kind.as_str()).copied().unwrap_or(0) == 0 {
+                problems.push(format!("{mode}: no {} fault was injected", kind.as_str()));
+            }
+        }
+        if phase.findings.calls < min_calls {
+            problems.push(format!(
+                "{mode}: only {} calls (at least {min_calls} expected)",
+                phase.findings.calls
+            ));
+        }
+        if phase.findings.ok == 0 || phase.findings.committed == 0 {
+            problems.push(format!("{mode}: nothing was confirmed"));
+        }
+    }
+    if problems.is_empty() {
+        Ok(())
+    } else {
+        bail!("{}", problems.join("; "))
+    }
+}
+
+fn print_phase(phase: &Phase) {
+    let f = &phase.findings;
+    println!(
+        "{}",
+        json!({
+            "mode": phase.mode,
+            "faults": phase.faults,
+            "calls": f.calls, "ok": f.ok, "fail": f.fail, "info": f.info, "unfinished": f.unfinished,
+            "operations": f.operations, "committed": f.committed,
+            "second_dispatches": f.second_dispatches,
+            "violations": f.violations,
+        })
+    );
+    for (what, examples) in &f.examples {
+        for example in examples {
+            println!("  {what}: {example}");
+        }
+    }
+}
+
+/// Everything a phase drives.
+pub(crate) struct World<'a> {
+    pub(crate) network: &'a Network,
+    pub(crate) postgres: &'a Postgres,
+    /// `db[0]` is the primary, `db[1]` the standby.
+    pub(crate) db: &'a mut [Server; 2],
+    pub(crate) proxy: &'a FaultProxy,
+    pub(crate) proxy_host: &'a Host,
+    pub(crate) workers: &'a [Host],
+    dir: PathBuf,
+    schema: String,
+    stable: SocketAddr,
+    pub(crate) seed: u64,
+    threads: usize,
+    epoch_ms: u64,
+    /// The worker process of each worker host.
+    running: Vec<Option<Child>>,
+}
+
+impl World<'_> {
+    fn phase(&mut self, mode: Replication, length: Duration) -> anyhow::Result<Phase> {
+        std::fs::create_dir_all(&self.dir)?;
+        self.postgres.set_mode(mode, &[&self.db[0], &self.db[1]])?;
+        self.postgres.wait_streaming(&self.db[0])?;
+        let connections_before = self.proxy.connections();
+        self.running = (0..self.workers.len()).map(|_| None).collect();
+        for index in 0..self.workers.len() {
+            self.spawn_worker(index)?;
+        }
+        let mut faults = Faults::new(self.seed);
+        let start = now();
+        faults.run(self, start, length)?;
+        // Faults stop: every link heals, every clock is right again.
+        self.network.heal_all()?;
+        self.proxy.set_delay(0);
+        self.proxy.set_loss(0);
+        for host in self.workers {
+            std::fs::write(self.clock_file(host), "0")?;
+        }
+        std::fs::write(self.stop_file(), "stop")?;
+        for index in 0..self.workers.len() {
+            if let Some(mut child) = self.running[index].take() {
+                let pid = i32::try_from(child.id())?;
+                if until(Duration::from_secs(90), "a worker to stop", || {
+                    Ok(child.try_wait()?.is_some())
+                })
+                .is_err()
+                {
+                    cluster::kill9(pid);
+                    let _ = child.wait();
+                }
+            }
+        }
+        self.settle()?;
+        let ledger = self.checker_ledger()?;
+        let events = history::read_dir(&self.dir)?;
+        let deliveries = provider::read_all(&self.provider_file())?;
+        let findings = checker::check(&events, &deliveries, &ledger)?;
+        Ok(Phase {
+            mode,
+            faults: faults.counts(),
+            proxy_connections: self.proxy.connections() - connections_before,
+            findings,
+        })
+    }
+
+    fn stop_file(&self) -> PathBuf {
+        self.dir.join("stop")
+    }
+
+    fn provider_file(&self) -> PathBuf {
+        self.dir.join("provider.jsonl")
+    }
+
+    pub(crate) fn clock_file(&self, host: &Host) -> PathBuf {
+        self.dir.join(format!("clock-{}", host.name))
+    }
+
+    fn url(&self) -> String {
+        format!(
+            "postgres://postgres@{}/postgres?sslmode=disable",
+            self.stable
+        )
+    }
+
+    fn worker_command(&self, host: &Host, seed: u64) -> anyhow::Result<Command> {
+        let exe = std::env::current_exe().context("finding this binary")?;
+        let mut command = Command::new("ip");
+        command
+            .args(["netns", "exec", &host.ns])
+            .arg(exe)
+            .arg("worker")
+            .args(["--url", &self.url(), "--schema", &self.schema])
+            .arg("--provider")
+            .arg(self.provider_file())
+            .arg("--dir")
+            .arg(&self.dir)
+            .args(["--name", &host.name])
+            .args(["--seed", &seed.to_string()])
+            .args(["--threads", &self.threads.to_string()])
+            .arg("--stop-file")
+            .arg(self.stop_file())
+            .arg("--clock-file")
+            .arg(self.clock_file(host))
+            .args(["--epoch-ms", &self.epoch_ms.to_string()]);
+        Ok(command)
+    }
+
+    /// Starts worker host `index`'s process (again, after a kill).
+    pub(crate) fn spawn_worker(&mut self, index: usize) -> anyhow::Result<()> {
+        let host = &self.workers[index];
+        let seed = self
+            .seed
+            .wrapping_mul(7919)
+            .wrapping_add(index as u64)
+            .wrapping_add(wall_ms());
+        let log = self.dir.join(format!("worker-{}.log", host.name));
+        let log = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&log)?;
+        let child = self
+            .worker_command(host, seed)?
+            .stdout(log.try_clone()?)
+            .stderr(log)
+            .spawn()
+            .context("starting a worker")?;
+        self.running[index] = Some(child);
+        Ok(())
+    }
+
+    /// kill -9 of worker host `index`'s process.
+    pub(crate) fn kill_worker(&mut self, index: usize) -> anyhow::Result<()> {
+        if let Some(mut child) = self.running[index].take() {
+            cluster::kill9(i32::try_from(child.id())?);
+            child.wait()?;
+        }
+        Ok(())
+    }
+
+    /// Runs recovery from the first worker host until nothing is unsettled.
+    fn settle(&self) -> anyhow::Result<()> {
+        let host = &self.workers[0];
+        let output = self
+            .worker_command(host, self.seed)?
+            .arg("--settle")
+            .args(["--provider-faults", "0"])
+            .stdin(Stdio::null())
+            .output()
+            .context("running the settling worker")?;
+        if !output.status.success() {
+            bail!(
+                "recovery did not settle every operation: {}",
+                String::from_utf8_lossy(&output.stderr).trim()
+            );
+        }
+        Ok(())
+    }
+
+    /// The ledger on the current primary, over its Unix socket.
+    fn checker_ledger(&self) -> anyhow::Result<PostgresLedger> {
+        let url = format!(
+            "host={} port={PORT} user=postgres dbname=postgres",
+            self.db[0].dir.display()
+        );
+        let options = PostgresOptions::default()
+            .schema(self.schema.clone())
+            .migrate(false)
+            .ssl_mode(SslMode::Disable);
+        PostgresLedger::connect(&url, options).context("opening the ledger to check it")
+    }
+
+    /// The stable address's proxy now points at `db[0]`.
+    pub(crate) fn point_proxy_at_primary(&self) {
+        self.proxy.switch(SocketAddr::V4(SocketAddrV4::new(
+            self.db[0].host.addr,
+            PORT,
+        )));
+    }
+
+    pub(crate) fn phase_dir(&self) -> &Path {
+        &self.dir
+    }
+}
+
+/// `90s`, `2m`, `30m`, `1h`, or plain seconds.
+fn parse_duration(text: &str) -> Result<Duration, String> {
+    let (number, unit) = text
+        .find(|c: char| !c.is_ascii_digit())
+        .map_or((text, ""), |at| text.split_at(at));
+    let number: u64 = number
+        .parse()
+        .map_err(|_| format!("not a duration: {text:?}"))?;
+    let seconds = match unit {
+        "" | "s" => number,
+        "m" => number * 60,
+        "h" => number * 3600,
+        _ => return Err(format!("unknown unit in {text:?} (s, m or h)")),
+    };
+    Ok(Duration::from_secs(seconds))
+}
