@@ -41,7 +41,22 @@ const TASKS: &[(&str, &str)] = &[
         "deny",
         "cargo deny check: licenses, bans, advisories, sources (fails when cargo-deny is not installed)",
     ),
+    (
+        "multihost-ci",
+        "the short seeded multi-host run: both replication modes, every fault kind (root; skipped without it unless EFFECT_REQUIRE_MULTIHOST=1)",
+    ),
 ];
+
+/// Tasks that `ci` does not run.
+const MANUAL_TASKS: &[(&str, &str)] = &[(
+    "multihost",
+    "the multi-host run with its own arguments: --duration 30m --seed N (root; see docs/production.md)",
+)];
+
+/// The seed and length of the CI's multi-host run, and the calls each of its
+/// two phases must at least run (a phase runs thousands on a loaded 2-core
+/// machine; far fewer means it exercised nothing).
+const MULTIHOST_CI: &[&str] = &["--duration", "60s", "--seed", "43", "--min-calls", "500"];
 
 /// What `cargo xtask ci` runs: every task above.
 const CI_STEPS: &[&str] = &[
@@ -55,6 +70,7 @@ const CI_STEPS: &[&str] = &[
     "links",
     "package",
     "deny",
+    "multihost-ci",
 ];
 
 fn main() -> ExitCode {
@@ -79,11 +95,11 @@ fn main() -> ExitCode {
 fn usage() -> String {
     let mut out = String::from("usage: cargo xtask <task>\n\ntasks:\n");
     out.push_str(&format!(
-        "  {:<10}every task below, in order (what CI runs)\n",
+        "  {:<14}every task below, in order (what CI runs)\n",
         "ci"
     ));
-    for (name, what) in TASKS {
-        out.push_str(&format!("  {name:<10}{what}\n"));
+    for (name, what) in TASKS.iter().chain(MANUAL_TASKS) {
+        out.push_str(&format!("  {name:<14}{what}\n"));
     }
     out
 }
@@ -187,6 +203,25 @@ fn run(task: &str) -> Result<()> {
             );
             Ok(())
         }
+        "multihost-ci" => {
+            if !is_root()? {
+                if std::env::var("EFFECT_REQUIRE_MULTIHOST").as_deref() == Ok("1") {
+                    bail!(
+                        "EFFECT_REQUIRE_MULTIHOST=1 but not running as root: the multi-host run needs network namespaces and iptables"
+                    );
+                }
+                eprintln!(
+                    "xtask multihost-ci: SKIPPED: needs root (network namespaces, iptables); EFFECT_REQUIRE_MULTIHOST=1 makes this a failure"
+                );
+                return Ok(());
+            }
+            multihost(MULTIHOST_CI)
+        }
+        "multihost" => {
+            let args: Vec<String> = std::env::args().skip(2).collect();
+            let args: Vec<&str> = args.iter().map(String::as_str).collect();
+            multihost(&args)
+        }
         other => bail!("unknown task {other:?}\n{}", usage()),
     }
 }
@@ -263,6 +298,13 @@ const FORBIDDEN: &[(&str, &[&str])] = &[
             "aws-lc-sys",
         ],
     ),
+    // The multi-host harness tests the PostgreSQL ledger through the library
+    // alone; nothing depends on it.
+    (
+        "effect-multihost",
+        &["effect-ledger-sqlite", "effect-testkit", "agent-runtime"],
+    ),
+    ("production-agent-systems", &["effect-multihost"]),
     // The schemas are shared by the runtime and both adapters, and know none of them.
     (
         "effect-schema",
@@ -307,6 +349,21 @@ fn deps() -> Result<()> {
         }
     }
     Ok(())
+}
+
+/// `effect-multihost run` with `args` (crates/effect-multihost).
+fn multihost(args: &[&str]) -> Result<()> {
+    let mut all = vec!["run", "--quiet", "-p", "effect-multihost", "--", "run"];
+    all.extend_from_slice(args);
+    cargo(&all)
+}
+
+fn is_root() -> Result<bool> {
+    let output = Command::new("id")
+        .arg("-u")
+        .output()
+        .context("running id -u")?;
+    Ok(String::from_utf8_lossy(&output.stdout).trim() == "0")
 }
 
 fn cargo(args: &[&str]) -> Result<()> {

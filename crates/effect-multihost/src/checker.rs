@@ -9,7 +9,7 @@ use serde_json::Value;
 
 use crate::history::{Event, Kind};
 use crate::provider::{Delivery, Outcome};
-use crate::worker::{BUDGET, customer_of, refused_by_budget};
+use crate::worker::{BUDGET, REGRESSED, customer_of, refused_by_budget};
 
 /// What one phase did and what it broke.
 #[derive(Debug, Default, Clone, Serialize)]
@@ -34,6 +34,12 @@ pub(crate) struct Findings {
     /// dispatched an operation again after its effect happened, and only the
     /// provider's idempotency key kept it from a second charge.
     pub(crate) second_dispatches: u64,
+    /// Distinct operations with a lost confirmation.
+    pub(crate) lost_confirmation_operations: u64,
+    /// Calls whose worker process had seen their operation confirmed and
+    /// found the ledger answering as if it had not: what a worker can
+    /// detect of a ledger that went back in time.
+    pub(crate) regressions_seen_by_workers: u64,
     /// Violations (see `Violations`).
     pub(crate) violations: Violations,
     /// Up to ten examples of each violation.
@@ -107,6 +113,9 @@ pub(crate) fn check(
         if event.kind != Kind::Invoke {
             completed.insert(event.call.clone());
         }
+        if event.detail.as_deref() == Some(REGRESSED) {
+            findings.regressions_seen_by_workers += 1;
+        }
     }
     findings.unfinished = findings.calls.saturating_sub(completed.len() as u64);
 
@@ -149,6 +158,7 @@ pub(crate) fn check(
     }
     findings.operations = ops.len() as u64;
 
+    let mut lost_ops = BTreeSet::new();
     for event in events.iter().filter(|e| e.kind == Kind::Ok) {
         let given = event.output.as_ref().and_then(payment_id);
         let stored = records.get(&event.op).and_then(|r| r.as_ref());
@@ -157,6 +167,7 @@ pub(crate) fn check(
         });
         if !still {
             findings.violations.lost_confirmations += 1;
+            lost_ops.insert(event.op.clone());
             let now = stored.map_or("absent".to_owned(), |r| {
                 format!("{} {:?}", r.status, r.output.as_ref().and_then(payment_id))
             });
@@ -183,6 +194,7 @@ pub(crate) fn check(
         }
     }
 
+    findings.lost_confirmation_operations = lost_ops.len() as u64;
     let mut charged: BTreeMap<String, u64> = BTreeMap::new();
     for (op, record) in &records {
         let status = record.as_ref().map(|r| r.status);

@@ -205,12 +205,12 @@ impl Faults {
         Ok(detail)
     }
 
-    /// Fails over to the standby: alternately by a crash of the primary,
-    /// and by a partition that first cuts the primary from its standby
-    /// (while workers still commit on it) and then from everyone.
+    /// Fails over to the standby: alternately by a partition that first
+    /// cuts the primary from its standby (while workers still commit on it)
+    /// and then from everyone, and by a crash of the primary.
     fn failover(&mut self, world: &mut World<'_>) -> anyhow::Result<String> {
         let started = now();
-        let by_partition = self.failovers % 2 == 1;
+        let by_partition = self.failovers.is_multiple_of(2);
         self.failovers += 1;
         let (old, new) = (world.db[0].clone(), world.db[1].clone());
         if by_partition {

@@ -201,6 +201,9 @@ fn print_phase(phase: &Phase) {
             "calls": f.calls, "ok": f.ok, "fail": f.fail, "info": f.info, "unfinished": f.unfinished,
             "operations": f.operations, "committed": f.committed,
             "second_dispatches": f.second_dispatches,
+            "lost_confirmation_operations": f.lost_confirmation_operations,
+            "regressions_seen_by_workers": f.regressions_seen_by_workers,
+            "refused_by_budget": f.refused_by_budget,
             "violations": f.violations,
         })
     );

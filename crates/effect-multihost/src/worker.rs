@@ -3,6 +3,7 @@
 //! and a `RecoveryWorker` finishing what callers (of any host) left behind.
 //! `--settle` runs recovery alone until nothing is left unsettled.
 
+use std::collections::HashSet;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
@@ -139,9 +140,11 @@ pub(crate) fn run(args: &WorkerArgs) -> anyhow::Result<()> {
         args.name,
         std::process::id()
     )))?);
+    let seen = Arc::new(Mutex::new(HashSet::new()));
     let threads: Vec<_> = (0..args.threads)
         .map(|t| {
             let caller = Caller {
+                seen: Arc::clone(&seen),
                 executor: executor.clone(),
                 contract: contract.clone(),
                 recorder: Arc::clone(&recorder),
@@ -225,6 +228,9 @@ fn capture_handler(
 }
 
 struct Caller {
+    /// The operations this process saw confirmed: the ledger answering
+    /// otherwise later went back in time.
+    seen: Arc<Mutex<HashSet<String>>>,
     executor: EffectExecutor,
     contract: EffectContract,
     recorder: Arc<Recorder>,
@@ -258,19 +264,32 @@ impl Caller {
             let result = self
                 .executor
                 .execute(&self.contract, &args, move |a, c| handler(a, c));
+            let regressed = match &result {
+                Ok(r) => !(r.status == EffectStatus::Confirmed && r.duplicate_suppressed),
+                Err(err) => err.is_budget_exceeded(),
+            } && self.seen().contains(&op);
+            let regressed = regressed.then(|| REGRESSED.to_owned());
             let completed = match result {
-                Ok(r) if r.status == EffectStatus::Confirmed => event(Kind::Ok, r.output, None),
+                Ok(r) if r.status == EffectStatus::Confirmed => {
+                    self.seen().insert(op.clone());
+                    event(Kind::Ok, r.output, regressed)
+                }
                 Ok(r) if r.status == EffectStatus::Rejected => {
-                    event(Kind::Fail, None, Some("rejected".into()))
+                    event(Kind::Fail, None, regressed.or(Some("rejected".into())))
                 }
                 Ok(r) => event(
                     Kind::Info,
                     None,
-                    Some(format!("{} (in progress: {})", r.status, r.in_progress)),
+                    regressed.or(Some(format!(
+                        "{} (in progress: {})",
+                        r.status, r.in_progress
+                    ))),
                 ),
-                Err(err) if err.is_budget_exceeded() => {
-                    event(Kind::Fail, None, Some("budget exceeded".into()))
-                }
+                Err(err) if err.is_budget_exceeded() => event(
+                    Kind::Fail,
+                    None,
+                    regressed.or(Some("budget exceeded".into())),
+                ),
                 Err(err) => event(Kind::Info, None, Some(format!("{err}"))),
             };
             self.recorder.record(&completed)?;
@@ -278,6 +297,16 @@ impl Caller {
         Ok(())
     }
 }
+
+impl Caller {
+    fn seen(&self) -> std::sync::MutexGuard<'_, HashSet<String>> {
+        self.seen.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+}
+
+/// The detail of a call whose operation this process had seen confirmed
+/// and the ledger answered as if it had not (a new dispatch, a refusal).
+pub(crate) const REGRESSED: &str = "ledger went back in time";
 
 /// Recovers until no operation is prepared, dispatched or outcome_unknown;
 /// prints how many passes it took.
