@@ -264,3 +264,6 @@ fn invoice_number(op: &str) -> Option<u64> {
         .parse()
         .ok()
 }
+
+#[cfg(test)]
+mod tests;
