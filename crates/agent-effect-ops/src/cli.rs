@@ -163,7 +163,9 @@ pub enum Command {
     /// Delete confirmed and rejected operations last updated before --before,
     /// and their events, after writing them to a JSON Lines archive. Never
     /// touches unresolved or active operations. A pruned operation is
-    /// forgotten: executing the same call again dispatches it anew.
+    /// forgotten: executing the same call again dispatches it anew. Works in
+    /// short batches (agents keep writing meanwhile), each archived and
+    /// synced before it is deleted; progress goes to stderr.
     Prune {
         /// The cutoff: an ISO-8601 timestamp with offset (2026-01-01T00:00:00+00:00).
         #[arg(
@@ -188,10 +190,25 @@ pub enum Command {
         #[arg(long, value_name = "STATUS,...", value_delimiter = ',',
               default_value = "confirmed,rejected", value_parser = parse_status)]
         status: Vec<EffectStatus>,
-        /// The archive to write (it must not exist). Default:
+        /// The archive to write (it must not exist, unless --resume). Default:
         /// effect-archive-TIME.jsonl (UTC) in the current directory.
         #[arg(long, value_name = "PATH")]
         archive: Option<PathBuf>,
+        /// Go on with the prune that wrote --archive and was stopped (a
+        /// crash, --max-duration, an error): append to it, and delete
+        /// without a second line the operations it already holds.
+        #[arg(long, requires = "archive", conflicts_with = "dry_run")]
+        resume: bool,
+        /// Stop starting batches after this long (10m, 1h); what was pruned
+        /// stays pruned, and the report says "complete": false. Continue
+        /// with --resume and the same --archive.
+        #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
+        max_duration: Option<std::time::Duration>,
+        /// At most this many operations per batch, each batch one short
+        /// write transaction (1..=10000).
+        #[arg(long, value_name = "N", default_value_t = 500,
+              value_parser = clap::value_parser!(u16).range(1..=10_000))]
+        batch_size: u16,
         /// Say what would be pruned; write and delete nothing.
         #[arg(long)]
         dry_run: bool,

@@ -9,7 +9,7 @@ use effect_core::EffectLedgerExt as _;
 use effect_core::evidence::HANDLER_MAY_STILL_BE_RUNNING;
 use effect_core::{
     Clock, EffectLedger, EffectRecord, EffectStatus, Evidence, Guard, LedgerError, ListQuery,
-    ManualAction, ManualResolution, PruneRequest, Transition,
+    ManualAction, ManualResolution, PruneLimits, PruneRequest, Transition,
 };
 use effect_exec::{EffectExecutor, ExecutorOptions, WaitingFor};
 use serde_json::Value;
@@ -102,15 +102,26 @@ pub fn run(cli: &Cli, clock: Arc<dyn Clock>, out: &mut dyn Write) -> anyhow::Res
         Command::Prune {
             status,
             archive,
+            resume,
+            max_duration,
+            batch_size,
             dry_run,
             ..
         } => {
             let cutoff =
                 prune_cutoff.ok_or_else(|| anyhow::anyhow!("internal error: no cutoff"))?;
+            let limits = PruneLimits::default()
+                .batch_rows(usize::from(*batch_size))
+                .max_duration(*max_duration);
             let request = PruneRequest::before(cutoff)
                 .statuses(status.clone())
-                .dry_run(*dry_run);
-            maintenance::prune(&opened, &request, archive.as_deref(), clock, &mut printer)
+                .dry_run(*dry_run)
+                .limits(limits);
+            let archive = maintenance::ArchiveArg {
+                path: archive.as_deref(),
+                resume: *resume,
+            };
+            maintenance::prune(&opened, &request, archive, clock, &mut printer)
         }
         Command::Backup { dest } => maintenance::backup(&opened, dest, &mut printer),
         Command::Approve { decision: args, .. } | Command::Deny { decision: args, .. } => {

@@ -39,6 +39,7 @@ mod error;
 mod maintenance;
 mod open;
 mod printer;
+mod progress;
 mod table;
 mod timestamp;
 pub mod view;

@@ -1,18 +1,17 @@
 //! `prune` and `backup`: retiring old operations and copying a live ledger.
 
-use std::fs::OpenOptions;
-use std::io::{BufWriter, Write as _};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use anyhow::Context as _;
 use effect_core::clock::format_timestamp;
-use effect_core::{Clock, PruneReport, PruneRequest};
+use effect_core::{ArchiveFile, Clock, PruneRequest};
 
 use crate::error::InputError;
 use crate::open::Opened;
 use crate::printer::Printer;
+use crate::progress::Progress;
 use crate::table;
 use crate::timestamp::parse_unix_micros;
 use crate::view::{BackupView, PruneView};
@@ -52,43 +51,61 @@ pub(crate) fn checked_cutoff(
     Ok(text)
 }
 
-/// `prune`: writes the archive (a new file, owner-only), then deletes.
+/// Where `prune` writes its archive: `--archive` (or a new default name),
+/// and whether `--resume` goes on with it.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct ArchiveArg<'a> {
+    pub path: Option<&'a Path>,
+    pub resume: bool,
+}
+
+/// `prune`: batch by batch, each appended to the archive (a new file,
+/// owner-only, or the resumed one) and synced before it is deleted.
 pub(crate) fn prune(
     opened: &Opened,
     request: &PruneRequest,
-    archive: Option<&Path>,
+    archive: ArchiveArg<'_>,
     clock: Arc<dyn Clock>,
     printer: &mut Printer<'_>,
 ) -> anyhow::Result<()> {
     request.validate()?;
-    let path = match archive {
+    let path = match archive.path {
         Some(path) => path.to_owned(),
         None => default_archive(clock.as_ref()),
     };
     let (report, written) = if request.dry_run {
-        (
-            run_prune(opened, request, &mut std::io::sink(), &clock)?,
-            None,
-        )
+        // A dry run only reads: it never opens a file for writing.
+        let ledger = opened.reopen(Arc::clone(&clock), true)?;
+        (ledger.prune(request, &mut std::io::sink())?, None)
     } else {
-        let file = create_archive(&path)?;
-        let mut writer = BufWriter::new(file);
-        let result = run_prune(opened, request, &mut writer, &clock);
+        let ledger = opened.reopen(Arc::clone(&clock), false)?;
+        let mut progress = Progress::start(&ledger, request);
+        let mut file = if archive.resume {
+            ArchiveFile::resume(&path)?
+        } else {
+            ArchiveFile::create(&path)?
+        };
+        let result = ledger.prune_with_progress(request, &mut file, &mut |r| progress.update(r));
+        progress.finish();
         let report = match result {
             Ok(report) => report,
-            Err(err) => {
-                // Nothing was deleted; an archive of a prune that did not
-                // happen would mislead.
-                drop(writer);
+            Err(err) if file.lines() == 0 && !archive.resume => {
+                // Nothing was archived, so nothing deleted: an empty archive
+                // of a prune that did not happen would mislead.
+                drop(file);
                 let _ = std::fs::remove_file(&path);
-                return Err(err);
+                return Err(err.into());
+            }
+            Err(err) => {
+                return Err(anyhow::Error::new(err).context(format!(
+                    "the prune stopped; {} holds every operation it deleted (continue with --resume --archive {})",
+                    path.display(),
+                    path.display()
+                )));
             }
         };
-        let file = writer
-            .into_inner()
-            .context("cannot write the prune archive")?;
-        file.sync_all().context("cannot sync the prune archive")?;
-        if report.operations == 0 {
+        drop(file);
+        if report.operations == 0 && !archive.resume {
             std::fs::remove_file(&path).context("cannot remove the empty prune archive")?;
             (report, None)
         } else {
@@ -101,6 +118,9 @@ pub(crate) fn prune(
         statuses: request.statuses.clone(),
         operations: report.operations,
         events: report.events,
+        resumed: report.resumed,
+        batches: report.batches,
+        complete: report.complete,
         archive: written,
     };
     printer.report(&view, table::prune)
@@ -124,18 +144,6 @@ pub(crate) fn backup(
     printer.report(&view, table::backup)
 }
 
-fn run_prune(
-    opened: &Opened,
-    request: &PruneRequest,
-    archive: &mut dyn std::io::Write,
-    clock: &Arc<dyn Clock>,
-) -> anyhow::Result<PruneReport> {
-    // A dry run only reads: it never opens a file for writing.
-    Ok(opened
-        .reopen(Arc::clone(clock), request.dry_run)?
-        .prune(request, archive)?)
-}
-
 fn default_archive(clock: &dyn Clock) -> PathBuf {
     let stamp: String = format_timestamp(clock.now())
         .chars()
@@ -143,21 +151,4 @@ fn default_archive(clock: &dyn Clock) -> PathBuf {
         .filter(char::is_ascii_digit)
         .collect();
     PathBuf::from(format!("effect-archive-{stamp}.jsonl"))
-}
-
-/// A new archive file, readable by its owner only (it holds outputs and
-/// evidence); an existing file is never overwritten.
-fn create_archive(path: &Path) -> anyhow::Result<std::fs::File> {
-    let mut options = OpenOptions::new();
-    options.write(true).create_new(true);
-    #[cfg(unix)]
-    {
-        use std::os::unix::fs::OpenOptionsExt as _;
-        options.mode(0o600);
-    }
-    let mut file = options
-        .open(path)
-        .with_context(|| format!("cannot create the prune archive {path:?}"))?;
-    file.flush().context("cannot write the prune archive")?;
-    Ok(file)
 }

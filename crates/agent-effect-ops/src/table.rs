@@ -320,6 +320,16 @@ pub fn prune(prune: &PruneView) -> String {
         prune.events,
         cell(Some(&prune.before))
     );
+    if prune.resumed > 0 {
+        let _ = writeln!(
+            out,
+            "{} of them were already in the resumed archive",
+            prune.resumed
+        );
+    }
+    if !prune.complete {
+        out.push_str("stopped at --max-duration: continue with --resume and the same --archive\n");
+    }
     if let Some(archive) = &prune.archive {
         let _ = writeln!(out, "archive: {}", cell(Some(archive)));
     }

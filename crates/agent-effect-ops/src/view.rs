@@ -325,10 +325,17 @@ pub struct PruneView {
     pub before: String,
     /// The statuses pruned.
     pub statuses: Vec<EffectStatus>,
-    /// Operations archived and deleted (or that would be).
+    /// Operations deleted (or that would be), each with its archive line.
     pub operations: u64,
     /// Their events.
     pub events: u64,
+    /// Of those, the operations whose lines the resumed prune had written.
+    pub resumed: u64,
+    /// Write transactions committed, one per batch.
+    pub batches: u64,
+    /// False when --max-duration stopped the prune early (continue with
+    /// --resume).
+    pub complete: bool,
     /// The archive written, or null (a dry run, or nothing to prune).
     pub archive: Option<String>,
 }

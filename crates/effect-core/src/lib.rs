@@ -75,7 +75,10 @@ pub use ledger::{
     EffectLedger, EffectLedgerExt, LedgerStats, ListQuery, MAX_LIST_LIMIT, WriteDurability,
 };
 pub use memory::MemoryLedger;
-pub use prune::{ArchivedOperation, PruneReport, PruneRequest};
+pub use prune::{
+    ArchiveFile, ArchivedKey, ArchivedOperation, MAX_BATCH_ROWS, PruneArchive, PruneLimits,
+    PruneReport, PruneRequest, write_archive_line,
+};
 pub use record::{
     EffectRecord, EffectResult, Evidence, LedgerEvent, Outcome, OutcomeProbeResult, Revision,
 };

@@ -6,6 +6,24 @@
 //! active operation. A pruned operation is forgotten: executing the same
 //! call again later prepares and dispatches it anew, so prune only what is
 //! past every retry horizon.
+//!
+//! A store prunes in batches ([`PruneLimits`]): each batch is one short write
+//! transaction that selects the oldest operations left (at most
+//! [`PruneLimits::batch_rows`], and no more than fit in
+//! [`PruneLimits::batch_time`]), appends them to the archive, waits until the
+//! archive says they are durable ([`PruneArchive::append`]), deletes them and
+//! commits. Between batches the store pauses at least as long as the batch
+//! held its write lock, so agents writing beside a prune wait for one batch
+//! at most. The archive is ordered by `(updated_at, operation_id)` across
+//! batches. A prune stopped anywhere (a crash, [`PruneLimits::max_duration`])
+//! loses nothing: an operation is deleted only in the transaction after its
+//! line was durable, and a resumed archive ([`ArchiveFile::resume`]) names the
+//! operations of a batch whose deletion may not have committed, which the
+//! next prune deletes without archiving them twice.
+
+mod archive;
+
+use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
@@ -13,7 +31,9 @@ use crate::error::LedgerError;
 use crate::record::{EffectRecord, LedgerEvent};
 use crate::status::EffectStatus;
 
-/// Which operations to prune.
+pub use archive::ArchiveFile;
+
+/// Which operations to prune, and in what steps.
 ///
 /// ```
 /// use effect_core::{EffectStatus, PruneRequest};
@@ -34,15 +54,114 @@ pub struct PruneRequest {
     pub statuses: Vec<EffectStatus>,
     /// Say what would be pruned, and write and delete nothing.
     pub dry_run: bool,
+    /// How large each batch may be, and how long the whole prune may run.
+    pub limits: PruneLimits,
+}
+
+/// The steps a prune takes: each batch is one write transaction.
+///
+/// ```
+/// use std::time::Duration;
+/// use effect_core::PruneLimits;
+/// let limits = PruneLimits::default().max_duration(Some(Duration::from_secs(60)));
+/// assert_eq!(limits.batch_rows, 500);
+/// assert!(limits.batch_time < Duration::from_millis(100));
+/// // A batch that held the lock 20 ms is followed by a pause at least as long.
+/// assert!(limits.pause_after(Duration::from_millis(20)) >= Duration::from_millis(20));
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct PruneLimits {
+    /// At most this many operations per batch (1..=[`MAX_BATCH_ROWS`]).
+    pub batch_rows: usize,
+    /// A batch stops selecting once it has held the write lock this long;
+    /// the archive's sync and the deletion come on top, so keep it well
+    /// under the busy timeout of the agents writing beside the prune.
+    pub batch_time: Duration,
+    /// The shortest pause between two batches (the pause is at least as long
+    /// as the batch held the lock, too).
+    pub min_pause: Duration,
+    /// Stop starting batches after this long (what was pruned stays pruned;
+    /// run the prune again, with the same archive resumed, to go on).
+    pub max_duration: Option<Duration>,
+}
+
+/// The largest batch a store accepts, and so the most operations a resumed
+/// archive can name whose deletion was not committed.
+pub const MAX_BATCH_ROWS: usize = 10_000;
+
+impl Default for PruneLimits {
+    fn default() -> Self {
+        PruneLimits {
+            batch_rows: 500,
+            batch_time: Duration::from_millis(25),
+            min_pause: Duration::from_millis(2),
+            max_duration: None,
+        }
+    }
+}
+
+impl PruneLimits {
+    /// Batches of at most `rows` operations.
+    #[must_use]
+    pub fn batch_rows(mut self, rows: usize) -> Self {
+        self.batch_rows = rows;
+        self
+    }
+
+    /// Batches that stop selecting after `time` under the write lock.
+    #[must_use]
+    pub fn batch_time(mut self, time: Duration) -> Self {
+        self.batch_time = time;
+        self
+    }
+
+    /// At least `pause` between two batches.
+    #[must_use]
+    pub fn min_pause(mut self, pause: Duration) -> Self {
+        self.min_pause = pause;
+        self
+    }
+
+    /// No batch starts after `max` (none: run to the end).
+    #[must_use]
+    pub fn max_duration(mut self, max: Option<Duration>) -> Self {
+        self.max_duration = max;
+        self
+    }
+
+    /// How long to pause after a batch that held the write lock for `held`:
+    /// as long again, and at least [`min_pause`](Self::min_pause), so
+    /// writers waiting for the lock get it between batches.
+    pub fn pause_after(&self, held: Duration) -> Duration {
+        held.max(self.min_pause)
+    }
+
+    fn validate(&self) -> Result<(), LedgerError> {
+        if self.batch_rows == 0 || self.batch_rows > MAX_BATCH_ROWS {
+            return Err(LedgerError::invalid_input(format!(
+                "a prune batch holds 1 to {MAX_BATCH_ROWS} operations, not {}",
+                self.batch_rows
+            )));
+        }
+        if self.batch_time.is_zero() {
+            return Err(LedgerError::invalid_input(
+                "a prune batch needs a time bound above zero",
+            ));
+        }
+        Ok(())
+    }
 }
 
 impl PruneRequest {
-    /// Confirmed and rejected operations last updated before `before`.
+    /// Confirmed and rejected operations last updated before `before`, in
+    /// batches of the default [`PruneLimits`].
     pub fn before(before: impl Into<String>) -> Self {
         PruneRequest {
             before: before.into(),
             statuses: vec![EffectStatus::Confirmed, EffectStatus::Rejected],
             dry_run: false,
+            limits: PruneLimits::default(),
         }
     }
 
@@ -60,12 +179,20 @@ impl PruneRequest {
         self
     }
 
-    /// Checks that only terminal statuses are asked for.
+    /// In steps of `limits`.
+    #[must_use]
+    pub fn limits(mut self, limits: PruneLimits) -> Self {
+        self.limits = limits;
+        self
+    }
+
+    /// Checks that only terminal statuses are asked for, and the limits.
     ///
     /// # Errors
     ///
-    /// [`LedgerError::InvalidInput`] for no status, or a status that is not
-    /// `confirmed` or `rejected`.
+    /// [`LedgerError::InvalidInput`] for no status, a status that is not
+    /// `confirmed` or `rejected`, an empty cutoff, or a batch of no rows (or
+    /// more than [`MAX_BATCH_ROWS`]) or no time.
     pub fn validate(&self) -> Result<(), LedgerError> {
         if self.statuses.is_empty() {
             return Err(LedgerError::invalid_input(
@@ -84,7 +211,7 @@ impl PruneRequest {
         if self.before.trim().is_empty() {
             return Err(LedgerError::invalid_input("prune needs a cutoff time"));
         }
-        Ok(())
+        self.limits.validate()
     }
 }
 
@@ -97,25 +224,113 @@ pub struct ArchivedOperation {
     pub events: Vec<LedgerEvent>,
 }
 
+/// What identifies the version of an operation an archive line holds: a
+/// store deletes the operation of a resumed line only while its row is still
+/// that version.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct ArchivedKey {
+    /// The operation.
+    pub operation_id: String,
+    /// Its status when archived.
+    pub status: EffectStatus,
+    /// Its update time when archived, as stored.
+    pub updated_at: String,
+}
+
+impl ArchivedKey {
+    /// The key of `record`.
+    pub fn of(record: &EffectRecord) -> Self {
+        ArchivedKey {
+            operation_id: record.operation_id.clone(),
+            status: record.status,
+            updated_at: record.updated_at.clone(),
+        }
+    }
+}
+
+/// Where a prune writes what it deletes.
+///
+/// [`ArchiveFile`] is the durable one (each batch synced, resumable); any
+/// [`std::io::Write`] is an archive too, flushed after each batch and never
+/// resumed (a `Vec<u8>` in tests, [`std::io::sink`] to discard).
+pub trait PruneArchive {
+    /// Appends the JSON lines of one batch (each ends with a newline) and
+    /// returns once they are durable: the store deletes the batch only after.
+    ///
+    /// # Errors
+    ///
+    /// [`LedgerError::Backend`] when the lines cannot be written or synced;
+    /// the store then deletes nothing of the batch.
+    fn append(&mut self, lines: &[u8]) -> Result<(), LedgerError>;
+
+    /// For an archive a prune is resumed into: the key of the line before
+    /// those already returned, from the last line backwards; `None` past the
+    /// first line, or for an archive that was not resumed. The store reads
+    /// these while their operations are still in the ledger as archived: the
+    /// batch whose deletion did not commit.
+    ///
+    /// # Errors
+    ///
+    /// [`LedgerError::Corrupt`] for a line that is not an archived operation;
+    /// [`LedgerError::Backend`] when the archive cannot be read.
+    fn previous(&mut self) -> Result<Option<ArchivedKey>, LedgerError> {
+        Ok(None)
+    }
+}
+
+impl<W: std::io::Write> PruneArchive for W {
+    fn append(&mut self, lines: &[u8]) -> Result<(), LedgerError> {
+        self.write_all(lines)
+            .and_then(|()| self.flush())
+            .map_err(|e| LedgerError::backend("cannot write the prune archive", Some(e.into())))
+    }
+}
+
 /// What a prune did (or, for a dry run, would do).
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[non_exhaustive]
 pub struct PruneReport {
-    /// Operations archived and deleted.
+    /// Operations deleted (for a dry run: that would be), each with its
+    /// archive line: written by this prune, or by the one it resumed
+    /// (see [`resumed`](Self::resumed)).
     pub operations: u64,
-    /// Their events, archived and deleted.
+    /// Their events, deleted.
     pub events: u64,
     /// True for a dry run: nothing was written or deleted.
     pub dry_run: bool,
+    /// Of [`operations`](Self::operations), those whose lines a previous,
+    /// interrupted prune had written to the resumed archive.
+    pub resumed: u64,
+    /// Write transactions committed.
+    pub batches: u64,
+    /// False when [`PruneLimits::max_duration`] stopped the prune before the
+    /// last operation it selects was pruned.
+    pub complete: bool,
 }
 
 impl PruneReport {
-    /// A report of `operations` with `events`.
+    /// A complete report of `operations` with `events`.
     pub fn new(operations: u64, events: u64, dry_run: bool) -> Self {
         PruneReport {
             operations,
             events,
             dry_run,
+            resumed: 0,
+            batches: 0,
+            complete: true,
         }
     }
+}
+
+/// Serializes `line` as one archive line (JSON and a newline) onto `out`.
+///
+/// # Errors
+///
+/// [`LedgerError::Backend`] when the operation cannot be serialized.
+pub fn write_archive_line(out: &mut Vec<u8>, line: &ArchivedOperation) -> Result<(), LedgerError> {
+    serde_json::to_writer(&mut *out, line)
+        .map_err(|e| LedgerError::backend("cannot write the prune archive", Some(e.into())))?;
+    out.push(b'\n');
+    Ok(())
 }

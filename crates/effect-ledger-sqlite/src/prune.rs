@@ -1,22 +1,38 @@
-//! [`SqliteLedger::prune`]: archive, then delete, old terminal operations.
+//! [`SqliteLedger::prune`]: archive, then delete, old terminal operations,
+//! in batches of short write transactions.
 
-use std::io::Write;
+use std::time::{Duration, Instant};
 
-use effect_core::{ArchivedOperation, LedgerError, PruneReport, PruneRequest};
-use rusqlite::{TransactionBehavior, params_from_iter};
+use effect_core::{
+    ArchivedKey, ArchivedOperation, LedgerError, MAX_BATCH_ROWS, PruneArchive, PruneReport,
+    PruneRequest, write_archive_line,
+};
+use rusqlite::{Connection, OptionalExtension, Transaction, TransactionBehavior, params};
 
 use crate::error::ledger_error;
 use crate::ledger::SqliteLedger;
-use crate::row::{SELECT_EVENTS, collect, decode_event, decode_record};
+use crate::row::{RECORD_COLUMNS, SELECT_EVENTS, collect, decode_event, decode_record};
 
 impl SqliteLedger {
     /// Deletes the terminal operations `request` selects, and their events,
     /// after writing each one (record and history) to `archive` as one line
-    /// of JSON ([`ArchivedOperation`]). Unresolved and active operations are
-    /// never touched. Everything happens in one write transaction: the
-    /// deletion commits only after the whole archive was written (and
-    /// flushed), so an operation is never deleted without its archive line.
-    /// A dry run reads the same operations and writes nothing.
+    /// of JSON ([`ArchivedOperation`]), oldest first (by `updated_at`, then
+    /// id). Unresolved and active operations are never touched.
+    ///
+    /// It proceeds in batches ([`PruneLimits`](effect_core::PruneLimits)):
+    /// each is one write transaction that selects the oldest operations
+    /// left, until it has [`batch_rows`](effect_core::PruneLimits::batch_rows)
+    /// or has held the write lock for
+    /// [`batch_time`](effect_core::PruneLimits::batch_time), appends them to
+    /// the archive, which returns once they are durable, then deletes them
+    /// and commits. Between batches it pauses at least as long as the batch
+    /// held the lock, so agents writing the same file wait for one short
+    /// batch at most. An operation is never deleted before its archive line
+    /// is durable. When the archive was resumed ([`effect_core::ArchiveFile::resume`]),
+    /// the operations of its last lines still in the ledger as archived (the
+    /// batch of an interrupted prune whose deletion did not commit) are
+    /// deleted first, without a second line. A dry run counts what would be
+    /// pruned and writes nothing.
     ///
     /// ```
     /// use effect_core::{EffectLedger, EffectLedgerExt, NewOperation, PruneRequest, RequestFingerprint};
@@ -49,11 +65,28 @@ impl SqliteLedger {
     ///
     /// [`LedgerError::InvalidInput`] for a request [`PruneRequest::validate`]
     /// refuses; [`LedgerError::Backend`] when the archive cannot be written
-    /// (then nothing is deleted); store failures.
+    /// (then nothing of that batch is deleted; the batches before it stay
+    /// pruned); store failures.
     pub fn prune(
         &self,
         request: &PruneRequest,
-        archive: &mut dyn Write,
+        archive: &mut dyn PruneArchive,
+    ) -> Result<PruneReport, LedgerError> {
+        self.prune_with_progress(request, archive, &mut |_| {})
+    }
+
+    /// [`prune`](Self::prune), calling `progress` with the report so far
+    /// after each batch.
+    ///
+    /// # Errors
+    ///
+    /// As [`prune`](Self::prune).
+    #[allow(clippy::disallowed_methods)] // --max-duration is real elapsed time.
+    pub fn prune_with_progress(
+        &self,
+        request: &PruneRequest,
+        archive: &mut dyn PruneArchive,
+        progress: &mut dyn FnMut(&PruneReport),
     ) -> Result<PruneReport, LedgerError> {
         request.validate()?;
         let doing = || "pruning operations".to_owned();
@@ -61,65 +94,268 @@ impl SqliteLedger {
             .pool
             .get()
             .map_err(|e| crate::error::pool_error(doing(), e))?;
-        let behavior = if request.dry_run {
-            TransactionBehavior::Deferred
-        } else {
-            TransactionBehavior::Immediate
-        };
-        let tx = conn
-            .transaction_with_behavior(behavior)
-            .map_err(|e| ledger_error(doing(), e))?;
-        let placeholders = vec!["?"; request.statuses.len()].join(", ");
-        let select = format!(
-            "SELECT {} FROM effect_operations WHERE updated_at < ?1 AND status IN ({placeholders}) \
-             ORDER BY updated_at, operation_id",
-            crate::row::RECORD_COLUMNS
-        );
-        let mut values: Vec<String> = vec![request.before.clone()];
-        values.extend(request.statuses.iter().map(|s| s.as_str().to_owned()));
-        let records = collect(
-            &tx,
-            &select,
-            params_from_iter(values.iter()),
-            decode_record,
-            &doing,
-        )?;
-        let mut report = PruneReport::new(0, 0, request.dry_run);
-        for record in records {
-            let id = record.operation_id.clone();
-            let events = collect(&tx, SELECT_EVENTS, [&id], decode_event, &doing)?;
-            report.operations += 1;
-            report.events += u64::try_from(events.len()).unwrap_or(u64::MAX);
-            if request.dry_run {
-                continue;
-            }
-            let line = ArchivedOperation {
-                operation: record,
-                events,
-            };
-            let archive_error = |e: Box<dyn std::error::Error + Send + Sync>| {
-                LedgerError::backend("cannot write the prune archive", Some(e))
-            };
-            serde_json::to_writer(&mut *archive, &line).map_err(|e| archive_error(e.into()))?;
-            archive
-                .write_all(b"\n")
-                .map_err(|e| archive_error(e.into()))?;
-            tx.execute("DELETE FROM effect_events WHERE operation_id = ?1", [&id])
-                .map_err(|e| ledger_error(doing(), e))?;
-            tx.execute(
-                "DELETE FROM effect_operations WHERE operation_id = ?1",
-                [&id],
-            )
-            .map_err(|e| ledger_error(doing(), e))?;
-            self.confirmed.forget(&id);
-        }
         if request.dry_run {
-            return Ok(report);
+            return count_prunable(&mut conn, request);
         }
-        archive
-            .flush()
-            .map_err(|e| LedgerError::backend("cannot write the prune archive", Some(e.into())))?;
-        tx.commit().map_err(|e| ledger_error(doing(), e))?;
+        let limits = request.limits;
+        let started = Instant::now();
+        let mut report = PruneReport::new(0, 0, false);
+        let resumed = resumed_batch(&conn, archive)?;
+        if !resumed.is_empty() {
+            let held = self.delete_resumed(&mut conn, &resumed, &mut report)?;
+            progress(&report);
+            std::thread::sleep(limits.pause_after(held));
+        }
+        loop {
+            if limits.max_duration.is_some_and(|max| started.elapsed() >= max) {
+                report.complete = false;
+                break;
+            }
+            let batch = self.prune_batch(&mut conn, request, archive, &mut report)?;
+            if batch.operations > 0 {
+                progress(&report);
+            }
+            if !batch.more {
+                break;
+            }
+            std::thread::sleep(limits.pause_after(batch.held));
+        }
         Ok(report)
     }
+
+    /// One batch: select, archive (durably), delete, commit.
+    #[allow(clippy::disallowed_methods)] // The write lock's real holding time is what a batch bounds.
+    fn prune_batch(
+        &self,
+        conn: &mut Connection,
+        request: &PruneRequest,
+        archive: &mut dyn PruneArchive,
+        report: &mut PruneReport,
+    ) -> Result<Batch, LedgerError> {
+        let doing = || "pruning a batch of operations".to_owned();
+        let limits = request.limits;
+        let tx = conn
+            .transaction_with_behavior(TransactionBehavior::Immediate)
+            .map_err(|e| ledger_error(doing(), e))?;
+        let locked = Instant::now();
+        let mut lines = Vec::new();
+        let mut ids = Vec::new();
+        let mut more = false;
+        {
+            let mut select = tx
+                .prepare_cached(&select_sql(request.statuses.len()))
+                .map_err(|e| ledger_error(doing(), e))?;
+            let mut values: Vec<&dyn rusqlite::ToSql> = vec![&request.before];
+            let rows_limit = i64::try_from(limits.batch_rows).unwrap_or(i64::MAX);
+            values.push(&rows_limit);
+            let statuses: Vec<&str> = request.statuses.iter().map(|s| s.as_str()).collect();
+            for status in &statuses {
+                values.push(status);
+            }
+            let mut rows = select
+                .query(values.as_slice())
+                .map_err(|e| ledger_error(doing(), e))?;
+            while let Some(row) = rows.next().map_err(|e| ledger_error(doing(), e))? {
+                let record = decode_record(row)?;
+                let events = collect(
+                    &tx,
+                    SELECT_EVENTS,
+                    [&record.operation_id],
+                    decode_event,
+                    &doing,
+                )?;
+                report.events += events.len() as u64;
+                ids.push(record.operation_id.clone());
+                write_archive_line(
+                    &mut lines,
+                    &ArchivedOperation {
+                        operation: record,
+                        events,
+                    },
+                )?;
+                if ids.len() >= limits.batch_rows || locked.elapsed() >= limits.batch_time {
+                    more = true;
+                    break;
+                }
+            }
+        }
+        if ids.is_empty() {
+            tx.commit().map_err(|e| ledger_error(doing(), e))?;
+            return Ok(Batch {
+                operations: 0,
+                more: false,
+                held: locked.elapsed(),
+            });
+        }
+        // Durable before anything of the batch is deleted; on failure the
+        // transaction rolls back as it drops.
+        archive.append(&lines)?;
+        for id in &ids {
+            delete_operation(&tx, id, None)?;
+            self.confirmed.forget(id);
+        }
+        tx.commit().map_err(|e| ledger_error(doing(), e))?;
+        report.operations += ids.len() as u64;
+        report.batches += 1;
+        Ok(Batch {
+            operations: ids.len(),
+            more,
+            held: locked.elapsed(),
+        })
+    }
+
+    /// Deletes the operations a resumed archive already holds, those still
+    /// as it archived them, in one transaction.
+    #[allow(clippy::disallowed_methods)] // The write lock's real holding time decides the pause.
+    fn delete_resumed(
+        &self,
+        conn: &mut Connection,
+        keys: &[ArchivedKey],
+        report: &mut PruneReport,
+    ) -> Result<Duration, LedgerError> {
+        let doing = || "pruning the operations a resumed archive holds".to_owned();
+        let tx = conn
+            .transaction_with_behavior(TransactionBehavior::Immediate)
+            .map_err(|e| ledger_error(doing(), e))?;
+        let locked = Instant::now();
+        let mut deleted = 0;
+        for key in keys {
+            if let Some(events) = delete_operation(&tx, &key.operation_id, Some(key))? {
+                deleted += 1;
+                report.events += events;
+                self.confirmed.forget(&key.operation_id);
+            }
+        }
+        tx.commit().map_err(|e| ledger_error(doing(), e))?;
+        report.operations += deleted;
+        report.resumed += deleted;
+        report.batches += 1;
+        Ok(locked.elapsed())
+    }
+}
+
+/// What one batch did.
+struct Batch {
+    operations: usize,
+    /// It stopped at a bound, so more operations may be left.
+    more: bool,
+    /// How long it held the write lock.
+    held: Duration,
+}
+
+/// The oldest `?2` operations of the statuses `?3...` updated before `?1`:
+/// one walk of the `(status, updated_at, ...)` index per status, merged.
+fn select_sql(statuses: usize) -> String {
+    let one = |i: usize| {
+        format!(
+            "SELECT * FROM (SELECT {RECORD_COLUMNS} FROM effect_operations \
+             WHERE status = ?{} AND updated_at < ?1 ORDER BY updated_at, operation_id LIMIT ?2)",
+            i + 3
+        )
+    };
+    let union: Vec<String> = (0..statuses).map(one).collect();
+    format!(
+        "{} ORDER BY updated_at, operation_id LIMIT ?2",
+        union.join(" UNION ALL ")
+    )
+}
+
+/// Deletes an operation and its events; with `key`, only while its row is
+/// still that version. The number of events deleted, or `None` when no
+/// operation was.
+fn delete_operation(
+    tx: &Transaction<'_>,
+    id: &str,
+    key: Option<&ArchivedKey>,
+) -> Result<Option<u64>, LedgerError> {
+    let doing = || "deleting a pruned operation".to_owned();
+    if let Some(key) = key {
+        let current: Option<(String, String)> = tx
+            .prepare_cached(
+                "SELECT status, updated_at FROM effect_operations WHERE operation_id = ?1",
+            )
+            .and_then(|mut stmt| {
+                stmt.query_row([id], |row| Ok((row.get(0)?, row.get(1)?)))
+                    .optional()
+            })
+            .map_err(|e| ledger_error(doing(), e))?;
+        match current {
+            Some((status, updated_at))
+                if status == key.status.as_str() && updated_at == key.updated_at => {}
+            _ => return Ok(None),
+        }
+    }
+    let events = tx
+        .prepare_cached("DELETE FROM effect_events WHERE operation_id = ?1")
+        .and_then(|mut stmt| stmt.execute([id]))
+        .map_err(|e| ledger_error(doing(), e))?;
+    let operations = tx
+        .prepare_cached("DELETE FROM effect_operations WHERE operation_id = ?1")
+        .and_then(|mut stmt| stmt.execute([id]))
+        .map_err(|e| ledger_error(doing(), e))?;
+    Ok((operations > 0).then_some(events as u64))
+}
+
+/// The keys of a resumed archive's last lines whose operations are still in
+/// the ledger as archived: the batch of an interrupted prune that did not
+/// commit. Read backwards until an operation is gone (its batch committed);
+/// a line whose operation changed since is skipped (the prune archives the
+/// new version, if it still qualifies).
+fn resumed_batch(
+    conn: &Connection,
+    archive: &mut dyn PruneArchive,
+) -> Result<Vec<ArchivedKey>, LedgerError> {
+    let doing = || "reading the operations of a resumed prune archive".to_owned();
+    let mut stmt = conn
+        .prepare_cached("SELECT status, updated_at FROM effect_operations WHERE operation_id = ?1")
+        .map_err(|e| ledger_error(doing(), e))?;
+    let mut pending = Vec::new();
+    for _ in 0..=MAX_BATCH_ROWS {
+        let Some(key) = archive.previous()? else {
+            break;
+        };
+        let current: Option<(String, String)> = stmt
+            .query_row([&key.operation_id], |row| Ok((row.get(0)?, row.get(1)?)))
+            .optional()
+            .map_err(|e| ledger_error(doing(), e))?;
+        match current {
+            None => break,
+            Some((status, updated_at))
+                if status == key.status.as_str() && updated_at == key.updated_at =>
+            {
+                pending.push(key);
+            }
+            Some(_) => {}
+        }
+    }
+    Ok(pending)
+}
+
+/// A dry run: how many operations and events a prune would delete, in one
+/// read transaction.
+fn count_prunable(
+    conn: &mut Connection,
+    request: &PruneRequest,
+) -> Result<PruneReport, LedgerError> {
+    let doing = || "counting operations to prune".to_owned();
+    let tx = conn.transaction().map_err(|e| ledger_error(doing(), e))?;
+    let mut report = PruneReport::new(0, 0, true);
+    for status in &request.statuses {
+        let (operations, events): (i64, i64) = tx
+            .prepare_cached(
+                "SELECT COUNT(*), COALESCE(SUM((SELECT COUNT(*) FROM effect_events e \
+                 WHERE e.operation_id = o.operation_id)), 0) \
+                 FROM effect_operations o WHERE o.status = ?1 AND o.updated_at < ?2",
+            )
+            .and_then(|mut stmt| {
+                stmt.query_row(params![status.as_str(), request.before], |row| {
+                    Ok((row.get(0)?, row.get(1)?))
+                })
+            })
+            .map_err(|e| ledger_error(doing(), e))?;
+        report.operations += u64::try_from(operations).unwrap_or(0);
+        report.events += u64::try_from(events).unwrap_or(0);
+    }
+    drop(tx);
+    Ok(report)
 }

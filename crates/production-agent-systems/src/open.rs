@@ -33,7 +33,8 @@ mod sqlite;
 pub use fresh::{FreshLedger, open_fresh};
 
 use effect_core::{
-    Clock, EffectLedger, LedgerError, LedgerErrorKind, MemoryLedger, PruneReport, PruneRequest,
+    Clock, EffectLedger, LedgerError, LedgerErrorKind, MemoryLedger, PruneArchive, PruneReport,
+    PruneRequest,
 };
 
 /// Where a ledger lives, as written on a command line or in a configuration
@@ -387,13 +388,30 @@ impl Ledger {
     pub fn prune(
         &self,
         request: &PruneRequest,
-        archive: &mut dyn std::io::Write,
+        archive: &mut dyn PruneArchive,
     ) -> Result<PruneReport, LedgerError> {
+        self.prune_with_progress(request, archive, &mut |_| {})
+    }
+
+    /// [`prune`](Self::prune), calling `progress` with the report so far
+    /// after each batch.
+    ///
+    /// # Errors
+    ///
+    /// As [`prune`](Self::prune).
+    pub fn prune_with_progress(
+        &self,
+        request: &PruneRequest,
+        archive: &mut dyn PruneArchive,
+        progress: &mut dyn FnMut(&PruneReport),
+    ) -> Result<PruneReport, LedgerError> {
+        #[cfg(not(any(feature = "sqlite", feature = "postgres")))]
+        let _ = (request, archive, progress);
         match self {
             #[cfg(feature = "sqlite")]
-            Ledger::Sqlite(ledger) => ledger.prune(request, archive),
+            Ledger::Sqlite(ledger) => ledger.prune_with_progress(request, archive, progress),
             #[cfg(feature = "postgres")]
-            Ledger::Postgres(ledger) => ledger.prune(request, archive),
+            Ledger::Postgres(ledger) => ledger.prune_with_progress(request, archive, progress),
             Ledger::Memory(_) => Err(LedgerError::Unsupported {
                 capability: "pruning a memory ledger",
             }),

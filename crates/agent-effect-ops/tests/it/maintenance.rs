@@ -190,3 +190,50 @@ fn prune_refuses_a_future_or_recent_cutoff_and_writes_nothing() {
     assert_eq!(dry["operations"], 0);
     assert_eq!(snapshot_dir(dir.path()), before_files, "a dry run wrote");
 }
+
+/// `--batch-size` splits the prune into that many operations per write
+/// transaction; `--resume` goes on with an existing archive (and needs one
+/// named), appending nothing when nothing is left.
+#[test]
+fn prune_in_batches_and_resume_into_the_same_archive() {
+    let (dir, db) = python_ledger();
+    let terminal = statuses(&db)
+        .iter()
+        .filter(|s| matches!(s.as_str(), "confirmed" | "rejected"))
+        .count();
+    let archive = dir.path().join("archive.jsonl");
+    let archive_arg = archive.to_str().unwrap();
+    let args = |extra: &[&'static str]| -> Vec<&str> {
+        let mut args = vec![
+            "--migrate",
+            "prune",
+            "--ignore-min-retention",
+            "--before",
+            BEFORE,
+            "--archive",
+            archive_arg,
+        ];
+        args.extend_from_slice(extra);
+        args
+    };
+    let (code, stderr) = failure(&bin_on(&db, &["prune", "--older-than", "30d", "--resume"]));
+    assert_eq!(code, i32::from(Exit::Usage.code()), "{stderr}");
+    assert!(stderr.contains("--archive"), "{stderr}");
+
+    let pruned = json(&bin_on(&db, &args(&["--batch-size", "1"])));
+    assert_eq!(pruned["operations"], terminal);
+    assert_eq!(pruned["batches"], terminal, "one operation per batch");
+    assert_eq!(pruned["complete"], true);
+    let written = std::fs::read(&archive).unwrap();
+    assert_eq!(written.iter().filter(|b| **b == b'\n').count(), terminal);
+
+    let resumed = json(&bin_on(&db, &args(&["--resume"])));
+    assert_eq!(resumed["operations"], 0);
+    assert_eq!(resumed["resumed"], 0);
+    assert_eq!(resumed["archive"], archive_arg);
+    assert_eq!(
+        std::fs::read(&archive).unwrap(),
+        written,
+        "nothing appended"
+    );
+}

@@ -11,7 +11,7 @@ use effect_core::{
 use effect_ledger_sqlite::{SqliteLedger, SqliteOptions};
 use serde_json::json;
 
-use crate::support::{TestResult, claim, confirmation, evidence, op};
+use crate::support::{TestResult, claim, confirmation, evidence, op, raw};
 
 const CUTOFF: &str = "2026-01-02T00:00:00.000000+00:00";
 
@@ -130,5 +130,220 @@ fn prune_refuses_unresolved_statuses_and_keeps_everything_when_the_archive_fails
     let rejected = PruneRequest::before(CUTOFF).statuses(vec![EffectStatus::Rejected]);
     assert_eq!(ledger.prune(&rejected, &mut Vec::new())?.operations, 1);
     assert!(ledger.get("old confirmed")?.is_some());
+    Ok(())
+}
+
+/// The child process of the kill test: what it is told to do, from the
+/// environment, and the file it works on.
+const KILL_ROLE: &str = "EFFECT_TEST_PRUNE_KILL";
+const KILL_DB: &str = "EFFECT_TEST_PRUNE_DB";
+const KILL_TEST: &str = "prune::a_prune_killed_mid_way_resumes_and_loses_nothing";
+/// Operations the kill test prunes, in batches of `KILL_BATCH`.
+const KILL_OLD: usize = 60;
+const KILL_BATCH: usize = 7;
+
+/// An archive that ends the process (as `kill -9` would: no destructor, no
+/// flush) right after its `n`th append returned, before the store deleted
+/// that batch.
+struct AbortAfterAppend {
+    inner: effect_core::ArchiveFile,
+    appends: usize,
+    abort_at: Option<usize>,
+}
+
+impl effect_core::PruneArchive for AbortAfterAppend {
+    fn append(&mut self, lines: &[u8]) -> Result<(), effect_core::LedgerError> {
+        self.inner.append(lines)?;
+        self.appends += 1;
+        if self.abort_at == Some(self.appends) {
+            std::process::abort();
+        }
+        Ok(())
+    }
+
+    fn previous(&mut self) -> Result<Option<effect_core::ArchivedKey>, effect_core::LedgerError> {
+        self.inner.previous()
+    }
+}
+
+/// In the child: prune `db` into `archive.jsonl` beside it (resumed when it
+/// exists), in batches of `KILL_BATCH`, aborting where `role` says:
+/// `append:N` after the `N`th archive append (archived, not deleted),
+/// `commit:N` after the `N`th committed batch (between batches).
+fn prune_child(role: &str, db: &std::path::Path) -> TestResult {
+    let ledger = SqliteLedger::open(db, SqliteOptions::default())?;
+    let path = db.with_file_name("archive.jsonl");
+    let inner = if path.exists() {
+        effect_core::ArchiveFile::resume(&path)?
+    } else {
+        effect_core::ArchiveFile::create(&path)?
+    };
+    let (point, n) = role.split_once(':').ok_or("a kill point")?;
+    let n: usize = n.parse()?;
+    let mut archive = AbortAfterAppend {
+        inner,
+        appends: 0,
+        abort_at: (point == "append").then_some(n),
+    };
+    let limits = effect_core::PruneLimits::default()
+        .batch_rows(KILL_BATCH)
+        .min_pause(Duration::ZERO);
+    let request = PruneRequest::before(CUTOFF).limits(limits);
+    let mut batches = 0;
+    ledger.prune_with_progress(&request, &mut archive, &mut |_| {
+        batches += 1;
+        if point == "commit" && batches == n {
+            std::process::abort();
+        }
+    })?;
+    Ok(())
+}
+
+/// Runs this test again as a child in `role` on `db`; true when it was
+/// killed (aborted) rather than finished.
+fn run_child(role: &str, db: &std::path::Path) -> Result<bool, Box<dyn std::error::Error>> {
+    let output = std::process::Command::new(std::env::current_exe()?)
+        .args([KILL_TEST, "--exact", "--nocapture", "--test-threads=1"])
+        .env(KILL_ROLE, role)
+        .env(KILL_DB, db)
+        .output()?;
+    if output.status.success() {
+        return Ok(false);
+    }
+    #[cfg(unix)]
+    {
+        use std::os::unix::process::ExitStatusExt as _;
+        if output.status.signal() == Some(6) {
+            return Ok(true);
+        }
+    }
+    Err(format!(
+        "the pruning child ({role}) failed: {}",
+        String::from_utf8_lossy(&output.stderr)
+    )
+    .into())
+}
+
+/// A prune is killed twice, once after a batch's archive was synced but
+/// before its deletion committed, once between two batches, and resumed
+/// each time into the same archive: in the end the archive holds exactly
+/// the operations deleted, each once, in order, as they were stored, and
+/// nothing else was touched.
+#[test]
+fn a_prune_killed_mid_way_resumes_and_loses_nothing() -> TestResult {
+    if let (Ok(role), Some(db)) = (std::env::var(KILL_ROLE), std::env::var_os(KILL_DB)) {
+        return prune_child(&role, std::path::Path::new(&db));
+    }
+    let dir = tempfile::tempdir()?;
+    let db = dir.path().join("effects.sqlite3");
+    let clock = Arc::new(ManualClock::new(
+        UNIX_EPOCH + Duration::from_secs(1_767_225_600),
+    ));
+    let ledger = SqliteLedger::open(&db, SqliteOptions::default().clock(clock.clone()))?;
+    for i in 0..KILL_OLD {
+        let status = if i % 4 == 0 {
+            EffectStatus::Rejected
+        } else {
+            EffectStatus::Confirmed
+        };
+        settle(&ledger, &format!("old {i:02}"), status)?;
+        clock.advance(Duration::from_millis(1));
+    }
+    settle(&ledger, "old quarantined", EffectStatus::Quarantined)?;
+    clock.advance(Duration::from_secs(2 * 86_400));
+    settle(&ledger, "new confirmed", EffectStatus::Confirmed)?;
+    let mut stored = std::collections::BTreeMap::new();
+    for i in 0..KILL_OLD {
+        let id = format!("old {i:02}");
+        let record = ledger.get(&id)?.ok_or("seeded")?;
+        stored.insert(id.clone(), (record, ledger.events(&id)?));
+    }
+    drop(ledger);
+
+    let archive = dir.path().join("archive.jsonl");
+    let lines = || -> Result<Vec<ArchivedOperation>, Box<dyn std::error::Error>> {
+        Ok(std::fs::read_to_string(&archive)?
+            .lines()
+            .map(serde_json::from_str)
+            .collect::<Result<_, _>>()?)
+    };
+    let left = || -> Result<usize, Box<dyn std::error::Error>> {
+        Ok(
+            raw(&db)?.query_row("SELECT COUNT(*) FROM effect_operations", [], |r| {
+                r.get::<_, i64>(0)
+            })? as usize,
+        )
+    };
+    let total = KILL_OLD + 2;
+
+    // Killed after the third batch was archived, before it was deleted.
+    assert!(run_child("append:3", &db)?, "the child was killed");
+    assert_eq!(lines()?.len(), 3 * KILL_BATCH);
+    assert_eq!(
+        left()?,
+        total - 2 * KILL_BATCH,
+        "the third batch was not deleted"
+    );
+
+    // Resumed: the third batch is deleted without a second line (the first
+    // progress call), then killed after two more batches committed.
+    assert!(run_child("commit:3", &db)?, "the child was killed");
+    assert_eq!(lines()?.len(), 5 * KILL_BATCH);
+    assert_eq!(left()?, total - 5 * KILL_BATCH);
+
+    // Resumed to the end.
+    assert!(!run_child("commit:0", &db)?, "the last child finished");
+    let archived = lines()?;
+    assert_eq!(
+        left()?,
+        2,
+        "only the quarantined and the new operation are left"
+    );
+    let ids: Vec<&str> = archived
+        .iter()
+        .map(|a| a.operation.operation_id.as_str())
+        .collect();
+    let expected: Vec<&str> = stored.keys().map(String::as_str).collect();
+    assert_eq!(ids, expected, "every operation archived once, in order");
+    for line in &archived {
+        let (record, events) = &stored[&line.operation.operation_id];
+        assert_eq!(&line.operation, record);
+        assert_eq!(&line.events, events);
+    }
+    let ledger = SqliteLedger::open(&db, SqliteOptions::default())?;
+    assert!(ledger.get("old quarantined")?.is_some());
+    assert!(ledger.get("new confirmed")?.is_some());
+    assert!(ledger.get("old 00")?.is_none());
+    Ok(())
+}
+
+/// Batches hold at most `batch_rows` operations each; a prune whose
+/// `max_duration` has passed starts no batch and says it is not complete.
+#[test]
+fn prune_works_in_batches_and_stops_at_its_max_duration() -> TestResult {
+    let (_dir, ledger) = ledger()?;
+    let limits = effect_core::PruneLimits::default().max_duration(Some(Duration::ZERO));
+    let stopped = ledger.prune(
+        &PruneRequest::before(CUTOFF).limits(limits),
+        &mut Vec::new(),
+    )?;
+    assert_eq!(
+        (stopped.operations, stopped.batches, stopped.complete),
+        (0, 0, false)
+    );
+    assert_eq!(ids(&ledger)?.len(), 5);
+
+    let limits = effect_core::PruneLimits::default().batch_rows(1);
+    let mut seen = Vec::new();
+    let report = ledger.prune_with_progress(
+        &PruneRequest::before(CUTOFF).limits(limits),
+        &mut Vec::new(),
+        &mut |r| seen.push(r.operations),
+    )?;
+    assert_eq!(
+        (report.operations, report.batches, report.complete),
+        (2, 2, true)
+    );
+    assert_eq!(seen, [1, 2], "progress after each batch");
     Ok(())
 }
