@@ -318,11 +318,25 @@ const FORBIDDEN: &[(&str, &[&str])] = &[
     ),
 ];
 
+/// What only tests may use: no crate but effect-test-support itself depends
+/// on these normally, so a user's build never compiles them.
+const TEST_ONLY: &[&str] = &["effect-test-support", "insta"];
+
 fn deps() -> Result<()> {
-    for (package, forbidden) in FORBIDDEN {
-        if !std::path::Path::new("crates").join(package).exists() {
+    let mut crates: Vec<String> = std::fs::read_dir("crates")
+        .context("reading crates/")?
+        .map(|entry| entry.map(|e| e.file_name().to_string_lossy().into_owned()))
+        .collect::<Result<_, _>>()
+        .context("reading crates/")?;
+    crates.sort();
+    for package in &crates {
+        if package == "effect-test-support" {
             continue;
         }
+        let forbidden = FORBIDDEN
+            .iter()
+            .find(|(name, _)| name == package)
+            .map_or(&[][..], |(_, forbidden)| *forbidden);
         let output = Command::new("cargo")
             .args([
                 "tree",
@@ -337,7 +351,17 @@ fn deps() -> Result<()> {
             .with_context(|| format!("running cargo tree for {package}"))?;
         check(output.status, "cargo tree")?;
         let tree = String::from_utf8_lossy(&output.stdout);
-        for dep in *forbidden {
+        for dep in TEST_ONLY {
+            if tree
+                .lines()
+                .any(|line| line.split_whitespace().next() == Some(dep))
+            {
+                bail!(
+                    "{package} depends on {dep} outside its tests, which ARCHITECTURE.md#dependency-direction forbids"
+                );
+            }
+        }
+        for dep in forbidden {
             if tree
                 .lines()
                 .any(|line| line.split_whitespace().next() == Some(dep))

@@ -8,13 +8,9 @@
 //!   ended with at most one effect and the declared guarantees held.
 //! - [`conformance`]: docs/spec.md §4 as small, named checks. A store proves it follows
 //!   the state machine with one call to [`conformance::run_all`] from its tests.
-//! - [`contracts`]: the capture-payment contract every crate's tests start
-//!   from, as a builder to add a probe or a guarantee to.
 //! - [`faults`]: [`FaultyLedger`](faults::FaultyLedger), a decorator that fails
 //!   scripted calls (before the inner ledger runs, or after it committed), for
 //!   testing how callers survive a ledger that is down or loses replies.
-//! - [`snapshots`]: the one insta settings helper (redactions and filters) that
-//!   every crate's snapshot tests bind around their assertions.
 //! - [`provider`]: [`FakePaymentProvider`](provider::FakePaymentProvider), a
 //!   deterministic, thread-safe fake payment API, optionally file-backed so its
 //!   commits survive the death of the process that made them.
@@ -27,17 +23,14 @@
 //!   payment API on loopback with Stripe-like idempotency keys and scripted
 //!   faults (drop or stall after commit, 5xx after commit, 429/503 with
 //!   `Retry-After`, stale lookups), for effect-http's fault matrix.
-//! - [`time`]: a clock past every lease of the processes a test killed, so
-//!   it need not wait for them to run out.
 //! - [`matrix`]: every fault point against every contract variant, with the
 //!   naive baseline; see `docs/testkit.md`.
-//! - [`pg_proxy`]: [`CommitCutProxy`](pg_proxy::CommitCutProxy), a loopback
-//!   TCP proxy in front of a PostgreSQL server that cuts a connection at a
-//!   commit, before it reaches the server or after the server answered.
 //!
-//! It depends on effect-core, effect-exec (for scenario runners over the
-//! executor) and insta (for the snapshot settings). The conformance suite and
-//! the fault injector use effect-core only. It never depends on a store: stores
+//! It depends on effect-core and effect-exec (for scenario runners over the
+//! executor). The conformance suite and the fault injector use effect-core
+//! only. The workspace's own test plumbing (the PostgreSQL proxy, server
+//! discovery, snapshot settings, clocks, the shared contracts) is the
+//! unpublished effect-test-support crate. It never depends on a store: stores
 //! take this crate as a path-only dev-dependency, so a dependency the other way
 //! would be a cycle.
 //!
@@ -60,18 +53,13 @@
 
 pub mod certify;
 pub mod conformance;
-pub mod contracts;
 pub mod faults;
 #[cfg(feature = "http")]
 #[cfg_attr(docsrs, doc(cfg(feature = "http")))]
 pub mod http_provider;
 mod injecting;
 pub mod matrix;
-pub mod pg_proxy;
 pub mod provider;
 pub mod scenario;
-pub mod servers;
-pub mod snapshots;
-pub mod time;
 
 pub use injecting::{FaultInjectingProvider, UnsupportedFaultPoint};

@@ -37,7 +37,7 @@ fn capture() -> EffectContract {
         .provider_idempotency_guaranteed(true)
         .build()
         .unwrap();
-    effect_testkit::contracts::capture_payment()
+    effect_test_support::contracts::capture_payment()
         .provider_idempotency_guaranteed(true)
         .compensation(refund, |original| {
             Ok(json!({"payment_id": original.output["payment_id"]}))
@@ -58,7 +58,7 @@ fn ledger(captures: &Arc<FakePaymentProvider>) -> (TempDir, PathBuf) {
     let dir = tempfile::tempdir().unwrap();
     let db = dir.path().join("effects.sqlite3");
     let executor = executor(&db);
-    let without_key = effect_testkit::contracts::capture_payment_without_key()
+    let without_key = effect_test_support::contracts::capture_payment_without_key()
         .build()
         .unwrap();
     for (contract, invoice, lose_ack) in [(capture(), "INV-1", false), (without_key, "INV-2", true)]

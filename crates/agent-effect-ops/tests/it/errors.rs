@@ -2,7 +2,7 @@
 //! when a command is refused.
 
 use agent_effect_ops::Exit;
-use effect_testkit::snapshots::settings;
+use effect_test_support::snapshots::settings;
 use insta::assert_snapshot;
 
 use crate::support::{bin, bin_on, failure, ops, python_ledger, snapshot_dir, success};

@@ -3,7 +3,7 @@
 use agent_effect_ops::Exit;
 use agent_effect_ops::view::EventView;
 use effect_core::EffectLedgerExt as _;
-use effect_testkit::snapshots::settings;
+use effect_test_support::snapshots::settings;
 use insta::assert_snapshot;
 
 use crate::support::{ops, python_ledger};

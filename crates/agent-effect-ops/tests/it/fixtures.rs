@@ -2,7 +2,7 @@
 
 use agent_effect_ops::Exit;
 use agent_effect_ops::view::{EventView, OperationDetail, OperationSummary, Stats};
-use effect_testkit::snapshots::settings;
+use effect_test_support::snapshots::settings;
 use insta::{assert_json_snapshot, assert_snapshot};
 use serde_json::Value;
 

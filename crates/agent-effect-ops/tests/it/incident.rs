@@ -14,7 +14,7 @@ use effect_core::{EffectContract, EffectStatus};
 use effect_exec::HandlerContext;
 use effect_exec::{EffectExecutor, ExecutorOptions, HandlerError};
 use effect_ledger_sqlite::{SqliteLedger, SqliteOptions};
-use effect_testkit::snapshots::settings;
+use effect_test_support::snapshots::settings;
 use insta::{assert_json_snapshot, assert_snapshot};
 use serde_json::{Value, json};
 
@@ -32,7 +32,7 @@ struct FakeProvider {
 /// No probe, no provider key: nothing can settle a lost acknowledgement
 /// automatically.
 fn capture_contract() -> EffectContract {
-    effect_testkit::contracts::capture_payment_without_key()
+    effect_test_support::contracts::capture_payment_without_key()
         .build()
         .unwrap()
 }

@@ -14,7 +14,7 @@ use serde_json::{Value, json};
 use crate::support::success;
 
 fn server() -> Option<String> {
-    effect_testkit::servers::postgres_url("the PostgreSQL tests of agent-effect-ops")
+    effect_test_support::servers::postgres_url("the PostgreSQL tests of agent-effect-ops")
 }
 
 fn ops(url: &str, schema: &str, args: &[&str]) -> std::process::Output {
@@ -33,7 +33,7 @@ fn operator_resolves_a_quarantined_payment_in_postgres() {
     let ledger =
         PostgresLedger::connect(&url, PostgresOptions::default().schema(schema.clone())).unwrap();
     let executor = EffectExecutor::new(Arc::new(ledger));
-    let contract = effect_testkit::contracts::capture_payment_without_key()
+    let contract = effect_test_support::contracts::capture_payment_without_key()
         .build()
         .unwrap();
     let committed = Arc::new(AtomicUsize::new(0));
@@ -187,7 +187,7 @@ fn read_commands_neither_create_nor_migrate_and_run_with_select_only() {
 #[test]
 fn the_tool_reads_over_verified_tls_and_a_missing_ca_file_is_exit_2() {
     let Some((url, ca)) =
-        effect_testkit::servers::postgres_tls("the PostgreSQL TLS test of agent-effect-ops")
+        effect_test_support::servers::postgres_tls("the PostgreSQL TLS test of agent-effect-ops")
     else {
         return;
     };

@@ -4,7 +4,7 @@
 use agent_effect_ops::Exit;
 use agent_effect_ops::view::{OperationDetail, Resolution};
 use effect_core::EffectStatus;
-use effect_testkit::snapshots::settings;
+use effect_test_support::snapshots::settings;
 use insta::{assert_json_snapshot, assert_snapshot};
 
 use crate::support::{ops, python_ledger, snapshot_dir};

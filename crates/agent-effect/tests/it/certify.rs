@@ -7,10 +7,10 @@
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 
+use effect_test_support::snapshots;
 use effect_testkit::certify::CertifyFault;
 use effect_testkit::http_provider::{FakeHttpOptions, FakeHttpProvider};
 use effect_testkit::provider::FakePaymentProvider;
-use effect_testkit::snapshots;
 use serde_json::Value;
 
 use crate::{agent_effect, stderr, stdout};

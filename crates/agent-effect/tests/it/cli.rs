@@ -1,7 +1,7 @@
 //! Scenarios, listing, exit codes and `--output`.
 
 use clap::CommandFactory;
-use effect_testkit::snapshots;
+use effect_test_support::snapshots;
 use serde_json::Value;
 
 use crate::{agent_effect, stderr, stdout};

@@ -5,8 +5,8 @@ use std::sync::Arc;
 
 use effect_core::EffectLedger;
 use effect_ledger_sqlite::{SqliteLedger, SqliteOptions};
+use effect_test_support::snapshots;
 use effect_testkit::provider::FakePaymentProvider;
-use effect_testkit::snapshots;
 use serde_json::Value;
 
 use crate::{agent_effect, stderr, stdout};

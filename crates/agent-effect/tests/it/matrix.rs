@@ -1,6 +1,6 @@
 //! `--matrix`: the table and the JSON report.
 
-use effect_testkit::snapshots;
+use effect_test_support::snapshots;
 use serde_json::Value;
 
 use crate::{agent_effect, stderr, stdout};

@@ -7,7 +7,7 @@ use serde_json::Value;
 use crate::{agent_effect, stdout};
 
 fn server() -> Option<String> {
-    effect_testkit::servers::postgres_url("the PostgreSQL tests of agent-effect")
+    effect_test_support::servers::postgres_url("the PostgreSQL tests of agent-effect")
 }
 
 #[test]
@@ -31,7 +31,7 @@ fn scenarios_pass_on_postgres_with_one_effect_and_leave_no_schema_behind() {
     // both take the URL's sslmode and sslrootcert. (In this test, not one of
     // its own, so that no other run's schema is counted below.)
     if let Some((_, ca)) =
-        effect_testkit::servers::postgres_tls("the PostgreSQL TLS test of agent-effect")
+        effect_test_support::servers::postgres_tls("the PostgreSQL TLS test of agent-effect")
     {
         // The CI URL has no query, and the CA path needs no escaping.
         let sep = if url.contains('?') { '&' } else { '?' };

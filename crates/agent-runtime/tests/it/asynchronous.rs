@@ -59,7 +59,7 @@ impl AsyncPlanner for SlowScript {
 
 fn capture_tool(provider: &Arc<Provider>) -> ToolDefinition {
     let probing = Arc::clone(provider);
-    let contract = effect_testkit::contracts::capture_payment()
+    let contract = effect_test_support::contracts::capture_payment()
         .outcome_probe(move |_args, key| {
             if probing.lagging_probes.load(Ordering::SeqCst) > 0 {
                 probing.lagging_probes.fetch_sub(1, Ordering::SeqCst);
@@ -503,7 +503,7 @@ fn sync_capture_tool(provider: &Arc<Provider>) -> ToolDefinition {
         },
     )
     .effect_contract(
-        effect_testkit::contracts::capture_payment_without_key()
+        effect_test_support::contracts::capture_payment_without_key()
             .build()
             .unwrap(),
     )

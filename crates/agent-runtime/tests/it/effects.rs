@@ -90,7 +90,7 @@ impl FakeProvider {
 }
 
 fn capture_tool(provider: &Arc<FakeProvider>, with_probe: bool) -> ToolDefinition {
-    let mut contract = effect_testkit::contracts::capture_payment();
+    let mut contract = effect_test_support::contracts::capture_payment();
     if with_probe {
         let p = Arc::clone(provider);
         contract = contract.outcome_probe(move |_args, key| Ok(p.probe(key)));

@@ -67,20 +67,12 @@ impl World {
     /// A refund-like capture that requires approval, with a probe.
     fn contract(&self, store_intent: bool) -> EffectContract {
         let provider = Arc::clone(&self.provider);
-        EffectContract::builder("capture_payment", |args| {
-            Ok(format!(
-                "invoice:{}:capture",
-                args["invoice_id"].as_str().ok_or("missing invoice_id")?
-            ))
-        })
-        .provider_idempotency_key(|args| {
-            Ok(args["invoice_id"].as_str().map(|i| format!("capture:{i}")))
-        })
-        .outcome_probe(move |_args, key| provider.probe(key))
-        .store_intent(store_intent)
-        .requires_approval(true)
-        .build()
-        .unwrap()
+        effect_test_support::contracts::capture_payment()
+            .outcome_probe(move |_args, key| provider.probe(key))
+            .store_intent(store_intent)
+            .requires_approval(true)
+            .build()
+            .unwrap()
     }
 
     fn call(&self, contract: &EffectContract, args: &Value) -> effect_core::EffectResult {

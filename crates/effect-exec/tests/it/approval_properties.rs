@@ -106,18 +106,10 @@ impl World {
         } else {
             Arc::new(MemoryLedger::with_clock(clock.clone()))
         };
-        let contract = EffectContract::builder("capture_payment", |args| {
-            Ok(format!(
-                "invoice:{}:capture",
-                args["invoice_id"].as_str().ok_or("missing invoice_id")?
-            ))
-        })
-        .provider_idempotency_key(|args| {
-            Ok(args["invoice_id"].as_str().map(|i| format!("capture:{i}")))
-        })
-        .requires_approval(true)
-        .build()
-        .unwrap();
+        let contract = effect_test_support::contracts::capture_payment()
+            .requires_approval(true)
+            .build()
+            .unwrap();
         World {
             clock,
             ledger,

@@ -55,24 +55,16 @@ async fn async_ack_lost_is_confirmed_by_the_probe() {
 async fn async_works_on_a_current_thread_runtime_with_an_async_probe() {
     let provider = FakeProvider::new(false).script(&[Fault::AfterCommit]);
     let p = Arc::clone(&provider);
-    let c = EffectContract::builder("capture_payment", |args| {
-        Ok(format!(
-            "invoice:{}:capture",
-            args["invoice_id"].as_str().ok_or("missing")?
-        ))
-    })
-    .provider_idempotency_key(|args| {
-        Ok(args["invoice_id"].as_str().map(|i| format!("capture:{i}")))
-    })
-    .outcome_probe_async(move |_args, key| {
-        let p = Arc::clone(&p);
-        async move {
-            tokio::time::sleep(Duration::from_millis(1)).await;
-            p.probe(key.as_deref())
-        }
-    })
-    .build()
-    .unwrap();
+    let c = effect_test_support::contracts::capture_payment()
+        .outcome_probe_async(move |_args, key| {
+            let p = Arc::clone(&p);
+            async move {
+                tokio::time::sleep(Duration::from_millis(1)).await;
+                p.probe(key.as_deref())
+            }
+        })
+        .build()
+        .unwrap();
     let ledger = ledger();
     let result = executor(&ledger)
         .execute_async(

@@ -46,27 +46,19 @@ fn capture_contract(
     refunds: &Arc<FakeProvider>,
     refund: Variant,
 ) -> EffectContract {
-    let mut builder = EffectContract::builder("capture_payment", |args| {
-        Ok(format!(
-            "invoice:{}:capture",
-            args["invoice_id"].as_str().ok_or("missing invoice_id")?
-        ))
-    })
-    .provider_idempotency_key(|args| {
-        Ok(args["invoice_id"].as_str().map(|i| format!("capture:{i}")))
-    })
-    .provider_idempotency_guaranteed(true)
-    .store_intent(true)
-    .compensation(refund_contract(refunds, refund), |original| {
-        let arguments = original
-            .arguments
-            .ok_or("the capture's intent is not stored")?;
-        Ok(json!({
-            "invoice_id": original.output["invoice_id"],
-            "payment_id": original.output["payment_id"],
-            "amount_cents": arguments["amount_cents"],
-        }))
-    });
+    let mut builder = effect_test_support::contracts::capture_payment()
+        .provider_idempotency_guaranteed(true)
+        .store_intent(true)
+        .compensation(refund_contract(refunds, refund), |original| {
+            let arguments = original
+                .arguments
+                .ok_or("the capture's intent is not stored")?;
+            Ok(json!({
+                "invoice_id": original.output["invoice_id"],
+                "payment_id": original.output["payment_id"],
+                "amount_cents": arguments["amount_cents"],
+            }))
+        });
     let probe = Arc::clone(captures);
     builder = builder.outcome_probe(move |_args, key| probe.probe(key));
     builder.build().unwrap()
@@ -233,16 +225,11 @@ fn only_a_confirmed_original_is_compensated_and_nothing_is_written_otherwise() {
     // Quarantined: the capture's acknowledgement was lost and the probe is down.
     let uncertain_contract = {
         let refund = refund_contract(&refunds, BOTH);
-        EffectContract::builder("capture_payment", |args| {
-            Ok(format!(
-                "invoice:{}:capture",
-                args["invoice_id"].as_str().ok_or("no id")?
-            ))
-        })
-        .store_intent(true)
-        .compensation(refund, |_| Ok(json!({})))
-        .build()
-        .unwrap()
+        effect_test_support::contracts::capture_payment_without_key()
+            .store_intent(true)
+            .compensation(refund, |_| Ok(json!({})))
+            .build()
+            .unwrap()
     };
     let quarantined = executor
         .execute(&uncertain_contract, &invoice("INV-Q"), handler(&captures))
@@ -419,20 +406,12 @@ fn a_compensation_with_a_probe_that_says_committed_needs_no_second_dispatch() {
             .build()
             .unwrap()
     };
-    let capture = EffectContract::builder("capture_payment", |args| {
-        Ok(format!(
-            "invoice:{}:capture",
-            args["invoice_id"].as_str().ok_or("no id")?
-        ))
-    })
-    .provider_idempotency_key(|args| {
-        Ok(args["invoice_id"].as_str().map(|i| format!("capture:{i}")))
-    })
-    .provider_idempotency_guaranteed(true)
-    .store_intent(true)
-    .compensation(refund, |_| Ok(json!({})))
-    .build()
-    .unwrap();
+    let capture = effect_test_support::contracts::capture_payment()
+        .provider_idempotency_guaranteed(true)
+        .store_intent(true)
+        .compensation(refund, |_| Ok(json!({})))
+        .build()
+        .unwrap();
     let result = world
         .executor
         .compensate(&capture, CAPTURE, handler(&world.refunds))

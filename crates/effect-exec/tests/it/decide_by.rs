@@ -5,7 +5,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, SystemTime};
 
-use effect_core::{EffectContract, EffectStatus, ManualClock, MemoryLedger, OutcomeProbeResult};
+use effect_core::{EffectStatus, ManualClock, MemoryLedger, OutcomeProbeResult};
 use effect_exec::{EffectExecutor, ExecutorOptions, HandlerContext, HandlerError};
 use serde_json::{Value, json};
 
@@ -20,15 +20,7 @@ fn world() -> (Arc<ManualClock>, EffectExecutor) {
 }
 
 fn builder() -> effect_core::EffectContractBuilder {
-    EffectContract::builder("capture_payment", |args| {
-        Ok(format!(
-            "invoice:{}:capture",
-            args["invoice_id"].as_str().ok_or("missing")?
-        ))
-    })
-    .provider_idempotency_key(|args| {
-        Ok(args["invoice_id"].as_str().map(|i| format!("capture:{i}")))
-    })
+    effect_test_support::contracts::capture_payment()
 }
 
 #[test]

@@ -244,12 +244,7 @@ pub const NEITHER: Variant = Variant {
 };
 
 pub fn contract(provider: &Arc<FakeProvider>, variant: Variant) -> EffectContract {
-    let mut builder = EffectContract::builder("capture_payment", |args| {
-        Ok(format!(
-            "invoice:{}:capture",
-            args["invoice_id"].as_str().ok_or("missing invoice_id")?
-        ))
-    });
+    let mut builder = effect_test_support::contracts::capture_payment_without_key();
     if variant.key {
         builder = builder
             .provider_idempotency_key(|args| {

@@ -135,18 +135,13 @@ fn same_id_with_different_arguments_key_or_version_conflicts_before_dispatch() {
             .is_conflict()
     );
 
-    let v2 = EffectContract::builder("capture_payment", |args| {
-        Ok(format!(
-            "invoice:{}:capture",
-            args["invoice_id"].as_str().ok_or("missing")?
-        ))
-    })
-    .version("2")
-    .provider_idempotency_key(|args| {
-        Ok(args["invoice_id"].as_str().map(|i| format!("capture:{i}")))
-    })
-    .build()
-    .unwrap();
+    let v2 = effect_test_support::contracts::capture_payment_without_key()
+        .version("2")
+        .provider_idempotency_key(|args| {
+            Ok(args["invoice_id"].as_str().map(|i| format!("capture:{i}")))
+        })
+        .build()
+        .unwrap();
     assert!(
         exec.execute(&v2, &invoice("INV-4"), handler(&provider))
             .unwrap_err()
@@ -364,19 +359,11 @@ fn deadline_then_negative_probe_does_not_retry_while_the_old_handler_may_send() 
 fn commit_failing_the_postcondition_is_quarantined_and_not_rerun() {
     let provider = FakeProvider::new(false);
     let p = std::sync::Arc::clone(&provider);
-    let c = EffectContract::builder("capture_payment", |args| {
-        Ok(format!(
-            "invoice:{}:capture",
-            args["invoice_id"].as_str().ok_or("missing")?
-        ))
-    })
-    .provider_idempotency_key(|args| {
-        Ok(args["invoice_id"].as_str().map(|i| format!("capture:{i}")))
-    })
-    .outcome_probe(move |_args, key| p.probe(key))
-    .postcondition(|_args, output| Ok(output["status"] == "settled"))
-    .build()
-    .unwrap();
+    let c = effect_test_support::contracts::capture_payment()
+        .outcome_probe(move |_args, key| p.probe(key))
+        .postcondition(|_args, output| Ok(output["status"] == "settled"))
+        .build()
+        .unwrap();
     let ledger = ledger();
     let exec = executor(&ledger);
     let result = exec
@@ -515,19 +502,11 @@ fn a_postcondition_failure_with_a_negative_probe_is_not_dispatched_again_in_the_
     let ledger = ledger();
     let exec = executor(&ledger);
     let probe = Arc::clone(&provider);
-    let contract = EffectContract::builder("capture_payment", |args| {
-        Ok(format!(
-            "invoice:{}:capture",
-            args["invoice_id"].as_str().ok_or("missing")?
-        ))
-    })
-    .provider_idempotency_key(|args| {
-        Ok(args["invoice_id"].as_str().map(|i| format!("capture:{i}")))
-    })
-    .outcome_probe(move |_args, _key| probe.probe(Some("capture:nothing-here")))
-    .postcondition(|_args, output| Ok(output["status"] == "captured"))
-    .build()
-    .unwrap();
+    let contract = effect_test_support::contracts::capture_payment()
+        .outcome_probe(move |_args, _key| probe.probe(Some("capture:nothing-here")))
+        .postcondition(|_args, output| Ok(output["status"] == "captured"))
+        .build()
+        .unwrap();
     let calls = Arc::new(std::sync::atomic::AtomicUsize::new(0));
     let counted = Arc::clone(&calls);
     let result = exec

@@ -44,22 +44,14 @@ impl Gate {
 /// `handler_gate` before it acts.
 fn gated(provider: &Arc<FakeProvider>, probe_gate: &Arc<Gate>) -> EffectContract {
     let (provider, gate) = (Arc::clone(provider), Arc::clone(probe_gate));
-    EffectContract::builder("capture_payment", |args| {
-        Ok(format!(
-            "invoice:{}:capture",
-            args["invoice_id"].as_str().ok_or("missing invoice_id")?
-        ))
-    })
-    .provider_idempotency_key(|args| {
-        Ok(args["invoice_id"].as_str().map(|i| format!("capture:{i}")))
-    })
-    .outcome_probe(move |_args, key| {
-        let answer = provider.probe(key);
-        gate.pass();
-        answer
-    })
-    .build()
-    .unwrap()
+    effect_test_support::contracts::capture_payment()
+        .outcome_probe(move |_args, key| {
+            let answer = provider.probe(key);
+            gate.pass();
+            answer
+        })
+        .build()
+        .unwrap()
 }
 
 fn gated_handler(

@@ -74,7 +74,7 @@ fn event_columns(
 #[test]
 fn a_version_2_schema_is_upgraded_in_place() -> TestResult {
     let Some(url) =
-        effect_testkit::servers::postgres_url("a_version_2_schema_is_upgraded_in_place")
+        effect_test_support::servers::postgres_url("a_version_2_schema_is_upgraded_in_place")
     else {
         return Ok(());
     };
@@ -218,7 +218,7 @@ fn has_version_4_write(
 #[test]
 fn a_version_3_schema_migrates_only_when_asked() -> TestResult {
     let Some(url) =
-        effect_testkit::servers::postgres_url("a_version_3_schema_migrates_only_when_asked")
+        effect_test_support::servers::postgres_url("a_version_3_schema_migrates_only_when_asked")
     else {
         return Ok(());
     };
@@ -395,7 +395,7 @@ fn catalog(client: &mut postgres::Client, schema: &Schema) -> Result<Vec<String>
 #[test]
 fn every_older_schema_migrates_to_the_fresh_one() -> TestResult {
     let Some(url) =
-        effect_testkit::servers::postgres_url("every_older_schema_migrates_to_the_fresh_one")
+        effect_test_support::servers::postgres_url("every_older_schema_migrates_to_the_fresh_one")
     else {
         return Ok(());
     };

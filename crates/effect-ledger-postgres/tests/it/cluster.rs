@@ -16,7 +16,7 @@ use std::net::TcpListener;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
-use effect_testkit::servers::REQUIRE_POSTGRES_VAR;
+use effect_test_support::servers::REQUIRE_POSTGRES_VAR;
 
 type Error = Box<dyn std::error::Error>;
 

@@ -22,7 +22,7 @@ use effect_exec::{
     Audit, EffectExecutor, ExecError, ExecutorOptions, HandlerContext, HandlerError,
 };
 use effect_ledger_postgres::PostgresLedger;
-use effect_testkit::pg_proxy::{CommitCutProxy, Cut};
+use effect_test_support::pg_proxy::{CommitCutProxy, Cut};
 use effect_testkit::provider::FakePaymentProvider;
 use serde_json::{Value, json};
 

@@ -76,7 +76,7 @@ fn child_executes_operations() -> TestResult {
     }
 
     // The contract of `new_operation`: the same identity the parent prepared.
-    let contract = effect_testkit::contracts::capture_payment().build()?;
+    let contract = effect_test_support::contracts::capture_payment().build()?;
     let provider = Arc::new(Mutex::new(provider));
     let dispatched = Arc::new(AtomicUsize::new(0));
     let handler = {

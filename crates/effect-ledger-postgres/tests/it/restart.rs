@@ -318,7 +318,7 @@ fn contract(
     provider: &Arc<FakePaymentProvider>,
 ) -> Result<EffectContract, Box<dyn std::error::Error>> {
     let provider = Arc::clone(provider);
-    Ok(effect_testkit::contracts::capture_payment()
+    Ok(effect_test_support::contracts::capture_payment()
         .outcome_probe(move |args, _key| {
             let invoice = args["invoice_id"].as_str().ok_or("missing invoice_id")?;
             let found = provider

@@ -184,7 +184,7 @@ fn a_fresh_operation_read_as_absent_is_claimed_in_one_statement() -> TestResult 
         return Ok(());
     };
     let schema = TestSchema::new(&url, "fresh_insert")?;
-    let (proxy, proxied) = effect_testkit::pg_proxy::CommitCutProxy::for_url(&url)?;
+    let (proxy, proxied) = effect_test_support::pg_proxy::CommitCutProxy::for_url(&url)?;
     let ledger = effect_ledger_postgres::PostgresLedger::connect(&proxied, schema.options())?;
     let mut admin = schema.admin()?;
 

@@ -11,7 +11,7 @@ use postgres::{Client, NoTls};
 
 pub type TestResult = Result<(), Box<dyn std::error::Error>>;
 
-pub use effect_testkit::servers::POSTGRES_URL_VAR as URL_VAR;
+pub use effect_test_support::servers::POSTGRES_URL_VAR as URL_VAR;
 
 /// Environment of a child process: its role, schema and index.
 pub const CHILD_ROLE_VAR: &str = "EFFECT_PG_TEST_CHILD_ROLE";
@@ -20,7 +20,7 @@ pub const CHILD_INDEX_VAR: &str = "EFFECT_PG_TEST_CHILD_INDEX";
 
 /// The server URL, or `None` after saying that `test` was skipped.
 pub fn server_url(test: &str) -> Option<String> {
-    effect_testkit::servers::postgres_url(test)
+    effect_test_support::servers::postgres_url(test)
 }
 
 /// A schema of one test's own, dropped (with everything in it) on drop.

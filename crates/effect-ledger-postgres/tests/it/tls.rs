@@ -16,7 +16,7 @@ use crate::support::{TestResult, TestSchema, new_operation};
 
 /// The server, its CA, and a fresh schema; `None` after saying the test skipped.
 fn server(test: &str) -> Result<Option<(TestSchema, PathBuf)>, Box<dyn std::error::Error>> {
-    let Some((url, ca)) = effect_testkit::servers::postgres_tls(test) else {
+    let Some((url, ca)) = effect_test_support::servers::postgres_tls(test) else {
         return Ok(None);
     };
     Ok(Some((TestSchema::new(&url, test)?, ca)))

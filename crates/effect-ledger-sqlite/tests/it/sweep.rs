@@ -30,7 +30,7 @@ fn commits(dir: &Path) -> Vec<String> {
 
 fn contract(dir: &Path) -> Result<EffectContract, Box<dyn std::error::Error>> {
     let dir = dir.to_owned();
-    Ok(effect_testkit::contracts::capture_payment()
+    Ok(effect_test_support::contracts::capture_payment()
         .outcome_probe(move |_args, key| {
             let key = key.ok_or("missing key")?;
             Ok(if commits(&dir).iter().any(|k| k == key) {
@@ -94,7 +94,7 @@ fn a_sweep_after_a_kill_mid_dispatch_leaves_exactly_one_effect() -> TestResult {
         dir.path().join("effects.sqlite3"),
         SqliteOptions::default()
             .busy_timeout(LEASE / 3)
-            .clock(effect_testkit::time::past_every_lease(LEASE)),
+            .clock(effect_test_support::time::past_every_lease(LEASE)),
     )?);
     assert_eq!(
         ledger.get(ID)?.map(|r| r.status),

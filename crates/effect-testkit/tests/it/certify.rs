@@ -6,12 +6,12 @@
 use std::sync::Arc;
 
 use effect_core::{EffectContract, EffectStatus, OutcomeProbeResult};
+use effect_test_support::snapshots;
 use effect_testkit::certify::{
     Certification, CertificationReport, CertifyError, CertifyFault, KeyGuarantee, ProbeAnswer,
     Verdict,
 };
 use effect_testkit::provider::FakePaymentProvider;
-use effect_testkit::snapshots;
 use serde_json::{Value, json};
 
 /// The contract a user writes: an id and key from the invoice, a guaranteed

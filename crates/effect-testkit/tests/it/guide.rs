@@ -6,13 +6,13 @@ use std::sync::Mutex;
 use std::sync::Arc;
 
 use effect_core::{BoxError, EffectContract, EffectStatus, OutcomeProbeResult};
+use effect_test_support::snapshots;
 use effect_testkit::certify::{Certification, KeyGuarantee, Verdict};
 use effect_testkit::matrix::Matrix;
 use effect_testkit::provider::FakePaymentProvider;
 use effect_testkit::scenario::{
     ContractVariant, FaultSchedule, Lookup, LookupFault, PerformFault, Scenario, ScenarioProvider,
 };
-use effect_testkit::snapshots;
 use serde_json::{Value, json};
 
 /// A fake of the email API: a send is deduplicated by the caller's key.

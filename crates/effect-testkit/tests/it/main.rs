@@ -12,4 +12,3 @@ mod memory;
 mod provider;
 mod scenario;
 mod schema;
-mod snapshot_settings;

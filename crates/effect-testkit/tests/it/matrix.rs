@@ -4,9 +4,9 @@
 use std::sync::OnceLock;
 
 use effect_core::EffectStatus;
+use effect_test_support::snapshots;
 use effect_testkit::matrix::{Matrix, MatrixReport};
 use effect_testkit::scenario::{ContractVariant, FaultPoint};
-use effect_testkit::snapshots;
 
 use ContractVariant::{Both, GuaranteedKey, Neither, ProbeOnly};
 use EffectStatus::{Confirmed, Quarantined};

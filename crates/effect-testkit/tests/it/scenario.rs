@@ -3,11 +3,11 @@
 use std::sync::Mutex;
 
 use effect_core::{BoxError, EffectStatus};
+use effect_test_support::snapshots;
 use effect_testkit::scenario::{
     ContractVariant, FaultPoint, FaultSchedule, Lookup, LookupFault, PerformFault, Scenario,
     ScenarioProvider, ScenarioReport,
 };
-use effect_testkit::snapshots;
 use serde_json::{Value, json};
 
 /// A fake ticketing API: tickets are deduplicated by the caller's key.

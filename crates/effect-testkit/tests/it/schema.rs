@@ -147,7 +147,7 @@ fn certification_reports_decode_into_the_documented_schema() {
     use effect_testkit::provider::FakePaymentProvider;
 
     let provider = Arc::new(FakePaymentProvider::new());
-    let contract = effect_testkit::contracts::capture_payment()
+    let contract = effect_test_support::contracts::capture_payment()
         .provider_idempotency_guaranteed(true)
         .build()
         .unwrap();

@@ -51,7 +51,7 @@ fn invoice(i: usize) -> Value {
 /// The capture contract, with a probe that takes 0-80 ms to answer.
 fn slow_probe_contract(provider: &FileProvider) -> EffectContract {
     let provider = provider.clone();
-    effect_testkit::contracts::capture_payment()
+    effect_test_support::contracts::capture_payment()
         .outcome_probe(move |_args, key| {
             let key = key.ok_or("missing key")?;
             // The answer is read first, then delivered late: a slow provider API.
@@ -208,7 +208,7 @@ fn run_seed(seed: u64) {
             &db,
             SqliteOptions::default()
                 .busy_timeout(LEASE / 3)
-                .clock(effect_testkit::time::past_every_lease(LEASE)),
+                .clock(effect_test_support::time::past_every_lease(LEASE)),
         )
         .unwrap(),
     );

@@ -9,7 +9,7 @@ use std::process::Command;
 use std::sync::Arc;
 use std::time::Duration;
 
-use effect_testkit::time::past_every_lease;
+use effect_test_support::time::past_every_lease;
 use production_agent_systems::core::compensation;
 use production_agent_systems::{
     EffectContract, EffectExecutor, EffectLedger, EffectStatus, ExecutorOptions, HandlerContext,
@@ -56,7 +56,7 @@ fn contract(files: &Files) -> EffectContract {
         .build()
         .unwrap();
     let captures = files.captures.clone();
-    effect_testkit::contracts::capture_payment()
+    effect_test_support::contracts::capture_payment()
         .outcome_probe(move |_args, key| Ok(captures.lookup(key.ok_or("missing key")?)))
         .compensation(refund, |original| {
             Ok(json!({"payment_id": original.output["payment_id"]}))

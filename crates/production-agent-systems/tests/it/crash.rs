@@ -9,7 +9,7 @@ use std::process::Command;
 use std::sync::Arc;
 use std::time::{Duration, UNIX_EPOCH};
 
-use effect_testkit::time::past_every_lease;
+use effect_test_support::time::past_every_lease;
 use production_agent_systems::core::{Clock, ManualClock};
 
 use production_agent_systems::{

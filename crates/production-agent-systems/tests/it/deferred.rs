@@ -11,7 +11,7 @@ use std::process::Command;
 use std::sync::Arc;
 use std::time::Duration;
 
-use effect_testkit::time::past_every_lease;
+use effect_test_support::time::past_every_lease;
 use production_agent_systems::{
     EffectContract, EffectExecutor, EffectLedger, EffectStatus, ExecutorOptions, HandlerError,
     SqliteLedger, SqliteOptions, Sweeper,
@@ -44,7 +44,7 @@ fn contract(basis: &str, provider: &FileProvider) -> EffectContract {
     if basis == "probe" {
         return capture_contract(provider);
     }
-    effect_testkit::contracts::capture_payment()
+    effect_test_support::contracts::capture_payment()
         .provider_idempotency_guaranteed(basis == "key")
         .build()
         .unwrap()

@@ -144,7 +144,7 @@ fn mixed_fleet_rust_worker_role() {
     let faults = config["faults"].as_str().unwrap().to_owned();
     let pending = config["probe"] == "pending";
     let probing = Arc::clone(&provider);
-    let contract = effect_testkit::contracts::capture_payment()
+    let contract = effect_test_support::contracts::capture_payment()
         .outcome_probe(move |args, _key| {
             if pending {
                 return Ok(OutcomeProbeResult::pending());

@@ -124,9 +124,9 @@ fn a_read_only_ledger_reopens_writable_and_backs_up_and_prunes() {
 #[cfg(feature = "postgres")]
 #[test]
 fn a_fresh_postgres_schema_is_dropped_when_removed() {
-    let Some(url) =
-        effect_testkit::servers::postgres_url("a_fresh_postgres_schema_is_dropped_when_removed")
-    else {
+    let Some(url) = effect_test_support::servers::postgres_url(
+        "a_fresh_postgres_schema_is_dropped_when_removed",
+    ) else {
         return;
     };
     let base = LedgerUrl::parse(&url).unwrap();
@@ -265,7 +265,7 @@ fn only_create_makes_a_ledger_and_every_refusal_is_typed() {
 fn a_foreign_postgres_schema_is_refused_with_the_default_options() {
     use production_agent_systems::open::{NotALedger, OpenError};
 
-    let Some(url) = effect_testkit::servers::postgres_url(
+    let Some(url) = effect_test_support::servers::postgres_url(
         "a_foreign_postgres_schema_is_refused_with_the_default_options",
     ) else {
         return;

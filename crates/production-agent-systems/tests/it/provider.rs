@@ -109,7 +109,7 @@ pub fn append_line(path: &Path, line: &str) {
 
 pub fn capture_contract(provider: &FileProvider) -> EffectContract {
     let provider = provider.clone();
-    effect_testkit::contracts::capture_payment()
+    effect_test_support::contracts::capture_payment()
         .outcome_probe(move |_args, key| Ok(provider.lookup(key.ok_or("missing key")?)))
         .build()
         .unwrap()

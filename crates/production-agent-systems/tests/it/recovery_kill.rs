@@ -83,7 +83,7 @@ fn provider_key(i: usize) -> String {
 /// after a dead caller is safe on the key alone.
 fn contract(provider: &FileProvider, guaranteed: bool) -> EffectContract {
     let provider = provider.clone();
-    effect_testkit::contracts::capture_payment()
+    effect_test_support::contracts::capture_payment()
         .provider_idempotency_guaranteed(guaranteed)
         .outcome_probe(move |_args, key| Ok(provider.lookup(key.ok_or("missing key")?)))
         .store_intent(true)
@@ -570,7 +570,7 @@ fn callers_and_recovery_workers_killed_at_random_commit_each_operation_once_on_s
 #[cfg(feature = "postgres")]
 #[test]
 fn callers_and_recovery_workers_killed_at_random_commit_each_operation_once_on_postgres() {
-    let Some(url) = effect_testkit::servers::postgres_url(
+    let Some(url) = effect_test_support::servers::postgres_url(
         "callers_and_recovery_workers_killed_at_random_commit_each_operation_once_on_postgres",
     ) else {
         return;

@@ -10,11 +10,11 @@
 //! use effect_core::OutcomeProbeResult;
 //! use serde_json::json;
 //!
-//! let contract = effect_testkit::contracts::capture_payment()
+//! let contract = effect_test_support::contracts::capture_payment()
 //!     .outcome_probe(|_args, _key| Ok(OutcomeProbeResult::not_committed()))
 //!     .build()?;
 //! let args = json!({"invoice_id": "INV-1"});
-//! assert_eq!(contract.name(), effect_testkit::contracts::CAPTURE_PAYMENT);
+//! assert_eq!(contract.name(), effect_test_support::contracts::CAPTURE_PAYMENT);
 //! assert_eq!(contract.operation_id(&args)?, "invoice:INV-1:capture");
 //! assert_eq!(contract.provider_idempotency_key(&args)?.as_deref(), Some("capture:INV-1"));
 //! # Ok::<(), Box<dyn std::error::Error>>(())

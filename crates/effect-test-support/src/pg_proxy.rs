@@ -30,7 +30,7 @@
 //! runs the ledger and the executor through it.
 //!
 //! ```
-//! use effect_testkit::pg_proxy::{CommitCutProxy, Cut};
+//! use effect_test_support::pg_proxy::{CommitCutProxy, Cut};
 //!
 //! // The server is reached only once a client connects.
 //! let (proxy, url) = CommitCutProxy::for_url("postgres://postgres@127.0.0.1:5432/postgres")?;
@@ -40,7 +40,7 @@
 //! proxy.cut_next_commit(Cut::AfterCommit);
 //! assert!(proxy.disarm(), "nothing was cut yet");
 //! assert_eq!(proxy.cuts(), 0);
-//! # Ok::<(), effect_testkit::pg_proxy::ProxyError>(())
+//! # Ok::<(), effect_test_support::pg_proxy::ProxyError>(())
 //! ```
 
 use std::io::{self, Read, Write};
@@ -210,7 +210,7 @@ impl Drop for CommitCutProxy {
 /// `sslmode=disable` replacing any `sslmode` it had.
 ///
 /// ```
-/// let url = effect_testkit::pg_proxy::proxied_url(
+/// let url = effect_test_support::pg_proxy::proxied_url(
 ///     "postgres://app:secret@db.internal:5433/ledger?sslmode=require&application_name=w",
 ///     "127.0.0.1:40000".parse()?,
 /// )?;

@@ -1,6 +1,6 @@
 //! The shared insta settings redact and filter exactly the unstable values.
 
-use effect_testkit::snapshots;
+use effect_test_support::snapshots;
 use serde_json::json;
 
 #[test]

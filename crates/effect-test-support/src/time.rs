@@ -19,7 +19,7 @@ use effect_core::{Clock, ManualClock, SystemClock};
 /// let lease = Duration::from_millis(400);
 /// // A lease granted now ends at `granted + lease`, before the clock.
 /// let granted = SystemClock.now();
-/// let clock = effect_testkit::time::past_every_lease(lease);
+/// let clock = effect_test_support::time::past_every_lease(lease);
 /// assert!(clock.now() > granted + lease);
 /// ```
 pub fn past_every_lease(lease: Duration) -> Arc<ManualClock> {

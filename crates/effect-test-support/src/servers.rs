@@ -18,7 +18,7 @@ pub const REQUIRE_POSTGRES_VAR: &str = "EFFECT_REQUIRE_POSTGRES";
 ///
 /// ```
 /// // Without the variable (and without the requirement), a test skips.
-/// if let Some(url) = effect_testkit::servers::postgres_url("my_test") {
+/// if let Some(url) = effect_test_support::servers::postgres_url("my_test") {
 ///     assert!(url.starts_with("postgres"));
 /// }
 /// ```
@@ -55,7 +55,7 @@ pub const POSTGRES_TLS_CA_VAR: &str = "EFFECT_TEST_POSTGRES_TLS_CA";
 /// without TLS (no [`POSTGRES_TLS_CA_VAR`]) skips the TLS tests.
 ///
 /// ```
-/// if let Some((url, ca)) = effect_testkit::servers::postgres_tls("my_tls_test") {
+/// if let Some((url, ca)) = effect_test_support::servers::postgres_tls("my_tls_test") {
 ///     assert!(url.starts_with("postgres") && !ca.as_os_str().is_empty());
 /// }
 /// ```

@@ -14,7 +14,7 @@
 //! ```
 //! use serde_json::json;
 //!
-//! let settings = effect_testkit::snapshots::settings();
+//! let settings = effect_test_support::snapshots::settings();
 //! assert!(settings.sort_maps());
 //! settings.bind(|| {
 //!     // Inside, every insta assertion redacts and filters, e.g.
