@@ -4,7 +4,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use effect_core::{EffectContract, EffectResult, EffectStatus, OutcomeProbeResult};
+use effect_core::{EffectResult, EffectStatus, OutcomeProbeResult};
 use effect_exec::HandlerContext;
 use effect_exec::{CallOptions, HandlerError};
 use serde_json::Value;
