@@ -23,6 +23,7 @@ use crate::prepared::{Prepared, Session, Stmt};
 use crate::row::{self, RecordParams};
 use crate::schema::{self, Schema, SchemaState};
 use crate::statements::Statements;
+use crate::timeline::Timelines;
 use crate::tls::Target;
 
 type Pool = r2d2::Pool<Manager>;
@@ -52,6 +53,7 @@ pub struct PostgresLedger {
     claimed: Arc<Claimed>,
     absent: Arc<Absent>,
     prepared: Arc<Prepared>,
+    timelines: Arc<Timelines>,
 }
 
 impl fmt::Debug for PostgresLedger {
@@ -106,7 +108,8 @@ impl PostgresLedger {
             Statements::new(&schema),
             options.prepared_statements,
         ));
-        let manager = Manager::new(target, Arc::clone(&prepared));
+        let timelines = Arc::new(Timelines::default());
+        let manager = Manager::new(target, Arc::clone(&prepared), Arc::clone(&timelines));
         let pool = r2d2::Pool::builder()
             .max_size(options.pool_size.max(1))
             .min_idle(Some(1))
@@ -122,6 +125,7 @@ impl PostgresLedger {
             claimed: Arc::new(Claimed::default()),
             absent: Arc::new(Absent::default()),
             prepared,
+            timelines,
         })
     }
 
@@ -206,6 +210,34 @@ impl PostgresLedger {
     /// (one `PREPARE` per statement and server session).
     pub fn statements_prepared(&self) -> u64 {
         self.prepared.prepares()
+    }
+
+    /// The latest timeline of the server's history that this ledger's
+    /// connections found (PostgreSQL starts a new one at each promotion of
+    /// a standby), or `None` before the first connection to a primary, or
+    /// when the role may not read the WAL position.
+    ///
+    /// A new connection to a server on an *earlier* timeline is refused: it
+    /// is a primary that was failed over from and is still reachable, and
+    /// what it would commit the promoted server never has. Calls then fail
+    /// with [`LedgerError::Unavailable`] (the message names both timelines)
+    /// until the ledger's address points at the promoted server again. A
+    /// process that never connected to the promoted server cannot tell;
+    /// fence the old primary (docs/production.md, "Several hosts").
+    pub fn server_timeline(&self) -> Option<u32> {
+        self.timelines.latest()
+    }
+
+    /// How many times a new connection found the server on a later timeline
+    /// than the ones before: the failovers this ledger lived through.
+    pub fn timeline_changes(&self) -> u64 {
+        self.timelines.changes()
+    }
+
+    /// How many new connections were refused because their server was on
+    /// an earlier timeline than [`server_timeline`](Self::server_timeline).
+    pub fn stale_servers_refused(&self) -> u64 {
+        self.timelines.refused()
     }
 
     fn connection(&self) -> Result<Pooled, LedgerError> {

@@ -129,6 +129,22 @@
 //! operator) decides what happened. A stale owner whose lease was taken over
 //! can never finalize, since its token no longer matches.
 //!
+//! # Failover
+//!
+//! The ledger's guarantees across a failover are the replication's: with
+//! asynchronous replication a promoted standby lacks the last commits the
+//! old primary acknowledged, and an operation whose record was lost is a new
+//! operation to the executor (docs/production.md, "Several hosts", has the
+//! measurements and the settings). What the ledger does detect: PostgreSQL
+//! starts a new timeline at each promotion, and every new connection reads
+//! the server's ([`PostgresLedger::server_timeline`]). One that finds a
+//! server on an *earlier* timeline than the ledger already used (the old
+//! primary, still reachable because it was not fenced or the address moved
+//! back) is refused, so nothing is written where the promoted server will
+//! never see it; calls fail as `Unavailable` meanwhile.
+//! [`PostgresLedger::timeline_changes`] counts the failovers the ledger
+//! lived through, [`PostgresLedger::stale_servers_refused`] the refusals.
+//!
 //! # Example
 //!
 //! An executor over a shared ledger. The example needs a server, so it runs
@@ -221,6 +237,7 @@ mod prune;
 mod row;
 mod schema;
 mod statements;
+mod timeline;
 mod tls;
 
 pub use ledger::{PostgresLedger, connect_client};

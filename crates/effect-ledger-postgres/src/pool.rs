@@ -9,6 +9,7 @@ use std::time::{Duration, Instant};
 use postgres::Client;
 
 use crate::prepared::{Prepared, Session};
+use crate::timeline::{self, StaleServer, TIMELINE_QUERY, Timelines};
 use crate::tls::Target;
 
 /// A pooled connection and the ledger's statements.
@@ -45,6 +46,16 @@ fn now() -> Instant {
 pub(crate) struct Manager {
     target: Target,
     prepared: Arc<Prepared>,
+    timelines: Arc<Timelines>,
+}
+
+/// Why a connection could not be opened or kept.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum ConnectError {
+    #[error(transparent)]
+    Postgres(#[from] postgres::Error),
+    #[error(transparent)]
+    Stale(#[from] StaleServer),
 }
 
 impl fmt::Debug for Manager {
@@ -58,16 +69,24 @@ impl fmt::Debug for Manager {
 pub(crate) const DURABLE_SESSION: &str = "SET synchronous_commit = on";
 
 impl Manager {
-    pub(crate) fn new(target: Target, prepared: Arc<Prepared>) -> Manager {
-        Manager { target, prepared }
+    pub(crate) fn new(
+        target: Target,
+        prepared: Arc<Prepared>,
+        timelines: Arc<Timelines>,
+    ) -> Manager {
+        Manager {
+            target,
+            prepared,
+            timelines,
+        }
     }
 }
 
 impl r2d2::ManageConnection for Manager {
     type Connection = Connection;
-    type Error = postgres::Error;
+    type Error = ConnectError;
 
-    fn connect(&self) -> Result<Connection, postgres::Error> {
+    fn connect(&self) -> Result<Connection, ConnectError> {
         let mut client = self.target.connect()?;
         // Every commit of the ledger's own is durable before it is answered,
         // whatever the server's or the role's default: a server running with
@@ -76,6 +95,19 @@ impl r2d2::ManageConnection for Manager {
         // (Each write also sets it for its own transaction, so a pooler that
         // hands transactions to other server sessions changes nothing.)
         client.batch_execute(DURABLE_SESSION)?;
+        // A server on an earlier timeline than this ledger wrote on is a
+        // primary that was failed over from: what it commits, the promoted
+        // server never has (src/timeline.rs). A role that may not read the
+        // WAL position is not checked.
+        if let Ok(rows) = client.simple_query(TIMELINE_QUERY) {
+            let found = rows.iter().find_map(|message| match message {
+                postgres::SimpleQueryMessage::Row(row) => row.get(0).and_then(timeline::parse),
+                _ => None,
+            });
+            if let Some(found) = found {
+                self.timelines.admit(found)?;
+            }
+        }
         Ok(Connection {
             client,
             statements: Session::new(Arc::clone(&self.prepared)),
@@ -88,11 +120,12 @@ impl r2d2::ManageConnection for Manager {
     /// [`TRUSTED_FOR`]: a transition on a busy pool then pays its own round
     /// trips only, and an idle connection (a server restarted meanwhile) is
     /// still checked and replaced.
-    fn is_valid(&self, conn: &mut Connection) -> Result<(), postgres::Error> {
+    fn is_valid(&self, conn: &mut Connection) -> Result<(), ConnectError> {
         if conn.returned.elapsed() < TRUSTED_FOR {
             return Ok(());
         }
-        conn.client.simple_query("").map(|_| ())
+        conn.client.simple_query("").map(|_| ())?;
+        Ok(())
     }
 
     /// r2d2 calls this when a connection is handed back; one that is not

@@ -9,6 +9,9 @@ use std::time::{Duration, Instant};
 use anyhow::Context;
 use serde_json::json;
 
+use std::net::{SocketAddr, SocketAddrV4};
+
+use crate::cluster::{PORT, Server};
 use crate::harness::World;
 use crate::topology::Direction;
 use crate::wait::now;
@@ -80,6 +83,11 @@ pub(crate) struct Faults {
     rng: fastrand::Rng,
     counts: BTreeMap<String, u64>,
     failovers: u64,
+    /// After a partition failover, the address moves back to the old
+    /// primary for a while (still running, not fenced): connections the
+    /// workers tried there, and ledger events it accepted.
+    pub(crate) stale_connections: u64,
+    pub(crate) stale_writes: u64,
 }
 
 impl Faults {
@@ -88,6 +96,8 @@ impl Faults {
             rng: fastrand::Rng::with_seed(seed),
             counts: BTreeMap::new(),
             failovers: 0,
+            stale_connections: 0,
+            stale_writes: 0,
         }
     }
 
@@ -228,17 +238,48 @@ impl Faults {
         world.db.swap(0, 1);
         world.point_proxy_at_primary();
         let switched = started.elapsed();
+        let mut flap = String::new();
+        if by_partition {
+            flap = self.flap(world, &old)?;
+        }
         // The old primary comes back as the new standby, from a fresh copy.
         world.postgres.kill9(&old)?;
         world.network.heal(&old.host)?;
         world.postgres.rebuild_standby(&world.db[1], &world.db[0])?;
         world.postgres.wait_streaming(&world.db[0])?;
         Ok(format!(
-            "{} -> {} by {}, address moved after {switched:?}, standby back after {:?}",
+            "{} -> {} by {}, address moved after {switched:?}, standby back after {:?}{flap}",
             old.host.name,
             new.host.name,
             if by_partition { "partition" } else { "crash" },
             started.elapsed()
+        ))
+    }
+
+    /// Moves the address back to the old primary, unfenced, for a while,
+    /// once the workers have connected to the promoted server: their ledgers
+    /// have seen its later timeline and must refuse the old one.
+    fn flap(&mut self, world: &mut World<'_>, old: &Server) -> anyhow::Result<String> {
+        std::thread::sleep(Duration::from_secs(2));
+        let events = |server: &Server| -> anyhow::Result<i64> {
+            let query = format!("SELECT count(*) FROM \"{}\".effect_events", world.schema);
+            Ok(server.client()?.query_one(query.as_str(), &[])?.get(0))
+        };
+        let before = events(old)?;
+        let connections = world.proxy.connections();
+        world.network.heal(&old.host)?;
+        world
+            .proxy
+            .switch(SocketAddr::V4(SocketAddrV4::new(old.host.addr, PORT)));
+        let hold = self.millis(1500, 3000);
+        std::thread::sleep(hold);
+        world.point_proxy_at_primary();
+        let tried = world.proxy.connections() - connections;
+        let accepted = u64::try_from(events(old)? - before).unwrap_or(0);
+        self.stale_connections += tried;
+        self.stale_writes += accepted;
+        Ok(format!(
+            "; address back on the old primary for {hold:?}: {tried} connections, {accepted} events written there"
         ))
     }
 }

@@ -64,6 +64,10 @@ struct Phase {
     mode: Replication,
     faults: BTreeMap<String, u64>,
     proxy_connections: u64,
+    /// Connections the workers tried while the address pointed back at an
+    /// old primary, and the ledger events it accepted (must be none).
+    stale_primary_connections: u64,
+    stale_primary_writes: u64,
     findings: Findings,
 }
 
@@ -169,6 +173,17 @@ fn judge(report: &Report, min_calls: u64) -> anyhow::Result<()> {
         if forbidden > 0 {
             problems.push(format!("{mode}: {forbidden} violations ({v:?})"));
         }
+        if phase.stale_primary_writes > 0 {
+            problems.push(format!(
+                "{mode}: the old primary accepted {} ledger events after the failover",
+                phase.stale_primary_writes
+            ));
+        }
+        if phase.faults.contains_key("failover") && phase.stale_primary_connections == 0 {
+            problems.push(format!(
+                "{mode}: no worker tried the old primary while the address pointed at it"
+            ));
+        }
         for kind in FaultKind::ALL {
             if phase.faults.get(kind.as_str()).copied().unwrap_or(0) == 0 {
                 problems.push(format!("{mode}: no {} fault was injected", kind.as_str()));
@@ -198,6 +213,8 @@ fn print_phase(phase: &Phase) {
         json!({
             "mode": phase.mode,
             "faults": phase.faults,
+            "stale_primary_connections": phase.stale_primary_connections,
+            "stale_primary_writes": phase.stale_primary_writes,
             "calls": f.calls, "ok": f.ok, "fail": f.fail, "info": f.info, "unfinished": f.unfinished,
             "operations": f.operations, "committed": f.committed,
             "second_dispatches": f.second_dispatches,
@@ -224,7 +241,7 @@ pub(crate) struct World<'a> {
     pub(crate) proxy_host: &'a Host,
     pub(crate) workers: &'a [Host],
     dir: PathBuf,
-    schema: String,
+    pub(crate) schema: String,
     stable: SocketAddr,
     pub(crate) seed: u64,
     threads: usize,
@@ -275,6 +292,8 @@ impl World<'_> {
         Ok(Phase {
             mode,
             faults: faults.counts(),
+            stale_primary_connections: faults.stale_connections,
+            stale_primary_writes: faults.stale_writes,
             proxy_connections: self.proxy.connections() - connections_before,
             findings,
         })

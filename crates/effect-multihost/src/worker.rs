@@ -104,6 +104,7 @@ pub(crate) fn run(args: &WorkerArgs) -> anyhow::Result<()> {
         .ssl_mode(SslMode::Disable);
     // The server may be down or cut off when this process starts.
     let ledger = connect(&args.url, &options)?;
+    let timelines = ledger.clone();
     let ledger: Arc<dyn EffectLedger> = Arc::new(ledger);
     let offset_ms = Arc::new(AtomicI64::new(0));
     if let Some(path) = &args.clock_file {
@@ -163,6 +164,14 @@ pub(crate) fn run(args: &WorkerArgs) -> anyhow::Result<()> {
             .map_err(|_| anyhow::anyhow!("a caller thread panicked"))??;
     }
     recovering.stop();
+    println!(
+        "{}",
+        json!({
+            "server_timeline": timelines.server_timeline(),
+            "timeline_changes": timelines.timeline_changes(),
+            "stale_servers_refused": timelines.stale_servers_refused(),
+        })
+    );
     Ok(())
 }
 
