@@ -107,7 +107,10 @@ impl SqliteLedger {
             std::thread::sleep(limits.pause_after(held));
         }
         loop {
-            if limits.max_duration.is_some_and(|max| started.elapsed() >= max) {
+            if limits
+                .max_duration
+                .is_some_and(|max| started.elapsed() >= max)
+            {
                 report.complete = false;
                 break;
             }

@@ -34,6 +34,9 @@ pub(crate) struct Findings {
     /// dispatched an operation again after its effect happened, and only the
     /// provider's idempotency key kept it from a second charge.
     pub(crate) second_dispatches: u64,
+    /// Quarantined operations whose effect the provider holds: an operator
+    /// confirms them after looking (not a violation).
+    pub(crate) quarantined_with_effect: u64,
     /// Distinct operations with a lost confirmation.
     pub(crate) lost_confirmation_operations: u64,
     /// Calls whose worker process had seen their operation confirmed and
@@ -60,8 +63,8 @@ pub(crate) struct Violations {
     pub(crate) unsettled: u64,
     /// Customers charged more captures than their budget allows.
     pub(crate) budgets_exceeded: u64,
-    /// Effects at the provider whose operation the ledger does not hold as
-    /// confirmed (lost with a commit, or never recorded).
+    /// Effects at the provider whose operation the ledger holds neither as
+    /// confirmed nor as quarantined (lost with a commit, or never recorded).
     pub(crate) effects_not_confirmed: u64,
     /// Operations confirmed in the ledger without an effect at the provider.
     pub(crate) confirmed_without_effect: u64,
@@ -212,7 +215,12 @@ pub(crate) fn check(
             if let Some(number) = invoice_number(op) {
                 *charged.entry(customer_of(number)).or_default() += 1;
             }
-            if status != Some(EffectStatus::Confirmed) {
+            if status == Some(EffectStatus::Quarantined) {
+                // Settled with a reason: an operator decides, and the
+                // provider now shows the effect (a handler that outlived
+                // its lease committed after the probe found nothing).
+                findings.quarantined_with_effect += 1;
+            } else if status != Some(EffectStatus::Confirmed) {
                 findings.violations.effects_not_confirmed += 1;
                 example(
                     &mut findings,

@@ -221,6 +221,7 @@ fn print_phase(phase: &Phase) {
             "lost_confirmation_operations": f.lost_confirmation_operations,
             "regressions_seen_by_workers": f.regressions_seen_by_workers,
             "refused_by_budget": f.refused_by_budget,
+            "quarantined_with_effect": f.quarantined_with_effect,
             "violations": f.violations,
         })
     );

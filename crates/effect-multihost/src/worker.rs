@@ -267,6 +267,9 @@ impl Caller {
                 output,
                 detail,
             };
+            // Only a confirmation seen before this call began counts: one
+            // another thread saw meanwhile may be this very call's.
+            let seen_before = self.seen().contains(&op);
             self.recorder.record(&event(Kind::Invoke, None, None))?;
             let args = json!({"invoice_id": invoice, "customer": customer});
             let handler = Arc::clone(&handler);
@@ -276,7 +279,7 @@ impl Caller {
             let regressed = match &result {
                 Ok(r) => !(r.status == EffectStatus::Confirmed && r.duplicate_suppressed),
                 Err(err) => err.is_budget_exceeded(),
-            } && self.seen().contains(&op);
+            } && seen_before;
             let regressed = regressed.then(|| REGRESSED.to_owned());
             let completed = match result {
                 Ok(r) if r.status == EffectStatus::Confirmed => {

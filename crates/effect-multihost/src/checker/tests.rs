@@ -171,3 +171,28 @@ fn a_customer_charged_past_the_budget_is_found() {
         "three captures are within the budget"
     );
 }
+
+#[test]
+fn a_quarantined_operation_with_an_effect_is_settled_not_lost() {
+    let ledger = Arc::new(MemoryLedger::new());
+    let quarantining = EffectContract::builder("capture_payment", |args| {
+        Ok(format!(
+            "invoice:{}:capture",
+            args["invoice_id"].as_str().ok_or("missing invoice_id")?
+        ))
+    })
+    .build()
+    .expect("a valid contract");
+    let result = EffectExecutor::new(ledger.clone())
+        .execute(
+            &quarantining,
+            &json!({"invoice_id": "INV-0000016"}),
+            |_: Value, _: HandlerContext| Err::<Value, _>(HandlerError::unknown("lost")),
+        )
+        .expect("executes");
+    assert_eq!(result.status, effect_core::EffectStatus::Quarantined);
+    let deliveries = [delivery("INV-0000016", Outcome::Committed, "pay_7")];
+    let findings = checked(&[], &deliveries, &ledger);
+    assert_eq!(findings.quarantined_with_effect, 1);
+    assert_eq!(findings.violations.total(), 0, "{findings:?}");
+}
