@@ -23,6 +23,7 @@
 //!     fingerprint: RequestFingerprint::of_value(&args),
 //!     provider_idempotency_key: None,
 //!     intent: Some(args.clone()),
+//!     redacted_arguments: None,
 //! };
 //! ledger.prepare("invoice:INV-1:capture", &op)?;
 //! let events = ledger.events("invoice:INV-1:capture")?;
@@ -37,6 +38,12 @@ use crate::record::LedgerEvent;
 
 /// The field of the `prepared` event's data that holds the stored intent.
 pub const EVENT_KEY: &str = "intent";
+
+/// The field of the `prepared` event's data that holds what an approver is
+/// shown of an operation created `awaiting_approval`: its arguments with
+/// secrets and redacted fields replaced by the marker
+/// ([`NewOperation::redacted_arguments`](crate::NewOperation::redacted_arguments)).
+pub const REDACTED_KEY: &str = "redacted_arguments";
 
 /// The version of the stored form.
 const VERSION: u64 = 1;
@@ -57,6 +64,17 @@ pub fn stored(events: &[LedgerEvent]) -> Option<&Value> {
         .and_then(|event| event.data.get(EVENT_KEY))
         .filter(|intent| intent.get("v").and_then(Value::as_u64) == Some(VERSION))
         .and_then(|intent| intent.get("arguments"))
+}
+
+/// What an approver is shown of the operation's arguments, from its
+/// `prepared` event: secrets and redacted fields replaced by the marker.
+/// `None` when it was not created waiting for approval, or by a writer that
+/// records no such copy (an older version, the Python package).
+pub fn redacted(events: &[LedgerEvent]) -> Option<&Value> {
+    events
+        .iter()
+        .find(|event| event.event_type == event::PREPARED)
+        .and_then(|event| event.data.get(REDACTED_KEY))
 }
 
 /// True when the operation's events hold a stored intent.

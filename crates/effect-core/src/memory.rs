@@ -28,6 +28,7 @@ use crate::transition::{
 ///     fingerprint: RequestFingerprint::of_canonical(r#"{"invoice_id":"INV-1"}"#),
 ///     provider_idempotency_key: Some("capture:INV-1".into()),
 ///     intent: None,
+///     redacted_arguments: None,
 /// };
 /// let record = ledger.prepare("invoice:INV-1:capture", &op)?;
 /// assert_eq!(record.status.as_str(), "prepared");

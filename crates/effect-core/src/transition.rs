@@ -39,6 +39,13 @@ pub struct NewOperation {
     /// instead of `prepared`. Recorded when the operation is created; an
     /// existing operation keeps what it was created with.
     pub requires_approval: bool,
+    /// What an approver is shown of the request: the arguments with secrets
+    /// and the contract's redacted fields replaced by the marker
+    /// ([`crate::redaction`]). Recorded in the `prepared` event of an
+    /// operation created `awaiting_approval` (key
+    /// [`intent::REDACTED_KEY`](crate::intent::REDACTED_KEY)), ignored
+    /// otherwise; not part of its identity.
+    pub redacted_arguments: Option<Value>,
 }
 
 /// A human's approval of one dispatch of one exact request
@@ -596,6 +603,9 @@ impl Planner {
         }
         if let (true, Value::Object(map)) = (op.requires_approval, &mut data) {
             map.insert(evidence::APPROVAL_REQUIRED.to_owned(), Value::Bool(true));
+            if let Some(shown) = &op.redacted_arguments {
+                map.insert(crate::intent::REDACTED_KEY.to_owned(), shown.clone());
+            }
         }
         self.event(event::PREPARED, data);
         let mut record = EffectRecord {

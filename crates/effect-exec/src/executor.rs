@@ -899,6 +899,7 @@ pub(crate) fn identify<A: Serialize + ?Sized>(
             fingerprint: fingerprint.with_form(form),
             provider_idempotency_key: key,
             intent,
+            redacted_arguments: None,
         },
     })
 }

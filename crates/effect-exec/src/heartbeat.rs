@@ -211,6 +211,7 @@ mod tests {
             let op = NewOperation {
                 requires_approval: false,
                 intent: None,
+                redacted_arguments: None,
                 contract_name: "c".into(),
                 contract_version: "1".into(),
                 fingerprint: RequestFingerprint::of_canonical(id),

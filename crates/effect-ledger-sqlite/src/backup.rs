@@ -37,6 +37,7 @@ impl SqliteLedger {
     ///     fingerprint: RequestFingerprint::of_canonical("{}"),
     ///     provider_idempotency_key: None,
     ///     intent: None,
+    ///     redacted_arguments: None,
     /// };
     /// ledger.prepare("email:1", &op)?;
     /// let copy = dir.path().join("backup.sqlite3");

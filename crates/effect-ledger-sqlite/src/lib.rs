@@ -49,6 +49,7 @@
 //!     fingerprint: RequestFingerprint::of_value(&json!({"invoice_id": "INV-1"})),
 //!     provider_idempotency_key: Some("capture:INV-1".into()),
 //!     intent: None,
+//!     redacted_arguments: None,
 //! };
 //! let claim = Claim { owner_token: "worker-1".into(), lease: Duration::from_secs(30), budgets: Vec::new() };
 //! let id = "invoice:INV-1:capture";

@@ -186,6 +186,7 @@ impl SqliteOptions {
     ///     fingerprint: RequestFingerprint::of_canonical(r#"{"to":"ada@example.com"}"#),
     ///     provider_idempotency_key: None,
     ///     intent: None,
+    ///     redacted_arguments: None,
     /// };
     /// let prepared = ledger.apply_with("email:ada", &Transition::Prepare(op), WriteDurability::Deferrable)?;
     /// assert!(prepared.applied);

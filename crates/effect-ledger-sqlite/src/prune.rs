@@ -48,6 +48,7 @@ impl SqliteLedger {
     ///     fingerprint: RequestFingerprint::of_canonical("{}"),
     ///     provider_idempotency_key: None,
     ///     intent: None,
+    ///     redacted_arguments: None,
     /// };
     /// ledger.prepare("email:1", &op)?;
     /// let confirmation = Confirmation { output: serde_json::json!({"id": 1}), provider_operation_id: None, evidence: Evidence::new() };

@@ -32,6 +32,7 @@
 //!     fingerprint: RequestFingerprint::of_canonical(r#"{"invoice_id":"INV-1"}"#),
 //!     provider_idempotency_key: None,
 //!     intent: None,
+//!     redacted_arguments: None,
 //! };
 //! let err = ledger.prepare("invoice:INV-1:capture", &op).unwrap_err();
 //! assert_eq!(err.kind(), LedgerErrorKind::Unavailable);

@@ -31,6 +31,7 @@ fn ledger() -> (TempDir, PathBuf) {
     let op = |id: &str, requires_approval: bool| NewOperation {
         requires_approval,
         intent: None,
+        redacted_arguments: None,
         contract_name: "refund".into(),
         contract_version: "1".into(),
         fingerprint: RequestFingerprint::of_value(&json!({"order": id, "cents": 4200})),

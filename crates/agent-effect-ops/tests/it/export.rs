@@ -51,6 +51,7 @@ fn export_pages_through_large_ledgers() {
         let op = NewOperation {
             requires_approval: false,
             intent: None,
+            redacted_arguments: None,
             contract_name: "send_email".into(),
             contract_version: "1".into(),
             fingerprint: RequestFingerprint::of_value(&serde_json::json!({ "n": i })),

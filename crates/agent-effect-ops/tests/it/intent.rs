@@ -21,6 +21,7 @@ fn sealed_intent_shows_as_sealed_and_prepared_work_counts_as_waiting() {
         fingerprint: RequestFingerprint::of_value(&args),
         provider_idempotency_key: None,
         intent,
+        redacted_arguments: None,
     };
     let sealed = keyring.seal(&args, "op-sealed").unwrap();
     ledger

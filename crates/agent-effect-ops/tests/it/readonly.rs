@@ -68,6 +68,7 @@ fn prepare(ledger: &SqliteLedger, ids: impl IntoIterator<Item = usize>) {
         let op = NewOperation {
             requires_approval: false,
             intent: None,
+            redacted_arguments: None,
             contract_name: "capture".into(),
             contract_version: "1".into(),
             fingerprint: RequestFingerprint::of_value(&serde_json::json!({ "n": i })),

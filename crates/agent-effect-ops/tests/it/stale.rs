@@ -32,6 +32,7 @@ fn ledger(prepared: usize) -> (TempDir, PathBuf) {
     let op = |id: &str| NewOperation {
         requires_approval: false,
         intent: None,
+        redacted_arguments: None,
         contract_name: "capture_payment".into(),
         contract_version: "1".into(),
         fingerprint: RequestFingerprint::of_canonical(id),

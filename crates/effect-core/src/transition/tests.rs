@@ -46,6 +46,7 @@ fn new_operation() -> NewOperation {
     NewOperation {
         requires_approval: false,
         intent: None,
+        redacted_arguments: None,
         contract_name: "capture_payment".into(),
         contract_version: "1".into(),
         fingerprint: RequestFingerprint::of_value(&json!({"invoice_id": "INV-1"})),

@@ -219,6 +219,7 @@ fn reconcile_settles_an_expired_dispatch_without_running_the_handler() {
                 effect_core::NewOperation {
                     requires_approval: false,
                     intent: None,
+                    redacted_arguments: None,
                     contract_name: "capture_payment".into(),
                     contract_version: "1".into(),
                     fingerprint: effect_core::RequestFingerprint::of_value(&invoice("INV-26")),
@@ -260,6 +261,7 @@ fn the_bounded_wait_for_a_live_owner_runs_on_the_injected_clock() {
             &effect_core::NewOperation {
                 requires_approval: false,
                 intent: None,
+                redacted_arguments: None,
                 contract_name: "capture_payment".into(),
                 contract_version: "1".into(),
                 fingerprint: effect_core::RequestFingerprint::of_value(&invoice("INV-WAIT")),

@@ -135,6 +135,7 @@ impl World {
         let op = NewOperation {
             requires_approval: false,
             intent: Some(args.clone()),
+            redacted_arguments: None,
             contract_name: contract.name().to_owned(),
             contract_version: contract.version().to_owned(),
             fingerprint: RequestFingerprint::of_value(args),
@@ -461,6 +462,7 @@ fn stored_intent_deriving_another_operation_is_not_dispatched() {
         let op = NewOperation {
             requires_approval: false,
             intent: Some(invoice("INV-2")),
+            redacted_arguments: None,
             contract_name: capture.name().to_owned(),
             contract_version: capture.version().to_owned(),
             fingerprint: RequestFingerprint::of_value(&invoice("INV-1")),
@@ -492,6 +494,7 @@ fn stored_intent_with_another_fingerprint_is_not_dispatched() {
     let op = NewOperation {
         requires_approval: false,
         intent: Some(json!({"invoice_id": "INV-1", "amount_cents": 999_999})),
+        redacted_arguments: None,
         contract_name: capture.name().to_owned(),
         contract_version: capture.version().to_owned(),
         fingerprint: RequestFingerprint::of_value(&invoice("INV-1")),

@@ -44,6 +44,7 @@ impl World {
         let op = NewOperation {
             requires_approval: false,
             intent: None,
+            redacted_arguments: None,
             contract_name: contract.name().to_owned(),
             contract_version: contract.version().to_owned(),
             fingerprint: RequestFingerprint::of_value(args),

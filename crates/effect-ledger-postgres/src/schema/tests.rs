@@ -43,6 +43,7 @@ fn history(version: i32) -> Option<&'static str> {
 fn operation(n: usize) -> NewOperation {
     NewOperation {
         intent: None,
+        redacted_arguments: None,
         requires_approval: false,
         contract_name: "capture_payment".into(),
         contract_version: "1".into(),

@@ -100,6 +100,7 @@ pub fn new_operation(n: usize) -> NewOperation {
     NewOperation {
         requires_approval: false,
         intent: None,
+        redacted_arguments: None,
         contract_name: "capture_payment".into(),
         contract_version: "1".into(),
         fingerprint: RequestFingerprint::of_canonical(&format!(r#"{{"invoice_id":"INV-{n}"}}"#)),

@@ -15,6 +15,7 @@ fn op(args: serde_json::Value) -> NewOperation {
     NewOperation {
         requires_approval: false,
         intent: None,
+        redacted_arguments: None,
         contract_name: "capture_payment".into(),
         contract_version: "1".into(),
         fingerprint: RequestFingerprint::of_value(&args),

@@ -102,6 +102,7 @@ fn apply_in_composes_inside_one_outer_transaction() {
     let op = effect_core::NewOperation {
         requires_approval: false,
         intent: None,
+        redacted_arguments: None,
         contract_name: "c".into(),
         contract_version: "1".into(),
         fingerprint: effect_core::RequestFingerprint::of_value(&json!({})),
@@ -131,6 +132,7 @@ fn confirmed_records_are_replayed_without_a_transaction() {
     let op = effect_core::NewOperation {
         requires_approval: false,
         intent: None,
+        redacted_arguments: None,
         contract_name: "c".into(),
         contract_version: "1".into(),
         fingerprint: effect_core::RequestFingerprint::of_value(&json!({})),
@@ -194,6 +196,7 @@ fn operation() -> effect_core::NewOperation {
     effect_core::NewOperation {
         requires_approval: false,
         intent: None,
+        redacted_arguments: None,
         contract_name: "c".into(),
         contract_version: "1".into(),
         fingerprint: effect_core::RequestFingerprint::of_value(&json!({})),

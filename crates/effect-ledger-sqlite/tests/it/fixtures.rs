@@ -150,6 +150,7 @@ fn python_sha256_fingerprint_is_not_a_conflict() -> TestResult {
     let same = NewOperation {
         requires_approval: false,
         intent: None,
+        redacted_arguments: None,
         contract_name: "capture_payment".into(),
         contract_version: "1".into(),
         fingerprint: RequestFingerprint::of_value(&json!({"invoice_id": "INV-1"})),

@@ -371,6 +371,7 @@ pub(crate) fn new_operation() -> NewOperation {
     NewOperation {
         requires_approval: false,
         intent: None,
+        redacted_arguments: None,
         contract_name: "conformance.capture_payment".into(),
         contract_version: "1".into(),
         fingerprint: RequestFingerprint::of_value(&json!({"amount": 1200, "invoice_id": "INV-1"})),

@@ -531,6 +531,7 @@ impl Mutant {
                 let op = NewOperation {
                     requires_approval: false,
                     intent: None,
+                    redacted_arguments: None,
                     contract_name: "upserted".into(),
                     contract_version: "1".into(),
                     fingerprint: RequestFingerprint::of_value(&json!({})),

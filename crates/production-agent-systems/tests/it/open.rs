@@ -10,6 +10,7 @@ fn op(n: u64) -> NewOperation {
     NewOperation {
         requires_approval: false,
         intent: None,
+        redacted_arguments: None,
         contract_name: "capture_payment".into(),
         contract_version: "1".into(),
         fingerprint: RequestFingerprint::of_value(&serde_json::json!({"n": n})),

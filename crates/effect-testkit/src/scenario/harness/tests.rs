@@ -27,6 +27,7 @@ fn after_the_crash_no_call_reaches_the_store() {
     let op = NewOperation {
         requires_approval: false,
         intent: None,
+        redacted_arguments: None,
         contract_name: "capture_payment".into(),
         contract_version: "1".into(),
         fingerprint: RequestFingerprint::of_canonical(r#"{"invoice_id":"INV-1"}"#),
