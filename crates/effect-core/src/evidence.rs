@@ -32,6 +32,9 @@ pub const RETRY_BASIS_GUARANTEED_KEY: &str = "provider_idempotency_guaranteed";
 pub const RETRY_BASIS_NOT_SENT: &str = "handler_reported_not_sent";
 /// An authoritative probe said the request did not commit.
 pub const RETRY_BASIS_PROBE_NOT_COMMITTED: &str = "probe_not_committed";
+/// An operator authorized the retry (`manual_retry_authorized`), on the
+/// evidence they recorded.
+pub const RETRY_BASIS_OPERATOR: &str = "operator";
 
 /// The probe's verdict that a transition rests on.
 pub const PROBE_STATUS: &str = "probe_status";

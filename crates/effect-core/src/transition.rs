@@ -1175,6 +1175,10 @@ impl Planner {
                     evidence::RESOLUTION.into(),
                     "manual_retry_authorization".into(),
                 );
+                evidence.insert(
+                    evidence::RETRY_BASIS.into(),
+                    evidence::RETRY_BASIS_OPERATOR.into(),
+                );
                 if record_required_approval {
                     evidence.insert(evidence::APPROVAL_REQUIRED.into(), Value::Bool(true));
                     record.status = EffectStatus::AwaitingApproval;

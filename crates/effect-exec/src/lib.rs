@@ -75,6 +75,7 @@ mod periodic;
 mod prepared;
 mod reconcile;
 mod recovery;
+mod retry_basis;
 mod sweep;
 mod telemetry;
 mod token;

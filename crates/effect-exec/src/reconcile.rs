@@ -4,10 +4,7 @@
 //! (one round of `execute` reconciles, and reconciliation settles through the
 //! executor's call and identity types).
 
-use effect_core::evidence::{
-    POSTCONDITION, PROBE_ERROR, PROBE_STATUS, RETRY_BASIS, RETRY_BASIS_GUARANTEED_KEY,
-    RETRY_BASIS_NOT_SENT, RETRY_BASIS_PROBE_NOT_COMMITTED,
-};
+use effect_core::evidence::{POSTCONDITION, PROBE_ERROR, PROBE_STATUS, RETRY_BASIS};
 use effect_core::{
     Confirmation, EffectContract, EffectLedgerExt, EffectRecord, EffectResult, EffectStatus,
     Evidence, Guard, LedgerError, ManualAction, ManualResolution, ProbeStatus, Transition,
@@ -19,6 +16,7 @@ use serde_json::Value;
 use crate::dispatch::SyncInvoke;
 use crate::error::{ExecError, HandlerError};
 use crate::executor::{Call, EffectExecutor, Identity, evidence_of, settled_result};
+use crate::retry_basis::{Facts, Learned, RetryBasis, retry_basis};
 use crate::telemetry;
 
 /// How a reconciliation ended.
@@ -123,8 +121,12 @@ impl EffectExecutor {
         let guaranteed = contract.provider_idempotency_guaranteed()
             && record.provider_idempotency_key.is_some()
             && !key_expired;
-        let guaranteed_retry = guaranteed && idempotent_retry_allowed;
-        let retry_basis = evidence_of([(RETRY_BASIS, RETRY_BASIS_GUARANTEED_KEY.into())]);
+        let facts = Facts {
+            status: record.status,
+            handler_may_still_be_running: record.handler_may_still_be_running(),
+            guaranteed_key: guaranteed,
+            idempotent_retry_allowed,
+        };
         // The probe's answer is about the record as it is now: everything
         // applied on its strength is conditional on the record not changing
         // meanwhile (another caller's retry would make the answer stale).
@@ -133,23 +135,16 @@ impl EffectExecutor {
             guard: Guard::unchanged(&record),
             record: &record,
             dispatch_follows,
+            guaranteed,
         };
         // The handler said nothing left the process: the attempt cannot have
         // committed, so the retry needs no probe (and no handler still runs:
         // the guard re-reads that where the reset is written).
-        if record.status == EffectStatus::OutcomeUnknown
-            && record.reported_not_sent()
-            && idempotent_retry_allowed
+        if record.reported_not_sent()
+            && retry_basis(facts, Learned::ReportedNotSent) == Some(RetryBasis::NotSent)
         {
             telemetry::reconciled(contract.name(), "not_sent");
-            let read = Decided {
-                guard: read.guard.clone().no_running_handler(),
-                ..read
-            };
-            return self.reset(
-                &read,
-                evidence_of([(RETRY_BASIS, RETRY_BASIS_NOT_SENT.into())]),
-            );
+            return self.reset(&read, RetryBasis::NotSent, Evidence::new());
         }
         let probed = call.invoke.probe(
             contract,
@@ -163,28 +158,25 @@ impl EffectExecutor {
         };
         let Some(probed) = probed else {
             telemetry::reconciled(contract.name(), "none");
-            return if guaranteed_retry {
-                self.reset(&read, retry_basis)
-            } else if guaranteed {
-                self.resend_pending(&read, Evidence::new())
-            } else {
-                self.apply_policy(&read, no_basis, Evidence::new())
-            };
+            return self.retry_or(
+                &read,
+                retry_basis(facts, Learned::NoProbe),
+                Evidence::new(),
+                no_basis,
+            );
         };
         // Evidence nested too deep to read back is no answer: a failed probe.
         let probe = match probed.and_then(storable_evidence) {
             Ok(probe) => probe,
             Err(err) => {
                 telemetry::reconciled(contract.name(), "failed");
-                let mut evidence = evidence_of([(PROBE_ERROR, err.message().into())]);
-                return if guaranteed_retry {
-                    evidence.extend(retry_basis);
-                    self.reset(&read, evidence)
-                } else if guaranteed {
-                    self.resend_pending(&read, evidence)
-                } else {
-                    self.apply_policy(&read, &format!("outcome probe failed: {err}"), evidence)
-                };
+                let evidence = evidence_of([(PROBE_ERROR, err.message().into())]);
+                return self.retry_or(
+                    &read,
+                    retry_basis(facts, Learned::ProbeFailed),
+                    evidence,
+                    &format!("outcome probe failed: {err}"),
+                );
             }
         };
         tracing::info!(operation_id = call.id(), probe_status = %probe.status, "outcome probed");
@@ -259,28 +251,12 @@ impl EffectExecutor {
                     },
                 )
             }
-            ProbeStatus::NotCommitted => {
-                if record.handler_may_still_be_running() && !guaranteed {
-                    self.apply_policy(
-                        &read,
-                        "provider reports not committed, but a previous handler may still dispatch the request",
-                        evidence,
-                    )
-                } else {
-                    evidence.insert(RETRY_BASIS.into(), RETRY_BASIS_PROBE_NOT_COMMITTED.into());
-                    // Without a guaranteed key the retry also rests on no
-                    // handler still running, read again where the reset is written.
-                    let read = if guaranteed {
-                        read
-                    } else {
-                        Decided {
-                            guard: read.guard.clone().no_running_handler(),
-                            ..read
-                        }
-                    };
-                    self.reset(&read, evidence)
-                }
-            }
+            ProbeStatus::NotCommitted => self.retry_or(
+                &read,
+                retry_basis(facts, Learned::ProbeNotCommitted),
+                evidence,
+                "provider reports not committed, but a previous handler may still dispatch the request",
+            ),
             ProbeStatus::Pending => self.settle(
                 &read,
                 Transition::MarkOutcomeUnknown {
@@ -289,26 +265,57 @@ impl EffectExecutor {
                     evidence,
                 },
             ),
-            ProbeStatus::Unknown => {
-                if guaranteed_retry {
-                    evidence.extend(retry_basis);
-                    self.reset(&read, evidence)
-                } else if guaranteed {
-                    self.resend_pending(&read, evidence)
-                } else if key_expired {
-                    self.apply_policy(&read, no_basis, evidence)
+            ProbeStatus::Unknown => self.retry_or(
+                &read,
+                retry_basis(facts, Learned::ProbeUnknown),
+                evidence,
+                if key_expired {
+                    no_basis
                 } else {
-                    self.apply_policy(
-                        &read,
-                        "outcome probe could not determine the outcome",
-                        evidence,
-                    )
-                }
-            }
+                    "outcome probe could not determine the outcome"
+                },
+            ),
         }
     }
 
-    fn reset(&self, read: &Decided<'_, '_>, evidence: Evidence) -> Result<Reconciled, ExecError> {
+    /// A reset for retry on `basis` when there is one; otherwise a resend
+    /// left pending under a guaranteed key this call may not use, or the
+    /// contract's unknown-outcome policy with `why`.
+    fn retry_or(
+        &self,
+        read: &Decided<'_, '_>,
+        basis: Option<RetryBasis>,
+        evidence: Evidence,
+        why: &str,
+    ) -> Result<Reconciled, ExecError> {
+        match basis {
+            Some(basis) => self.reset(read, basis, evidence),
+            None if read.guaranteed => self.resend_pending(read, evidence),
+            None => self.apply_policy(read, why, evidence),
+        }
+    }
+
+    /// Resets the record for retry on `basis`, recorded as `retry_basis`
+    /// beside `evidence`.
+    fn reset(
+        &self,
+        read: &Decided<'_, '_>,
+        basis: RetryBasis,
+        mut evidence: Evidence,
+    ) -> Result<Reconciled, ExecError> {
+        evidence.insert(RETRY_BASIS.into(), basis.as_str().into());
+        // A basis that holds only while no previous handler runs is read
+        // again where the reset is written.
+        let guarded;
+        let read = if basis.needs_no_running_handler() {
+            guarded = Decided {
+                guard: read.guard.clone().no_running_handler(),
+                ..*read
+            };
+            &guarded
+        } else {
+            read
+        };
         if !read.dispatch_follows {
             tracing::info!(
                 operation_id = read.call.id(),
@@ -531,6 +538,8 @@ struct Decided<'c, 'a> {
     record: &'c EffectRecord,
     /// Whether the caller dispatches a retry this decision authorizes.
     dispatch_follows: bool,
+    /// Whether a guaranteed provider key covers a resend.
+    guaranteed: bool,
 }
 
 impl Decided<'_, '_> {

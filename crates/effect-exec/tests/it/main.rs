@@ -18,6 +18,7 @@ mod properties;
 mod provider;
 mod recovery;
 mod resolution;
+mod retry_basis;
 mod scenarios;
 mod stale;
 mod sweep;
