@@ -29,6 +29,9 @@ pub type AsyncProbeFn = Arc<
         + Send
         + Sync,
 >;
+/// Decides from the arguments whether one call waits for a human's approval
+/// ([`EffectContractBuilder::requires_approval_when`]).
+pub type ApprovalRuleFn = Arc<dyn Fn(&Value) -> Result<bool, CallbackError> + Send + Sync>;
 /// Checks that an output is what the effect should have produced: arguments, output.
 pub type PostconditionFn = Arc<dyn Fn(&Value, &Value) -> Result<bool, CallbackError> + Send + Sync>;
 
@@ -48,6 +51,7 @@ pub struct EffectContract {
     unknown_outcome: UnknownOutcomePolicy,
     stores_intent: bool,
     requires_approval: bool,
+    approval_rule: Option<ApprovalRuleFn>,
     // Budgets (docs/approval.md#budgets), grouped here.
     budgets: Vec<Budget>,
     redaction: Redaction,
@@ -71,6 +75,7 @@ impl fmt::Debug for EffectContract {
             .field("unknown_outcome", &self.unknown_outcome)
             .field("stores_intent", &self.stores_intent)
             .field("requires_approval", &self.requires_approval)
+            .field("has_approval_rule", &self.approval_rule.is_some())
             .field("budgets", &self.budgets)
             .field("redaction", &self.redaction)
             .field("provider_key_ttl", &self.provider_key_ttl)
@@ -103,6 +108,7 @@ impl EffectContract {
                 unknown_outcome: UnknownOutcomePolicy::default(),
                 stores_intent: false,
                 requires_approval: false,
+                approval_rule: None,
                 budgets: Vec::new(),
                 redaction: Redaction::default(),
                 provider_key_ttl: None,
@@ -148,6 +154,32 @@ impl EffectContract {
     /// request ([`EffectContractBuilder::requires_approval`]).
     pub fn requires_approval(&self) -> bool {
         self.requires_approval
+    }
+
+    /// Whether a call with these canonical `arguments` waits for a human's
+    /// approval: always when [`requires_approval`](Self::requires_approval),
+    /// else what the contract's rule
+    /// ([`EffectContractBuilder::requires_approval_when`]) says of them, else
+    /// never. The executor asks once per call, before anything is written,
+    /// and records the answer with the operation.
+    ///
+    /// # Errors
+    ///
+    /// The rule's own error (missing field, wrong type): the call is refused.
+    pub fn approval_required_for(&self, arguments: &Value) -> Result<bool, CallbackError> {
+        if self.requires_approval {
+            return Ok(true);
+        }
+        match &self.approval_rule {
+            Some(rule) => rule(arguments),
+            None => Ok(false),
+        }
+    }
+
+    /// Whether the contract may require approval at all: always, or by a
+    /// rule over the arguments.
+    pub fn may_require_approval(&self) -> bool {
+        self.requires_approval || self.approval_rule.is_some()
     }
 
     /// How long the provider honours an idempotency key, if it says
@@ -374,6 +406,40 @@ impl EffectContractBuilder {
     #[must_use]
     pub fn requires_approval(mut self, required: bool) -> Self {
         self.contract.requires_approval = required;
+        self
+    }
+
+    /// Requires a human's approval for the calls whose arguments `rule`
+    /// selects ("approve refunds above 50.00"), with the same effect as
+    /// [`requires_approval`](Self::requires_approval) on those calls and
+    /// none on the others. The rule sees the canonical arguments (secrets
+    /// revealed, as the operation id callback does), is asked once per call
+    /// before anything is written, and its answer is recorded with the
+    /// operation: it cannot change between the call and the dispatch, and a
+    /// retry of an approved operation waits for a new approval. A rule that
+    /// fails refuses the call, writing nothing. On a compensation's contract
+    /// it sees the compensation's derived arguments.
+    ///
+    /// ```
+    /// use effect_core::EffectContract;
+    /// use serde_json::json;
+    ///
+    /// let refund = EffectContract::builder("refund_order", |args| {
+    ///     Ok(format!("order:{}:refund", args["order_id"].as_str().ok_or("missing order_id")?))
+    /// })
+    /// .requires_approval_when(|args| Ok(args["cents"].as_u64().ok_or("missing cents")? > 5_000))
+    /// .build()?;
+    /// assert!(refund.approval_required_for(&json!({"order_id": "A-1", "cents": 8_000}))?);
+    /// assert!(!refund.approval_required_for(&json!({"order_id": "A-2", "cents": 4_200}))?);
+    /// assert!(refund.approval_required_for(&json!({"order_id": "A-3"})).is_err());
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    #[must_use]
+    pub fn requires_approval_when<F>(mut self, rule: F) -> Self
+    where
+        F: Fn(&Value) -> Result<bool, CallbackError> + Send + Sync + 'static,
+    {
+        self.contract.approval_rule = Some(Arc::new(rule));
         self
     }
 

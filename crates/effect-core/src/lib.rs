@@ -63,8 +63,8 @@ pub use canonical::{FingerprintForm, RequestFingerprint};
 pub use clock::{Clock, ManualClock, Sleeper, StopSignal, SystemClock, ThreadSleeper};
 pub use compensation::{Compensated, Compensation, CompensationLink, CompensationStep};
 pub use contract::{
-    AsyncProbeFn, BoxFuture, EffectContract, EffectContractBuilder, KeyFn, OperationIdFn,
-    PostconditionFn, ProbeFn,
+    ApprovalRuleFn, AsyncProbeFn, BoxFuture, EffectContract, EffectContractBuilder, KeyFn,
+    OperationIdFn, PostconditionFn, ProbeFn,
 };
 pub use error::{
     BoxError, CallbackError, CanonicalError, ContractError, KeyError, LedgerError, LedgerErrorKind,

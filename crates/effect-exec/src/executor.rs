@@ -80,6 +80,9 @@ pub(crate) struct Identity {
     pub(crate) arguments: Value,
     /// Scrubs the call's secrets from what is written, when it has any.
     pub(crate) redactor: Option<Arc<Redactor>>,
+    /// The arguments as the ledger may store them (secrets and redacted
+    /// fields replaced by the marker), when they differ from `arguments`.
+    pub(crate) redacted: Option<Value>,
     /// What each claim of the call is charged (docs/approval.md#budgets).
     pub(crate) budgets: Vec<BudgetCharge>,
 }
@@ -92,7 +95,26 @@ pub(crate) struct Identified {
     pub(crate) operation: NewOperation,
 }
 
+impl Identity {
+    /// What an approver is shown of the call: its arguments as the ledger
+    /// may store them.
+    pub(crate) fn shown(&self) -> Value {
+        self.redacted
+            .clone()
+            .unwrap_or_else(|| self.arguments.clone())
+    }
+}
+
 impl Identified {
+    /// Marks the operation as waiting for a human's approval when it is
+    /// created, with what the approver is shown of it.
+    pub(crate) fn require_approval(&mut self) {
+        self.operation.requires_approval = true;
+        if self.operation.redacted_arguments.is_none() {
+            self.operation.redacted_arguments = Some(self.identity.shown());
+        }
+    }
+
     /// True when these arguments derive the stored `record`: its operation
     /// id and its request fingerprint.
     pub(crate) fn describes(&self, record: &EffectRecord) -> bool {
@@ -857,6 +879,13 @@ pub(crate) fn identify<A: Serialize + ?Sized>(
     let operation_id = operation_id_of(contract, &revealed)?;
     let key = provider_key_of(contract, &revealed)?;
     let budgets = budget_charges_of(contract, &revealed)?;
+    let requires_approval =
+        call_guarded(|| contract.approval_required_for(&revealed)).map_err(|source| {
+            ExecError::Contract {
+                contract: contract.name().to_owned(),
+                source,
+            }
+        })?;
     let fingerprint = match &redacted {
         Some(redacted) => RequestFingerprint::of_value(&effect_core::redaction::fingerprint_view(
             &revealed,
@@ -885,15 +914,18 @@ pub(crate) fn identify<A: Serialize + ?Sized>(
     } else {
         None
     };
-    Ok(Identified {
+    let mut identified = Identified {
         identity: Identity {
             operation_id,
-            redactor: redacted.map(|redacted| Arc::new(Redactor::new(&revealed, &redacted))),
+            redactor: redacted
+                .as_ref()
+                .map(|redacted| Arc::new(Redactor::new(&revealed, redacted))),
+            redacted,
             arguments: revealed,
             budgets,
         },
         operation: NewOperation {
-            requires_approval: contract.requires_approval(),
+            requires_approval,
             contract_name: contract.name().to_owned(),
             contract_version: contract.version().to_owned(),
             fingerprint: fingerprint.with_form(form),
@@ -901,7 +933,11 @@ pub(crate) fn identify<A: Serialize + ?Sized>(
             intent,
             redacted_arguments: None,
         },
-    })
+    };
+    if requires_approval {
+        identified.require_approval();
+    }
+    Ok(identified)
 }
 
 /// The operation id `contract` derives from the canonical `arguments`: the

@@ -142,7 +142,7 @@ impl PreparedEffect {
     /// ```
     #[must_use]
     pub fn require_approval(mut self) -> Self {
-        self.identified.operation.requires_approval = true;
+        self.identified.require_approval();
         self
     }
 

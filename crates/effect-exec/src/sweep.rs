@@ -296,6 +296,7 @@ impl Sweeper {
                 operation_id: record.operation_id.clone(),
                 arguments: Value::Null,
                 redactor: None,
+                redacted: None,
                 budgets: Vec::new(),
             }));
         };

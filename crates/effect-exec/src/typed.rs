@@ -185,6 +185,36 @@ where
         self.map(|builder| builder.requires_approval(required))
     }
 
+    /// See [`EffectContractBuilder::requires_approval_when`]: the calls whose
+    /// arguments `rule` selects wait for a human's approval, decided once
+    /// per call and recorded with the operation.
+    ///
+    /// ```
+    /// use effect_exec::TypedContract;
+    /// use serde::{Deserialize, Serialize};
+    /// use serde_json::json;
+    ///
+    /// #[derive(Serialize, Deserialize)]
+    /// struct Refund { order: String, cents: u64 }
+    ///
+    /// let refund = TypedContract::<Refund, serde_json::Value>::builder("refund", |r: &Refund| {
+    ///     Ok(format!("order:{}:refund", r.order))
+    /// })
+    /// .requires_approval_when(|r: &Refund| Ok(r.cents > 5_000))
+    /// .build()?;
+    /// let inner = refund.contract();
+    /// assert!(inner.approval_required_for(&json!({"order": "A-1", "cents": 8_000}))?);
+    /// assert!(!inner.approval_required_for(&json!({"order": "A-2", "cents": 4_200}))?);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    #[must_use]
+    pub fn requires_approval_when<F>(self, rule: F) -> Self
+    where
+        F: Fn(&A) -> Result<bool, CallbackError> + Send + Sync + 'static,
+    {
+        self.map(|builder| builder.requires_approval_when(move |args| rule(&decode_args(args)?)))
+    }
+
     /// See [`EffectContractBuilder::budget`]: each dispatch is charged to
     /// `budget` in the claim's transaction (docs/approval.md#budgets). The
     /// budget's scope and cost callbacks see the arguments' JSON, as the

@@ -5,6 +5,7 @@
 mod approval;
 mod approval_processes;
 mod approval_properties;
+mod approval_rule;
 mod asynchronous;
 mod bad_input;
 mod budget;
