@@ -288,6 +288,10 @@ fn list(
                 })
                 .and_then(|event| event.data["error"].as_str().map(str::to_owned));
         }
+        if record.status == EffectStatus::AwaitingApproval {
+            let events = ledger.events(&record.operation_id)?;
+            for_approver(ledger, &record, &events, &mut summary)?;
+        }
         operations.push(summary);
     }
     let limit = query.limit;
@@ -301,9 +305,12 @@ fn show(
     printer: &mut Printer<'_>,
 ) -> anyhow::Result<()> {
     let record = ledger.get(id)?.ok_or_else(|| not_found(id))?;
-    let events = ledger.events(id)?.iter().map(EventView::from).collect();
+    let stored = ledger.events(id)?;
+    let mut summary = OperationSummary::from(&record);
+    for_approver(ledger, &record, &stored, &mut summary)?;
+    let events = stored.iter().map(EventView::from).collect();
     let detail = OperationDetail {
-        summary: OperationSummary::from(&record),
+        summary,
         provider_idempotency_key: record.provider_idempotency_key.clone(),
         request_fingerprint: record.request_fingerprint.clone(),
         owner_token: record.owner_token.clone(),
@@ -315,6 +322,25 @@ fn show(
         compensation: CompensationLinks::of(&record),
     };
     printer.report(&detail, table::detail)
+}
+
+/// Adds to `summary` what an approver needs to see of `record`: the
+/// arguments recorded for them (secrets redacted), and for a compensation
+/// the confirmed output of the operation it undoes.
+fn for_approver(
+    ledger: &dyn EffectLedger,
+    record: &EffectRecord,
+    events: &[effect_core::LedgerEvent],
+    summary: &mut OperationSummary,
+) -> anyhow::Result<()> {
+    summary.arguments = effect_core::intent::redacted(events).cloned();
+    if let Some(original) = record.compensates() {
+        summary.compensates_output = ledger
+            .get(original)?
+            .filter(|original| original.status == EffectStatus::Confirmed)
+            .and_then(|original| original.output);
+    }
+    Ok(())
 }
 
 fn events(ledger: &dyn EffectLedger, id: &str, printer: &mut Printer<'_>) -> anyhow::Result<()> {

@@ -12,7 +12,7 @@ use effect_core::{Clock, EffectStatus, LedgerError};
 use effect_exec::{EffectExecutor, ExecutorOptions};
 
 use crate::cli::RequestArgs;
-use crate::error::InputError;
+use crate::error::{CompensationRejected, InputError};
 use crate::open::Opened;
 use crate::printer::Printer;
 use crate::table;
@@ -54,6 +54,25 @@ pub(crate) fn request(
             status: current.status,
         }
         .into());
+    }
+    // A rejected compensation is final: a request would be recorded and
+    // never run, so it is refused with what to do instead.
+    // Read from the compensation itself: a denial settles it before the
+    // original's link says so (the next `compensate` or worker pass does).
+    if let Some(link) = current.compensation() {
+        let compensation = opened.ledger().get(&link.operation_id)?;
+        if let Some(rejected) =
+            compensation.filter(|compensation| compensation.status == EffectStatus::Rejected)
+        {
+            return Err(CompensationRejected {
+                operation_id: id.to_owned(),
+                compensation: link.operation_id,
+                why: rejected
+                    .error
+                    .unwrap_or_else(|| "no reason recorded".to_owned()),
+            }
+            .into());
+        }
     }
     let writable = opened.writable(Arc::clone(&clock))?;
     let executor = EffectExecutor::with_clock(writable, ExecutorOptions::default(), clock);

@@ -125,6 +125,22 @@ pub struct HandlerMayStillRun {
     pub why: String,
 }
 
+/// `compensate` of an operation whose compensation was rejected (denied by
+/// an approver, or refused by the provider): a rejected operation is never
+/// run again, so a new request could only be ignored (exit code 4).
+#[derive(Debug, thiserror::Error)]
+#[error(
+    "cannot request the compensation of operation {operation_id:?}: its compensation {compensation:?} was rejected ({why}), and a rejected compensation is final and never runs again; if the effect must still be undone, undo it at the provider directly and keep the evidence with your ticket, or look at the decision with: agent-effect-ops show {compensation}"
+)]
+pub struct CompensationRejected {
+    /// The original operation.
+    pub operation_id: String,
+    /// Its compensation's operation id.
+    pub compensation: String,
+    /// The compensation's error (the denial's actor and reason).
+    pub why: String,
+}
+
 /// A ledger file the CLI cannot use, in the CLI's words (exit code 2 for a
 /// file that is not a ledger, 1 otherwise). The
 /// store's error is not kept as a source: its text would repeat SQLite's
@@ -190,6 +206,7 @@ impl Exit {
             if cause.downcast_ref::<ChangedSinceSeen>().is_some()
                 || cause.downcast_ref::<HandlerMayStillRun>().is_some()
                 || cause.downcast_ref::<ApprovalMismatch>().is_some()
+                || cause.downcast_ref::<CompensationRejected>().is_some()
             {
                 return Exit::NotAllowed;
             }

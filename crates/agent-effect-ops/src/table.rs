@@ -68,10 +68,14 @@ pub fn list(operations: &[OperationSummary], limit: usize) -> String {
     if operations.is_empty() {
         return "no operations\n".to_owned();
     }
+    // What an approver needs, in columns of their own when any row has it.
+    let for_approver = operations
+        .iter()
+        .any(|op| op.arguments.is_some() || op.compensates_output.is_some());
     let rows: Vec<Vec<String>> = operations
         .iter()
         .map(|op| {
-            vec![
+            let mut row = vec![
                 cell(Some(&op.operation_id)),
                 cell(Some(&op.contract_name)),
                 cell(Some(&op.contract_version)),
@@ -81,23 +85,29 @@ pub fn list(operations: &[OperationSummary], limit: usize) -> String {
                 cell(Some(&op.updated_at)),
                 cell(op.error.as_deref()),
                 cell(op.dispatch_error.as_deref()),
-            ]
+            ];
+            if for_approver {
+                row.push(cell(op.arguments.as_ref().map(compact).as_deref()));
+                row.push(cell(op.compensates_output.as_ref().map(compact).as_deref()));
+            }
+            row
         })
         .collect();
-    let mut out = columns(
-        &[
-            "OPERATION_ID",
-            "CONTRACT",
-            "VERSION",
-            "STATUS",
-            "ATTEMPTS",
-            "PROVIDER_OPERATION_ID",
-            "UPDATED_AT",
-            "ERROR",
-            "DISPATCH_ERROR",
-        ],
-        &rows,
-    );
+    let mut headers = vec![
+        "OPERATION_ID",
+        "CONTRACT",
+        "VERSION",
+        "STATUS",
+        "ATTEMPTS",
+        "PROVIDER_OPERATION_ID",
+        "UPDATED_AT",
+        "ERROR",
+        "DISPATCH_ERROR",
+    ];
+    if for_approver {
+        headers.extend(["ARGUMENTS", "COMPENSATES_OUTPUT"]);
+    }
+    let mut out = columns(&headers, &rows);
     if operations.len() == limit
         && let Some(last) = operations.last()
     {
@@ -184,6 +194,14 @@ pub fn detail(detail: &OperationDetail) -> String {
         if links.requested.is_some() {
             out.push_str("compensation: requested\n");
         }
+    }
+    if let Some(arguments) = &op.arguments {
+        out.push_str("arguments (as recorded for approval, secrets redacted):\n");
+        out.push_str(&indented(arguments));
+    }
+    if let Some(output) = &op.compensates_output {
+        out.push_str("compensates_output (the confirmed output it undoes):\n");
+        out.push_str(&indented(output));
     }
     out.push_str("evidence:\n");
     out.push_str(&indented(&Value::Object(detail.evidence.clone())));

@@ -40,6 +40,17 @@ pub struct OperationSummary {
     /// free-form evidence a probe or provider returned.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reconciliation_flags: Option<Evidence>,
+    /// `show`, and `list` for `awaiting_approval` operations: the arguments
+    /// of an operation created waiting for approval, as recorded for its
+    /// approver, with secrets and the contract's redacted fields shown as
+    /// `"[redacted]"` (docs/approval.md). Absent when none was recorded.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub arguments: Option<Value>,
+    /// `show`, and `list` for `awaiting_approval` operations, on a
+    /// compensation: the confirmed output of the operation it undoes (what
+    /// a refund refunds), as the ledger stores it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub compensates_output: Option<Value>,
 }
 
 impl From<&EffectRecord> for OperationSummary {
@@ -56,6 +67,8 @@ impl From<&EffectRecord> for OperationSummary {
             updated_at: record.updated_at.clone(),
             dispatch_error: None,
             reconciliation_flags: None,
+            arguments: None,
+            compensates_output: None,
         }
     }
 }
@@ -82,6 +95,10 @@ pub struct EventView {
 impl From<&LedgerEvent> for EventView {
     fn from(event: &LedgerEvent) -> Self {
         let mut data = event.data.clone();
+        // The approver's copy is printed once, as the operation's `arguments`.
+        if let Some(shown) = data.get_mut(effect_core::intent::REDACTED_KEY) {
+            *shown = Value::String("recorded (see arguments)".to_owned());
+        }
         if let Some(intent) = data.get_mut(effect_core::intent::EVENT_KEY) {
             let arguments = intent.get("arguments");
             *intent = Value::String(match arguments.and_then(effect_core::sealed_info) {

@@ -2,6 +2,7 @@
 #![allow(clippy::unwrap_used)] // Tests unwrap: a panic is a failing test with its message.
 
 mod approval;
+mod approval_view;
 mod budget;
 mod cli;
 mod compensation;
