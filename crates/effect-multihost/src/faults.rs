@@ -14,7 +14,7 @@ use std::net::{SocketAddr, SocketAddrV4};
 use crate::cluster::{PORT, Server};
 use crate::harness::World;
 use crate::topology::Direction;
-use crate::wait::now;
+use crate::wait::{now, until};
 use crate::worker::wall_ms;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -260,7 +260,29 @@ impl Faults {
     /// once the workers have connected to the promoted server: their ledgers
     /// have seen its later timeline and must refuse the old one.
     fn flap(&mut self, world: &mut World<'_>, old: &Server) -> anyhow::Result<String> {
-        std::thread::sleep(Duration::from_secs(2));
+        // Every worker process connected to the promoted server first (a
+        // process that never did cannot know of it); each names itself.
+        let names: Vec<String> = world.workers.iter().map(|h| h.name.clone()).collect();
+        until(
+            Duration::from_secs(60),
+            "every worker to connect to the promoted server",
+            || {
+                let row = world.db[0].client()?.query_one(
+                    "SELECT count(DISTINCT application_name) FROM pg_stat_activity \
+                     WHERE application_name = ANY($1)",
+                    &[&names],
+                )?;
+                Ok(row.get::<_, i64>(0) == names.len() as i64)
+            },
+        )?;
+        // The old primary's sessions from before the failover end first:
+        // a statement sent before the partition may otherwise commit there
+        // once its lock is released, which no check on a new connection sees.
+        old.client()?.execute(
+            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity \
+             WHERE backend_type = 'client backend' AND pid <> pg_backend_pid()",
+            &[],
+        )?;
         let events = |server: &Server| -> anyhow::Result<i64> {
             let query = format!("SELECT count(*) FROM \"{}\".effect_events", world.schema);
             Ok(server.client()?.query_one(query.as_str(), &[])?.get(0))

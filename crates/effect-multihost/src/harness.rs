@@ -312,10 +312,11 @@ impl World<'_> {
         self.dir.join(format!("clock-{}", host.name))
     }
 
-    fn url(&self) -> String {
+    /// The ledger's URL for a worker on `host`, which names itself to the server.
+    fn url(&self, host: &Host) -> String {
         format!(
-            "postgres://postgres@{}/postgres?sslmode=disable",
-            self.stable
+            "postgres://postgres@{}/postgres?sslmode=disable&application_name={}",
+            self.stable, host.name
         )
     }
 
@@ -326,7 +327,7 @@ impl World<'_> {
             .args(["netns", "exec", &host.ns])
             .arg(exe)
             .arg("worker")
-            .args(["--url", &self.url(), "--schema", &self.schema])
+            .args(["--url", &self.url(host), "--schema", &self.schema])
             .arg("--provider")
             .arg(self.provider_file())
             .arg("--dir")
