@@ -873,6 +873,7 @@ impl EffectLedger for PostgresLedger {
     }
 
     fn stats(&self) -> Result<LedgerStats, LedgerError> {
+        let q = &self.schema.quoted;
         let (rows, stale, budgets) = self.read("counting operations", |c, s| {
             // One snapshot, so the counts and the stale count agree.
             let mut tx = c
@@ -880,7 +881,33 @@ impl EffectLedger for PostgresLedger {
                 .isolation_level(postgres::IsolationLevel::RepeatableRead)
                 .read_only(true)
                 .start()?;
-            let rows = s.query(&mut tx, Stmt::Stats, &[])?;
+            let mut rows = s.query(&mut tx, Stmt::Stats, &[])?;
+            // Terminal statuses: the counters where the schema has them (a
+            // schema read before it was migrated is counted row by row).
+            let ops = format!("{q}.effect_operations");
+            let counters = format!("{q}.effect_status_counts");
+            let counted: bool = tx
+                .query_typed(
+                    "SELECT to_regclass($1) IS NOT NULL",
+                    &[(&counters, postgres::types::Type::TEXT)],
+                )?
+                .first()
+                .map(|row| row.try_get(0))
+                .transpose()?
+                .unwrap_or(false);
+            let terminal = if counted {
+                format!(
+                    "SELECT status, sum(operations)::bigint, NULL::text FROM {counters} \
+                     GROUP BY status"
+                )
+            } else {
+                format!(
+                    "SELECT status, count(*), NULL::text FROM {ops} \
+                     WHERE status NOT IN ('prepared', 'awaiting_approval', 'dispatched', \
+                     'outcome_unknown', 'quarantined') GROUP BY status"
+                )
+            };
+            rows.extend(tx.query_typed(&terminal, &[])?);
             let stale: i64 = s.query_one(&mut tx, Stmt::Stale, &[])?.try_get(0)?;
             let budgets = s.query(&mut tx, Stmt::BudgetList, &[])?;
             tx.commit()?;

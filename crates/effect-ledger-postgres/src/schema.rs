@@ -78,6 +78,11 @@ const MIGRATIONS: &[Migration] = &[
         "0006_announced_writers.sql",
         "writers announce their first sequence; readers look at pg_locks instead"
     ),
+    migration!(
+        7,
+        "0007_status_counters.sql",
+        "terminal-status counters kept by triggers in the transaction that changes a status"
+    ),
 ];
 
 /// The write function (`migrations/effect_write.sql`): applied after the
@@ -85,7 +90,7 @@ const MIGRATIONS: &[Migration] = &[
 const WRITE_FUNCTION: &str = include_str!("../migrations/effect_write.sql");
 
 /// The schema version this library writes.
-pub const SCHEMA_VERSION: i32 = 6;
+pub const SCHEMA_VERSION: i32 = 7;
 
 /// A validated schema name and its quoted form.
 #[derive(Debug, Clone)]

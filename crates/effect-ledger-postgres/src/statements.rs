@@ -124,7 +124,14 @@ impl Statements {
                 "SELECT {EVENT_COLUMNS} FROM {events} WHERE sequence > $1 AND sequence <= $2 \
                  ORDER BY sequence LIMIT $3"
             ),
-            stats: format!("SELECT status, count(*), min(updated_at) FROM {ops} GROUP BY status"),
+            // The statuses that are not terminal, through the status index:
+            // time proportional to their number. Terminal ones are counted
+            // by triggers (`migrations/0007_status_counters.sql`).
+            stats: format!(
+                "SELECT status, count(*), min(updated_at) FROM {ops} \
+                 WHERE status IN ('prepared', 'awaiting_approval', 'dispatched', \
+                 'outcome_unknown', 'quarantined') GROUP BY status"
+            ),
             stale: format!(
                 "SELECT count(*) FROM {ops} WHERE status = 'dispatched' \
                  AND (lease_until IS NULL OR lease_until <= extract(epoch FROM clock_timestamp()))"

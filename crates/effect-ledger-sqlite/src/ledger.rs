@@ -8,8 +8,8 @@ use std::time::Duration;
 
 use effect_core::transition::{self, Transition, TransitionOutcome};
 use effect_core::{
-    Clock, EffectLedger, EffectRecord, EffectStatus, LedgerError, LedgerEvent, LedgerStats,
-    ListQuery, WriteDurability,
+    Clock, EffectLedger, EffectRecord, LedgerError, LedgerEvent, LedgerStats, ListQuery,
+    WriteDurability,
 };
 use r2d2::{Pool, PooledConnection};
 use r2d2_sqlite::SqliteConnectionManager;
@@ -602,24 +602,11 @@ impl EffectLedger for SqliteLedger {
         let mut conn = self.connection(doing)?;
         // One read transaction, so the counts and the oldest entry agree.
         let tx = conn.transaction().map_err(|e| ledger_error(doing(), e))?;
-        let mut counts: Vec<(EffectStatus, u64)> =
-            EffectStatus::ALL.into_iter().map(|s| (s, 0)).collect();
-        {
-            let mut stmt = tx
-                .prepare_cached("SELECT status, COUNT(*) FROM effect_operations GROUP BY status")
-                .map_err(|e| ledger_error(doing(), e))?;
-            let mut rows = stmt.query([]).map_err(|e| ledger_error(doing(), e))?;
-            while let Some(row) = rows.next().map_err(|e| ledger_error(doing(), e))? {
-                let status: String = row.get(0).map_err(|e| ledger_error(doing(), e))?;
-                let count: i64 = row.get(1).map_err(|e| ledger_error(doing(), e))?;
-                let parsed = status
-                    .parse::<EffectStatus>()
-                    .map_err(|e| unknown_status(&tx, &status, e))?;
-                if let Some(entry) = counts.iter_mut().find(|(s, _)| *s == parsed) {
-                    entry.1 = u64::try_from(count).unwrap_or(0);
-                }
-            }
-        }
+        let counts = if schema::has_status_counts(&tx).map_err(|e| ledger_error(doing(), e))? {
+            crate::counts::status_counts(&tx)?
+        } else {
+            crate::counts::full_count(&tx)?
+        };
         let oldest: Option<String> = tx
             .prepare_cached(
                 "SELECT MIN(updated_at) FROM effect_operations \
@@ -643,28 +630,6 @@ impl EffectLedger for SqliteLedger {
             budgets,
         })
     }
-}
-
-/// A status no [`EffectStatus`] parses, named with one operation that has it.
-fn unknown_status(
-    conn: &Connection,
-    status: &str,
-    cause: effect_core::ParseStatusError,
-) -> LedgerError {
-    let example: Option<String> = conn
-        .query_row(
-            "SELECT operation_id FROM effect_operations WHERE status = ?1 LIMIT 1",
-            [status],
-            |row| row.get(0),
-        )
-        .optional()
-        .ok()
-        .flatten();
-    let message = match example {
-        Some(id) => format!("operation {id:?} (and perhaps others) has an unreadable status"),
-        None => "an operation has an unreadable status".to_owned(),
-    };
-    LedgerError::corrupt(message, Some(Box::new(cause) as effect_core::BoxError))
 }
 
 /// Rejects paths that would not give a durable, file-backed ledger.

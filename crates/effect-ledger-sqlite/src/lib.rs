@@ -10,8 +10,12 @@
 //! tie-break between equal update times, so a transition rewrites its row in
 //! place), keeps one list index, and drops `AUTOINCREMENT` from
 //! `effect_events` (the ledger assigns each event the next sequence inside the
-//! write transaction; events are never deleted). A file opened read-only is
-//! read in the layout it has.
+//! write transaction; events are never deleted). Version 5 adds
+//! `effect_status_counts`, the number of `confirmed` and `rejected`
+//! operations, which triggers keep in the transaction that changes a status
+//! (the Python package's writes fire them too), so `stats` costs what the
+//! unresolved and active operations cost, not the ledger's size. A file
+//! opened read-only is read in the layout it has.
 //!
 //! Each transition is applied inside one transaction around
 //! [`effect_core::transition::plan`], holding the write lock for its writes, in WAL mode, fsynced before it returns
@@ -129,6 +133,7 @@ mod backup;
 mod batch;
 mod budget;
 mod confirmed;
+mod counts;
 mod deferred;
 mod error;
 mod file;

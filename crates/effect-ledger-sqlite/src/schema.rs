@@ -40,7 +40,7 @@ pub(crate) const LAST_EVENT_COLUMN: &str = "last_event_sequence";
 
 /// One step: the migration from version `i` to `i + 1` is `MIGRATIONS[i]`.
 /// Append only; never edit a step that has shipped.
-const MIGRATIONS: [Migration; 4] = [
+const MIGRATIONS: [Migration; 5] = [
     Migration {
         name: "adopting the python 1.x layout",
         run: adopt_python_layout,
@@ -57,7 +57,15 @@ const MIGRATIONS: [Migration; 4] = [
         name: "budgets and their charges",
         run: crate::budget::add_budget_tables,
     },
+    Migration {
+        name: "counting terminal operations in the transactions that change a status",
+        run: add_status_counters,
+    },
 ];
+
+/// The table of terminal-status counts version 5 adds (see
+/// `migrations/0005_status_counters.sql`).
+pub(crate) const STATUS_COUNTS_TABLE: &str = "effect_status_counts";
 
 struct Migration {
     name: &'static str,
@@ -329,4 +337,16 @@ fn order_lists_by_last_event(conn: &Connection) -> rusqlite::Result<()> {
         CREATE INDEX IF NOT EXISTS idx_effect_operations_status_list
             ON effect_operations(status, updated_at, last_event_sequence);",
     )
+}
+
+/// Version 4 → 5: counters of terminal statuses, kept by triggers
+/// (`migrations/0005_status_counters.sql`).
+fn add_status_counters(conn: &Connection) -> rusqlite::Result<()> {
+    conn.execute_batch(include_str!("../migrations/0005_status_counters.sql"))
+}
+
+/// Whether the file keeps terminal-status counters (version 5 or later; a
+/// file opened read-only keeps the layout it has).
+pub(crate) fn has_status_counts(conn: &Connection) -> rusqlite::Result<bool> {
+    table_exists(conn, STATUS_COUNTS_TABLE)
 }

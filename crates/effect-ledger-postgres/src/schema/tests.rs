@@ -422,8 +422,8 @@ fn every_older_schema_migrates_to_the_fresh_one() -> TestResult {
             .filter(|line| line.starts_with(&format!("{kind} |")))
             .count()
     };
-    assert_eq!(count("function"), 2, "{expected:#?}");
-    assert_eq!(count("index"), 10, "{expected:#?}");
+    assert_eq!(count("function"), 3, "{expected:#?}");
+    assert_eq!(count("index"), 11, "{expected:#?}");
     assert_eq!(count("sequence"), 1, "{expected:#?}");
     assert_eq!(count("version"), usize::try_from(SCHEMA_VERSION)?);
     assert!(

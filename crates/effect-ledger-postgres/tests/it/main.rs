@@ -15,6 +15,7 @@ mod approval;
 mod budget;
 mod cluster;
 mod conformance;
+mod counts;
 mod cursor;
 mod leases;
 mod lost_commit;

@@ -1,5 +1,5 @@
-use effect_core::EffectLedger;
 use effect_core::EffectLedgerExt as _;
+use effect_core::{EffectLedger, EffectStatus};
 use rusqlite::TransactionBehavior;
 use serde_json::json;
 

@@ -6,6 +6,7 @@ mod backup;
 mod bad_input;
 mod budget;
 mod conformance;
+mod counts;
 mod deferred;
 mod durability;
 mod fixtures;

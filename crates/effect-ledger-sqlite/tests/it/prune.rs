@@ -311,6 +311,11 @@ fn a_prune_killed_mid_way_resumes_and_loses_nothing() -> TestResult {
         assert_eq!(&line.events, events);
     }
     let ledger = SqliteLedger::open(&db, SqliteOptions::default())?;
+    assert_eq!(
+        ledger.stats()?.counts,
+        crate::counts::full_count(&db)?,
+        "the counters are true after the kills"
+    );
     assert!(ledger.get("old quarantined")?.is_some());
     assert!(ledger.get("new confirmed")?.is_some());
     assert!(ledger.get("old 00")?.is_none());

@@ -534,6 +534,24 @@ fn python_and_rust_workers_share_one_ledger() {
         .list(&production_agent_systems::core::ListQuery::new(1000))
         .unwrap();
     assert_eq!(records.len(), arguments.len());
+    // The status counters `stats` reads stayed true under the Python
+    // writers (triggers keep them, whoever writes).
+    let counted: BTreeMap<String, u64> = ledger
+        .stats()
+        .unwrap()
+        .counts
+        .into_iter()
+        .filter(|(_, n)| *n > 0)
+        .map(|(status, n)| (status.as_str().to_owned(), n))
+        .collect();
+    let mut by_status: BTreeMap<String, u64> = Default::default();
+    for record in &records {
+        *by_status
+            .entry(record.status.as_str().to_owned())
+            .or_default() += 1;
+    }
+    assert_eq!(counted, by_status);
+    assert_eq!(counted.get("confirmed"), Some(&(arguments.len() as u64)));
     for record in &records {
         let fingerprint = &record.request_fingerprint;
         assert!(
