@@ -18,6 +18,7 @@
 //! let args = json!({"invoice_id": "INV-1"});
 //! let op = NewOperation {
 //!     requires_approval: false,
+//!     trace_context: None,
 //!     contract_name: "capture_payment".into(),
 //!     contract_version: "1".into(),
 //!     fingerprint: RequestFingerprint::of_value(&args),

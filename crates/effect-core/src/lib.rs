@@ -56,6 +56,7 @@ pub mod redaction;
 pub mod seal;
 pub mod secret;
 mod status;
+pub mod trace;
 pub mod transition;
 
 pub use budget::{Budget, BudgetCharge, BudgetRefusal, BudgetUse, BudgetWindow};

@@ -23,6 +23,7 @@ use crate::transition::{
 /// let ledger = MemoryLedger::new();
 /// let op = NewOperation {
 ///     requires_approval: false,
+///     trace_context: None,
 ///     contract_name: "capture_payment".into(),
 ///     contract_version: "1".into(),
 ///     fingerprint: RequestFingerprint::of_canonical(r#"{"invoice_id":"INV-1"}"#),

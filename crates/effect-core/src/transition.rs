@@ -46,6 +46,11 @@ pub struct NewOperation {
     /// [`intent::REDACTED_KEY`](crate::intent::REDACTED_KEY)), ignored
     /// otherwise; not part of its identity.
     pub redacted_arguments: Option<Value>,
+    /// The W3C `traceparent` of the execution that created the operation,
+    /// when it was traced (effect-otel), recorded with the `prepared` event
+    /// ([`crate::trace::EVENT_KEY`]) so that a recovery worker's trace links
+    /// back to it. Not part of the operation's identity.
+    pub trace_context: Option<String>,
 }
 
 /// A human's approval of one dispatch of one exact request
@@ -599,6 +604,12 @@ impl Planner {
             map.insert(
                 crate::intent::EVENT_KEY.to_owned(),
                 crate::intent::envelope(intent),
+            );
+        }
+        if let (Some(context), Value::Object(map)) = (&op.trace_context, &mut data) {
+            map.insert(
+                crate::trace::EVENT_KEY.to_owned(),
+                Value::String(context.clone()),
             );
         }
         if let (true, Value::Object(map)) = (op.requires_approval, &mut data) {

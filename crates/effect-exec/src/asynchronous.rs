@@ -184,6 +184,8 @@ impl EffectExecutor {
             Box::pin(async move { HandlerOutcome::from_result(future.await) })
         });
         let runtime = Handle::current();
+        // Started here, on the caller's task, so that it joins the caller's trace.
+        let trace = self.start_trace(&contract, &identity);
         tokio::task::spawn_blocking(move || {
             let invoke = AsyncInvoke { runtime, handler };
             let call = Call {
@@ -192,7 +194,7 @@ impl EffectExecutor {
                 deadline,
                 invoke: &invoke,
             };
-            executor.run(&call, operation)
+            executor.run_traced(&call, operation, trace)
         })
         .await
         .map_err(|err| ExecError::Runtime {

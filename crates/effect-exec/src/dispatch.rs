@@ -32,6 +32,18 @@ pub(crate) enum HandlerOutcome {
 }
 
 impl HandlerOutcome {
+    /// What the call came to, as a short code: `returned`, `rejected`,
+    /// `failed`, `not_sent` or `timed_out`.
+    pub(crate) fn kind(&self) -> &'static str {
+        match self {
+            HandlerOutcome::Returned(_) => "returned",
+            HandlerOutcome::Rejected(_) => "rejected",
+            HandlerOutcome::Failed(_) => "failed",
+            HandlerOutcome::NotSent(_) => "not_sent",
+            HandlerOutcome::TimedOut => "timed_out",
+        }
+    }
+
     pub(crate) fn from_result<O: Serialize + 'static>(result: Result<O, HandlerError>) -> Self {
         match result {
             Ok(output) => HandlerOutcome::Returned(output_value(output)),

@@ -273,6 +273,30 @@ impl ExecError {
         }
     }
 
+    /// A short, stable name of this error's kind (`ledger`, `conflict`,
+    /// `budget_exceeded`, …): low-cardinality, fit for an `error.type`
+    /// attribute or a metric label, and never carrying a value.
+    pub fn kind_name(&self) -> &'static str {
+        match self {
+            ExecError::InvalidArguments { .. } => "invalid_arguments",
+            ExecError::Contract { .. } => "contract",
+            ExecError::Conflict { .. } => "conflict",
+            ExecError::Ledger { .. } => "ledger",
+            ExecError::ArgumentsDecode { .. } => "arguments_decode",
+            ExecError::OutputDecode { .. } => "output_decode",
+            ExecError::LeaseTooShort { .. } => "lease_too_short",
+            ExecError::IntentNotStored { .. } => "intent_not_stored",
+            ExecError::SecretsNeedSealing { .. } => "secrets_need_sealing",
+            ExecError::Seal { .. } => "seal",
+            ExecError::NoKeyring { .. } => "no_keyring",
+            ExecError::ForeignPreparation { .. } => "foreign_preparation",
+            ExecError::BudgetExceeded { .. } => "budget_exceeded",
+            ExecError::NoCompensation { .. } => "no_compensation",
+            ExecError::CompensationRefused { .. } => "compensation_refused",
+            ExecError::Runtime { .. } => "runtime",
+        }
+    }
+
     /// True when a budget refused the dispatch: [`ExecError::BudgetExceeded`].
     pub fn is_budget_exceeded(&self) -> bool {
         matches!(self, ExecError::BudgetExceeded { .. })

@@ -22,8 +22,12 @@ use crate::context::HandlerContext;
 use crate::dispatch::{HandlerOutcome, Invoke, call_guarded};
 use crate::error::{ExecError, HandlerError};
 use crate::heartbeat::LeaseKeeper;
+use crate::observe::{
+    self, ContractRef, EffectEvent, EffectObserver, ExecutionStart, ExecutionTrace, Step,
+};
 use crate::options::{CallOptions, ExecutorOptions};
 use crate::reconcile::{Reconciled, is_unstorable};
+#[cfg(feature = "metrics")]
 use crate::telemetry;
 use crate::token::TokenSource;
 
@@ -57,10 +61,13 @@ pub struct EffectExecutor {
     pub(crate) options: ExecutorOptions,
     tokens: Arc<TokenSource>,
     keeper: LeaseKeeper,
-    /// Times the bounded wait for a live owner.
-    clock: Arc<dyn Clock>,
+    /// Times the bounded wait for a live owner, and the observed durations.
+    pub(crate) clock: Arc<dyn Clock>,
     sleeper: Arc<dyn Sleeper>,
     pub(crate) keys: Keys,
+    /// Told what executions do ([`crate::observe`]); the process's
+    /// global observer when `None`.
+    pub(crate) observer: Option<Arc<dyn EffectObserver>>,
 }
 
 /// The keys that protect secrets: sealing of stored intent, and the keyed
@@ -211,7 +218,17 @@ impl EffectExecutor {
             clock,
             sleeper: Arc::new(ThreadSleeper),
             keys: Keys::default(),
+            observer: None,
         }
+    }
+
+    /// Tells `observer` what this executor's executions do (metrics and
+    /// traces, [`EffectObserver`](crate::EffectObserver)), instead of the process's global
+    /// observer ([`set_global_observer`](crate::set_global_observer)).
+    #[must_use]
+    pub fn observer(mut self, observer: Arc<dyn EffectObserver>) -> Self {
+        self.observer = Some(observer);
+        self
     }
 
     /// Seals stored intent with `keyring` before it is written (AEAD, the
@@ -407,6 +424,68 @@ impl EffectExecutor {
         call: &Call<'_>,
         operation: NewOperation,
     ) -> Result<EffectResult, ExecError> {
+        let trace = self.start_trace(call.contract, call.identity);
+        self.run_traced(call, operation, trace)
+    }
+
+    /// The trace of an execution, when an observer traces it: started on
+    /// the caller's thread, before anything is written.
+    pub(crate) fn start_trace(
+        &self,
+        contract: &EffectContract,
+        identity: &Identity,
+    ) -> Option<Box<dyn ExecutionTrace>> {
+        let observer = self.observing()?;
+        let recovery = observe::take_recovery();
+        observer.execution(&ExecutionStart {
+            contract: contract_ref(contract),
+            operation_id: &identity.operation_id,
+            recovery: recovery.is_some(),
+            linked_trace: recovery.as_ref().and_then(Option::as_deref),
+            arguments: &identity.arguments,
+            redactor: identity.redactor.as_deref(),
+        })
+    }
+
+    /// [`run`](Self::run) under a trace started already (the async API
+    /// starts it on the caller's task).
+    pub(crate) fn run_traced(
+        &self,
+        call: &Call<'_>,
+        mut operation: NewOperation,
+        trace: Option<Box<dyn ExecutionTrace>>,
+    ) -> Result<EffectResult, ExecError> {
+        let started = self.started();
+        if let Some(trace) = &trace {
+            operation.trace_context = trace.trace_context();
+        }
+        let entered = observe::enter(trace);
+        let answer = self.run_logged(call, operation);
+        let contract = contract_ref(call.contract);
+        let duration = self.since(started);
+        match &answer {
+            Ok(result) => self.emit(&EffectEvent::Executed {
+                contract,
+                result,
+                duration,
+            }),
+            Err(error) => self.emit(&EffectEvent::Failed {
+                contract,
+                error,
+                duration,
+            }),
+        }
+        if let Some(trace) = entered.exit() {
+            trace.finished(answer.as_ref());
+        }
+        answer
+    }
+
+    fn run_logged(
+        &self,
+        call: &Call<'_>,
+        operation: NewOperation,
+    ) -> Result<EffectResult, ExecError> {
         let span = tracing::info_span!(
             "effect.execute",
             operation_id = call.id(),
@@ -417,7 +496,6 @@ impl EffectExecutor {
         let _entered = span.enter();
         let result = self.run_rounds(call, operation)?;
         span.record("status", result.status.as_str());
-        telemetry::executed(call.contract.name(), &result);
         Ok(result)
     }
 
@@ -432,7 +510,7 @@ impl EffectExecutor {
             call.id(),
             Transition::PrepareAndClaim(operation, claim.clone()),
         )?;
-        refused_by_budget(&first)?;
+        self.refused_by_budget(call, &first)?;
         let mut record = first.record;
         let mut owned = first.applied.then_some(claim);
         for round in 0..2 {
@@ -538,7 +616,7 @@ impl EffectExecutor {
                 EffectStatus::Prepared => {
                     let claim = self.new_claim(call);
                     let claimed = self.apply(call.id(), Transition::Claim(claim.clone()))?;
-                    refused_by_budget(&claimed)?;
+                    self.refused_by_budget(call, &claimed)?;
                     record = claimed.record;
                     if claimed.applied {
                         owned = Some(claim);
@@ -552,7 +630,7 @@ impl EffectExecutor {
                     // drops it as expired, and the next pass reports the wait).
                     let claim = self.new_claim(call);
                     let claimed = self.apply(call.id(), Transition::Claim(claim.clone()))?;
-                    refused_by_budget(&claimed)?;
+                    self.refused_by_budget(call, &claimed)?;
                     record = claimed.record;
                     if claimed.applied {
                         owned = Some(claim);
@@ -584,6 +662,10 @@ impl EffectExecutor {
         // What the handler records through its context: the context itself
         // goes to the handler.
         let recorded = context.recorded();
+        let started = self.started();
+        observe::step_started(Step::Handler {
+            attempt: record.attempts,
+        });
         let outcome = {
             let _heartbeat = self.keeper.hold(
                 Arc::clone(&self.ledger),
@@ -595,6 +677,13 @@ impl EffectExecutor {
             call.invoke
                 .handler(call.arguments(), context, call.deadline)
         };
+        let kind = outcome.kind();
+        observe::step_finished((kind != "returned").then_some(kind));
+        self.emit(&EffectEvent::HandlerCalled {
+            contract: contract_ref(call.contract),
+            outcome: kind,
+            duration: self.since(started),
+        });
         // What the handler recorded, under the executor's own evidence.
         let with_handler_evidence = |own: Evidence| -> Evidence {
             let mut merged = recorded.evidence();
@@ -628,7 +717,10 @@ impl EffectExecutor {
                         owner_token: Some(token.to_owned()),
                         confirmation,
                     });
-                    match self.ledger.apply_with(id, &transition, durability) {
+                    let confirmed = observe::ledger_write(transition.name(), || {
+                        self.ledger.apply_with(id, &transition, durability)
+                    });
+                    match confirmed {
                         Ok(confirmed) => return Ok(self.after_finalize(call, confirmed)),
                         // The store refused the output (too large for it): the
                         // effect happened, so record it as uncertain at once
@@ -787,10 +879,9 @@ impl EffectExecutor {
         let name = transition.name();
         #[cfg(feature = "metrics")]
         let started = self.clock.now();
-        let outcome = self
-            .ledger
-            .apply_with(id, &transition, durability)
-            .map_err(|source| ExecError::ledger(id, source))?;
+        let outcome =
+            observe::ledger_write(name, || self.ledger.apply_with(id, &transition, durability))
+                .map_err(|source| ExecError::ledger(id, source))?;
         #[cfg(feature = "metrics")]
         telemetry::transition(
             name,
@@ -832,6 +923,24 @@ impl EffectExecutor {
                     lease: self.options.dispatch_lease,
                     lock_wait,
                 })
+            }
+            _ => Ok(()),
+        }
+    }
+
+    /// [`ExecError::BudgetExceeded`] when a budget refused the claim that
+    /// gave `outcome`.
+    fn refused_by_budget(
+        &self,
+        call: &Call<'_>,
+        outcome: &TransitionOutcome,
+    ) -> Result<(), ExecError> {
+        match ExecError::budget_refusal(&outcome.record) {
+            Some(refusal) if !outcome.applied => {
+                self.emit(&EffectEvent::BudgetRefused {
+                    contract: contract_ref(call.contract),
+                });
+                Err(refusal)
             }
             _ => Ok(()),
         }
@@ -926,6 +1035,7 @@ pub(crate) fn identify<A: Serialize + ?Sized>(
         },
         operation: NewOperation {
             requires_approval,
+            trace_context: None,
             contract_name: contract.name().to_owned(),
             contract_version: contract.version().to_owned(),
             fingerprint: fingerprint.with_form(form),
@@ -970,12 +1080,11 @@ pub(crate) fn budget_charges_of(
         .collect()
 }
 
-/// [`ExecError::BudgetExceeded`] when a budget refused the claim that gave
-/// `outcome`.
-fn refused_by_budget(outcome: &TransitionOutcome) -> Result<(), ExecError> {
-    match ExecError::budget_refusal(&outcome.record) {
-        Some(refusal) if !outcome.applied => Err(refusal),
-        _ => Ok(()),
+/// A contract by name and version, as observers see it.
+pub(crate) fn contract_ref(contract: &EffectContract) -> ContractRef<'_> {
+    ContractRef {
+        name: contract.name(),
+        version: contract.version(),
     }
 }
 

@@ -210,6 +210,7 @@ mod tests {
         for (id, token) in [("a", "owner-a"), ("b", "owner-b")] {
             let op = NewOperation {
                 requires_approval: false,
+                trace_context: None,
                 intent: None,
                 redacted_arguments: None,
                 contract_name: "c".into(),

@@ -20,13 +20,21 @@
 //!
 //! - `tokio`: [`EffectExecutor::execute_async`] and
 //!   [`EffectExecutor::execute_typed_async`], with async handlers and probes.
-//! - `metrics`: counters and timings through the `metrics` facade:
-//!   `effect_executions_total{contract,status}`, `effect_replays_total`,
-//!   `effect_in_progress_total`, `effect_reconciliations_total{probe_status}`,
-//!   `effect_quarantined_total`, `effect_transition_duration_seconds`, and
-//!   the gauge `effect_stale_dispatches` (set by each sweep).
+//! - `metrics`: counters and timings through the `metrics` facade, under the
+//!   names of [`metric`] (`effect_executions_total{contract,status}`,
+//!   `effect_reconciliations_total{probe_status}`, `effect_quarantined_total{reason}`,
+//!   handler and execution durations, …), and the gauge
+//!   `effect_stale_dispatches` (set by each sweep).
 //! - `anyhow` (default): `?` on an `anyhow::Error` inside a handler converts it
 //!   into [`HandlerError::Unknown`] with its context chain.
+//!
+//! # Observing
+//!
+//! An [`EffectObserver`] (given to one executor with
+//! [`EffectExecutor::observer`], or to all with [`set_global_observer`]) is
+//! told what executions do, as events for metrics and as one
+//! [`ExecutionTrace`] per execution; effect-otel implements it for
+//! OpenTelemetry. [`metric`] names the instruments once for every exporter.
 //!
 //! # Typed effects
 //!
@@ -69,7 +77,9 @@ mod dispatch;
 mod error;
 mod executor;
 mod heartbeat;
+pub mod metric;
 mod notice;
+mod observe;
 mod options;
 mod periodic;
 mod prepared;
@@ -85,6 +95,10 @@ pub use context::HandlerContext;
 pub use error::{CompensationRefusal, ExecError, HandlerError};
 pub use executor::EffectExecutor;
 pub use notice::UncertainOutcome;
+pub use observe::{
+    ContractRef, EffectEvent, EffectObserver, ExecutionStart, ExecutionTrace, GlobalObserverSet,
+    Step, global_observer, set_global_observer,
+};
 pub use options::{CallOptions, ExecutorOptions};
 pub use prepared::PreparedEffect;
 pub use reconcile::Audit;

@@ -15,9 +15,10 @@ use serde_json::Value;
 
 use crate::dispatch::SyncInvoke;
 use crate::error::{ExecError, HandlerError};
+use crate::executor::contract_ref;
 use crate::executor::{Call, EffectExecutor, Identity, evidence_of, settled_result};
+use crate::observe::{self, EffectEvent, Step};
 use crate::retry_basis::{Facts, Learned, RetryBasis, retry_basis};
-use crate::telemetry;
 
 /// How a reconciliation ended.
 pub(crate) enum Reconciled {
@@ -143,44 +144,60 @@ impl EffectExecutor {
         if record.reported_not_sent()
             && retry_basis(facts, Learned::ReportedNotSent) == Some(RetryBasis::NotSent)
         {
-            telemetry::reconciled(contract.name(), "not_sent");
+            self.reconciled(call, "not_sent");
             return self.reset(&read, RetryBasis::NotSent, Evidence::new());
+        }
+        let has_probe =
+            contract.outcome_probe().is_some() || contract.outcome_probe_async().is_some();
+        if has_probe {
+            observe::step_started(Step::Probe);
         }
         let probed = call.invoke.probe(
             contract,
             call.arguments(),
             record.provider_idempotency_key.clone(),
         );
+        if has_probe {
+            let failed = matches!(probed, Some(Err(_)));
+            observe::step_finished(failed.then_some("error"));
+        }
+        let no_basis_reason = if key_expired {
+            "key_expired"
+        } else {
+            "no_basis"
+        };
         let no_basis = if key_expired {
             "the provider's idempotency key has outlived the lifetime the contract gives it, and no probe decides the outcome"
         } else {
             NO_BASIS
         };
         let Some(probed) = probed else {
-            telemetry::reconciled(contract.name(), "none");
+            self.reconciled(call, if guaranteed { "guaranteed_key" } else { "none" });
             return self.retry_or(
                 &read,
                 retry_basis(facts, Learned::NoProbe),
                 Evidence::new(),
                 no_basis,
+                no_basis_reason,
             );
         };
         // Evidence nested too deep to read back is no answer: a failed probe.
         let probe = match probed.and_then(storable_evidence) {
             Ok(probe) => probe,
             Err(err) => {
-                telemetry::reconciled(contract.name(), "failed");
+                self.reconciled(call, "failed");
                 let evidence = evidence_of([(PROBE_ERROR, err.message().into())]);
                 return self.retry_or(
                     &read,
                     retry_basis(facts, Learned::ProbeFailed),
                     evidence,
                     &format!("outcome probe failed: {err}"),
+                    "probe_failed",
                 );
             }
         };
         tracing::info!(operation_id = call.id(), probe_status = %probe.status, "outcome probed");
-        telemetry::reconciled(contract.name(), probe.status.as_str());
+        self.reconciled(call, probe.status.as_str());
         let mut evidence = probe.evidence.clone();
         evidence.insert(PROBE_STATUS.into(), probe.status.as_str().into());
         match probe.status {
@@ -188,12 +205,13 @@ impl EffectExecutor {
                 let output = probe.output.unwrap_or(Value::Null);
                 if let Some(failure) = self.check_postcondition(call, &output) {
                     evidence.insert(POSTCONDITION.into(), "failed".into());
-                    return self.settle(
+                    return self.settle_because(
                         &read,
                         Transition::Quarantine {
                             error: failure,
                             evidence,
                         },
+                        "postcondition_failed",
                     );
                 }
                 // An output nested too deep to read back is as unstorable as one
@@ -209,7 +227,12 @@ impl EffectExecutor {
                     confirmation,
                 };
                 let confirmed = match storable {
-                    Ok(()) => self.ledger.apply(call.id(), &read.guarded(transition)),
+                    Ok(()) => {
+                        let transition = read.guarded(transition);
+                        observe::ledger_write(transition.name(), || {
+                            self.ledger.apply(call.id(), &transition)
+                        })
+                    }
                     Err(err) => Err(LedgerError::InvalidInput {
                         message: err.to_string(),
                     }),
@@ -256,6 +279,7 @@ impl EffectExecutor {
                 retry_basis(facts, Learned::ProbeNotCommitted),
                 evidence,
                 "provider reports not committed, but a previous handler may still dispatch the request",
+                "handler_may_still_run",
             ),
             ProbeStatus::Pending => self.settle(
                 &read,
@@ -274,6 +298,11 @@ impl EffectExecutor {
                 } else {
                     "outcome probe could not determine the outcome"
                 },
+                if key_expired {
+                    "key_expired"
+                } else {
+                    "probe_unknown"
+                },
             ),
         }
     }
@@ -287,11 +316,12 @@ impl EffectExecutor {
         basis: Option<RetryBasis>,
         evidence: Evidence,
         why: &str,
+        reason: &'static str,
     ) -> Result<Reconciled, ExecError> {
         match basis {
             Some(basis) => self.reset(read, basis, evidence),
             None if read.guaranteed => self.resend_pending(read, evidence),
-            None => self.apply_policy(read, why, evidence),
+            None => self.apply_policy(read, why, evidence, reason),
         }
     }
 
@@ -361,20 +391,42 @@ impl EffectExecutor {
         )
     }
 
-    /// Applies a transition that settles the round, if the record is unchanged.
+    /// Applies a transition that settles the round, if the record is
+    /// unchanged. Not a quarantine (those say why, [`Self::settle_because`]).
     fn settle(
         &self,
         read: &Decided<'_, '_>,
         transition: Transition,
+    ) -> Result<Reconciled, ExecError> {
+        self.settle_because(read, transition, "other")
+    }
+
+    /// [`Self::settle`], with the reason a quarantine it applies is counted under.
+    fn settle_because(
+        &self,
+        read: &Decided<'_, '_>,
+        transition: Transition,
+        reason: &'static str,
     ) -> Result<Reconciled, ExecError> {
         let outcome = self.apply(read.call.id(), read.guarded(transition))?;
         if outcome.applied
             && outcome.record.status == EffectStatus::Quarantined
             && read.record.status != EffectStatus::Quarantined
         {
-            telemetry::quarantined(read.call.contract.name());
+            self.emit(&EffectEvent::Quarantined {
+                contract: contract_ref(read.call.contract),
+                reason,
+            });
         }
         Ok(read.reconciled(outcome, Reconciled::Settled))
+    }
+
+    /// A reconciliation of `call` acted on `answer`.
+    fn reconciled(&self, call: &Call<'_>, answer: &'static str) {
+        self.emit(&EffectEvent::Reconciled {
+            contract: contract_ref(call.contract),
+            answer,
+        });
     }
 
     fn apply_policy(
@@ -382,6 +434,7 @@ impl EffectExecutor {
         read: &Decided<'_, '_>,
         error: &str,
         evidence: Evidence,
+        reason: &'static str,
     ) -> Result<Reconciled, ExecError> {
         let transition = match read.call.contract.unknown_outcome() {
             UnknownOutcomePolicy::Quarantine => Transition::Quarantine {
@@ -394,7 +447,7 @@ impl EffectExecutor {
                 evidence,
             },
         };
-        self.settle(read, transition)
+        self.settle_because(read, transition, reason)
     }
 
     /// Applies an operator's audited decision: only from `outcome_unknown` or
@@ -422,9 +475,9 @@ impl EffectExecutor {
                 },
             })?;
         }
-        Ok(self
-            .apply(operation_id, Transition::Resolve(resolution.clone()))?
-            .record)
+        let outcome = self.apply(operation_id, Transition::Resolve(resolution.clone()))?;
+        self.resolved(&outcome);
+        Ok(outcome.record)
     }
 
     /// [`resolve`](Self::resolve), only if the operation is still as the
@@ -449,7 +502,21 @@ impl EffectExecutor {
             Box::new(Transition::Resolve(resolution.clone())),
         );
         let outcome = self.apply(operation_id, guarded)?;
+        self.resolved(&outcome);
         Ok(outcome.applied.then_some(outcome.record))
+    }
+
+    /// An operator's resolution was applied: a reconciliation by `operator`.
+    fn resolved(&self, outcome: &effect_core::TransitionOutcome) {
+        if outcome.applied {
+            self.emit(&EffectEvent::Reconciled {
+                contract: crate::observe::ContractRef {
+                    name: &outcome.record.contract_name,
+                    version: &outcome.record.contract_version,
+                },
+                answer: "operator",
+            });
+        }
     }
 
     /// Manually confirms an uncertain operation with the output the provider shows.

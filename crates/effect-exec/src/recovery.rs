@@ -71,6 +71,7 @@ use serde_json::Value;
 use crate::context::HandlerContext;
 use crate::error::{ExecError, HandlerError};
 use crate::executor::{EffectExecutor, identify};
+use crate::observe::{self, ContractRef, EffectEvent};
 use crate::periodic::Periodic;
 use crate::typed::TypedContract;
 
@@ -595,9 +596,22 @@ impl RecoveryWorker {
                 return;
             }
         };
-        let Some(executed) = (durable.run)(&self.executor, record, &arguments) else {
+        // Traced as a recovery, linked to the trace that created the operation.
+        let linked = effect_core::trace::stored(&events);
+        let Some(executed) =
+            observe::recovering(linked, || (durable.run)(&self.executor, record, &arguments))
+        else {
             report.unusable_intent += 1;
             return;
+        };
+        let counted = |outcome: &'static str| {
+            self.executor.emit(&EffectEvent::RecoveryDispatched {
+                contract: ContractRef {
+                    name: &record.contract_name,
+                    version: &record.contract_version,
+                },
+                outcome,
+            });
         };
         match executed {
             // Another caller or worker confirmed it meanwhile: a replay,
@@ -609,19 +623,39 @@ impl RecoveryWorker {
                     && !result.evidence.contains_key(PROBE_STATUS) =>
             {
                 report.unsettled += 1;
+                counted("unsettled");
             }
-            Ok(result) => match result.status {
-                EffectStatus::Confirmed => report.confirmed += 1,
-                EffectStatus::Rejected => report.rejected += 1,
-                EffectStatus::Quarantined => report.quarantined += 1,
-                EffectStatus::AwaitingApproval => report.awaiting_approval += 1,
-                EffectStatus::OutcomeUnknown
-                | EffectStatus::Dispatched
-                | EffectStatus::Prepared => report.unsettled += 1,
-            },
+            Ok(result) => {
+                let outcome = match result.status {
+                    EffectStatus::Confirmed => {
+                        report.confirmed += 1;
+                        "confirmed"
+                    }
+                    EffectStatus::Rejected => {
+                        report.rejected += 1;
+                        "rejected"
+                    }
+                    EffectStatus::Quarantined => {
+                        report.quarantined += 1;
+                        "quarantined"
+                    }
+                    EffectStatus::AwaitingApproval => {
+                        report.awaiting_approval += 1;
+                        "awaiting_approval"
+                    }
+                    EffectStatus::OutcomeUnknown
+                    | EffectStatus::Dispatched
+                    | EffectStatus::Prepared => {
+                        report.unsettled += 1;
+                        "unsettled"
+                    }
+                };
+                counted(outcome);
+            }
             Err(err) => {
                 tracing::warn!(operation_id = id, error = %err, "recovery of an operation failed");
                 report.failed += 1;
+                counted("failed");
             }
         }
     }

@@ -32,6 +32,7 @@ impl SqliteLedger {
     /// let ledger = SqliteLedger::open(dir.path().join("effects.sqlite3"), SqliteOptions::default())?;
     /// let op = NewOperation {
     ///     requires_approval: false,
+    ///     trace_context: None,
     ///     contract_name: "send_email".into(),
     ///     contract_version: "1".into(),
     ///     fingerprint: RequestFingerprint::of_canonical("{}"),

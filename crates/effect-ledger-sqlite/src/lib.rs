@@ -48,6 +48,7 @@
 //! // Record the operation and take the dispatch lease in one durable commit ...
 //! let op = NewOperation {
 //!     requires_approval: false,
+//!     trace_context: None,
 //!     contract_name: "capture_payment".into(),
 //!     contract_version: "1".into(),
 //!     fingerprint: RequestFingerprint::of_value(&json!({"invoice_id": "INV-1"})),

@@ -181,6 +181,7 @@ impl SqliteOptions {
     /// let ledger = TempLedger::with_options(options)?;
     /// let op = NewOperation {
     ///     requires_approval: false,
+    ///     trace_context: None,
     ///     contract_name: "send_email".into(),
     ///     contract_version: "1".into(),
     ///     fingerprint: RequestFingerprint::of_canonical(r#"{"to":"ada@example.com"}"#),

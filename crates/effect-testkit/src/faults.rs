@@ -27,6 +27,7 @@
 //! let ledger = FaultyLedger::new(MemoryLedger::new()).fail(CallKind::Transition, 1, Fault::FailAfterCommit);
 //! let op = NewOperation {
 //!     requires_approval: false,
+//!     trace_context: None,
 //!     contract_name: "capture_payment".into(),
 //!     contract_version: "1".into(),
 //!     fingerprint: RequestFingerprint::of_canonical(r#"{"invoice_id":"INV-1"}"#),

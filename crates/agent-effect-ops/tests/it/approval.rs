@@ -30,6 +30,7 @@ fn ledger() -> (TempDir, PathBuf) {
     let ledger = SqliteLedger::open(&db, SqliteOptions::default()).unwrap();
     let op = |id: &str, requires_approval: bool| NewOperation {
         requires_approval,
+        trace_context: None,
         intent: None,
         redacted_arguments: None,
         contract_name: "refund".into(),

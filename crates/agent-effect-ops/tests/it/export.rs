@@ -50,6 +50,7 @@ fn export_pages_through_large_ledgers() {
     for i in 0..1005 {
         let op = NewOperation {
             requires_approval: false,
+            trace_context: None,
             intent: None,
             redacted_arguments: None,
             contract_name: "send_email".into(),

@@ -16,6 +16,7 @@ fn sealed_intent_shows_as_sealed_and_prepared_work_counts_as_waiting() {
     let args = json!({"invoice_id": "INV-1", "card_token": "tok_visa_4242"});
     let operation = |intent| NewOperation {
         requires_approval: false,
+        trace_context: None,
         contract_name: "capture_payment".into(),
         contract_version: "1".into(),
         fingerprint: RequestFingerprint::of_value(&args),

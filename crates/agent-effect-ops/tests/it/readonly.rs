@@ -67,6 +67,7 @@ fn prepare(ledger: &SqliteLedger, ids: impl IntoIterator<Item = usize>) {
     for i in ids {
         let op = NewOperation {
             requires_approval: false,
+            trace_context: None,
             intent: None,
             redacted_arguments: None,
             contract_name: "capture".into(),

@@ -31,6 +31,7 @@ fn ledger(prepared: usize) -> (TempDir, PathBuf) {
     let ledger = SqliteLedger::open(&db, SqliteOptions::default()).unwrap();
     let op = |id: &str| NewOperation {
         requires_approval: false,
+        trace_context: None,
         intent: None,
         redacted_arguments: None,
         contract_name: "capture_payment".into(),

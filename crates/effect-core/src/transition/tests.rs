@@ -45,6 +45,7 @@ fn record(status: S, expired: bool) -> EffectRecord {
 fn new_operation() -> NewOperation {
     NewOperation {
         requires_approval: false,
+        trace_context: None,
         intent: None,
         redacted_arguments: None,
         contract_name: "capture_payment".into(),

@@ -218,6 +218,7 @@ fn reconcile_settles_an_expired_dispatch_without_running_the_handler() {
             &effect_core::Transition::PrepareAndClaim(
                 effect_core::NewOperation {
                     requires_approval: false,
+                    trace_context: None,
                     intent: None,
                     redacted_arguments: None,
                     contract_name: "capture_payment".into(),
@@ -260,6 +261,7 @@ fn the_bounded_wait_for_a_live_owner_runs_on_the_injected_clock() {
             id,
             &effect_core::NewOperation {
                 requires_approval: false,
+                trace_context: None,
                 intent: None,
                 redacted_arguments: None,
                 contract_name: "capture_payment".into(),

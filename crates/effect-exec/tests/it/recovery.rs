@@ -134,6 +134,7 @@ impl World {
         let key = contract.provider_idempotency_key(args).unwrap();
         let op = NewOperation {
             requires_approval: false,
+            trace_context: None,
             intent: Some(args.clone()),
             redacted_arguments: None,
             contract_name: contract.name().to_owned(),
@@ -461,6 +462,7 @@ fn stored_intent_deriving_another_operation_is_not_dispatched() {
         let id = capture.operation_id(&invoice("INV-1")).unwrap();
         let op = NewOperation {
             requires_approval: false,
+            trace_context: None,
             intent: Some(invoice("INV-2")),
             redacted_arguments: None,
             contract_name: capture.name().to_owned(),
@@ -493,6 +495,7 @@ fn stored_intent_with_another_fingerprint_is_not_dispatched() {
     let id = capture.operation_id(&invoice("INV-1")).unwrap();
     let op = NewOperation {
         requires_approval: false,
+        trace_context: None,
         intent: Some(json!({"invoice_id": "INV-1", "amount_cents": 999_999})),
         redacted_arguments: None,
         contract_name: capture.name().to_owned(),

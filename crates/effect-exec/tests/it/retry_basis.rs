@@ -104,6 +104,7 @@ fn leave(ledger: &Arc<dyn EffectLedger>, id: &str, args: &Value, variant: Varian
         requires_approval: false,
         intent: None,
         redacted_arguments: None,
+        trace_context: None,
         contract_name: "capture_payment".into(),
         contract_version: "1".into(),
         fingerprint: RequestFingerprint::of_value(args),

@@ -43,6 +43,7 @@ impl World {
         let key = contract.provider_idempotency_key(args).unwrap();
         let op = NewOperation {
             requires_approval: false,
+            trace_context: None,
             intent: None,
             redacted_arguments: None,
             contract_name: contract.name().to_owned(),

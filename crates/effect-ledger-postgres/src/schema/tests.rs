@@ -45,6 +45,7 @@ fn operation(n: usize) -> NewOperation {
         intent: None,
         redacted_arguments: None,
         requires_approval: false,
+        trace_context: None,
         contract_name: "capture_payment".into(),
         contract_version: "1".into(),
         fingerprint: RequestFingerprint::of_canonical(&format!(r#"{{"invoice_id":"INV-{n}"}}"#)),

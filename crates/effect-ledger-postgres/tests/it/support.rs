@@ -99,6 +99,7 @@ impl Drop for TestSchema {
 pub fn new_operation(n: usize) -> NewOperation {
     NewOperation {
         requires_approval: false,
+        trace_context: None,
         intent: None,
         redacted_arguments: None,
         contract_name: "capture_payment".into(),

@@ -14,6 +14,7 @@ use crate::temp::TempLedger;
 fn op(args: serde_json::Value) -> NewOperation {
     NewOperation {
         requires_approval: false,
+        trace_context: None,
         intent: None,
         redacted_arguments: None,
         contract_name: "capture_payment".into(),

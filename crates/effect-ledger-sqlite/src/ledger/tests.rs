@@ -101,6 +101,7 @@ fn apply_in_composes_inside_one_outer_transaction() {
         .unwrap();
     let op = effect_core::NewOperation {
         requires_approval: false,
+        trace_context: None,
         intent: None,
         redacted_arguments: None,
         contract_name: "c".into(),
@@ -131,6 +132,7 @@ fn confirmed_records_are_replayed_without_a_transaction() {
     let ledger = TempLedger::with_options(options).unwrap();
     let op = effect_core::NewOperation {
         requires_approval: false,
+        trace_context: None,
         intent: None,
         redacted_arguments: None,
         contract_name: "c".into(),
@@ -195,6 +197,7 @@ fn the_immutable_uri_escapes_what_a_uri_path_reserves() {
 fn operation() -> effect_core::NewOperation {
     effect_core::NewOperation {
         requires_approval: false,
+        trace_context: None,
         intent: None,
         redacted_arguments: None,
         contract_name: "c".into(),

@@ -149,6 +149,7 @@ fn python_sha256_fingerprint_is_not_a_conflict() -> TestResult {
     let ledger = SqliteLedger::open(&path, SqliteOptions::default())?;
     let same = NewOperation {
         requires_approval: false,
+        trace_context: None,
         intent: None,
         redacted_arguments: None,
         contract_name: "capture_payment".into(),

@@ -13,6 +13,7 @@ pub type TestResult = Result<(), Box<dyn std::error::Error>>;
 pub fn op(args: Value) -> NewOperation {
     NewOperation {
         requires_approval: false,
+        trace_context: None,
         intent: None,
         redacted_arguments: None,
         contract_name: "capture_payment".into(),

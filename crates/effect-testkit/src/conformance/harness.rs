@@ -370,6 +370,7 @@ pub(crate) fn owner_of(id: &str) -> String {
 pub(crate) fn new_operation() -> NewOperation {
     NewOperation {
         requires_approval: false,
+        trace_context: None,
         intent: None,
         redacted_arguments: None,
         contract_name: "conformance.capture_payment".into(),

@@ -530,6 +530,7 @@ impl Mutant {
             (Bug::UpsertsMissing, _) if current.is_none() => {
                 let op = NewOperation {
                     requires_approval: false,
+                    trace_context: None,
                     intent: None,
                     redacted_arguments: None,
                     contract_name: "upserted".into(),

@@ -14,6 +14,7 @@ use effect_testkit::faults::{CallKind, Fault, FaultyLedger, InjectedFault};
 fn op() -> NewOperation {
     NewOperation {
         requires_approval: false,
+        trace_context: None,
         intent: None,
         redacted_arguments: None,
         contract_name: "capture_payment".into(),

@@ -9,6 +9,7 @@ use production_agent_systems::open::{Ledger, LedgerUrl, OpenOptions, open, open_
 fn op(n: u64) -> NewOperation {
     NewOperation {
         requires_approval: false,
+        trace_context: None,
         intent: None,
         redacted_arguments: None,
         contract_name: "capture_payment".into(),

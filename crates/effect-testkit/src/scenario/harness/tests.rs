@@ -26,6 +26,7 @@ fn after_the_crash_no_call_reaches_the_store() {
     let ledger = process_ledger(false);
     let op = NewOperation {
         requires_approval: false,
+        trace_context: None,
         intent: None,
         redacted_arguments: None,
         contract_name: "capture_payment".into(),
