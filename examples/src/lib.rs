@@ -6,4 +6,5 @@
 pub mod effect_assurance;
 pub mod mcp_server_client;
 pub mod mcp_stdio_server;
+pub mod otel;
 pub mod rig_tool;

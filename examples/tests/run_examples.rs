@@ -241,3 +241,100 @@ fn mcp_stdio_server_without_a_ledger_path_exits_non_zero_with_one_line() {
         "{stderr}"
     );
 }
+
+/// What the collector stand-in received: (path, body) of each export.
+type Exports = std::sync::Arc<std::sync::Mutex<Vec<(String, Vec<u8>)>>>;
+
+/// A collector stand-in on loopback: answers every OTLP/HTTP export with
+/// 200 and keeps (path, body) of each.
+fn collector() -> (String, Exports) {
+    use std::io::{BufRead, BufReader, Read, Write};
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let endpoint = format!("http://{}", listener.local_addr().unwrap());
+    let received = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    let keep = std::sync::Arc::clone(&received);
+    std::thread::spawn(move || {
+        for stream in listener.incoming() {
+            let Ok(mut stream) = stream else { continue };
+            let keep = std::sync::Arc::clone(&keep);
+            std::thread::spawn(move || {
+                let mut reader = BufReader::new(stream.try_clone().unwrap());
+                // Requests on one connection, until the client closes it.
+                loop {
+                    let mut line = String::new();
+                    if reader.read_line(&mut line).unwrap_or(0) == 0 {
+                        return;
+                    }
+                    let path = line.split(' ').nth(1).unwrap_or_default().to_owned();
+                    let mut length = 0;
+                    loop {
+                        let mut header = String::new();
+                        reader.read_line(&mut header).unwrap();
+                        if header.trim().is_empty() {
+                            break;
+                        }
+                        if let Some((name, value)) = header.split_once(':')
+                            && name.eq_ignore_ascii_case("content-length")
+                        {
+                            length = value.trim().parse().unwrap();
+                        }
+                    }
+                    let mut body = vec![0; length];
+                    reader.read_exact(&mut body).unwrap();
+                    keep.lock().unwrap().push((path, body));
+                    stream
+                        .write_all(b"HTTP/1.1 200 OK\r\ncontent-type: application/x-protobuf\r\ncontent-length: 0\r\n\r\n")
+                        .unwrap();
+                }
+            });
+        }
+    });
+    (endpoint, received)
+}
+
+#[test]
+fn otel_exports_the_execute_tool_span_and_the_metrics_without_the_card() {
+    let (endpoint, received) = collector();
+    let exe = std::env::current_exe().unwrap();
+    let binary = exe
+        .parent()
+        .unwrap()
+        .parent()
+        .unwrap()
+        .join("examples")
+        .join(format!("otel{}", std::env::consts::EXE_SUFFIX));
+    let output = if binary.exists() {
+        std::process::Command::new(&binary)
+            .env("OTEL_EXPORTER_OTLP_ENDPOINT", &endpoint)
+            .output()
+            .unwrap()
+    } else {
+        std::process::Command::new(env!("CARGO"))
+            .args(["run", "--quiet", "-p", "examples", "--example", "otel"])
+            .env("OTEL_EXPORTER_OTLP_ENDPOINT", &endpoint)
+            .output()
+            .unwrap()
+    };
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(
+        output.status.success(),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    assert!(stdout.contains("were exported"), "{stdout}");
+    let received = received.lock().unwrap();
+    let has = |path: &str, needle: &[u8]| {
+        received
+            .iter()
+            .any(|(p, body)| p == path && body.windows(needle.len()).any(|w| w == needle))
+    };
+    assert!(has("/v1/traces", b"execute_tool capture_payment"));
+    assert!(has("/v1/traces", b"invoke_agent billing"));
+    assert!(has("/v1/metrics", b"effect.executions"));
+    assert!(
+        !received
+            .iter()
+            .any(|(_, body)| body.windows(13).any(|w| w == b"tok_visa_4242")),
+        "the card token was exported"
+    );
+}

@@ -305,6 +305,18 @@ const FORBIDDEN: &[(&str, &[&str])] = &[
         &["effect-ledger-sqlite", "effect-testkit", "agent-runtime"],
     ),
     ("production-agent-systems", &["effect-multihost"]),
+    // OpenTelemetry implements exec's observer seam; the application picks the store.
+    (
+        "effect-otel",
+        &[
+            "effect-ledger-sqlite",
+            "effect-ledger-postgres",
+            "effect-testkit",
+            "agent-runtime",
+            "openssl-sys",
+            "aws-lc-sys",
+        ],
+    ),
     // The schemas are shared by the runtime and both adapters, and know none of them.
     (
         "effect-schema",

@@ -67,6 +67,10 @@
 //!   `runtime`, also the async agent runtime, `runtime::AsyncAgentRuntime`.
 //! - `metrics`: counters and timings through the `metrics` facade (see
 //!   `effect_exec`'s `metrics` feature); install any recorder.
+//! - `otel`: OpenTelemetry traces and metrics, as `otel` (effect-otel):
+//!   `otel::install(otel::OtelConfig::default())` in `main` exports GenAI
+//!   `execute_tool` spans and the executor's instruments over OTLP/HTTP
+//!   (docs/observability.md).
 //! - `rig`: the rig adapter, as `rig` (brings `tokio`).
 //! - `mcp`: the MCP adapter, as `mcp` (brings `tokio`).
 //! - `http`: HTTP requests as effects, as `http` (reqwest with rustls on
@@ -94,6 +98,9 @@ pub use effect_ledger_postgres as postgres;
 pub use effect_ledger_sqlite as sqlite;
 #[cfg(feature = "mcp")]
 pub use effect_mcp as mcp;
+#[cfg(feature = "otel")]
+#[cfg_attr(docsrs, doc(cfg(feature = "otel")))]
+pub use effect_otel as otel;
 #[cfg(feature = "rig")]
 pub use effect_rig as rig;
 #[cfg(feature = "testkit")]
@@ -153,3 +160,8 @@ pub struct McpDoctests;
 #[cfg(all(doctest, feature = "http"))]
 #[doc = include_str!("../../../docs/http.md")]
 pub struct HttpDoctests;
+
+/// The examples of `docs/observability.md`, compiled and run as doctests.
+#[cfg(all(doctest, feature = "otel"))]
+#[doc = include_str!("../../../docs/observability.md")]
+pub struct ObservabilityDoctests;
