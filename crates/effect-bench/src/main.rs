@@ -8,7 +8,7 @@
 //! docs/benchmarks.md#targets.
 //!
 //! ```text
-//! cargo run --release -p effect-bench -- [--quick] [--workload W4] [--db PATH|sqlite|postgres://…] [--runs N] [--check]
+//! cargo run --release -p effect-bench -- [--quick] [--workload W4] [--db PATH|sqlite|postgres://…] [--runs N] [--check] [--otel]
 //! ```
 //!
 //! W4 runs in a child process of its own (so its peak RSS is its own), and W7
@@ -27,6 +27,7 @@
 mod check;
 mod effects;
 mod limits;
+mod otel;
 mod report;
 mod rng;
 mod scan;
@@ -77,6 +78,11 @@ struct Cli {
     /// SQLite: no in-memory copy of confirmed records (to measure what it is worth).
     #[arg(long)]
     no_confirmed_cache: bool,
+    /// Records every execution with effect-otel's observer, spans and
+    /// metrics discarded by the exporters (to measure what it costs; W4 and
+    /// W7 run in child processes without it).
+    #[arg(long)]
+    otel: bool,
     #[command(subcommand)]
     command: Option<Command>,
 }
@@ -244,6 +250,11 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         worker::run(&args)?;
         return Ok(ExitCode::SUCCESS);
     }
+    let _otel = if cli.otel {
+        Some(otel::install()?)
+    } else {
+        None
+    };
     let tuning = Tuning {
         group_commit: !cli.no_group_commit,
         confirmed_cache: !cli.no_confirmed_cache,
