@@ -11,8 +11,8 @@ use std::time::Duration;
 use effect_core::{EffectContract, EffectLedger, EffectStatus};
 use effect_exec::{EffectExecutor, ExecutorOptions, RecoveryWorker};
 use effect_ledger_sqlite::{SqliteLedger, SqliteOptions};
+use effect_test_support::time::past_every_lease;
 use effect_testkit::provider::FakePaymentProvider;
-use effect_testkit::time::past_every_lease;
 use serde_json::json;
 
 use crate::{
