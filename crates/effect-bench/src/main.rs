@@ -2,7 +2,9 @@
 //!
 //! It prints one JSON object per workload on stdout (JSON Lines): W0, W0n and
 //! W0r measure bare SQLite (the same library the ledger links, with nothing
-//! of the ledger around it), W1 to W7 measure the executor and the ledger.
+//! of the ledger around it), W1 to W7 measure the executor and the ledger,
+//! W8 maintenance (stats, the queue listing, prune beside a writer) on a
+//! large ledger.
 //! A workload whose correctness condition fails prints `"ok":false` and no
 //! figure. `--check` adds one line comparing the figures with the targets of
 //! docs/benchmarks.md#targets.
@@ -27,6 +29,7 @@
 mod check;
 mod effects;
 mod limits;
+mod maintenance;
 mod otel;
 mod report;
 mod rng;
@@ -51,7 +54,7 @@ struct Cli {
     /// Small sizes, for a correctness run in seconds (figures are meaningless).
     #[arg(long)]
     quick: bool,
-    /// Only these workloads (repeat or separate with commas): W0, W0n, W0r, W1 … W7, W1d, W1i, W4d.
+    /// Only these workloads (repeat or separate with commas): W0, W0n, W0r, W1 … W8, W1d, W1i, W4d.
     #[arg(long = "workload", value_delimiter = ',')]
     workloads: Vec<Workload>,
     /// The ledger store, as every binary names one: a directory path (a
@@ -83,6 +86,10 @@ struct Cli {
     /// W7 run in child processes without it).
     #[arg(long)]
     otel: bool,
+    /// W8: the number of operations the ledger is filled with (default
+    /// 1,000,000; 3,000 with --quick).
+    #[arg(long, value_name = "N")]
+    maintenance_size: Option<u64>,
     #[command(subcommand)]
     command: Option<Command>,
 }
@@ -110,10 +117,11 @@ pub(crate) enum Workload {
     W5,
     W6,
     W7,
+    W8,
 }
 
 impl Workload {
-    const ALL: [Workload; 13] = [
+    const ALL: [Workload; 14] = [
         Workload::W0,
         Workload::W0n,
         Workload::W0r,
@@ -127,6 +135,7 @@ impl Workload {
         Workload::W5,
         Workload::W6,
         Workload::W7,
+        Workload::W8,
     ];
 
     pub(crate) fn id(self) -> &'static str {
@@ -144,6 +153,7 @@ impl Workload {
             Workload::W5 => "W5",
             Workload::W6 => "W6",
             Workload::W7 => "W7",
+            Workload::W8 => "W8",
         }
     }
 
@@ -162,6 +172,7 @@ impl Workload {
             Workload::W5 => "contention",
             Workload::W6 => "scan",
             Workload::W7 => "multi-process",
+            Workload::W8 => "maintenance",
         }
     }
 
@@ -170,7 +181,7 @@ impl Workload {
     /// `Store::fresh`); the bare limits always run, as the reference of the
     /// ratios (W0 on the PostgreSQL server itself).
     fn runs_on_postgres(self) -> bool {
-        !matches!(self, Workload::W6)
+        !matches!(self, Workload::W6 | Workload::W8)
     }
 }
 
@@ -183,7 +194,7 @@ impl FromStr for Workload {
             .find(|w| w.id().eq_ignore_ascii_case(s.trim()))
             .ok_or_else(|| {
                 format!(
-                    "unknown workload {s:?}; expected one of W0, W0n, W0r, W1 … W7, W1d, W1i, W4d"
+                    "unknown workload {s:?}; expected one of W0, W0n, W0r, W1 … W8, W1d, W1i, W4d"
                 )
             })
     }
@@ -203,6 +214,8 @@ pub(crate) struct Sizes {
     pub(crate) scan_small: u64,
     pub(crate) processes: usize,
     pub(crate) multi_ids: u64,
+    pub(crate) maintenance: u64,
+    pub(crate) writer_effects: u64,
 }
 
 impl Sizes {
@@ -218,6 +231,8 @@ impl Sizes {
         scan_small: 1000,
         processes: 4,
         multi_ids: 500,
+        maintenance: 1_000_000,
+        writer_effects: 300,
     };
 
     const QUICK: Sizes = Sizes {
@@ -232,6 +247,8 @@ impl Sizes {
         scan_small: 200,
         processes: 4,
         multi_ids: 20,
+        maintenance: 3000,
+        writer_effects: 20,
     };
 }
 
@@ -288,7 +305,7 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
 
     let mut runs: Vec<Vec<Line>> = Vec::new();
     for run in 0..cli.runs {
-        let lines = run_once(&store, &sizes, &selected);
+        let lines = run_once(&store, &sizes, &selected, cli.maintenance_size);
         if cli.runs > 1 {
             for line in &lines {
                 eprintln!("run {}: {}", run + 1, line.to_json());
@@ -313,7 +330,12 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
 }
 
 /// Runs the selected workloads once, in order.
-fn run_once(store: &Store, sizes: &Sizes, selected: &[Workload]) -> Vec<Line> {
+fn run_once(
+    store: &Store,
+    sizes: &Sizes,
+    selected: &[Workload],
+    maintenance_size: Option<u64>,
+) -> Vec<Line> {
     let wants = |w: Workload| selected.contains(&w);
     let mut lines = Vec::new();
     for &workload in selected {
@@ -368,6 +390,10 @@ fn run_once(store: &Store, sizes: &Sizes, selected: &[Workload]) -> Vec<Line> {
                 store,
                 sizes.multi_ids,
                 sizes.processes,
+            )),
+            Workload::W8 => lines.push(maintenance::maintenance(
+                maintenance_size.unwrap_or(sizes.maintenance),
+                sizes.writer_effects,
             )),
         }
     }

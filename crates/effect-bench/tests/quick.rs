@@ -6,8 +6,8 @@ use std::process::Command;
 
 use serde_json::Value;
 
-const WORKLOADS: [&str; 13] = [
-    "W0", "W0n", "W0r", "W1", "W1d", "W1i", "W2", "W3", "W4", "W4d", "W5", "W6", "W7",
+const WORKLOADS: [&str; 14] = [
+    "W0", "W0n", "W0r", "W1", "W1d", "W1i", "W2", "W3", "W4", "W4d", "W5", "W6", "W7", "W8",
 ];
 
 #[test]

@@ -64,7 +64,7 @@ pub struct SqliteLedger {
     /// file lock and the busy timeout.
     group: Arc<GroupCommit>,
     /// How long a transition waits for another process's lock.
-    busy_timeout: Duration,
+    pub(crate) busy_timeout: Duration,
     /// The file opened, checked before every commit.
     pub(crate) file: Arc<LedgerFile>,
     pub(crate) confirmed: Arc<ConfirmedCache>,

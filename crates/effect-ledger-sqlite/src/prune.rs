@@ -99,12 +99,32 @@ impl SqliteLedger {
         if request.dry_run {
             return count_prunable(&mut conn, request);
         }
+        // SQLite's own busy handler sleeps up to 100 ms between looks at
+        // the lock, which agents writing back to back hold most of the
+        // time: a batch would rarely find it free. Look every millisecond
+        // instead, then give the connection its busy timeout back.
+        conn.busy_handler(Some(poll_for_lock))
+            .map_err(|e| ledger_error(doing(), e))?;
+        let result = self.prune_batches(&mut conn, request, archive, progress);
+        conn.busy_timeout(self.busy_timeout)
+            .map_err(|e| ledger_error(doing(), e))?;
+        result
+    }
+
+    #[allow(clippy::disallowed_methods)] // --max-duration is real elapsed time.
+    fn prune_batches(
+        &self,
+        conn: &mut Connection,
+        request: &PruneRequest,
+        archive: &mut dyn PruneArchive,
+        progress: &mut dyn FnMut(&PruneReport),
+    ) -> Result<PruneReport, LedgerError> {
         let limits = request.limits;
         let started = Instant::now();
         let mut report = PruneReport::new(0, 0, false);
-        let resumed = resumed_batch(&conn, archive)?;
+        let resumed = resumed_batch(conn, archive)?;
         if !resumed.is_empty() {
-            let held = self.delete_resumed(&mut conn, &resumed, &mut report)?;
+            let held = self.delete_resumed(conn, &resumed, &mut report)?;
             progress(&report);
             std::thread::sleep(limits.pause_after(held));
         }
@@ -116,7 +136,7 @@ impl SqliteLedger {
                 report.complete = false;
                 break;
             }
-            let batch = self.prune_batch(&mut conn, request, archive, &mut report)?;
+            let batch = self.prune_batch(conn, request, archive, &mut report)?;
             if batch.operations > 0 {
                 progress(&report);
             }
@@ -237,6 +257,20 @@ impl SqliteLedger {
         report.batches += 1;
         Ok(locked.elapsed())
     }
+}
+
+/// How many milliseconds a batch waits for the write lock, looking every
+/// millisecond, before it fails as busy.
+const LOCK_WAIT_MS: i32 = 5000;
+
+/// The prune's busy handler: another look at the lock in a millisecond, for
+/// [`LOCK_WAIT_MS`] at most.
+fn poll_for_lock(attempts: i32) -> bool {
+    if attempts >= LOCK_WAIT_MS {
+        return false;
+    }
+    std::thread::sleep(Duration::from_millis(1));
+    true
 }
 
 /// What one batch did.

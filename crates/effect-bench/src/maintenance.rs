@@ -1,0 +1,274 @@
+//! W8: maintenance on a large ledger. A SQLite ledger of `n` operations
+//! (98 % confirmed, 1 % quarantined, 1 % prepared, 4 events each, all a
+//! month old) is filled directly in the ledger's layout (its triggers keep
+//! the status counters as the rows go in), then: `stats` and the queue
+//! listing are timed; a writer executing fresh effects on a second handle
+//! of the file (as another process would) is timed alone, then beside a
+//! prune of every confirmed operation, whose throughput is measured. The
+//! correctness check: the archive holds exactly the operations deleted
+//! (the dry run's count), `stats` equals a full count, and every one of the
+//! writer's effects was confirmed.
+
+use std::path::Path;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant, UNIX_EPOCH};
+
+use anyhow::{Context, ensure};
+use effect_core::clock::format_timestamp;
+use effect_core::{
+    ArchiveFile, Claim, Confirmation, EffectLedger, EffectLedgerExt as _, EffectStatus, Evidence,
+    ListQuery, NewOperation, PruneRequest, RequestFingerprint, Transition,
+};
+use effect_ledger_sqlite::{SqliteLedger, SqliteOptions};
+use rusqlite::{Connection, params};
+
+use crate::Workload;
+use crate::report::Line;
+
+/// How many times `stats` and the queue listing are timed.
+const READ_CALLS: usize = 20;
+
+/// W8 on a ledger of `n` operations; `writer_effects` effects time the
+/// writer alone.
+pub(crate) fn maintenance(n: u64, writer_effects: u64) -> Line {
+    let workload = Workload::W8;
+    measure(n, writer_effects)
+        .unwrap_or_else(|err| Line::failed(workload, n, 1, format!("{err:#}")))
+}
+
+fn measure(n: u64, writer_effects: u64) -> anyhow::Result<Line> {
+    let dir = tempfile::tempdir().context("creating a temporary directory")?;
+    let path = dir.path().join("w8.sqlite3");
+    drop(SqliteLedger::open(&path, SqliteOptions::default()).context("creating the ledger")?);
+    let start = Instant::now();
+    fill(&path, n)?;
+    let fill_seconds = start.elapsed().as_secs_f64();
+    let file_mb = std::fs::metadata(&path)?.len() as f64 / 1e6;
+
+    let ledger = SqliteLedger::open(&path, SqliteOptions::default())?;
+    let stats_ms = median_ms(|| ledger.stats().map(drop))?;
+    let queue = ListQuery::with_status(EffectStatus::Quarantined, 100);
+    let queue_ms = median_ms(|| ledger.list(&queue).map(drop))?;
+    let prepared = ListQuery::with_status(EffectStatus::Prepared, 100);
+    let waiting_ms = median_ms(|| ledger.list(&prepared).map(drop))?;
+
+    // The writer alone.
+    let writer = SqliteLedger::open(&path, SqliteOptions::default())?;
+    let mut alone = Vec::new();
+    for i in 0..writer_effects {
+        alone.push(effect(&writer, &format!("alone:{i}"))?);
+    }
+
+    // The prune, with the writer beside it until it ends.
+    let request = PruneRequest::before("2026-02-01T00:00:00.000000+00:00")
+        .statuses(vec![EffectStatus::Confirmed]);
+    let expected = ledger.prune(&request.clone().dry_run(true), &mut std::io::sink())?;
+    let done = Arc::new(AtomicBool::new(false));
+    let beside = std::thread::scope(|scope| -> anyhow::Result<_> {
+        let handle = scope.spawn({
+            let done = Arc::clone(&done);
+            let writer = &writer;
+            move || -> anyhow::Result<Vec<Duration>> {
+                let mut latencies = Vec::new();
+                let mut i = 0;
+                while !done.load(Ordering::Acquire) {
+                    latencies.push(effect(writer, &format!("beside:{i}"))?);
+                    i += 1;
+                }
+                Ok(latencies)
+            }
+        });
+        let archive_path = dir.path().join("archive.jsonl");
+        let mut archive = ArchiveFile::create(&archive_path)?;
+        let start = Instant::now();
+        let pruned = ledger.prune(&request, &mut archive);
+        let prune_elapsed = start.elapsed();
+        done.store(true, Ordering::Release);
+        let latencies = handle
+            .join()
+            .map_err(|_| anyhow::anyhow!("the writer panicked"))??;
+        Ok((pruned?, prune_elapsed, archive.lines(), latencies))
+    })?;
+    let (report, prune_elapsed, lines, beside) = beside;
+
+    ensure!(
+        report.operations == expected.operations && lines == expected.operations,
+        "pruned {} operations with {lines} archive lines; the dry run counted {}",
+        report.operations,
+        expected.operations
+    );
+    let stats = ledger.stats()?;
+    ensure!(
+        stats.counts == full_count(&path)?,
+        "stats {:?} differs from a full count",
+        stats.counts
+    );
+    let confirmed_writes = alone.len() + beside.len();
+    let confirmed = stats
+        .counts
+        .iter()
+        .find(|(s, _)| *s == EffectStatus::Confirmed)
+        .map_or(0, |(_, n)| *n);
+    ensure!(
+        confirmed == confirmed_writes as u64,
+        "{confirmed} confirmed operations left; the writer confirmed {confirmed_writes}"
+    );
+    let prune_seconds = prune_elapsed.as_secs_f64();
+    let mut line = Line::measured(Workload::W8, report.operations, 1, prune_elapsed);
+    line.per_second = Some(crate::report::per_second(report.operations, prune_seconds));
+    let p99_alone = p99_ms(&mut alone);
+    let p99_beside = p99_ms(&mut beside.clone());
+    Ok(line
+        .with("store", "sqlite")
+        .with("ledger_operations", n)
+        .with("file_mb", file_mb)
+        .with("fill_seconds", fill_seconds)
+        .with("stats_ms", stats_ms)
+        .with("queue_list_ms", queue_ms)
+        .with("waiting_list_ms", waiting_ms)
+        .with("batches", report.batches)
+        .with("writer_p99_ms", p99_alone)
+        .with("writer_p99_ms_during_prune", p99_beside)
+        .with("writer_p99_ratio", p99_beside / p99_alone.max(f64::EPSILON))
+        .with(
+            "writer_max_ms_during_prune",
+            beside
+                .iter()
+                .max()
+                .map_or(0.0, |d| d.as_secs_f64() * 1000.0),
+        )
+        .with("writer_effects_during_prune", beside.len() as u64))
+}
+
+/// One fresh effect through the ledger as the executor writes it: prepared
+/// and claimed in one commit, then confirmed. Its latency.
+fn effect(ledger: &SqliteLedger, id: &str) -> anyhow::Result<Duration> {
+    let op = NewOperation {
+        requires_approval: false,
+        contract_name: "bench_capture".into(),
+        contract_version: "1".into(),
+        fingerprint: RequestFingerprint::of_canonical(&format!(r#"{{"id":"{id}"}}"#)),
+        provider_idempotency_key: None,
+        intent: None,
+        redacted_arguments: None,
+        trace_context: None,
+    };
+    let claim = Claim {
+        owner_token: "writer".into(),
+        lease: Duration::from_secs(60),
+        budgets: Vec::new(),
+    };
+    let start = Instant::now();
+    let claimed = ledger.apply(id, &Transition::PrepareAndClaim(op, claim))?;
+    ensure!(claimed.applied, "the claim of {id} was refused");
+    let confirmation = Confirmation {
+        output: serde_json::json!({"ok": true}),
+        provider_operation_id: None,
+        evidence: Evidence::new(),
+    };
+    ensure!(
+        ledger.mark_confirmed(id, Some("writer"), &confirmation)?,
+        "the confirmation of {id} was refused"
+    );
+    Ok(start.elapsed())
+}
+
+fn median_ms(
+    mut call: impl FnMut() -> Result<(), effect_core::LedgerError>,
+) -> anyhow::Result<f64> {
+    call()?;
+    let mut times = Vec::with_capacity(READ_CALLS);
+    for _ in 0..READ_CALLS {
+        let start = Instant::now();
+        call()?;
+        times.push(start.elapsed());
+    }
+    times.sort();
+    Ok(times[READ_CALLS / 2].as_secs_f64() * 1000.0)
+}
+
+fn p99_ms(latencies: &mut [Duration]) -> f64 {
+    latencies.sort();
+    let at = (latencies.len() * 99 / 100).min(latencies.len().saturating_sub(1));
+    latencies.get(at).map_or(0.0, |d| d.as_secs_f64() * 1000.0)
+}
+
+fn full_count(path: &Path) -> anyhow::Result<Vec<(EffectStatus, u64)>> {
+    let conn = Connection::open(path)?;
+    let mut counts: Vec<(EffectStatus, u64)> =
+        EffectStatus::ALL.into_iter().map(|s| (s, 0)).collect();
+    let mut stmt =
+        conn.prepare("SELECT status, COUNT(*) FROM effect_operations GROUP BY status")?;
+    let mut rows = stmt.query([])?;
+    while let Some(row) = rows.next()? {
+        let status: EffectStatus = row.get::<_, String>(0)?.parse()?;
+        let n: i64 = row.get(1)?;
+        if let Some(entry) = counts.iter_mut().find(|(s, _)| *s == status) {
+            entry.1 = u64::try_from(n)?;
+        }
+    }
+    Ok(counts)
+}
+
+/// Inserts `n` operations of January 2026 and their events, in the ledger's
+/// layout, in one transaction.
+fn fill(path: &Path, n: u64) -> anyhow::Result<()> {
+    let mut conn = Connection::open(path).context("opening the ledger file")?;
+    // Setup, not measured: the ledger reopens the file with its own settings.
+    conn.pragma_update(None, "synchronous", "OFF")?;
+    let tx = conn.transaction()?;
+    {
+        let mut op = tx.prepare(
+            "INSERT INTO effect_operations (operation_id, contract_name, contract_version, \
+                request_fingerprint, provider_idempotency_key, status, result_json, \
+                provider_operation_id, error, attempts, evidence_json, owner_token, lease_until, \
+                created_at, updated_at, last_event_sequence) \
+             VALUES (?1, 'bench_capture', '1', ?2, ?3, ?4, ?5, NULL, NULL, 1, '{}', NULL, NULL, ?6, ?7, ?8)",
+        )?;
+        let mut event = tx.prepare(
+            "INSERT INTO effect_events (sequence, operation_id, event_type, data_json, timestamp) \
+             VALUES (?1, ?2, ?3, ?4, ?5)",
+        )?;
+        let mut sequence: i64 = 0;
+        // 2026-01-01T00:00:00Z on, one millisecond per event.
+        let mut micros: u64 = 1_767_225_600_000_000;
+        let mut stamp = || {
+            micros += 1000;
+            format_timestamp(UNIX_EPOCH + Duration::from_micros(micros))
+        };
+        for i in 0..n {
+            let id = format!("op:{i}");
+            let (status, kinds): (&str, &[&str]) = match i % 100 {
+                0 => (
+                    "quarantined",
+                    &["prepared", "dispatched", "outcome_unknown", "quarantined"],
+                ),
+                1 => ("prepared", &["prepared"]),
+                _ => (
+                    "confirmed",
+                    &["prepared", "dispatched", "lease_renewed", "confirmed"],
+                ),
+            };
+            let stamps: Vec<String> = kinds.iter().map(|_| stamp()).collect();
+            let result = (status == "confirmed").then(|| format!(r#"{{"ok":{i}}}"#));
+            op.execute(params![
+                id,
+                format!("blake3:{i:064x}"),
+                format!("key:{i}"),
+                status,
+                result,
+                stamps[0],
+                stamps[stamps.len() - 1],
+                sequence + kinds.len() as i64,
+            ])?;
+            for (kind, at) in kinds.iter().zip(&stamps) {
+                sequence += 1;
+                event.execute(params![sequence, id, kind, r#"{"bench":true}"#, at])?;
+            }
+        }
+    }
+    tx.commit()?;
+    conn.execute_batch("PRAGMA wal_checkpoint(TRUNCATE)")?;
+    Ok(())
+}
