@@ -185,8 +185,11 @@ fn prune_child(role: &str, db: &std::path::Path) -> TestResult {
         appends: 0,
         abort_at: (point == "append").then_some(n),
     };
+    // Batches end at KILL_BATCH rows, never at the time bound, however
+    // loaded the machine: the test counts lines per batch.
     let limits = effect_core::PruneLimits::default()
         .batch_rows(KILL_BATCH)
+        .batch_time(Duration::from_secs(600))
         .min_pause(Duration::ZERO);
     let request = PruneRequest::before(CUTOFF).limits(limits);
     let mut batches = 0;
@@ -338,7 +341,9 @@ fn prune_works_in_batches_and_stops_at_its_max_duration() -> TestResult {
     );
     assert_eq!(ids(&ledger)?.len(), 5);
 
-    let limits = effect_core::PruneLimits::default().batch_rows(1);
+    let limits = effect_core::PruneLimits::default()
+        .batch_rows(1)
+        .batch_time(Duration::from_secs(600));
     let mut seen = Vec::new();
     let report = ledger.prune_with_progress(
         &PruneRequest::before(CUTOFF).limits(limits),
