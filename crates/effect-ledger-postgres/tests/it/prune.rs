@@ -73,3 +73,82 @@ fn prune_archives_then_deletes_old_terminal_operations_only() -> TestResult {
     assert!(ledger.events("old rejected")?.is_empty());
     Ok(())
 }
+
+/// An archive whose second append is durable but answered with an error
+/// (as a crash right after the sync would leave it): that batch is not
+/// deleted, and a prune resumed into the same archive deletes it without a
+/// second line, then goes on in batches.
+struct FailAfterSecondAppend {
+    inner: effect_core::ArchiveFile,
+    appends: usize,
+}
+
+impl effect_core::PruneArchive for FailAfterSecondAppend {
+    fn append(&mut self, lines: &[u8]) -> Result<(), effect_core::LedgerError> {
+        self.inner.append(lines)?;
+        self.appends += 1;
+        if self.appends == 2 {
+            return Err(effect_core::LedgerError::backend(
+                "cut off after the sync",
+                None,
+            ));
+        }
+        Ok(())
+    }
+}
+
+#[test]
+fn an_interrupted_batched_prune_resumes_without_a_second_line() -> TestResult {
+    let Some(url) = server_url("an_interrupted_batched_prune_resumes_without_a_second_line") else {
+        return Ok(());
+    };
+    let schema = TestSchema::new(&url, "prune_resume")?;
+    let ledger = schema.ledger()?;
+    let confirmation = Confirmation {
+        output: serde_json::json!({"ok": true}),
+        provider_operation_id: None,
+        evidence: Evidence::new(),
+    };
+    for n in 0..10 {
+        let id = format!("op-{n}");
+        ledger.prepare(&id, &new_operation(n))?;
+        ledger.mark_confirmed(&id, None, &confirmation)?;
+    }
+    let dir = tempfile::tempdir()?;
+    let path = dir.path().join("archive.jsonl");
+    let limits = effect_core::PruneLimits::default()
+        .batch_rows(3)
+        .batch_time(Duration::from_secs(600))
+        .min_pause(Duration::ZERO);
+    let request = PruneRequest::before("9999-01-01T00:00:00+00:00").limits(limits);
+    let mut failing = FailAfterSecondAppend {
+        inner: effect_core::ArchiveFile::create(&path)?,
+        appends: 0,
+    };
+    assert!(ledger.prune(&request, &mut failing).is_err());
+    assert_eq!(
+        ledger.list(&ListQuery::new(100))?.len(),
+        7,
+        "the second batch stayed"
+    );
+    assert_eq!(std::fs::read_to_string(&path)?.lines().count(), 6);
+
+    let mut resumed = effect_core::ArchiveFile::resume(&path)?;
+    let report = ledger.prune(&request, &mut resumed)?;
+    assert_eq!((report.operations, report.resumed), (7, 3));
+    assert!(ledger.list(&ListQuery::new(100))?.is_empty());
+    let archived: Vec<ArchivedOperation> = std::fs::read_to_string(&path)?
+        .lines()
+        .map(serde_json::from_str)
+        .collect::<Result<_, _>>()?;
+    let mut ids: Vec<&str> = archived
+        .iter()
+        .map(|a| a.operation.operation_id.as_str())
+        .collect();
+    assert_eq!(ids.len(), 10, "each operation once");
+    ids.sort_unstable();
+    ids.dedup();
+    assert_eq!(ids.len(), 10, "no operation twice");
+    assert!(archived.iter().all(|a| a.events.len() == 2));
+    Ok(())
+}
