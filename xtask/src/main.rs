@@ -19,7 +19,10 @@ const TASKS: &[(&str, &str)] = &[
         "cargo clippy on every target and feature, -D warnings",
     ),
     ("features", "cargo check with --no-default-features"),
-    ("test", "cargo test --workspace --all-features"),
+    (
+        "test",
+        "cargo test --workspace --all-features, with the kill-9 soak tests (EFFECT_SLOW_TESTS=1)",
+    ),
     (
         "snapshots",
         "fail on pending insta snapshots (.snap.new, .pending-snap)",
@@ -129,7 +132,16 @@ fn run(task: &str) -> Result<()> {
             "--all-targets",
             "--no-default-features",
         ]),
-        "test" => cargo(&["test", "--workspace", "--all-features"]),
+        // The kill-9 soak tests run here (and so in CI), not in a quick
+        // `cargo test` (crates/effect-test-support/src/slow.rs).
+        "test" => {
+            let status = Command::new("cargo")
+                .args(["test", "--workspace", "--all-features"])
+                .env("EFFECT_SLOW_TESTS", "1")
+                .status()
+                .context("running cargo test")?;
+            check(status, "cargo test")
+        }
         "snapshots" => {
             let pending = tidy::pending_snapshots(std::path::Path::new("."))?;
             if pending.is_empty() {

@@ -5,6 +5,8 @@
 //!   from, as a builder to add a probe or a guarantee to.
 //! - [`servers`]: the PostgreSQL test server (and its TLS CA) found through
 //!   the environment, with the skip-or-fail rule of `EFFECT_REQUIRE_POSTGRES`.
+//! - [`slow`]: the switch (`EFFECT_SLOW_TESTS=1`, set by `cargo xtask test`)
+//!   that runs the kill-9 soak tests, which a quick `cargo test` skips.
 //! - [`snapshots`]: the one insta settings helper (redactions and filters)
 //!   that every crate's snapshot tests bind around their assertions.
 //! - [`time`]: a clock past every lease of the processes a test killed, so
@@ -28,5 +30,6 @@
 pub mod contracts;
 pub mod pg_proxy;
 pub mod servers;
+pub mod slow;
 pub mod snapshots;
 pub mod time;

@@ -264,6 +264,9 @@ fn run_seed(seed: u64) {
 
 #[test]
 fn chaos_across_processes_commits_each_operation_once() {
+    if !effect_test_support::slow::enabled("chaos_across_processes_commits_each_operation_once") {
+        return;
+    }
     for seed in [1, 2, 3] {
         run_seed(seed);
     }

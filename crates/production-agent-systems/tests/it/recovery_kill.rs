@@ -554,6 +554,11 @@ fn run_fleet(location: Location, dir: tempfile::TempDir, seed: u64) {
 
 #[test]
 fn callers_and_recovery_workers_killed_at_random_commit_each_operation_once_on_sqlite() {
+    if !effect_test_support::slow::enabled(
+        "callers_and_recovery_workers_killed_at_random_commit_each_operation_once_on_sqlite",
+    ) {
+        return;
+    }
     for seed in [7, 8, 9] {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("effects.sqlite3");
@@ -570,6 +575,11 @@ fn callers_and_recovery_workers_killed_at_random_commit_each_operation_once_on_s
 #[cfg(feature = "postgres")]
 #[test]
 fn callers_and_recovery_workers_killed_at_random_commit_each_operation_once_on_postgres() {
+    if !effect_test_support::slow::enabled(
+        "callers_and_recovery_workers_killed_at_random_commit_each_operation_once_on_postgres",
+    ) {
+        return;
+    }
     let Some(url) = effect_test_support::servers::postgres_url(
         "callers_and_recovery_workers_killed_at_random_commit_each_operation_once_on_postgres",
     ) else {
