@@ -46,7 +46,9 @@
 mod certify;
 mod cli;
 mod commands;
+mod output;
 mod store;
 
 pub use cli::{CertifyArgs, Cli, Command, ContractArg, DbArg, Format};
-pub use commands::{CliError, Outcome, run};
+pub use commands::run;
+pub use output::{CliError, Outcome};

@@ -10,42 +10,16 @@
 //! [`EffectExecutor::execute_prepared_async`](effect_exec::EffectExecutor::execute_prepared_async),
 //! whose ledger commits run on the blocking pool too.
 
-use std::fmt;
 use std::sync::Arc;
 
-use crate::error::{PlannerError, RunError};
+use crate::error::RunError;
 use crate::flavour::on_tokio::Tokio;
-use crate::future::StepFuture;
 use crate::invocation::ToolExecutor;
-use crate::planner::{Action, PlanContext, Planner, Task};
+use crate::planner::{AsyncPlanner, Task};
 use crate::run::{Engine, Run, RunOptions, RunReport};
 use crate::runtime::AgentRuntimeBuilder;
 use crate::store::{AuditStore, CheckpointStore, EventStore};
 use crate::tool::ToolRegistry;
-
-/// Chooses a run's next action, asynchronously (an LLM call, say). Like
-/// [`Planner`], it must be a function of its context, so a resumed run
-/// continues where it stopped. Every [`Planner`] is one.
-pub trait AsyncPlanner: Send + Sync + fmt::Debug {
-    /// The next action.
-    ///
-    /// # Errors
-    ///
-    /// [`PlannerError`] when no action can be chosen; the run then fails.
-    fn next_action<'a>(
-        &'a self,
-        context: &'a PlanContext<'a>,
-    ) -> StepFuture<'a, Result<Action, PlannerError>>;
-}
-
-impl<P: Planner> AsyncPlanner for P {
-    fn next_action<'a>(
-        &'a self,
-        context: &'a PlanContext<'a>,
-    ) -> StepFuture<'a, Result<Action, PlannerError>> {
-        Box::pin(std::future::ready(Planner::next_action(self, context)))
-    }
-}
 
 /// Runs tasks like [`AgentRuntime`](crate::AgentRuntime), on tokio: the same
 /// run-status machine, policy, schema validation, checkpoints, trace and
@@ -154,7 +128,7 @@ impl AsyncAgentRuntime {
     ) -> Result<crate::compensation::RunCompensation, RunError> {
         let engine = self.engine.clone();
         let id = run_id.to_owned();
-        tokio::task::spawn_blocking(move || crate::compensation::compensate_run(&engine, &id))
+        tokio::task::spawn_blocking(move || crate::run::compensate::compensate_run(&engine, &id))
             .await
             .map_err(|err| RunError::Store {
                 run_id: run_id.to_owned(),

@@ -114,7 +114,7 @@ impl Flavour for Blocking {
         prepared: &'a effect_exec::PreparedEffect,
         definition: &'a ToolDefinition,
     ) -> StepFuture<'a, Result<effect_core::EffectResult, effect_exec::ExecError>> {
-        Box::pin(std::future::ready(crate::invocation::effect::execute(
+        Box::pin(std::future::ready(crate::invocation::dispatch::execute(
             effects, prepared, definition,
         )))
     }

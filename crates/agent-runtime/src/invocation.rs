@@ -5,7 +5,8 @@
 //! executor's one derivation of the operation id) in `prepare.rs`, the
 //! retry and circuit-breaker loop of plain tools in `plain.rs`, a handler
 //! call under a thread timeout in `thread.rs`, and the effect executor's
-//! path in `effect.rs`. How user code is called and how a retry waits is the
+//! path in `effect.rs` (its call, as both flavours make it, in
+//! `dispatch.rs`). How user code is called and how a retry waits is the
 //! flavour's (`flavour.rs`), the one seam between the sync and async runtimes.
 
 use std::sync::Arc;
@@ -23,6 +24,8 @@ use crate::resilience::{
 };
 use crate::tool::ToolRegistry;
 
+#[cfg(feature = "effects")]
+pub(crate) mod dispatch;
 #[cfg(feature = "effects")]
 pub(crate) mod effect;
 mod plain;

@@ -138,7 +138,7 @@ pub mod tool;
 pub mod trace;
 
 #[cfg(feature = "tokio")]
-pub use asynchronous::{AsyncAgentRuntime, AsyncPlanner};
+pub use asynchronous::AsyncAgentRuntime;
 pub use checkpoint::invocation_id;
 #[cfg(feature = "effects")]
 pub use compensation::{
@@ -147,6 +147,8 @@ pub use compensation::{
 pub use effect_schema::InputSchema;
 pub use error::{PlannerError, RegistryError, RunError, ToolError, ToolErrorKind};
 pub use future::StepFuture;
+#[cfg(feature = "tokio")]
+pub use planner::AsyncPlanner;
 pub use planner::{Action, DeterministicPlanner, PlanContext, Planner, Task};
 pub use policy::PermissionPolicy;
 pub use replay::ReplaySummary;

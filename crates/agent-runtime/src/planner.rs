@@ -6,6 +6,8 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
 use crate::error::PlannerError;
+#[cfg(feature = "tokio")]
+use crate::future::StepFuture;
 
 /// What a run is asked to do. Its id is the run id.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -128,6 +130,33 @@ pub trait Planner: Send + Sync + fmt::Debug {
     ///
     /// [`PlannerError`] when no action can be chosen; the run then fails.
     fn next_action(&self, context: &PlanContext<'_>) -> Result<Action, PlannerError>;
+}
+
+/// Chooses a run's next action, asynchronously (an LLM call, say). Like
+/// [`Planner`], it must be a function of its context, so a resumed run
+/// continues where it stopped. Every [`Planner`] is one.
+#[cfg(feature = "tokio")]
+#[cfg_attr(docsrs, doc(cfg(feature = "tokio")))]
+pub trait AsyncPlanner: Send + Sync + fmt::Debug {
+    /// The next action.
+    ///
+    /// # Errors
+    ///
+    /// [`PlannerError`] when no action can be chosen; the run then fails.
+    fn next_action<'a>(
+        &'a self,
+        context: &'a PlanContext<'a>,
+    ) -> StepFuture<'a, Result<Action, PlannerError>>;
+}
+
+#[cfg(feature = "tokio")]
+impl<P: Planner> AsyncPlanner for P {
+    fn next_action<'a>(
+        &'a self,
+        context: &'a PlanContext<'a>,
+    ) -> StepFuture<'a, Result<Action, PlannerError>> {
+        Box::pin(std::future::ready(Planner::next_action(self, context)))
+    }
 }
 
 /// A planner that plays a fixed script: step `n` gets action `n`. Once the

@@ -21,6 +21,8 @@ use crate::status::RunStatus;
 use crate::store::{AuditStore, CheckpointStore, EventStore};
 use crate::trace::{AuditKind, ToolResultStatus, TraceEventKind};
 
+#[cfg(feature = "effects")]
+pub(crate) mod compensate;
 mod invoke;
 mod record;
 mod report;

@@ -137,7 +137,7 @@ impl AgentRuntime {
         &self,
         run_id: &str,
     ) -> Result<crate::compensation::RunCompensation, RunError> {
-        crate::compensation::compensate_run(&self.engine, run_id)
+        crate::run::compensate::compensate_run(&self.engine, run_id)
     }
 }
 

@@ -16,7 +16,7 @@ use effect_testkit::certify::{Certification, CertifyFault};
 use serde_json::Value;
 
 use crate::cli::{CertifyArgs, Format};
-use crate::commands::{CliError, Outcome, emit_to};
+use crate::output::{CliError, Outcome, emit_to};
 use template::Template;
 
 /// Runs the certification `args` describe and prints its report.

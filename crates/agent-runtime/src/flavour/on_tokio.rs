@@ -13,12 +13,11 @@ use tokio::task::{JoinError, JoinHandle};
 use tracing::Instrument;
 
 use super::Flavour;
-use crate::asynchronous::AsyncPlanner;
 use crate::error::{PlannerError, StoreError, ToolError};
 use crate::future::StepFuture;
-use crate::invocation::effect;
+use crate::invocation::dispatch as effect;
 use crate::invocation::thread::attempt_blocking;
-use crate::planner::{Action, PlanContext};
+use crate::planner::{Action, AsyncPlanner, PlanContext};
 use crate::resilience::Sleeper;
 use crate::tool::{ToolDefinition, ToolInput};
 
