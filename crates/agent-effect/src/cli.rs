@@ -145,14 +145,41 @@ pub struct CertifyArgs {
     #[arg(long, default_value = "capture_payment", value_name = "NAME")]
     pub contract_name: String,
 
-    /// Each fault's arguments, as JSON; `{fault}` is replaced by the
-    /// fault's name, so each fault is its own operation at the provider.
+    /// Each fault's arguments, as JSON; `{run}` is replaced by the run's id
+    /// and `{fault}` by the fault's name, so each fault of each run is its
+    /// own operation at the provider.
     #[arg(
         long,
         value_name = "JSON",
-        default_value = r#"{"invoice_id": "INV-certify-{fault}", "amount_cents": 1250}"#
+        default_value = r#"{"invoice_id": "INV-certify-{run}-{fault}", "amount_cents": 1250}"#
     )]
     pub arguments: String,
+
+    /// The run's id, put in the arguments where they say `{run}`: every run
+    /// gets fresh operations at the provider, so a rerun against the same
+    /// sandbox exercises the faults again (default: random).
+    #[arg(long, value_name = "ID")]
+    pub run_id: Option<String>,
+
+    /// The contract stores its intent (the arguments, sealed when they hold
+    /// secrets), as a contract with `store_intent` does.
+    #[arg(long)]
+    pub store_intent: bool,
+
+    /// A JSON Pointer of a secret argument, redacted from what the ledger
+    /// stores (repeatable), as the contract's `redact` paths.
+    #[arg(long, value_name = "POINTER")]
+    pub redact: Vec<String>,
+
+    /// A file holding the 32-byte key (64 hex digits) that seals stored
+    /// intent holding secrets, as the deployment's keyring does.
+    #[arg(long, value_name = "FILE")]
+    pub sealing_key: Option<PathBuf>,
+
+    /// A file holding the key (64 hex digits) that fingerprints secret
+    /// arguments, as the deployment's fingerprint key does.
+    #[arg(long, value_name = "FILE")]
+    pub fingerprint_key: Option<PathBuf>,
 
     /// The operation id template (`{NAME}` is an argument).
     #[arg(

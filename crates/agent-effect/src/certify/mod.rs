@@ -10,7 +10,9 @@ use std::io::Write;
 use std::time::Duration;
 
 use anyhow::{Context, anyhow, bail};
-use effect_core::{CallbackError, EffectContract, OutcomeProbeResult};
+use effect_core::{
+    CallbackError, EffectContract, FingerprintKey, Keyring, OutcomeProbeResult, SealingKey,
+};
 use effect_exec::{HandlerContext, HandlerError};
 use effect_testkit::certify::{Certification, CertifyFault};
 use serde_json::Value;
@@ -66,6 +68,10 @@ pub(crate) struct Spec {
     key_guaranteed: bool,
     faults: Vec<CertifyFault>,
     deadline: Duration,
+    store_intent: bool,
+    redact: Vec<String>,
+    keyring: Option<Keyring>,
+    fingerprint_key: Option<FingerprintKey>,
 }
 
 impl Spec {
@@ -75,9 +81,17 @@ impl Spec {
         } else {
             args.faults.clone()
         };
+        let run = match &args.run_id {
+            Some(run) if run.trim().is_empty() => bail!("--run-id must not be empty"),
+            Some(run) => run.clone(),
+            None => uuid::Uuid::new_v4().simple().to_string()[..12].to_owned(),
+        };
         let mut arguments = HashMap::new();
         for &fault in &faults {
-            let text = args.arguments.replace("{fault}", fault.name());
+            let text = args
+                .arguments
+                .replace("{run}", &run)
+                .replace("{fault}", fault.name());
             let value: Value = serde_json::from_str(&text)
                 .with_context(|| format!("--arguments is not JSON: {text}"))?;
             if !value.is_object() {
@@ -92,8 +106,32 @@ impl Spec {
             }
             Ok(template)
         };
+        let key_file = |flag: &str, path: &std::path::Path| -> anyhow::Result<String> {
+            std::fs::read_to_string(path)
+                .with_context(|| format!("{flag}: could not read {}", path.display()))
+                .map(|text| text.trim().to_owned())
+        };
+        let keyring = match &args.sealing_key {
+            Some(path) => {
+                let key = SealingKey::parse(&key_file("--sealing-key", path)?)
+                    .context("--sealing-key")?;
+                Some(Keyring::new("certify", key).context("--sealing-key")?)
+            }
+            None => None,
+        };
+        let fingerprint_key = match &args.fingerprint_key {
+            Some(path) => Some(
+                FingerprintKey::parse(&key_file("--fingerprint-key", path)?)
+                    .context("--fingerprint-key")?,
+            ),
+            None => None,
+        };
         let spec = Spec {
             name: args.contract_name.clone(),
+            store_intent: args.store_intent,
+            redact: args.redact.clone(),
+            keyring,
+            fingerprint_key,
             operation_id: identity("--operation-id", &args.operation_id)?,
             key: args
                 .key
@@ -139,6 +177,9 @@ impl Spec {
         if let Some(probe) = probe {
             builder = builder.outcome_probe(probe);
         }
+        builder = builder
+            .store_intent(self.store_intent)
+            .redact(self.redact.iter().map(String::as_str));
         builder.build().context("the contract is invalid")
     }
 
@@ -148,10 +189,17 @@ impl Spec {
         H: Fn(Value, HandlerContext) -> Result<Value, HandlerError> + Send + Sync + 'static,
     {
         let arguments = self.arguments.clone();
-        Certification::new(contract, handler)
+        let mut certification = Certification::new(contract, handler)
             .arguments(move |fault| arguments.get(&fault).cloned().unwrap_or(Value::Null))
             .faults(self.faults.clone())
-            .deadline(self.deadline)
+            .deadline(self.deadline);
+        if let Some(keyring) = &self.keyring {
+            certification = certification.keyring(keyring.clone());
+        }
+        if let Some(key) = &self.fingerprint_key {
+            certification = certification.fingerprint_key(key.clone());
+        }
+        certification
     }
 }
 

@@ -15,9 +15,12 @@ use serde_json::Value;
 
 use crate::{agent_effect, stderr, stdout};
 
+/// The run id the tests pass (`--run-id`), so the invoices are known.
+const RUN: &str = "t1";
+
 /// The invoice of each fault under the default `--arguments`.
 fn invoice(fault: CertifyFault) -> String {
-    format!("INV-certify-{fault}")
+    format!("INV-certify-{RUN}-{fault}")
 }
 
 /// Runs `agent-effect certify ARGS --format json`, checks the exit code,
@@ -25,7 +28,7 @@ fn invoice(fault: CertifyFault) -> String {
 fn certify(args: &[&str], expected_exit: i32) -> Value {
     let mut all = vec!["certify"];
     all.extend_from_slice(args);
-    all.extend_from_slice(&["--format", "json"]);
+    all.extend_from_slice(&["--format", "json", "--run-id", RUN]);
     let output = agent_effect(&all);
     assert_eq!(
         output.status.code(),
@@ -364,4 +367,116 @@ fn certify_refuses_what_it_cannot_run_with_one_line() {
     }
     // Nothing was captured by the refused runs.
     assert_eq!(mcp_counts(dir.path()), [0; 6]);
+}
+
+/// `certify ARGS --format json` without a fixed run id.
+fn certify_fresh(args: &[&str], expected_exit: i32) -> Value {
+    let mut all = vec!["certify"];
+    all.extend_from_slice(args);
+    all.extend_from_slice(&["--format", "json"]);
+    let output = agent_effect(&all);
+    assert_eq!(
+        output.status.code(),
+        Some(expected_exit),
+        "{}",
+        stderr(&output)
+    );
+    serde_json::from_str(&stdout(&output)).unwrap()
+}
+
+#[test]
+fn a_rerun_against_the_same_sandbox_exercises_the_faults_again() {
+    let provider = FakeHttpProvider::start().unwrap();
+    let (url, probe, count) = (
+        provider.url("/v1/charges"),
+        provider.url("/v1/charges/by-key/{key}"),
+        provider.url("/v1/charges?invoice_id={invoice_id}"),
+    );
+    let args = [
+        "--url",
+        &url,
+        "--key",
+        "capture:{invoice_id}",
+        "--probe-url",
+        &probe,
+        "--probe-authoritative",
+        "--count-url",
+        &count,
+    ];
+    // Each run draws its own id: two runs, twelve operations, all certified.
+    for run in 1..=2 {
+        let report = certify_fresh(&args, 0);
+        assert_eq!(report["certified"], true, "run {run}: {report}");
+        assert_eq!(provider.committed_count(), 6 * run);
+    }
+    // The same run id twice: the provider already holds every operation, so
+    // the second run dispatches nothing new and fails instead of passing.
+    assert_eq!(certify(&args, 0)["certified"], true);
+    assert_eq!(provider.committed_count(), 18);
+    let again = certify(&args, 1);
+    assert_eq!(again["failed"], true);
+    for cell in again["cells"].as_array().unwrap() {
+        assert_eq!(cell["verdict"], "fail", "{cell}");
+        let findings = cell["findings"].to_string();
+        assert!(findings.contains("already held 1 effect(s)"), "{findings}");
+    }
+    assert_eq!(http_counts(&provider), [1; 6]);
+    assert_eq!(provider.committed_count(), 18);
+}
+
+#[test]
+fn a_contract_with_secrets_and_stored_intent_needs_the_sealing_key() {
+    let provider = FakeHttpProvider::start().unwrap();
+    let (url, count) = (
+        provider.url("/v1/charges"),
+        provider.url("/v1/charges?invoice_id={invoice_id}"),
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let key = dir.path().join("sealing.key");
+    std::fs::write(
+        &key,
+        "000102030405060708090a0b0c0d0e0f101112131415161718191a1b1c1d1e1f\n",
+    )
+    .unwrap();
+    let key = key.to_str().unwrap();
+    let args = [
+        "certify",
+        "--url",
+        &url,
+        "--key",
+        "capture:{invoice_id}",
+        "--key-guaranteed",
+        "--count-url",
+        &count,
+        "--arguments",
+        r#"{"invoice_id": "INV-sealed-{run}-{fault}", "amount_cents": 1250, "card": "tok_4242"}"#,
+        "--store-intent",
+        "--redact",
+        "/card",
+        "--faults",
+        "none,crash-after-commit",
+    ];
+    // Without the key the run cannot start, and says why in words.
+    let output = agent_effect(&args);
+    assert_eq!(output.status.code(), Some(3), "{}", stderr(&output));
+    let message = stderr(&output);
+    assert_eq!(message.lines().count(), 1, "{message}");
+    assert!(message.contains("the executor failed"), "{message}");
+    assert!(message.contains("seal"), "{message}");
+    assert_eq!(provider.committed_count(), 0);
+    // With it (and a fingerprint key), the contract is certified.
+    let mut sealed: Vec<&str> = args.to_vec();
+    sealed.extend_from_slice(&[
+        "--sealing-key",
+        key,
+        "--fingerprint-key",
+        key,
+        "--format",
+        "json",
+    ]);
+    let output = agent_effect(&sealed);
+    assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
+    let report: Value = serde_json::from_str(&stdout(&output)).unwrap();
+    assert_eq!(report["certified"], true, "{report}");
+    assert_eq!(provider.committed_count(), 2);
 }

@@ -1,6 +1,11 @@
 //! [`CertifyError`]: why a certification could not run.
+//!
+//! Each message says what failed and why, the cause's own chain included
+//! (`certify lost-ack: the executor failed: ...`), so `{}` and a `main`
+//! returning the error print the cause in words. The cause is kept as a
+//! field, not as `source()`, so it never prints twice.
 
-use effect_core::{BoxError, CallbackError, LedgerError};
+use effect_core::{BoxError, CallbackError, LedgerError, error_chain};
 use effect_exec::ExecError;
 
 use super::CertifyFault;
@@ -12,13 +17,15 @@ use super::CertifyFault;
 pub enum CertifyError {
     /// The contract could not derive an operation id or a key from the
     /// fault's arguments.
-    #[error("certify {fault}: the contract refused the arguments")]
+    #[error(
+        "certify {fault}: the contract refused the arguments: {}",
+        error_chain(cause)
+    )]
     Contract {
         /// The fault.
         fault: CertifyFault,
         /// The contract's error.
-        #[source]
-        source: CallbackError,
+        cause: CallbackError,
     },
     /// Two faults' arguments derive the same operation: their cells would
     /// meet at the provider.
@@ -32,31 +39,28 @@ pub enum CertifyError {
         operation_id: String,
     },
     /// The executor could not do its job (not an uncertain outcome).
-    #[error("certify {fault}: the executor failed")]
+    #[error("certify {fault}: the executor failed: {}", error_chain(cause))]
     Execution {
         /// The fault.
         fault: CertifyFault,
         /// The executor's error.
-        #[source]
-        source: ExecError,
+        cause: ExecError,
     },
     /// The cell's ledger failed.
-    #[error("certify {fault}: the ledger failed")]
+    #[error("certify {fault}: the ledger failed: {}", error_chain(cause))]
     Ledger {
         /// The fault.
         fault: CertifyFault,
         /// The ledger's error.
-        #[source]
-        source: LedgerError,
+        cause: LedgerError,
     },
     /// The user's counter failed.
-    #[error("certify {fault}: counting the provider's effects failed")]
+    #[error("certify {fault}: counting the provider's effects failed: {}", error_chain(cause.as_ref()))]
     Counter {
         /// The fault.
         fault: CertifyFault,
         /// The counter's error.
-        #[source]
-        source: BoxError,
+        cause: BoxError,
     },
     /// A request never finished.
     #[error("certify {fault}: {message}")]

@@ -76,7 +76,8 @@ use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use effect_core::{
-    BoxError, Clock, EffectContract, EffectLedger, EffectStatus, ManualClock, MemoryLedger,
+    BoxError, Clock, EffectContract, EffectLedger, EffectStatus, FingerprintKey, Keyring,
+    ManualClock, MemoryLedger,
 };
 use effect_exec::{CallOptions, EffectExecutor, ExecutorOptions, HandlerContext, HandlerError};
 use serde_json::Value;
@@ -109,6 +110,8 @@ pub struct Certification {
     deadline: Duration,
     resumes: usize,
     options: ExecutorOptions,
+    keyring: Option<Keyring>,
+    fingerprint_key: Option<FingerprintKey>,
 }
 
 impl std::fmt::Debug for Certification {
@@ -119,6 +122,11 @@ impl std::fmt::Debug for Certification {
             .field("faults", &self.faults)
             .field("deadline", &self.deadline)
             .field("resumes", &self.resumes)
+            .field(
+                "keyring",
+                &self.keyring.as_ref().map(Keyring::current_key_id),
+            )
+            .field("fingerprint_key", &self.fingerprint_key.is_some())
             .finish_non_exhaustive()
     }
 }
@@ -141,6 +149,8 @@ impl Certification {
             deadline: DEFAULT_DEADLINE,
             resumes: 2,
             options: ExecutorOptions::default(),
+            keyring: None,
+            fingerprint_key: None,
         }
     }
 
@@ -211,6 +221,35 @@ impl Certification {
         self
     }
 
+    /// Seals stored intent with `keyring`, as the deployment's executor
+    /// does (`EffectExecutor::with_keyring`): a contract that stores its
+    /// intent and has secret arguments is certified only with one.
+    #[must_use]
+    pub fn keyring(mut self, keyring: Keyring) -> Self {
+        self.keyring = Some(keyring);
+        self
+    }
+
+    /// Fingerprints secret arguments with `key`, as the deployment's
+    /// executor does (`EffectExecutor::with_fingerprint_key`).
+    #[must_use]
+    pub fn fingerprint_key(mut self, key: FingerprintKey) -> Self {
+        self.fingerprint_key = Some(key);
+        self
+    }
+
+    /// An executor on `ledger` with this certification's options and keys.
+    fn executor(&self, ledger: Arc<dyn EffectLedger>, clock: &Arc<ManualClock>) -> EffectExecutor {
+        let mut executor = EffectExecutor::with_clock(ledger, self.options.clone(), clock.clone());
+        if let Some(keyring) = &self.keyring {
+            executor = executor.with_keyring(keyring.clone());
+        }
+        if let Some(key) = &self.fingerprint_key {
+            executor = executor.with_fingerprint_key(key.clone());
+        }
+        executor
+    }
+
     /// Runs every fault and judges each cell.
     ///
     /// # Errors
@@ -254,7 +293,7 @@ impl Certification {
         let key = self
             .contract
             .provider_idempotency_key(&(self.arguments)(fault))
-            .map_err(|source| CertifyError::Contract { fault, source })?;
+            .map_err(|cause| CertifyError::Contract { fault, cause })?;
         Ok(Declared {
             provider_key: key.is_some(),
             key_guaranteed: self.contract.provider_idempotency_guaranteed(),
@@ -265,14 +304,18 @@ impl Certification {
     fn operation_id(&self, fault: CertifyFault, arguments: &Value) -> Result<String, CertifyError> {
         self.contract
             .operation_id(arguments)
-            .map_err(|source| CertifyError::Contract { fault, source })
+            .map_err(|cause| CertifyError::Contract { fault, cause })
     }
 
     fn run_cell(&self, fault: CertifyFault) -> Result<Observed, CertifyError> {
         let arguments = (self.arguments)(fault);
         let operation_id = self.operation_id(fault, &arguments)?;
-        let ledger_error = |source| CertifyError::Ledger { fault, source };
-        let exec_error = |source| CertifyError::Execution { fault, source };
+        let ledger_error = |cause| CertifyError::Ledger { fault, cause };
+        let exec_error = |cause| CertifyError::Execution { fault, cause };
+        // What the provider already holds for these arguments: a cell whose
+        // operation the provider has seen (an earlier run with the same
+        // arguments) dispatches nothing new to fault, and must not pass.
+        let before = self.count(fault, &arguments)?;
         let clock = Arc::new(ManualClock::new(scenario_start()));
         let store: Arc<dyn EffectLedger> =
             Arc::new(MemoryLedger::with_clock(clock.clone() as Arc<dyn Clock>));
@@ -285,7 +328,7 @@ impl Certification {
             inner: Arc::clone(&store),
             crashed: Arc::clone(&injector.crashed),
         });
-        let worker = EffectExecutor::with_clock(worker_ledger, self.options.clone(), clock.clone());
+        let worker = self.executor(worker_ledger, &clock);
         let first_call = if fault.needs_deadline() {
             CallOptions::deadline(self.deadline)
         } else {
@@ -315,7 +358,7 @@ impl Certification {
         let executor = if crashed {
             // A new process, after the dead one's lease has run out.
             clock.advance(self.options.dispatch_lease + Duration::from_secs(1));
-            EffectExecutor::with_clock(Arc::clone(&store), self.options.clone(), clock.clone())
+            self.executor(Arc::clone(&store), &clock)
         } else {
             worker
         };
@@ -342,12 +385,7 @@ impl Certification {
                 message: format!("operation {operation_id:?} was never recorded"),
             })?;
         let events = store.events(&operation_id).map_err(ledger_error)?;
-        let committed = match &self.counter {
-            Some(count) => {
-                Some(count(&arguments).map_err(|source| CertifyError::Counter { fault, source })?)
-            }
-            None => None,
-        };
+        let committed = self.count(fault, &arguments)?;
         Ok(Observed {
             fault,
             operation_id,
@@ -356,9 +394,19 @@ impl Certification {
             attempts: record.attempts,
             handler_calls: injector.calls(),
             committed,
+            before: before.unwrap_or(0),
             blind_retry: has_blind_retry(&events),
             probe_after: self.probe_after(fault, &arguments)?,
         })
+    }
+
+    /// The effects the provider holds for `arguments`, by the user's
+    /// counter; `None` without one.
+    fn count(&self, fault: CertifyFault, arguments: &Value) -> Result<Option<usize>, CertifyError> {
+        self.counter
+            .as_ref()
+            .map(|count| count(arguments).map_err(|cause| CertifyError::Counter { fault, cause }))
+            .transpose()
     }
 
     /// The contract's (sync) probe, asked once more.
@@ -373,7 +421,7 @@ impl Certification {
         let key = self
             .contract
             .provider_idempotency_key(arguments)
-            .map_err(|source| CertifyError::Contract { fault, source })?;
+            .map_err(|cause| CertifyError::Contract { fault, cause })?;
         Ok(Some(match probe(arguments, key.as_deref()) {
             Ok(answer) => ProbeAnswer::of(answer.status),
             Err(_) => ProbeAnswer::Error,

@@ -174,6 +174,8 @@ pub(crate) struct Observed {
     pub(crate) attempts: u32,
     pub(crate) handler_calls: usize,
     pub(crate) committed: Option<usize>,
+    /// Effects the provider held for the cell's arguments before it ran.
+    pub(crate) before: usize,
     pub(crate) blind_retry: bool,
     pub(crate) probe_after: Option<ProbeAnswer>,
 }
@@ -189,6 +191,7 @@ impl CertifyCell {
             attempts,
             handler_calls,
             committed,
+            before,
             blind_retry,
             probe_after,
         } = observed;
@@ -228,7 +231,15 @@ impl CertifyCell {
             findings
                 .push("the operation is still dispatched after every caller returned".to_owned());
         }
-        if !fault_fired {
+        if before > 0 {
+            findings.push(format!(
+                "the provider already held {before} effect(s) for these arguments before the cell ran (an earlier run?), so nothing new was dispatched and {fault} was not tested; give every run fresh arguments (agent-effect certify puts a run id in them)"
+            ));
+        } else if handler_calls == 0 {
+            findings.push(format!(
+                "nothing was dispatched (the operation ended {status} without a request), so {fault} was not tested"
+            ));
+        } else if !fault_fired {
             findings.push(format!(
                 "the fault never fired: the first request failed on its own, so {fault} was not tested"
             ));

@@ -343,3 +343,140 @@ fn fault_names_round_trip() {
     }
     assert!("lost-answer".parse::<CertifyFault>().is_err());
 }
+
+#[test]
+fn a_rerun_on_the_same_arguments_fails_instead_of_passing_vacuously() {
+    let provider = Arc::new(FakePaymentProvider::new());
+    let first = certification(&provider, contract(&provider, true, true))
+        .run()
+        .unwrap();
+    assert!(first.certified, "{}", first.to_table());
+    let before = provider.committed_count().unwrap();
+    assert_eq!(before, 6);
+    // The same sandbox, the same arguments: the provider replays every key,
+    // so no fault meets a new request. Every cell says so and fails.
+    let again = certification(&provider, contract(&provider, true, true))
+        .run()
+        .unwrap();
+    assert!(again.failed && !again.certified, "{}", again.to_table());
+    for cell in &again.cells {
+        assert_eq!(cell.verdict, Verdict::Fail, "{cell:?}");
+        assert!(
+            cell.findings
+                .iter()
+                .any(|f| f.contains("already held 1 effect(s)") && f.contains("fresh arguments")),
+            "{cell:?}"
+        );
+    }
+    assert_eq!(provider.committed_count().unwrap(), before);
+}
+
+#[test]
+fn fresh_arguments_per_run_exercise_the_faults_again() {
+    let provider = Arc::new(FakePaymentProvider::new());
+    for run in ["r1", "r2"] {
+        let report = certification(&provider, contract(&provider, true, true))
+            .arguments(move |fault| {
+                json!({"invoice_id": format!("INV-{run}-{fault}"), "amount_cents": 1250})
+            })
+            .run()
+            .unwrap();
+        assert!(report.certified, "{run}: {}", report.to_table());
+        for fault in CertifyFault::ALL {
+            let invoice = format!("INV-{run}-{fault}");
+            assert_eq!(provider.lookup_by_invoice(&invoice).unwrap().len(), 1);
+        }
+    }
+    assert_eq!(provider.committed_count().unwrap(), 12);
+}
+
+#[test]
+fn a_cell_that_dispatched_nothing_fails() {
+    // A contract that waits for a person dispatches nothing: no fault met
+    // a request, so nothing was certified.
+    let provider = Arc::new(FakePaymentProvider::new());
+    let waits = contract_builder().requires_approval(true).build().unwrap();
+    let report = certification(&provider, waits)
+        .faults([CertifyFault::LostAck])
+        .run()
+        .unwrap();
+    let cell = &report.cells[0];
+    assert_eq!((cell.handler_calls, cell.verdict), (0, Verdict::Fail));
+    assert!(
+        cell.findings[0].contains("nothing was dispatched"),
+        "{cell:?}"
+    );
+    assert_eq!(provider.committed_count().unwrap(), 0);
+}
+
+fn contract_builder() -> effect_core::EffectContractBuilder {
+    EffectContract::builder("capture_payment", |args| {
+        let invoice = args["invoice_id"].as_str().ok_or("missing invoice_id")?;
+        Ok(format!("invoice:{invoice}:capture"))
+    })
+    .provider_idempotency_key(|args| {
+        Ok(args["invoice_id"].as_str().map(|i| format!("capture:{i}")))
+    })
+    .provider_idempotency_guaranteed(true)
+}
+
+#[test]
+fn a_contract_with_secrets_and_stored_intent_is_certified_with_a_keyring() {
+    use effect_core::{FingerprintKey, Keyring, SealingKey};
+    let secret = |provider: &Arc<FakePaymentProvider>| {
+        certification(
+            provider,
+            contract_builder()
+                .store_intent(true)
+                .redact(["/card"])
+                .build()
+                .unwrap(),
+        )
+        .arguments(|fault| {
+            json!({"invoice_id": format!("INV-{fault}"), "amount_cents": 1250, "card": "tok_4242_secret"})
+        })
+        .faults([CertifyFault::None, CertifyFault::CrashAfterCommit])
+    };
+    // Without a keyring the executor refuses to store the secret in clear,
+    // and the error says so in words.
+    let provider = Arc::new(FakePaymentProvider::new());
+    let err = secret(&provider).run().unwrap_err();
+    assert!(matches!(err, CertifyError::Execution { .. }), "{err:?}");
+    let words = err.to_string();
+    assert!(
+        words.starts_with("certify none: the executor failed: "),
+        "{words}"
+    );
+    assert!(words.contains("seal"), "{words}");
+    assert!(
+        std::error::Error::source(&err).is_none(),
+        "printed once, not twice"
+    );
+    assert_eq!(provider.committed_count().unwrap(), 0);
+    // With the deployment's keys it runs, and is certified.
+    let key = "000102030405060708090a0b0c0d0e0f101112131415161718191a1b1c1d1e1f";
+    let provider = Arc::new(FakePaymentProvider::new());
+    let report = secret(&provider)
+        .keyring(Keyring::new("k1", SealingKey::parse(key).unwrap()).unwrap())
+        .fingerprint_key(FingerprintKey::parse(key).unwrap())
+        .run()
+        .unwrap();
+    assert!(report.certified, "{}", report.to_table());
+    assert_eq!(provider.committed_count().unwrap(), 2);
+}
+
+#[test]
+fn a_counter_that_fails_says_why_in_words() {
+    let provider = Arc::new(FakePaymentProvider::new());
+    let err = certification(&provider, contract(&provider, true, true))
+        .count_effects(|_| Err("the sandbox's list endpoint answered 503".into()))
+        .faults([CertifyFault::None])
+        .run()
+        .unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "certify none: counting the provider's effects failed: the sandbox's list endpoint answered 503"
+    );
+    // Nothing was dispatched: the count before the cell failed first.
+    assert_eq!(provider.committed_count().unwrap(), 0);
+}
