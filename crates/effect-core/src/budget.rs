@@ -116,6 +116,35 @@ pub struct Budget {
     scope: Option<ScopeFn>,
     max_count: Option<u64>,
     max_amount: Option<(u64, CostFn)>,
+    defer: Option<BudgetDeferral>,
+}
+
+/// What a budget refusal does to an operation that was never dispatched
+/// (docs/approval.md#budgets). Without one (the default) the refusal is
+/// terminal: the operation is `rejected`, nothing sent or charged. With
+/// one it is *deferred*: it stays `prepared` (or `awaiting_approval`), a
+/// later claim (its caller's again, or a recovery worker's) dispatches it
+/// once the budget has room, and the first claim after the bound rejects
+/// it instead.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum BudgetDeferral {
+    /// Deferred for this long after the first refusal, on the ledger's
+    /// clock.
+    For(Duration),
+    /// Deferred until this time, on the ledger's clock.
+    Until(SystemTime),
+}
+
+impl BudgetDeferral {
+    /// The bound of a deferral that starts at `now`, in seconds since the
+    /// Unix epoch.
+    pub fn until_unix(&self, now: SystemTime) -> f64 {
+        match self {
+            BudgetDeferral::For(length) => unix_seconds(now) + length.as_secs_f64(),
+            BudgetDeferral::Until(until) => unix_seconds(*until),
+        }
+    }
 }
 
 impl fmt::Debug for Budget {
@@ -126,6 +155,7 @@ impl fmt::Debug for Budget {
             .field("scoped", &self.scope.is_some())
             .field("max_count", &self.max_count)
             .field("max_amount", &self.max_amount.as_ref().map(|(max, _)| max))
+            .field("defer", &self.defer)
             .finish()
     }
 }
@@ -140,6 +170,7 @@ impl Budget {
             scope: None,
             max_count: None,
             max_amount: None,
+            defer: None,
         }
     }
 
@@ -187,6 +218,29 @@ impl Budget {
         self
     }
 
+    /// Defers an operation this budget refuses, within `bound`, instead of
+    /// rejecting it ([`BudgetDeferral`]): the opt-in for work that should
+    /// go out once the window has room (tomorrow's daily budget, say), but
+    /// not after the bound.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use effect_core::{Budget, BudgetDeferral};
+    /// use serde_json::json;
+    ///
+    /// let captures = Budget::per_day("captures")
+    ///     .max_count(100)
+    ///     .defer(BudgetDeferral::For(Duration::from_secs(2 * 86_400)));
+    /// let charge = captures.charge(&json!({}))?;
+    /// assert_eq!(charge.defer, Some(BudgetDeferral::For(Duration::from_secs(172_800))));
+    /// # Ok::<(), effect_core::CallbackError>(())
+    /// ```
+    #[must_use]
+    pub fn defer(mut self, bound: BudgetDeferral) -> Budget {
+        self.defer = Some(bound);
+        self
+    }
+
     /// The budget's name.
     pub fn name(&self) -> &str {
         &self.name
@@ -205,6 +259,8 @@ impl Budget {
             Some("a budget needs a limit: max_count or max_amount")
         } else if matches!(self.window, BudgetWindow::Sliding(length) if length.as_secs() == 0) {
             Some("a sliding budget window must be at least one second long")
+        } else if matches!(self.defer, Some(BudgetDeferral::For(length)) if length.is_zero()) {
+            Some("a budget deferral must last longer than zero")
         } else if self
             .max_amount
             .as_ref()
@@ -248,6 +304,7 @@ impl Budget {
             max_count: self.max_count,
             max_amount: self.max_amount.as_ref().map(|(max, _)| *max),
             window: self.window,
+            defer: self.defer,
         })
     }
 }
@@ -266,6 +323,9 @@ pub struct BudgetCharge {
     pub max_amount: Option<u64>,
     /// The window.
     pub window: BudgetWindow,
+    /// Whether a refusal defers the operation (and until when) instead of
+    /// rejecting it; `None` rejects.
+    pub defer: Option<BudgetDeferral>,
 }
 
 /// A budget's use, as a store read it inside a claim's transaction.

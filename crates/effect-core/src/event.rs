@@ -35,9 +35,24 @@ pub const APPROVAL_DENIED: &str = "approval_denied";
 pub const APPROVAL_EXPIRED: &str = "approval_expired";
 
 /// A claim was refused because a budget's limit would be exceeded
-/// (docs/approval.md#budgets); nothing was dispatched or charged. Not
+/// (docs/approval.md#budgets); nothing was dispatched or charged, and the
+/// operation is `rejected` (earlier versions left it `prepared`). Not
 /// written by the Python package.
 pub const BUDGET_EXCEEDED: &str = "budget_exceeded";
+/// A budget refused a claim of an operation whose contract defers such
+/// refusals: it stays `prepared` (or `awaiting_approval`) until the bound
+/// in the data, and a later claim inside it dispatches it when the budget
+/// has room. Written once per deferral, not per refused claim. Not written
+/// by the Python package.
+pub const BUDGET_DEFERRED: &str = "budget_deferred";
+/// A claim found the operation's budget deferral past its bound: the
+/// operation is `rejected`, nothing dispatched or charged. Not written by
+/// the Python package.
+pub const BUDGET_DEFERRAL_EXPIRED: &str = "budget_deferral_expired";
+/// An operator cancelled an operation before it was dispatched
+/// (`prepared` or `awaiting_approval`): it is `rejected`, and its budget
+/// charges, if any, are given back. Not written by the Python package.
+pub const CANCELLED: &str = "cancelled";
 /// The charges of a rejected operation were given back to their budgets.
 /// Not written by the Python package.
 pub const BUDGET_REFUNDED: &str = "budget_refunded";

@@ -100,6 +100,24 @@ pub const LEDGER_READ_ERROR: &str = "ledger_read_error";
 pub const BUDGET_CHARGES: &str = "budget_charges";
 
 /// The last claim of the operation was refused over a budget: the
-/// `budget_exceeded` event's data. Dropped by the next claim that
+/// refusal ([`BudgetRefusal`](crate::BudgetRefusal)) its `budget_exceeded`
+/// or `budget_deferred` event recorded. Dropped by the next claim that
 /// dispatches.
 pub const BUDGET_EXCEEDED: &str = "budget_exceeded";
+
+/// The operation is deferred by a budget (docs/approval.md#budgets):
+/// `{deferred_until, deferred_until_unix}`, both `null` for a retry of an
+/// operation already charged elsewhere, which waits without a bound. Set by
+/// the claim a budget first refused; a claim past `deferred_until_unix`
+/// rejects the operation instead of dispatching it. Dropped by the claim
+/// that dispatches.
+pub const BUDGET_DEFERRAL: &str = "budget_deferral";
+
+/// The value of [`RESOLUTION`] on an operation a budget refusal rejected.
+pub const RESOLUTION_BUDGET_EXCEEDED: &str = "budget_exceeded";
+/// The value of [`RESOLUTION`] on an operation whose budget deferral
+/// expired before a claim could dispatch it.
+pub const RESOLUTION_BUDGET_DEFERRAL_EXPIRED: &str = "budget_deferral_expired";
+/// The value of [`RESOLUTION`] on an operation an operator cancelled
+/// before its dispatch.
+pub const RESOLUTION_CANCELLED: &str = "cancelled";

@@ -59,7 +59,7 @@ mod status;
 pub mod trace;
 pub mod transition;
 
-pub use budget::{Budget, BudgetCharge, BudgetRefusal, BudgetUse, BudgetWindow};
+pub use budget::{Budget, BudgetCharge, BudgetDeferral, BudgetRefusal, BudgetUse, BudgetWindow};
 pub use canonical::{FingerprintForm, RequestFingerprint};
 pub use clock::{Clock, ManualClock, Sleeper, StopSignal, SystemClock, ThreadSleeper};
 pub use compensation::{Compensated, Compensation, CompensationLink, CompensationStep};

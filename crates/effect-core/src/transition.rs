@@ -8,7 +8,7 @@ use std::time::{Duration, SystemTime};
 
 use serde_json::{Value, json};
 
-use crate::budget::{BudgetCharge, BudgetUsage, BudgetWrite};
+use crate::budget::{BudgetCharge, BudgetDeferral, BudgetRefusal, BudgetUsage, BudgetWrite};
 use crate::canonical::RequestFingerprint;
 use crate::clock::{format_timestamp, unix_seconds};
 use crate::compensation::CompensationStep;
@@ -237,6 +237,23 @@ pub enum Transition {
         /// Why.
         reason: String,
     },
+    /// An operator's audited cancellation of an operation not yet
+    /// dispatched (`prepared`, whoever it waits for, or
+    /// `awaiting_approval`): it becomes `rejected` with a `cancelled`
+    /// event, and its budget charges, if any, are given back. Planned in
+    /// the store's write transaction like a claim, so of a cancel and a
+    /// racing claim exactly one applies: a claim that committed first
+    /// makes the cancel an invalid transition (the operation is
+    /// `dispatched`), and a cancel that committed first leaves the claim
+    /// nothing to dispatch.
+    Cancel {
+        /// Who cancelled. The library does not authenticate it.
+        actor: String,
+        /// Why.
+        reason: String,
+        /// Where the evidence is (ticket, conversation, ...).
+        evidence_reference: String,
+    },
     /// A step of a compensation's trail (docs/compensation.md): on a
     /// confirmed original, a request, the start or the end of its
     /// compensation; on the compensation, the link to its original. None
@@ -272,6 +289,7 @@ impl Transition {
             },
             Transition::Approve(_) => "approve",
             Transition::DenyApproval { .. } => "deny approval of",
+            Transition::Cancel { .. } => "cancel",
             Transition::Compensation(step) => step.name(),
             Transition::Guarded(_, inner) => inner.name(),
         }
@@ -396,7 +414,7 @@ pub fn owner_outcome_token(transition: &Transition) -> Option<&str> {
 /// it can write [`BudgetWrite::Refund`].
 pub fn may_refund(transition: &Transition) -> bool {
     match transition {
-        Transition::MarkRejected { .. } => true,
+        Transition::MarkRejected { .. } | Transition::Cancel { .. } => true,
         Transition::Resolve(resolution) => matches!(resolution.action, ManualAction::Reject),
         Transition::Guarded(_, inner) => may_refund(inner),
         _ => false,
@@ -661,28 +679,38 @@ impl Planner {
             EffectStatus::AwaitingApproval if self.approval_usable(&record) => {}
             EffectStatus::AwaitingApproval => {
                 // Drops an expired approval (with its event, and an earlier
-                // budget refusal with it); nothing to claim.
+                // budget refusal or deferral with it: the next approval is
+                // a new decision); nothing to claim.
                 if record.approval().is_some() {
                     let _expired = self.usable_approval(&mut record);
                     record.evidence.remove(evidence::BUDGET_EXCEEDED);
+                    record.evidence.remove(evidence::BUDGET_DEFERRAL);
                 }
                 return Ok((false, record));
             }
             _ => return Ok((false, record)),
         }
-        // Budgets first: a refused claim keeps its approval, is charged
-        // nothing, and the operation stays where it is.
+        // A deferral past its bound ends the operation, whatever room the
+        // budget has now: it was meant to go out within the bound or not at
+        // all.
+        if let Some(until) = deferral_until(&record)
+            && until <= unix_seconds(self.now)
+        {
+            self.deferral_expired(&mut record);
+            return Ok((false, record));
+        }
+        // Budgets first: a refused claim is charged nothing, and the
+        // operation is rejected or, when its budget defers, stays where it
+        // is with its approval.
         let charges = match self.charge_budgets(claim)? {
             Ok(charges) => charges,
-            Err(refusal) => {
-                record
-                    .evidence
-                    .insert(evidence::BUDGET_EXCEEDED.into(), refusal.clone());
-                self.event(event::BUDGET_EXCEEDED, refusal);
+            Err((refusal, defer)) => {
+                self.refused(&mut record, &refusal, defer);
                 return Ok((false, record));
             }
         };
         record.evidence.remove(evidence::BUDGET_EXCEEDED);
+        record.evidence.remove(evidence::BUDGET_DEFERRAL);
         let approval = if record.status == EffectStatus::AwaitingApproval {
             self.usable_approval(&mut record)
         } else {
@@ -713,10 +741,15 @@ impl Planner {
 
     /// Checks the claim's budgets against the use the store read: `Ok` with
     /// the operation's charges (`{budget, amount}` each; new charges are
-    /// queued to be written), or the refusal (the `budget_exceeded` event's
-    /// data) when one limit would be exceeded, nothing charged. An operation
-    /// charged once (a retry of an uncertain dispatch) is not charged again.
-    fn charge_budgets(&mut self, claim: &Claim) -> Result<Result<Vec<Value>, Value>, LedgerError> {
+    /// queued to be written), or the refusal and the refusing budget's
+    /// deferral when one limit would be exceeded, nothing charged. An
+    /// operation charged once (a retry of an uncertain dispatch) is not
+    /// charged again.
+    #[allow(clippy::type_complexity)] // one private call site reads it at once
+    fn charge_budgets(
+        &mut self,
+        claim: &Claim,
+    ) -> Result<Result<Vec<Value>, (BudgetRefusal, Option<BudgetDeferral>)>, LedgerError> {
         let mut charges = Vec::new();
         let mut writes = Vec::new();
         for charge in &claim.budgets {
@@ -734,15 +767,16 @@ impl Planner {
             let over = charge.max_count.is_some_and(|max| count > max)
                 || charge.max_amount.is_some_and(|max| amount > max);
             if over {
-                return Ok(Err(json!({
-                    "budget": charge.budget,
-                    "window": charge.window.storage(),
-                    "max_count": charge.max_count,
-                    "max_amount": charge.max_amount,
-                    "used_count": usage.count,
-                    "used_amount": usage.amount,
-                    "amount": charge.amount,
-                })));
+                let refusal = BudgetRefusal {
+                    budget: charge.budget.clone(),
+                    window: charge.window.storage(),
+                    max_count: charge.max_count,
+                    max_amount: charge.max_amount,
+                    used_count: usage.count,
+                    used_amount: usage.amount,
+                    amount: charge.amount,
+                };
+                return Ok(Err((refusal, charge.defer)));
             }
             charges.push(json!({ "budget": charge.budget, "amount": charge.amount }));
             writes.push(BudgetWrite::Charge {
@@ -752,6 +786,131 @@ impl Planner {
         }
         self.budget_writes.extend(writes);
         Ok(Ok(charges))
+    }
+
+    /// Records a budget's refusal of a claim of `record`: by default the
+    /// operation is rejected (`budget_exceeded`); when the budget defers,
+    /// or the operation was dispatched before (a retry, charged to its
+    /// other budgets, must not be called rejected), it stays where it is,
+    /// deferred (`budget_deferred`), and a repeat of the same refusal
+    /// within the deferral writes nothing.
+    fn refused(
+        &mut self,
+        record: &mut EffectRecord,
+        refusal: &BudgetRefusal,
+        defer: Option<BudgetDeferral>,
+    ) {
+        let data = refusal_data(refusal);
+        let standing = record.evidence.get(evidence::BUDGET_DEFERRAL).cloned();
+        if standing.is_none() && defer.is_none() && record.attempts == 0 {
+            let error =
+                format!("refused by budget {refusal}: rejected, nothing was sent or charged");
+            record
+                .evidence
+                .insert(evidence::BUDGET_EXCEEDED.into(), data.clone());
+            self.end_by_budget(
+                record,
+                event::BUDGET_EXCEEDED,
+                evidence::RESOLUTION_BUDGET_EXCEEDED,
+                data,
+                error,
+            );
+            return;
+        }
+        let deferral = match standing {
+            Some(standing) => standing,
+            None => {
+                let until = defer.map(|bound| bound.until_unix(self.now));
+                if until.is_some_and(|until| until <= unix_seconds(self.now)) {
+                    // A bound already past: there is nothing to wait for.
+                    record
+                        .evidence
+                        .insert(evidence::BUDGET_EXCEEDED.into(), data);
+                    self.deferral_expired(record);
+                    return;
+                }
+                json!({
+                    "deferred_until": until.map(|u| format_timestamp(from_unix(u))),
+                    "deferred_until_unix": until,
+                })
+            }
+        };
+        let same_budget = record
+            .evidence
+            .get(evidence::BUDGET_EXCEEDED)
+            .and_then(|before| before.get("budget"))
+            .and_then(Value::as_str)
+            == Some(refusal.budget.as_str());
+        if same_budget && record.evidence.contains_key(evidence::BUDGET_DEFERRAL) {
+            // Deferred already, by this budget: nothing changed.
+            return;
+        }
+        let mut event_data = data.clone();
+        if let (Value::Object(map), Value::Object(bound)) = (&mut event_data, &deferral) {
+            map.insert(
+                "deferred_until".to_owned(),
+                bound.get("deferred_until").cloned().unwrap_or(Value::Null),
+            );
+        }
+        record
+            .evidence
+            .insert(evidence::BUDGET_EXCEEDED.into(), data);
+        record
+            .evidence
+            .insert(evidence::BUDGET_DEFERRAL.into(), deferral);
+        self.event(event::BUDGET_DEFERRED, event_data);
+    }
+
+    /// Rejects a deferred operation whose bound has passed
+    /// (`budget_deferral_expired`), with the refusal it was deferred on.
+    fn deferral_expired(&mut self, record: &mut EffectRecord) {
+        let deferred_until = record
+            .evidence
+            .get(evidence::BUDGET_DEFERRAL)
+            .and_then(|d| d.get("deferred_until"))
+            .cloned()
+            .unwrap_or(Value::Null);
+        let refusal = record.evidence.get(evidence::BUDGET_EXCEEDED).cloned();
+        let error = format!(
+            "budget deferral expired at {}: rejected, nothing was sent or charged",
+            deferred_until.as_str().unwrap_or("its bound")
+        );
+        let mut data = refusal.unwrap_or_else(|| json!({}));
+        if let Value::Object(map) = &mut data {
+            map.insert("deferred_until".to_owned(), deferred_until);
+        }
+        // The deferral stays in the evidence: it names the bound that passed.
+        self.end_by_budget(
+            record,
+            event::BUDGET_DEFERRAL_EXPIRED,
+            evidence::RESOLUTION_BUDGET_DEFERRAL_EXPIRED,
+            data,
+            error,
+        );
+    }
+
+    /// Makes an operation a budget refused `rejected`: its unused approval
+    /// is dropped (the refusal stays in its evidence), and the event's data
+    /// is `data` (the refusal) with the error.
+    fn end_by_budget(
+        &mut self,
+        record: &mut EffectRecord,
+        event_type: &'static str,
+        resolution: &'static str,
+        mut data: Value,
+        error: String,
+    ) {
+        record.status = EffectStatus::Rejected;
+        record.evidence.remove(evidence::APPROVAL);
+        record
+            .evidence
+            .insert(evidence::RESOLUTION.into(), resolution.into());
+        if let Value::Object(map) = &mut data {
+            map.insert("error".to_owned(), Value::String(error.clone()));
+        }
+        record.error = Some(error);
+        release(record);
+        self.event(event_type, data);
     }
 
     /// Whether `record` (awaiting approval) holds an approval a claim may
@@ -949,6 +1108,14 @@ impl Planner {
                 self.compensation(&mut record, step)?;
                 true
             }
+            Transition::Cancel {
+                actor,
+                reason,
+                evidence_reference,
+            } => {
+                self.cancel(&mut record, actor, reason, evidence_reference)?;
+                true
+            }
             Transition::DenyApproval { actor, reason } => {
                 check_decision(actor, reason)?;
                 if status != S::AwaitingApproval {
@@ -1069,6 +1236,80 @@ impl Planner {
         }
         record.evidence.insert(evidence::APPROVAL.into(), grant);
         self.event(event::APPROVED, data);
+        Ok(())
+    }
+
+    /// Cancels an operation not yet dispatched: `rejected`, audited like a
+    /// manual resolution (the evidence it replaces kept one level deep),
+    /// and its charges given back unless an earlier attempt may have
+    /// committed (a retry resting on a guaranteed provider key).
+    fn cancel(
+        &mut self,
+        record: &mut EffectRecord,
+        actor: &str,
+        reason: &str,
+        evidence_reference: &str,
+    ) -> Result<(), LedgerError> {
+        for (field, value) in [
+            ("actor", actor),
+            ("reason", reason),
+            ("evidence reference", evidence_reference),
+        ] {
+            if value.trim().is_empty() {
+                return Err(LedgerError::invalid_input(format!(
+                    "a cancellation needs a non-empty {field}"
+                )));
+            }
+        }
+        if !matches!(
+            record.status,
+            EffectStatus::Prepared | EffectStatus::AwaitingApproval
+        ) {
+            return Err(LedgerError::InvalidTransition {
+                operation_id: record.operation_id.clone(),
+                transition: "cancel",
+                status: record.status,
+            });
+        }
+        let mut evidence = Evidence::new();
+        evidence.insert("actor".into(), actor.into());
+        evidence.insert("evidence_reference".into(), evidence_reference.into());
+        evidence.insert("reason".into(), reason.into());
+        evidence.insert(
+            evidence::RESOLUTION.into(),
+            evidence::RESOLUTION_CANCELLED.into(),
+        );
+        let mut before = std::mem::take(&mut record.evidence);
+        before.remove(evidence::EVIDENCE_BEFORE_RESOLUTION);
+        keep_link(&mut evidence, before.get(evidence::COMPENSATES).cloned());
+        let may_have_committed = before.get(evidence::RETRY_BASIS).and_then(Value::as_str)
+            == Some(evidence::RETRY_BASIS_GUARANTEED_KEY);
+        let charges = before.get(evidence::BUDGET_CHARGES).cloned();
+        if !before.is_empty() {
+            evidence.insert(
+                evidence::EVIDENCE_BEFORE_RESOLUTION.into(),
+                Value::Object(before),
+            );
+        }
+        let error = format!("cancelled by {actor}: {reason}");
+        record.status = EffectStatus::Rejected;
+        release(record);
+        self.event(
+            event::CANCELLED,
+            json!({ "error": error, "evidence": evidence }),
+        );
+        record.error = Some(error);
+        record.evidence = evidence;
+        if may_have_committed {
+            // Its charges stay: the provider may hold the earlier attempt.
+            if let Some(charges) = charges {
+                record
+                    .evidence
+                    .insert(evidence::BUDGET_CHARGES.into(), charges);
+            }
+        } else {
+            self.refund(charges);
+        }
         Ok(())
     }
 
@@ -1206,6 +1447,31 @@ impl Planner {
         record.evidence = evidence;
         Ok(())
     }
+}
+
+/// The bound of `record`'s budget deferral, in seconds since the Unix
+/// epoch; `None` when it is not deferred or waits without a bound.
+fn deferral_until(record: &EffectRecord) -> Option<f64> {
+    record
+        .evidence
+        .get(evidence::BUDGET_DEFERRAL)?
+        .get("deferred_until_unix")?
+        .as_f64()
+}
+
+/// A refusal as its event's data and the record's evidence hold it.
+fn refusal_data(refusal: &BudgetRefusal) -> Value {
+    // Serializing a struct of strings and integers cannot fail.
+    serde_json::to_value(refusal).unwrap_or(Value::Null)
+}
+
+/// The time `unix` seconds after the epoch; the epoch for a time before it
+/// or one a `SystemTime` cannot hold.
+fn from_unix(unix: f64) -> SystemTime {
+    Duration::try_from_secs_f64(unix)
+        .ok()
+        .and_then(|since| SystemTime::UNIX_EPOCH.checked_add(since))
+        .unwrap_or(SystemTime::UNIX_EPOCH)
 }
 
 /// Where an uncertain operation goes when another dispatch is allowed:

@@ -143,18 +143,63 @@ pub enum ExecError {
     },
     /// Dispatching the operation would exceed a budget of its contract
     /// (docs/approval.md#budgets). The store refused the claim in its
-    /// transaction and recorded a `budget_exceeded` event; nothing was sent
-    /// and nothing was charged, and the operation stays as it was (a later
-    /// call dispatches it once the window has room).
+    /// transaction, and the refusal is terminal: the operation is
+    /// `rejected` (a `budget_exceeded` event), nothing was sent and nothing
+    /// was charged, and every later call of the same operation answers
+    /// this again. Asking again is a new decision: a call whose arguments
+    /// derive a new operation id (an attempt number the contract puts in
+    /// the id). A budget declared with
+    /// [`defer`](effect_core::Budget::defer) defers instead
+    /// ([`BudgetDeferred`](Self::BudgetDeferred)).
     #[error(
-        "operation {operation_id:?} would exceed budget {refusal}; nothing was sent or charged: \
-         call again once the window has room, or raise the limit"
+        "operation {operation_id:?} was refused by budget {refusal} and is rejected; nothing was \
+         sent or charged: to ask again, call with arguments that derive a new operation id \
+         (docs/approval.md#budgets)"
     )]
     BudgetExceeded {
         /// The operation id.
         operation_id: String,
         /// The budget, its limit and its use when the claim was refused.
         refusal: Box<effect_core::BudgetRefusal>,
+    },
+    /// A budget declared with [`defer`](effect_core::Budget::defer)
+    /// refused the dispatch: nothing was sent or charged, and the operation
+    /// stays `prepared` (or `awaiting_approval`), deferred until `until`. A
+    /// later call, or a [`RecoveryWorker`](crate::RecoveryWorker) when the
+    /// contract stores its intent, dispatches it once the budget has room
+    /// before then; after it, the operation is rejected
+    /// ([`BudgetDeferralExpired`](Self::BudgetDeferralExpired)). `until` is
+    /// `None` for a retry of an operation already dispatched once, which
+    /// waits without a bound (`agent-effect-ops cancel` ends it).
+    #[error(
+        "operation {operation_id:?} was refused by budget {refusal} and is deferred until {}; \
+         nothing was sent or charged: it is dispatched once the budget has room",
+        until.as_deref().unwrap_or("an operator cancels it")
+    )]
+    BudgetDeferred {
+        /// The operation id.
+        operation_id: String,
+        /// The budget, its limit and its use when the deferral began.
+        refusal: Box<effect_core::BudgetRefusal>,
+        /// The bound of the deferral (ISO-8601 UTC, ledger clock).
+        until: Option<String>,
+    },
+    /// The operation was deferred by a budget and its bound passed before
+    /// the budget had room: it is `rejected` (a `budget_deferral_expired`
+    /// event), nothing was sent or charged. Asked again as for
+    /// [`BudgetExceeded`](Self::BudgetExceeded).
+    #[error(
+        "operation {operation_id:?} was deferred by budget {refusal} until {until} and is now \
+         rejected; nothing was sent or charged: to ask again, call with arguments that derive a \
+         new operation id (docs/approval.md#budgets)"
+    )]
+    BudgetDeferralExpired {
+        /// The operation id.
+        operation_id: String,
+        /// The refusal it was deferred on.
+        refusal: Box<effect_core::BudgetRefusal>,
+        /// The bound that passed (ISO-8601 UTC, ledger clock).
+        until: String,
     },
     /// A compensation handler was registered for a contract that names no
     /// compensation.
@@ -291,31 +336,72 @@ impl ExecError {
             ExecError::NoKeyring { .. } => "no_keyring",
             ExecError::ForeignPreparation { .. } => "foreign_preparation",
             ExecError::BudgetExceeded { .. } => "budget_exceeded",
+            ExecError::BudgetDeferred { .. } => "budget_deferred",
+            ExecError::BudgetDeferralExpired { .. } => "budget_deferral_expired",
             ExecError::NoCompensation { .. } => "no_compensation",
             ExecError::CompensationRefused { .. } => "compensation_refused",
             ExecError::Runtime { .. } => "runtime",
         }
     }
 
-    /// True when a budget refused the dispatch: [`ExecError::BudgetExceeded`].
+    /// True when a budget refused the dispatch, terminally or not:
+    /// [`ExecError::BudgetExceeded`], [`ExecError::BudgetDeferred`] or
+    /// [`ExecError::BudgetDeferralExpired`]. Nothing was sent or charged.
     pub fn is_budget_exceeded(&self) -> bool {
-        matches!(self, ExecError::BudgetExceeded { .. })
+        matches!(
+            self,
+            ExecError::BudgetExceeded { .. }
+                | ExecError::BudgetDeferred { .. }
+                | ExecError::BudgetDeferralExpired { .. }
+        )
     }
 
-    /// The refusal a claim of `record` recorded, when a budget refused it
-    /// (the record's `budget_exceeded` evidence).
+    /// True when a budget deferred the dispatch: [`ExecError::BudgetDeferred`].
+    pub fn is_budget_deferred(&self) -> bool {
+        matches!(self, ExecError::BudgetDeferred { .. })
+    }
+
+    /// What a budget's refusal made of `record`, when one did: rejected
+    /// (the record's `resolution` says by a budget), or deferred (a
+    /// `budget_deferral` in its evidence while it waits).
     pub(crate) fn budget_refusal(record: &effect_core::EffectRecord) -> Option<Self> {
         use effect_core::EffectStatus as S;
-        if !matches!(record.status, S::Prepared | S::AwaitingApproval) {
-            return None;
-        }
-        let refusal = record
+        use effect_core::evidence as e;
+        let refusal = record.evidence.get(e::BUDGET_EXCEEDED)?;
+        let refusal = Box::new(effect_core::BudgetRefusal::from_value(refusal)?);
+        let operation_id = record.operation_id.clone();
+        let deferral = record.evidence.get(e::BUDGET_DEFERRAL);
+        let until = deferral
+            .and_then(|d| d.get("deferred_until"))
+            .and_then(serde_json::Value::as_str)
+            .map(str::to_owned);
+        let resolution = record
             .evidence
-            .get(effect_core::evidence::BUDGET_EXCEEDED)?;
-        Some(ExecError::BudgetExceeded {
-            operation_id: record.operation_id.clone(),
-            refusal: Box::new(effect_core::BudgetRefusal::from_value(refusal)?),
-        })
+            .get(e::RESOLUTION)
+            .and_then(serde_json::Value::as_str);
+        match record.status {
+            S::Rejected if resolution == Some(e::RESOLUTION_BUDGET_EXCEEDED) => {
+                Some(ExecError::BudgetExceeded {
+                    operation_id,
+                    refusal,
+                })
+            }
+            S::Rejected if resolution == Some(e::RESOLUTION_BUDGET_DEFERRAL_EXPIRED) => {
+                Some(ExecError::BudgetDeferralExpired {
+                    operation_id,
+                    refusal,
+                    until: until.unwrap_or_default(),
+                })
+            }
+            S::Prepared | S::AwaitingApproval if deferral.is_some() => {
+                Some(ExecError::BudgetDeferred {
+                    operation_id,
+                    refusal,
+                    until,
+                })
+            }
+            _ => None,
+        }
     }
 
     /// True when the operation id exists with a different identity

@@ -928,8 +928,10 @@ impl EffectExecutor {
         }
     }
 
-    /// [`ExecError::BudgetExceeded`] when a budget refused the claim that
-    /// gave `outcome`.
+    /// The budget error of a claim's `outcome` that dispatched nothing
+    /// because of a budget: the operation is rejected by one (this claim's
+    /// refusal, or an earlier one: every call of it is told alike) or
+    /// deferred by one.
     fn refused_by_budget(
         &self,
         call: &Call<'_>,

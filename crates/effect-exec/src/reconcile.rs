@@ -595,6 +595,60 @@ impl EffectExecutor {
             }),
         )
     }
+    /// Cancels an operation that has not been dispatched: `prepared`
+    /// (waiting for its caller or a recovery worker, retry-authorized, or
+    /// deferred by a budget) or `awaiting_approval`. It becomes `rejected`
+    /// with a `cancelled` event holding the audit, and its budget charges,
+    /// if any, are given back (kept when its retry rested on a guaranteed
+    /// provider key: the earlier attempt may have committed). The decision
+    /// is planned in the store's write transaction, as a claim is, so a
+    /// worker or caller racing it either dispatched first (then this is
+    /// refused: the operation is `dispatched`) or never dispatches.
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    /// use effect_core::{EffectContract, EffectLedger as _, EffectStatus, MemoryLedger};
+    /// use effect_exec::{Audit, EffectExecutor, HandlerContext, HandlerError};
+    /// use serde_json::{json, Value};
+    ///
+    /// let executor = EffectExecutor::new(Arc::new(MemoryLedger::new()));
+    /// let refund = EffectContract::builder("refund", |args| {
+    ///     Ok(format!("order:{}:refund", args["order"].as_str().ok_or("missing order")?))
+    /// })
+    /// .requires_approval(true)
+    /// .build()?;
+    /// let handler = |_args: Value, _ctx: HandlerContext| Ok::<_, HandlerError>(json!({"refunded": true}));
+    /// executor.execute(&refund, &json!({"order": "A-1"}), handler)?;
+    ///
+    /// let cancelled = executor.cancel(
+    ///     "order:A-1:refund",
+    ///     Audit::new("ops@example.com", "customer withdrew the request", "TICKET-7"),
+    /// )?;
+    /// assert_eq!(cancelled.status, EffectStatus::Rejected);
+    /// let again = executor.execute(&refund, &json!({"order": "A-1"}), handler)?;
+    /// assert_eq!((again.status, again.attempts), (EffectStatus::Rejected, 0));
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// [`ExecError::Ledger`] with kind `InvalidTransition` when the
+    /// operation is not `prepared` or `awaiting_approval` (dispatched,
+    /// uncertain or settled: a `dispatched` or uncertain one is settled by
+    /// reconciliation or [`reject_manually`](Self::reject_manually)),
+    /// `InvalidInput` for a blank actor, reason or evidence reference,
+    /// `NotFound` for an unknown id, or a failing store. Nothing is written
+    /// on an error.
+    pub fn cancel(&self, operation_id: &str, audit: Audit) -> Result<EffectRecord, ExecError> {
+        let span = tracing::info_span!("effect.cancel", operation_id, actor = %audit.actor);
+        let _entered = span.enter();
+        let transition = Transition::Cancel {
+            actor: audit.actor,
+            reason: audit.reason,
+            evidence_reference: audit.evidence_reference,
+        };
+        Ok(self.apply(operation_id, transition)?.record)
+    }
 }
 
 /// A decision taken on one read of a record: applied only while that read holds.

@@ -158,6 +158,11 @@ pub struct RecoveryReport {
     pub unusable_intent: u64,
     /// Failed on a store error; tried again at the next pass.
     pub failed: u64,
+    /// Not dispatched: deferred by a budget that has no room yet
+    /// (docs/approval.md#budgets); tried again at the next pass, within the
+    /// deferral's bound. Writes nothing while it stays so. One whose bound
+    /// passed is rejected by the pass and counted as `rejected`.
+    pub deferred: u64,
     /// Not touched: waiting for a human's approval (docs/approval.md). An
     /// approved operation is dispatched like a `prepared` one, and counted
     /// by its outcome.
@@ -429,6 +434,7 @@ impl RecoveryWorker {
             quarantined = report.quarantined,
             waiting_for_caller = report.waiting_for_caller,
             unregistered = report.unregistered,
+            deferred = report.deferred,
             failed = report.failed,
             "recovery pass finished"
         );
@@ -546,6 +552,8 @@ impl RecoveryWorker {
                 | EffectStatus::Dispatched
                 | EffectStatus::Prepared => report.unsettled += 1,
             },
+            Err(err) if err.is_budget_deferred() => report.deferred += 1,
+            Err(err) if err.is_budget_exceeded() => report.rejected += 1,
             Err(err) => {
                 tracing::warn!(
                     operation_id = original,
@@ -652,6 +660,18 @@ impl RecoveryWorker {
                 };
                 counted(outcome);
             }
+            // A budget's answer is not a failure: deferred, it waits for
+            // room (nothing written); refused, the pass rejected it.
+            Err(err) if err.is_budget_deferred() => {
+                tracing::info!(operation_id = id, error = %err, "deferred by a budget");
+                report.deferred += 1;
+                counted("deferred");
+            }
+            Err(err) if err.is_budget_exceeded() => {
+                tracing::info!(operation_id = id, error = %err, "rejected by a budget");
+                report.rejected += 1;
+                counted("rejected");
+            }
             Err(err) => {
                 tracing::warn!(operation_id = id, error = %err, "recovery of an operation failed");
                 report.failed += 1;
@@ -708,6 +728,11 @@ pub enum WaitingFor {
     Caller,
     /// Its intent is stored: a recovery worker with its handler dispatches it.
     RecoveryWorker,
+    /// Deferred by a budget (docs/approval.md#budgets): its caller or a
+    /// recovery worker dispatches it once the budget has room, until the
+    /// deferral's bound ([`Waiting::deferred_until`]), after which a claim
+    /// rejects it.
+    Budget,
 }
 
 /// A `prepared` operation that nobody is dispatching right now.
@@ -724,6 +749,9 @@ pub struct Waiting {
     pub waiting_for: WaitingFor,
     /// Since when it waits: its last status change (ISO-8601 UTC).
     pub since: String,
+    /// For an operation deferred by a budget: the bound of its deferral
+    /// (ISO-8601 UTC), `None` for one without a bound.
+    pub deferred_until: Option<String>,
 }
 
 /// Every `prepared` operation of the ledger, oldest first, with who it waits
@@ -743,17 +771,25 @@ pub fn waiting(ledger: &dyn EffectLedger) -> Result<Vec<Waiting>, ExecError> {
         let events = ledger
             .events(&record.operation_id)
             .map_err(|source| ExecError::ledger(&record.operation_id, source))?;
-        let waiting_for = if intent::is_stored(&events) {
+        let deferral = record.evidence.get(effect_core::evidence::BUDGET_DEFERRAL);
+        let waiting_for = if deferral.is_some() {
+            WaitingFor::Budget
+        } else if intent::is_stored(&events) {
             WaitingFor::RecoveryWorker
         } else {
             WaitingFor::Caller
         };
+        let deferred_until = deferral
+            .and_then(|d| d.get("deferred_until"))
+            .and_then(Value::as_str)
+            .map(str::to_owned);
         waiting.push(Waiting {
             operation_id: record.operation_id,
             contract_name: record.contract_name,
             contract_version: record.contract_version,
             waiting_for,
             since: record.updated_at,
+            deferred_until,
         });
     }
     waiting.sort_by(|a, b| a.since.cmp(&b.since));

@@ -5,8 +5,9 @@
 //! dispatches and 1,000 cents. A model of the budget says, for each call,
 //! whether it fits; the executor must dispatch exactly the calls that fit,
 //! refuse the others with `BudgetExceeded` before the provider sees them,
-//! give a rejected charge back, keep an uncertain one, and the window's
-//! charges at every dispatch stay within the limits.
+//! for good (a repeat of a refused call is refused again, even once the
+//! window has room), give a rejected charge back, keep an uncertain one,
+//! and the window's charges at every dispatch stay within the limits.
 
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime};
@@ -80,6 +81,7 @@ proptest! {
         let mut charges: Vec<Charge> = Vec::new();
         let mut orders: Vec<(u64, Answer, Option<EffectStatus>)> = Vec::new();
         let mut dispatched_at: Vec<u64> = Vec::new();
+        let mut refused: Vec<usize> = Vec::new();
         for (cents, answer, advance, repeat) in steps {
             clock.advance(Duration::from_secs(advance));
             now += advance;
@@ -106,10 +108,16 @@ proptest! {
             let result = executor.execute(&contract, &json!({"order": order, "cents": cents}), handler);
             let dispatched = seen.lock().unwrap().len() > before;
             match settled {
-                // Settled (or uncertain) before: never dispatched again.
-                Some(_) => {
-                    prop_assert!(!dispatched, "order {} dispatched twice", order);
-                    prop_assert!(result.is_ok(), "order {}: {:?}", order, result.err());
+                // Settled (or uncertain, or refused) before: never
+                // dispatched again; a refusal is answered again.
+                Some(status) => {
+                    prop_assert!(!dispatched, "order {} dispatched again", order);
+                    if refused.contains(&order) {
+                        prop_assert_eq!(status, EffectStatus::Rejected);
+                        prop_assert!(result.unwrap_err().is_budget_exceeded());
+                    } else {
+                        prop_assert!(result.is_ok(), "order {}: {:?}", order, result.err());
+                    }
                 }
                 None => {
                     let (count, sum) = in_window(&charges, now);
@@ -130,6 +138,9 @@ proptest! {
                         orders[order].2 = Some(result.status);
                     } else {
                         prop_assert!(result.unwrap_err().is_budget_exceeded());
+                        prop_assert_eq!(ledger.get(&format!("payout:{order}")).unwrap().map(|r| r.status), Some(EffectStatus::Rejected));
+                        refused.push(order);
+                        orders[order].2 = Some(EffectStatus::Rejected);
                     }
                 }
             }

@@ -10,9 +10,10 @@
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use effect_core::EffectLedgerExt as _;
 use effect_core::{
-    Approval, Budget, BudgetUse, Clock as _, EffectContract, EffectLedger, EffectStatus as S,
-    OutcomeProbeResult, SystemClock,
+    Approval, Budget, BudgetDeferral, BudgetUse, Clock as _, EffectContract, EffectLedger,
+    EffectStatus as S, OutcomeProbeResult, SystemClock,
 };
 use effect_exec::{EffectExecutor, ExecError, HandlerContext, HandlerError};
 use serde_json::{Value, json};
@@ -130,6 +131,24 @@ fn expect_refused(c: &Check, result: Result<effect_core::EffectResult, ExecError
     }
 }
 
+fn expect_deferred(c: &Check, result: Result<effect_core::EffectResult, ExecError>, what: &str) {
+    match result {
+        Err(err) if err.is_budget_deferred() => {
+            let text = err.to_string();
+            c.ensure(
+                text.contains("deferred until") && text.contains("nothing was sent or charged"),
+                format_args!("{what}: the deferral says what happened: {text}"),
+            );
+        }
+        Err(err) => c.fail(format_args!(
+            "{what}: expected a budget deferral, got {err}"
+        )),
+        Ok(result) => c.fail(format_args!(
+            "{what}: expected a budget deferral, got {result:?}"
+        )),
+    }
+}
+
 fn expect_confirmed(c: &Check, result: Result<effect_core::EffectResult, ExecError>, what: &str) {
     match result {
         Ok(result) => c.same(result.status, S::Confirmed, what),
@@ -138,9 +157,11 @@ fn expect_confirmed(c: &Check, result: Result<effect_core::EffectResult, ExecErr
 }
 
 /// Dispatches within the limit are charged; one over it is refused before
-/// dispatch (a typed error, a `budget_exceeded` event, the operation still
-/// `prepared`, nothing charged); a cheaper one still fits, and the refused
-/// one is refused again on its next call.
+/// dispatch, terminally (a typed error, a `budget_exceeded` event with the
+/// budget's state, the operation `rejected`, nothing charged); a cheaper
+/// one still fits, and the refused one is answered the same refusal on its
+/// next call, which writes nothing and dispatches nothing although the
+/// budget has room again.
 ///
 /// # Panics
 ///
@@ -163,13 +184,33 @@ pub fn budget_refuses_a_dispatch_over_its_limit(factory: LedgerFactory<'_>) {
     let refused = c.record("order:A-2:refund");
     c.same(
         (refused.status, refused.attempts),
-        (S::Prepared, 0),
+        (S::Rejected, 0),
         "A-2 after its refusal",
+    );
+    c.ensure(
+        refused
+            .error
+            .as_deref()
+            .is_some_and(|e| e.contains("refused by budget")),
+        format_args!("A-2's error names the budget: {:?}", refused.error),
     );
     c.same(
         event_types(&c, "order:A-2:refund"),
         vec!["prepared".to_owned(), "budget_exceeded".to_owned()],
         "A-2's events",
+    );
+    let event = c.last_event("order:A-2:refund");
+    c.event_is(
+        &event,
+        "budget_exceeded",
+        &json!({
+            "budget": "refunds/tenant:acme",
+            "window": "total",
+            "max_amount": 1_000,
+            "used_count": 1,
+            "used_amount": 600,
+            "amount": 500,
+        }),
     );
     check_use(&c, "refunds/tenant:acme", (1, 600), "use after a refusal");
     expect_confirmed(
@@ -177,11 +218,15 @@ pub fn budget_refuses_a_dispatch_over_its_limit(factory: LedgerFactory<'_>) {
         executor.execute(&contract, &refund("A-3", 400), provider.accepting()),
         "A-3",
     );
+    // A-1 is given back (an operator rejects it after all), so the budget
+    // has room: A-2 still is not dispatched, its refusal was the decision.
+    let before = c.snapshot("order:A-2:refund");
     expect_refused(
         &c,
         executor.execute(&contract, &refund("A-2", 500), provider.accepting()),
         "A-2 again",
     );
+    c.unchanged("order:A-2:refund", &before, "A-2 called again");
     c.same(provider.count(), 2, "refunds the provider committed");
     c.same(provider.cents("acme"), 1_000, "cents the provider refunded");
     if let Some(entry) = budget_use(&c, "refunds/tenant:acme") {
@@ -346,9 +391,8 @@ pub fn budget_charges_a_retry_once(factory: LedgerFactory<'_>) {
     );
 }
 
-/// A claim refused over budget leaves the operation's approval unused: once
-/// the budget has room (a rejection gave a charge back), the next call
-/// dispatches it under that approval, once.
+/// A claim a deferring budget refuses leaves the operation's approval
+/// unused, and the operation waiting for room.
 ///
 /// # Panics
 ///
@@ -356,7 +400,8 @@ pub fn budget_charges_a_retry_once(factory: LedgerFactory<'_>) {
 pub fn budget_refusal_keeps_the_approval(factory: LedgerFactory<'_>) {
     let c = Check::new("budget_refusal_keeps_the_approval", factory);
     let contract = refund_contract(&c, |b| {
-        b.budget(cents_per_tenant(1_000)).requires_approval(true)
+        b.budget(cents_per_tenant(1_000).defer(BudgetDeferral::For(Duration::from_secs(3600))))
+            .requires_approval(true)
     });
     let executor = EffectExecutor::new(Arc::clone(&c.ledger));
     let provider = Provider::default();
@@ -397,7 +442,7 @@ pub fn budget_refusal_keeps_the_approval(factory: LedgerFactory<'_>) {
         executor.execute(&contract, &refund("A-3", 600), provider.accepting()),
         "A-3",
     );
-    expect_refused(
+    expect_deferred(
         &c,
         executor.execute(&contract, &refund("A-2", 500), provider.accepting()),
         "A-2",
@@ -511,7 +556,7 @@ fn never_exceed(name: &'static str, handles: &[Arc<dyn EffectLedger>]) {
         let record = c.record(&format!("order:A-{n}:refund"));
         match record.status {
             S::Confirmed => charged += 1,
-            S::Prepared => c.same(record.attempts, 0, format_args!("refused A-{n}'s attempts")),
+            S::Rejected => c.same(record.attempts, 0, format_args!("refused A-{n}'s attempts")),
             other => c.fail(format_args!("A-{n} is {other}")),
         }
     }
@@ -523,4 +568,160 @@ fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     mutex
         .lock()
         .unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+/// A budget declared with a deferral keeps the operation it refuses
+/// `prepared`, deferred (one `budget_deferred` event naming the bound);
+/// calls within the bound write nothing while the budget has no room, and
+/// the first call once it has (an operator rejected an uncertain charge)
+/// dispatches it, once.
+///
+/// # Panics
+///
+/// When the ledger behaves otherwise.
+pub fn budget_deferral_dispatches_once_there_is_room(factory: LedgerFactory<'_>) {
+    let c = Check::new("budget_deferral_dispatches_once_there_is_room", factory);
+    let contract = refund_contract(&c, |b| {
+        b.budget(cents_per_tenant(1_000).defer(BudgetDeferral::For(Duration::from_secs(3600))))
+    });
+    let executor = EffectExecutor::new(Arc::clone(&c.ledger));
+    let provider = Provider::default();
+    let lost = |_args: Value, _ctx: HandlerContext| -> Result<Value, HandlerError> {
+        Err(HandlerError::unknown("the connection dropped"))
+    };
+    match executor.execute(&contract, &refund("A-1", 700), lost) {
+        Ok(result) => c.ensure(
+            result.status.is_uncertain(),
+            format_args!("A-1 is uncertain: {result:?}"),
+        ),
+        Err(err) => c.fail(format_args!("A-1: {err}")),
+    }
+    let id = "order:A-2:refund";
+    expect_deferred(
+        &c,
+        executor.execute(&contract, &refund("A-2", 500), provider.accepting()),
+        "A-2",
+    );
+    let deferred = c.record(id);
+    c.same(
+        (deferred.status, deferred.attempts),
+        (S::Prepared, 0),
+        "A-2 deferred",
+    );
+    c.same(
+        event_types(&c, id),
+        vec!["prepared".to_owned(), "budget_deferred".to_owned()],
+        "A-2's events",
+    );
+    let event = c.last_event(id);
+    c.event_is(
+        &event,
+        "budget_deferred",
+        &json!({"budget": "refunds/tenant:acme", "used_amount": 700, "amount": 500}),
+    );
+    c.ensure(
+        event.data["deferred_until"].is_string(),
+        format_args!("the deferral names its bound: {}", event.data),
+    );
+    let before = c.snapshot(id);
+    for n in 0..3 {
+        expect_deferred(
+            &c,
+            executor.execute(&contract, &refund("A-2", 500), provider.accepting()),
+            &format!("A-2, call {n} within the deferral"),
+        );
+    }
+    c.unchanged(id, &before, "A-2 called again while deferred");
+    c.same(
+        provider.count(),
+        0,
+        "refunds the provider committed while deferred",
+    );
+    let rejected = c.ledger.resolve_manually(
+        "order:A-1:refund",
+        &super::harness::manual(effect_core::ManualAction::Reject),
+    );
+    c.ok(rejected, "rejecting A-1");
+    expect_confirmed(
+        &c,
+        executor.execute(&contract, &refund("A-2", 500), provider.accepting()),
+        "A-2 once the budget has room",
+    );
+    c.same(provider.count(), 1, "refunds the provider committed");
+    check_use(&c, "refunds/tenant:acme", (1, 500), "use at the end");
+    let done = c.record(id);
+    c.ensure(
+        !done
+            .evidence
+            .contains_key(effect_core::evidence::BUDGET_DEFERRAL),
+        "the dispatch drops the deferral",
+    );
+}
+
+/// A deferral past its bound rejects the operation at its next claim
+/// (`budget_deferral_expired`), with nothing dispatched, however many
+/// claims were refused before: the trail holds one event per change.
+///
+/// # Panics
+///
+/// When the ledger behaves otherwise.
+pub fn budget_deferral_expires_to_rejected(factory: LedgerFactory<'_>) {
+    let c = Check::new("budget_deferral_expires_to_rejected", factory);
+    // Short enough to pass while the check polls; the ledger's own clock
+    // (a database server's, for PostgreSQL) decides.
+    let contract = refund_contract(&c, |b| {
+        b.budget(cents_per_tenant(100).defer(BudgetDeferral::For(Duration::from_millis(300))))
+    });
+    let executor = EffectExecutor::new(Arc::clone(&c.ledger));
+    let provider = Provider::default();
+    let id = "order:A-1:refund";
+    expect_deferred(
+        &c,
+        executor.execute(&contract, &refund("A-1", 500), provider.accepting()),
+        "A-1",
+    );
+    let mut calls = 1;
+    let expired = loop {
+        match executor.execute(&contract, &refund("A-1", 500), provider.accepting()) {
+            Err(err) if err.is_budget_deferred() && calls < 400 => {
+                calls += 1;
+                super::harness::tick();
+            }
+            other => break other,
+        }
+    };
+    match expired {
+        Err(err @ ExecError::BudgetDeferralExpired { .. }) => c.ensure(
+            err.to_string().contains("nothing was sent or charged"),
+            format_args!("the expiry says what happened: {err}"),
+        ),
+        other => c.fail(format_args!(
+            "expected the deferral to expire after {calls} calls, got {other:?}"
+        )),
+    }
+    let record = c.record(id);
+    c.same(
+        (record.status, record.attempts),
+        (S::Rejected, 0),
+        "A-1 after its deferral",
+    );
+    c.same(
+        event_types(&c, id),
+        vec![
+            "prepared".to_owned(),
+            "budget_deferred".to_owned(),
+            "budget_deferral_expired".to_owned(),
+        ],
+        format_args!("A-1's events after {calls} refused calls"),
+    );
+    let before = c.snapshot(id);
+    c.ensure(
+        executor
+            .execute(&contract, &refund("A-1", 500), provider.accepting())
+            .is_err_and(|err| matches!(err, ExecError::BudgetDeferralExpired { .. })),
+        "a later call is told the same",
+    );
+    c.unchanged(id, &before, "A-1 called after its expiry");
+    c.same(provider.count(), 0, "refunds the provider committed");
+    check_use(&c, "refunds/tenant:acme", (0, 0), "use at the end");
 }

@@ -46,6 +46,7 @@ use effect_core::EffectLedger;
 
 mod approval;
 mod budget;
+mod cancel;
 mod data;
 mod deferred;
 mod dispatch;
@@ -65,10 +66,15 @@ pub use approval::{
     expired_approval_is_refused_by_the_claim, manual_retry_waits_for_a_new_approval,
 };
 pub use budget::{
-    budget_charges_a_retry_once, budget_gives_back_a_rejected_charge,
+    budget_charges_a_retry_once, budget_deferral_dispatches_once_there_is_room,
+    budget_deferral_expires_to_rejected, budget_gives_back_a_rejected_charge,
     budget_keeps_the_charge_of_an_uncertain_outcome, budget_refusal_keeps_the_approval,
     budget_refuses_a_dispatch_over_its_limit, callers_never_exceed_a_budget,
     concurrent_callers_never_exceed_a_budget,
+};
+pub use cancel::{
+    cancel_ends_an_operation_not_yet_dispatched, cancel_gives_back_budget_charges,
+    cancel_is_refused_once_dispatched, cancel_races_a_claim,
 };
 pub use data::{UNUSUAL_OPERATION_IDS, large_output_round_trips, unusual_operation_ids_round_trip};
 pub use deferred::{DeferredOutcomes, is_dispatch_outcome, run_all_deferred};
@@ -283,9 +289,30 @@ pub const CHECKS: &[NamedCheck] = &[
         budget_refusal_keeps_the_approval,
     ),
     (
+        "budget_deferral_dispatches_once_there_is_room",
+        budget_deferral_dispatches_once_there_is_room,
+    ),
+    (
+        "budget_deferral_expires_to_rejected",
+        budget_deferral_expires_to_rejected,
+    ),
+    (
         "concurrent_callers_never_exceed_a_budget",
         concurrent_callers_never_exceed_a_budget,
     ),
+    (
+        "cancel_ends_an_operation_not_yet_dispatched",
+        cancel_ends_an_operation_not_yet_dispatched,
+    ),
+    (
+        "cancel_is_refused_once_dispatched",
+        cancel_is_refused_once_dispatched,
+    ),
+    (
+        "cancel_gives_back_budget_charges",
+        cancel_gives_back_budget_charges,
+    ),
+    ("cancel_races_a_claim", cancel_races_a_claim),
     ("large_output_round_trips", large_output_round_trips),
     (
         "unusual_operation_ids_round_trip",
