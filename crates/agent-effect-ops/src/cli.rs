@@ -21,7 +21,8 @@ Exit codes:
      of one whose previous handler may still run needs --handler-stopped; only awaiting_approval
      operations can be approved or denied, an approval is refused while an unused one stands or
      when --fingerprint differs from the operation's; only confirmed operations can be
-     compensated)
+     compensated; only prepared and awaiting_approval operations can be cancelled, and the
+     message names the command to use instead)
 
 Errors are one line on stderr, starting with \"error: \". Nothing is written to the
 ledger when a command fails.";
@@ -37,7 +38,9 @@ executor's rules: only from outcome_unknown or quarantined, with a non-empty act
 reason and evidence reference. approve and deny decide an operation awaiting
 approval (its contract requires one before each dispatch). compensate asks for
 the compensation of a confirmed operation (a refund for a capture), which a
-recovery worker holding the compensation's handler runs. expire records a
+recovery worker holding the compensation's handler runs. cancel ends an
+operation that was never dispatched (prepared, deferred by a budget, or
+awaiting approval), so no caller or worker ever sends it. expire records a
 stale dispatch (lease expired) as outcome_unknown, with the same audit fields. The tool does not authenticate --actor; that is the
 deployment's job.
 
@@ -283,6 +286,20 @@ pub enum Command {
         id: String,
         #[command(flatten)]
         request: RequestArgs,
+    },
+    /// Cancel an operation that has not been dispatched (prepared, whoever
+    /// it waits for, deferred by a budget, or awaiting approval): it becomes
+    /// rejected, terminally, and no caller or recovery worker dispatches it.
+    ///
+    /// Applied in the ledger's transaction, as a claim is: a worker racing
+    /// the cancel either dispatched first (the cancel is then refused, exit
+    /// 4, naming the command to use instead) or never dispatches. Budget
+    /// charges of the operation, if any, are given back.
+    Cancel {
+        /// The operation id.
+        id: String,
+        #[command(flatten)]
+        audit: AuditArgs,
     },
     /// Record that the effect did not happen and let the next execution
     /// dispatch it again.

@@ -15,6 +15,7 @@ use effect_exec::{EffectExecutor, ExecutorOptions, WaitingFor};
 use serde_json::Value;
 
 use crate::approval::{self, Decision};
+use crate::cancel;
 use crate::cli::{AuditArgs, Cli, Command, DecisionArgs, Format, Since};
 use crate::compensation;
 use crate::error::{ChangedSinceSeen, HandlerMayStillRun, InputError};
@@ -51,6 +52,10 @@ pub fn run(cli: &Cli, clock: Arc<dyn Clock>, out: &mut dyn Write) -> anyhow::Res
     }
     if let Command::Compensate { id, request } = &cli.command {
         compensation::check(id, request)?;
+    }
+    if let Command::Cancel { id, audit } = &cli.command {
+        check_id(id)?;
+        check_audit(audit)?;
     }
     let decision = decision(&cli.command);
     if let Some((id, decision, args)) = &decision {
@@ -135,6 +140,7 @@ pub fn run(cli: &Cli, clock: Arc<dyn Clock>, out: &mut dyn Write) -> anyhow::Res
         Command::Compensate { id, request } => {
             compensation::request(&opened, id, request, clock, &mut printer)
         }
+        Command::Cancel { id, audit } => cancel::cancel(&opened, id, audit, clock, &mut printer),
         Command::Confirm {
             id,
             audit,
@@ -229,7 +235,8 @@ fn manual_resolution(command: &Command) -> Result<Option<ManualResolution>, Inpu
         | Command::Backup { .. }
         | Command::Approve { .. }
         | Command::Deny { .. }
-        | Command::Compensate { .. } => return Ok(None),
+        | Command::Compensate { .. }
+        | Command::Cancel { .. } => return Ok(None),
     };
     check_id(id)?;
     check_audit(audit)?;
@@ -273,6 +280,7 @@ fn list(
     let mut operations = Vec::new();
     for record in ledger.list(query)? {
         let mut summary = OperationSummary::from(&record);
+        summary.deferred_by_budget = deferral_of(&record);
         if record.status.is_uncertain() {
             summary.reconciliation_flags =
                 Some(safety_evidence(&record.evidence)).filter(|e| !e.is_empty());
@@ -296,6 +304,30 @@ fn list(
     }
     let limit = query.limit;
     printer.report(&operations, |operations| table::list(operations, limit))
+}
+
+/// The budget deferral of a `prepared` or `awaiting_approval` operation
+/// (docs/approval.md#budgets): the budget and the bound, for `list`.
+fn deferral_of(record: &EffectRecord) -> Option<Value> {
+    if !matches!(
+        record.status,
+        EffectStatus::Prepared | EffectStatus::AwaitingApproval
+    ) {
+        return None;
+    }
+    let deferral = record
+        .evidence
+        .get(effect_core::evidence::BUDGET_DEFERRAL)?;
+    let budget = record
+        .evidence
+        .get(effect_core::evidence::BUDGET_EXCEEDED)
+        .and_then(|refusal| refusal.get("budget"))
+        .cloned()
+        .unwrap_or(Value::Null);
+    Some(serde_json::json!({
+        "budget": budget,
+        "until": deferral.get("deferred_until").cloned().unwrap_or(Value::Null),
+    }))
 }
 
 fn show(
@@ -378,6 +410,10 @@ fn stats(
         waiting_for_recovery_worker: waiting
             .iter()
             .filter(|w| w.waiting_for == WaitingFor::RecoveryWorker)
+            .count() as u64,
+        waiting_for_budget: waiting
+            .iter()
+            .filter(|w| w.waiting_for == WaitingFor::Budget)
             .count() as u64,
         oldest_waiting_age_seconds: waiting
             .first()

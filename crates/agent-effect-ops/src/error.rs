@@ -204,6 +204,7 @@ impl Exit {
     pub fn of(error: &anyhow::Error) -> Exit {
         for cause in error.chain() {
             if cause.downcast_ref::<ChangedSinceSeen>().is_some()
+                || cause.downcast_ref::<NotCancellable>().is_some()
                 || cause.downcast_ref::<HandlerMayStillRun>().is_some()
                 || cause.downcast_ref::<ApprovalMismatch>().is_some()
                 || cause.downcast_ref::<CompensationRejected>().is_some()
@@ -282,4 +283,17 @@ pub struct ChangedSinceSeen {
     pub attempts: u32,
     /// Its status now.
     pub status: effect_core::EffectStatus,
+}
+
+/// `cancel` of an operation that was dispatched or settled (exit code 4),
+/// with the command to use instead.
+#[derive(Debug, thiserror::Error)]
+#[error("cannot cancel operation {operation_id:?}: its status is {status}; {instead}")]
+pub struct NotCancellable {
+    /// The operation id.
+    pub operation_id: String,
+    /// Its status now.
+    pub status: effect_core::EffectStatus,
+    /// What to do instead.
+    pub instead: String,
 }

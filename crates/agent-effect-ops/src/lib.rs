@@ -32,6 +32,7 @@
 //! - `postgres` (default): `--db postgres://...`, a PostgreSQL ledger.
 
 mod approval;
+mod cancel;
 mod cli;
 mod commands;
 mod compensation;

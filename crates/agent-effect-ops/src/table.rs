@@ -251,8 +251,8 @@ pub fn stats(stats: &Stats) -> String {
     let _ = writeln!(out, "stale dispatches: {}", stats.stale);
     let _ = writeln!(
         out,
-        "prepared, waiting for their caller: {}; for a recovery worker: {}",
-        stats.waiting_for_caller, stats.waiting_for_recovery_worker
+        "prepared, waiting for their caller: {}; for a recovery worker: {}; deferred by a budget: {}",
+        stats.waiting_for_caller, stats.waiting_for_recovery_worker, stats.waiting_for_budget
     );
     match (
         &stats.oldest_waiting_since,

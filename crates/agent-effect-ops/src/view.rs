@@ -51,6 +51,12 @@ pub struct OperationSummary {
     /// a refund refunds), as the ledger stores it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub compensates_output: Option<Value>,
+    /// `list`, for a `prepared` or `awaiting_approval` operation a budget
+    /// deferred (docs/approval.md#budgets): `{budget, until}`, the budget
+    /// that refused it and the bound after which a claim rejects it (null
+    /// for none).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub deferred_by_budget: Option<serde_json::Value>,
 }
 
 impl From<&EffectRecord> for OperationSummary {
@@ -69,6 +75,7 @@ impl From<&EffectRecord> for OperationSummary {
             reconciliation_flags: None,
             arguments: None,
             compensates_output: None,
+            deferred_by_budget: None,
         }
     }
 }
@@ -275,6 +282,11 @@ pub struct Stats {
     /// `prepared` operations with stored intent: a recovery worker with
     /// their contract's handler dispatches them. Alert when one stays.
     pub waiting_for_recovery_worker: u64,
+    /// `prepared` operations deferred by a budget (docs/approval.md#budgets):
+    /// dispatched by their caller or a recovery worker once the budget has
+    /// room, rejected after their bound. Not counted in the two above.
+    #[serde(default)]
+    pub waiting_for_budget: u64,
     /// `updated_at` of the longest-waiting `prepared` operation, or null.
     pub oldest_waiting_since: Option<String>,
     /// Its age in whole seconds when the command ran, or null.

@@ -23,11 +23,9 @@ fn an_empty_ledger_reports_nothing_unresolved() {
     let stats_table = ops(&db, &["stats", "--format", "table"]);
     assert!(stats_table.stdout.contains("oldest unresolved: none\n"));
     assert!(stats_table.stdout.contains("stale dispatches: 0\n"));
-    assert!(
-        stats_table
-            .stdout
-            .ends_with("prepared, waiting for their caller: 0; for a recovery worker: 0\n")
-    );
+    assert!(stats_table.stdout.ends_with(
+        "prepared, waiting for their caller: 0; for a recovery worker: 0; deferred by a budget: 0\n"
+    ));
     assert_eq!(
         (stats.waiting_for_caller, stats.waiting_for_recovery_worker),
         (0, 0)

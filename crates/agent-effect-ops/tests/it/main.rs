@@ -4,6 +4,7 @@
 mod approval;
 mod approval_view;
 mod budget;
+mod cancel;
 mod cli;
 mod compensation;
 mod empty;

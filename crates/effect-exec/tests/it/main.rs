@@ -9,6 +9,7 @@ mod approval_rule;
 mod asynchronous;
 mod bad_input;
 mod budget;
+mod budget_worker;
 mod compensation;
 mod concurrency;
 mod decide_by;

@@ -373,6 +373,7 @@ fn the_events_of_one_batch_take_consecutive_sequences_past_refused_transitions()
         max_count: None,
         max_amount: None,
         window: effect_core::budget::BudgetWindow::Total,
+        defer: None,
     });
     let unstorable = Transition::PrepareAndClaim(op(json!({"n": 3})), over_budget);
     let batch = [

@@ -16,7 +16,9 @@ use std::process::{Command, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime};
 
-use effect_core::{Budget, EffectContract, EffectLedger, EffectStatus, ManualClock};
+use effect_core::{
+    Budget, BudgetDeferral, EffectContract, EffectLedger, EffectStatus, ManualClock,
+};
 use effect_exec::{EffectExecutor, HandlerContext, HandlerError};
 use effect_ledger_sqlite::{SqliteLedger, SqliteOptions};
 use effect_testkit::conformance::callers_never_exceed_a_budget;
@@ -139,10 +141,11 @@ fn parent() -> TestResult {
             .get(&format!("order:A-{n}:refund"))?
             .ok_or("missing")?;
         let committed = commits.contains_key(&format!("A-{n}"));
+        // A refusal is terminal: the refused orders are rejected.
         let expected = if committed {
             EffectStatus::Confirmed
         } else {
-            EffectStatus::Prepared
+            EffectStatus::Rejected
         };
         assert_eq!(record.status, expected, "A-{n}");
         assert_eq!(record.attempts, u32::from(committed), "A-{n}");
@@ -263,7 +266,7 @@ fn a_charge_survives_a_process_killed_after_its_claim() -> TestResult {
 
 /// A daily budget counts the current UTC day of the ledger's clock, and a
 /// sliding one the last ten minutes: once the clock moves on, the next
-/// dispatch fits again.
+/// dispatch fits again, and a call both budgets defer goes out then.
 #[test]
 fn windows_roll_over_with_the_ledger_clock() -> TestResult {
     // 23:55 UTC on some day.
@@ -279,11 +282,13 @@ fn windows_roll_over_with_the_ledger_clock() -> TestResult {
     let contract = EffectContract::builder("payout", |args| {
         Ok(format!("payout:{}", args["n"].as_u64().ok_or("missing n")?))
     })
-    .budget(Budget::per_day("payouts").max_count(2))
+    .budget(Budget::per_day("payouts").max_count(2).defer(two_days()))
     .budget(
-        Budget::sliding("payout_rate", Duration::from_secs(600)).max_amount(300, |args| {
-            Ok(args["cents"].as_u64().ok_or("missing cents")?)
-        }),
+        Budget::sliding("payout_rate", Duration::from_secs(600))
+            .max_amount(300, |args| {
+                Ok(args["cents"].as_u64().ok_or("missing cents")?)
+            })
+            .defer(two_days()),
     )
     .build()?;
     let committed = Arc::new(Mutex::new(Vec::new()));
@@ -303,10 +308,10 @@ fn windows_roll_over_with_the_ledger_clock() -> TestResult {
     assert!(pay(1, 100)?.is_confirmed());
     assert!(pay(2, 100)?.is_confirmed());
     // Two today: the day's budget is used up.
-    assert!(pay(3, 100).unwrap_err().is_budget_exceeded());
+    assert!(pay(3, 100).unwrap_err().is_budget_deferred());
     // Past midnight: a new day, but 200 of the last ten minutes' 300 are used.
     clock.advance(Duration::from_secs(6 * 60));
-    assert!(pay(4, 200).unwrap_err().is_budget_exceeded());
+    assert!(pay(4, 200).unwrap_err().is_budget_deferred());
     assert!(pay(3, 100)?.is_confirmed());
     // Ten minutes after the first two, the sliding window has room again.
     clock.advance(Duration::from_secs(5 * 60));
@@ -321,4 +326,9 @@ fn windows_roll_over_with_the_ledger_clock() -> TestResult {
     assert_eq!(by_name["payouts"], ("daily", 2, 0));
     assert_eq!(by_name["payout_rate"], ("sliding:600s", 2, 300));
     Ok(())
+}
+
+/// The deferral every budget of [`windows_roll_over_with_the_ledger_clock`] declares.
+fn two_days() -> BudgetDeferral {
+    BudgetDeferral::For(Duration::from_secs(2 * 86_400))
 }
