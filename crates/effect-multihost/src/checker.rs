@@ -25,7 +25,7 @@ pub(crate) struct Findings {
     pub(crate) operations: u64,
     /// Operations the ledger holds at the end, by status.
     pub(crate) ledger: BTreeMap<String, u64>,
-    /// Operations left `prepared` by a budget refusal: never sent.
+    /// Operations rejected by a budget refusal: never sent.
     pub(crate) refused_by_budget: u64,
     /// Provider deliveries by outcome.
     pub(crate) committed: u64,

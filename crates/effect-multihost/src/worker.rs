@@ -25,7 +25,7 @@ use crate::provider::{Fault, Provider};
 
 /// Captures each customer's budget allows. Most customers have one invoice;
 /// one in ten has five (see [`customer_of`]), so a few calls are refused by
-/// the budget, and stay `prepared` with a `budget_exceeded` event: refused,
+/// the budget, and end `rejected` with a `budget_exceeded` event: refused,
 /// never sent.
 pub(crate) const BUDGET: u64 = 3;
 /// New invoice numbers per second of the run: callers work on the ones
@@ -129,8 +129,8 @@ pub(crate) fn run(args: &WorkerArgs) -> anyhow::Result<()> {
             let handler = handler.clone();
             move |a: Value, c: HandlerContext| handler(a, c)
         })?
-        // A budget refusal leaves its operation prepared, and every pass
-        // would claim it again: a longer age keeps that churn low.
+        // A prepared operation is its caller's for a while first: a longer
+        // age keeps the worker from racing live callers.
         .min_age(Duration::from_secs(20));
     if args.settle {
         return settle(&recovery, ledger.as_ref());
@@ -353,13 +353,15 @@ fn unsettled(ledger: &dyn EffectLedger) -> anyhow::Result<usize> {
     Ok(total)
 }
 
-/// A `prepared` operation whose last claim its budget refused: nothing was
-/// sent, and it waits for room that a total budget never gets back.
+/// An operation its budget refused: `rejected` by the refusal, nothing
+/// sent (docs/approval.md#budgets).
 pub(crate) fn refused_by_budget(record: &EffectRecord) -> bool {
-    record.status == EffectStatus::Prepared
+    record.status == EffectStatus::Rejected
         && record
             .evidence
-            .contains_key(effect_core::evidence::BUDGET_EXCEEDED)
+            .get(effect_core::evidence::RESOLUTION)
+            .and_then(Value::as_str)
+            == Some(effect_core::evidence::RESOLUTION_BUDGET_EXCEEDED)
 }
 
 /// The customer an invoice number bills: invoices 0 to 4 of every 50 share
