@@ -76,6 +76,8 @@ enum Bug {
     ApproveAnything,
     /// Claims without checking or charging their budgets.
     IgnoreBudgets,
+    /// Answers every refused cancel as if it had been applied.
+    CancelAnything,
 }
 
 /// For each check, a bug it must catch.
@@ -91,6 +93,18 @@ const CAUGHT_BY: &[(&str, Bug)] = &[
     ),
     ("budget_charges_a_retry_once", Bug::IgnoreBudgets),
     ("budget_refusal_keeps_the_approval", Bug::IgnoreBudgets),
+    (
+        "budget_deferral_dispatches_once_there_is_room",
+        Bug::IgnoreBudgets,
+    ),
+    ("budget_deferral_expires_to_rejected", Bug::IgnoreBudgets),
+    (
+        "cancel_ends_an_operation_not_yet_dispatched",
+        Bug::StripEventField("cancelled", "error"),
+    ),
+    ("cancel_is_refused_once_dispatched", Bug::CancelAnything),
+    ("cancel_gives_back_budget_charges", Bug::IgnoreBudgets),
+    ("cancel_races_a_claim", Bug::NonAtomicClaim),
     (
         "concurrent_callers_never_exceed_a_budget",
         Bug::IgnoreBudgets,
@@ -571,6 +585,10 @@ impl Mutant {
                 )
             }
             (Bug::ApproveAnything, Transition::Approve(_)) => match inner.apply(id, t) {
+                Err(_) => Ok(outcome(true, self.existing(id)?)),
+                other => other,
+            },
+            (Bug::CancelAnything, Transition::Cancel { .. }) => match inner.apply(id, t) {
                 Err(_) => Ok(outcome(true, self.existing(id)?)),
                 other => other,
             },
