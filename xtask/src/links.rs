@@ -470,7 +470,7 @@ fn normalize(path: &Path) -> PathBuf {
 
 /// The Markdown, Rust and TOML files of the repository, skipping build
 /// output, hidden directories and recorded snapshots.
-fn text_files(root: &Path) -> Result<Vec<PathBuf>> {
+pub(crate) fn text_files(root: &Path) -> Result<Vec<PathBuf>> {
     let mut out = Vec::new();
     let mut stack = vec![root.to_path_buf()];
     while let Some(dir) = stack.pop() {

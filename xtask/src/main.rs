@@ -1,9 +1,13 @@
 //! `cargo xtask <task>`: the one entry point for what CI runs.
 //!
 //! `cargo xtask` alone, `--help` or `help` lists the tasks; `cargo xtask ci`
-//! runs every step of [`CI_STEPS`] in order, as `.ci/run` does.
+//! provisions what the steps need (`xtask/ci/provision.sh`) and runs every
+//! step of [`CI_STEPS`] in order; `.ci/run` is that command.
 
+mod docs;
+mod install;
 mod links;
+mod msrv;
 mod package;
 mod tidy;
 
@@ -20,6 +24,10 @@ const TASKS: &[(&str, &str)] = &[
     ),
     ("features", "cargo check with --no-default-features"),
     (
+        "msrv",
+        "the pinned toolchain is the declared rust-version, which every crate inherits and no dependency exceeds",
+    ),
+    (
         "test",
         "cargo test --workspace --all-features, with the kill-9 soak tests (EFFECT_SLOW_TESTS=1)",
     ),
@@ -29,7 +37,7 @@ const TASKS: &[(&str, &str)] = &[
     ),
     (
         "doc",
-        "cargo doc --all-features with RUSTDOCFLAGS=-D warnings",
+        "cargo doc --all-features as docs.rs builds it (--cfg docsrs), -D warnings",
     ),
     ("deps", "check the dependency direction of ARCHITECTURE.md"),
     (
@@ -37,8 +45,20 @@ const TASKS: &[(&str, &str)] = &[
         "every link and citation in Markdown, Rust and TOML files resolves inside the repository",
     ),
     (
+        "docs",
+        "the Markdown names only released versions of our crates, locked versions of others, and features that exist",
+    ),
+    (
         "package",
-        "every published crate's package holds its license and readme; cargo publish --dry-run for the leaf crates",
+        "every published crate's metadata, license and readme; cargo publish --workspace --dry-run",
+    ),
+    (
+        "install",
+        "the README's quick start and cargo install of both CLIs, built from the packaged crates only",
+    ),
+    (
+        "hack",
+        "cargo hack check --each-feature --no-dev-deps on every published crate",
     ),
     (
         "deny",
@@ -66,12 +86,16 @@ const CI_STEPS: &[&str] = &[
     "fmt",
     "lint",
     "features",
+    "msrv",
     "test",
     "snapshots",
     "doc",
     "deps",
     "links",
+    "docs",
     "package",
+    "install",
+    "hack",
     "deny",
     "multihost-ci",
 ];
@@ -98,8 +122,12 @@ fn main() -> ExitCode {
 fn usage() -> String {
     let mut out = String::from("usage: cargo xtask <task>\n\ntasks:\n");
     out.push_str(&format!(
-        "  {:<14}every task below, in order (what CI runs)\n",
+        "  {:<14}every task below, in order (what CI runs), inside `provision`\n",
         "ci"
+    ));
+    out.push_str(&format!(
+        "  {:<14}run -- COMMAND with what the tests need: installs cargo-deny, cargo-hack, PostgreSQL\n{:<16}(TLS, PgBouncer), the Python peer, libfiu, chromium, promtool, iproute2 and\n{:<16}iptables when missing (xtask/ci/provision.sh)\n",
+        "provision", "", ""
     ));
     for (name, what) in TASKS.iter().chain(MANUAL_TASKS) {
         out.push_str(&format!("  {name:<14}{what}\n"));
@@ -110,11 +138,28 @@ fn usage() -> String {
 fn run(task: &str) -> Result<()> {
     match task {
         "ci" => {
+            // Provisioned once: the script runs this binary again inside the
+            // environment it made (servers, tools, EFFECT_REQUIRE_*).
+            if std::env::var_os(PROVISIONED).is_none() && std::env::var_os(NO_PROVISION).is_none() {
+                let exe = std::env::current_exe().context("locating the xtask binary")?;
+                return provision(&[exe.as_os_str(), "ci".as_ref()]);
+            }
             for step in CI_STEPS {
                 eprintln!("== xtask {step}");
                 run(step)?;
             }
             Ok(())
+        }
+        "provision" => {
+            let command: Vec<std::ffi::OsString> = std::env::args_os()
+                .skip(2)
+                .skip_while(|a| a == "--")
+                .collect();
+            if command.is_empty() {
+                bail!("usage: cargo xtask provision -- COMMAND [ARGS...]");
+            }
+            let command: Vec<&std::ffi::OsStr> = command.iter().map(|a| a.as_os_str()).collect();
+            provision(&command)
         }
         "fmt" => cargo(&["fmt", "--all", "--", "--check"]),
         "lint" => cargo(&[
@@ -154,12 +199,16 @@ fn run(task: &str) -> Result<()> {
             }
         }
         "doc" => {
+            // As docs.rs builds them: every feature, `--cfg docsrs` (the
+            // crates' `doc(cfg)` labels need nightly's `doc_cfg`, which
+            // RUSTC_BOOTSTRAP allows on the pinned stable toolchain).
             let status = Command::new("cargo")
                 .args(["doc", "--workspace", "--no-deps", "--all-features"])
-                .env("RUSTDOCFLAGS", "-D warnings")
+                .env("RUSTDOCFLAGS", "--cfg docsrs -D warnings")
+                .env("RUSTC_BOOTSTRAP", "1")
                 .status()
                 .context("running cargo doc")?;
-            check(status, "cargo doc")
+            check(status, "cargo doc (docs.rs flags)")
         }
         "deps" => deps(),
         "links" => {
@@ -174,7 +223,51 @@ fn run(task: &str) -> Result<()> {
                 )
             }
         }
+        "msrv" => {
+            let problems = msrv::problems(std::path::Path::new("."))?;
+            if problems.is_empty() {
+                Ok(())
+            } else {
+                bail!("{}", problems.join("\n"))
+            }
+        }
+        "docs" => {
+            let problems = docs::problems(std::path::Path::new("."))?;
+            if problems.is_empty() {
+                Ok(())
+            } else {
+                bail!("{} problems:\n{}", problems.len(), problems.join("\n"))
+            }
+        }
         "package" => package::check(std::path::Path::new(".")),
+        "install" => install::check(std::path::Path::new(".")),
+        "hack" => {
+            let installed = Command::new("cargo")
+                .args(["hack", "--version"])
+                .output()
+                .is_ok_and(|o| o.status.success());
+            if !installed {
+                bail!(
+                    "cargo-hack is not installed; install it with `cargo install cargo-hack --locked` (`cargo xtask ci` does)"
+                );
+            }
+            let crates = package::published_crates(std::path::Path::new("."))?;
+            let mut args = vec![
+                "hack",
+                "check",
+                "--each-feature",
+                // `lint` and `features` already build with all features and without defaults.
+                "--exclude-all-features",
+                "--no-dev-deps",
+                "--lib",
+                "--bins",
+            ];
+            for krate in &crates {
+                args.push("--package");
+                args.push(&krate.name);
+            }
+            cargo(&args)
+        }
         "deny" => {
             // Not skipped when missing: a check that silently does not run
             // lets a disallowed license or a known advisory land.
@@ -184,7 +277,7 @@ fn run(task: &str) -> Result<()> {
                 .is_ok_and(|o| o.status.success());
             if !installed {
                 bail!(
-                    "cargo-deny is not installed; install it with `cargo install cargo-deny --locked` (.ci/run does)"
+                    "cargo-deny is not installed; install it with `cargo install cargo-deny --locked` (`cargo xtask ci` does)"
                 );
             }
             cargo(&["deny", "check", "bans", "licenses", "sources"])?;
@@ -412,6 +505,24 @@ fn is_root() -> Result<bool> {
         .output()
         .context("running id -u")?;
     Ok(String::from_utf8_lossy(&output.stdout).trim() == "0")
+}
+
+/// Set in the environment `xtask/ci/provision.sh` runs its command in.
+const PROVISIONED: &str = "EFFECT_CI_PROVISIONED";
+/// Set to run `cargo xtask ci` in the environment as it is, provisioning nothing.
+const NO_PROVISION: &str = "EFFECT_CI_NO_PROVISION";
+
+/// Runs `command` inside `xtask/ci/provision.sh`: the tools and servers the
+/// steps need, installed or started when missing, stopped when it ends.
+fn provision(command: &[&std::ffi::OsStr]) -> Result<()> {
+    let script = std::path::Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/ci/provision.sh"));
+    let status = Command::new("bash")
+        .arg(script)
+        .args(command)
+        .env(PROVISIONED, "1")
+        .status()
+        .with_context(|| format!("running bash {}", script.display()))?;
+    check(status, &format!("{}", script.display()))
 }
 
 fn cargo(args: &[&str]) -> Result<()> {

@@ -1,13 +1,15 @@
 //! `cargo xtask package`: every crate that will be published is ready for
 //! crates.io and docs.rs.
 //!
-//! - Its manifest has a `description`, a `readme` and a
+//! - Its manifest has a `description`, `readme`, `license`, `repository`,
+//!   `documentation`, `keywords`, `categories`, `rust-version` and a
 //!   `[package.metadata.docs.rs]` table.
 //! - `cargo package --list` holds its `LICENSE` (identical to the
 //!   repository's) and its readme.
-//! - A crate that depends on no other crate of the workspace (a leaf: only it
-//!   can resolve its dependencies on crates.io before the others are
-//!   published) passes `cargo publish --dry-run`.
+//! - CHANGELOG.md's list of public crates is exactly the published ones.
+//! - `cargo publish --workspace --dry-run` packages every published crate in
+//!   dependency order and builds each from its package, the workspace's
+//!   other crates coming from their packages too.
 
 use std::fs;
 use std::path::{Path, PathBuf};
@@ -25,21 +27,21 @@ pub fn check(root: &Path) -> Result<()> {
         let listed = package_list(&krate.name)?;
         problems.extend(list_problems(krate, &listed));
     }
+    let changelog =
+        fs::read_to_string(root.join("CHANGELOG.md")).context("reading CHANGELOG.md")?;
+    problems.extend(changelog_problems(&changelog, &names));
     if !problems.is_empty() {
         bail!("{}", problems.join("\n"));
     }
-    for krate in crates.iter().filter(|c| c.is_leaf(&names)) {
-        eprintln!("== cargo publish --dry-run -p {}", krate.name);
-        let status = Command::new("cargo")
-            .args(["publish", "--dry-run", "--allow-dirty", "-p", &krate.name])
-            .status()
-            .context("running cargo publish --dry-run")?;
-        if !status.success() {
-            bail!(
-                "cargo publish --dry-run -p {} failed ({status})",
-                krate.name
-            );
-        }
+    // Every published crate, in dependency order, each built from its
+    // package against the others' packages (cargo's local overlay).
+    eprintln!("== cargo publish --workspace --dry-run");
+    let status = Command::new("cargo")
+        .args(["publish", "--workspace", "--dry-run", "--allow-dirty"])
+        .status()
+        .context("running cargo publish --dry-run")?;
+    if !status.success() {
+        bail!("cargo publish --workspace --dry-run failed ({status})");
     }
     Ok(())
 }
@@ -52,15 +54,6 @@ pub struct Crate {
 }
 
 impl Crate {
-    /// True when its `[dependencies]` name no crate of the workspace.
-    pub fn is_leaf(&self, workspace: &[&str]) -> bool {
-        let dependencies = section(&self.manifest, "dependencies");
-        !dependencies.lines().any(|line| {
-            let key = line.split(['=', '.']).next().unwrap_or("").trim();
-            workspace.contains(&key)
-        })
-    }
-
     /// The `readme` field's value.
     fn readme(&self) -> Option<String> {
         section(&self.manifest, "package").lines().find_map(|line| {
@@ -105,7 +98,16 @@ pub fn published_crates(root: &Path) -> Result<Vec<Crate>> {
 fn manifest_problems(root: &Path, krate: &Crate) -> Result<Vec<String>> {
     let mut problems = Vec::new();
     let package = section(&krate.manifest, "package");
-    for key in ["description", "readme", "license", "repository"] {
+    for key in [
+        "description",
+        "readme",
+        "license",
+        "repository",
+        "documentation",
+        "keywords",
+        "categories",
+        "rust-version",
+    ] {
         let present = package
             .lines()
             .any(|l| l.split(['=', '.']).next().is_some_and(|k| k.trim() == key));
@@ -134,6 +136,33 @@ fn manifest_problems(root: &Path, krate: &Crate) -> Result<Vec<String>> {
         )),
     }
     Ok(problems)
+}
+
+/// The crates CHANGELOG.md's "Public crates" list names, against `published`.
+fn changelog_problems(changelog: &str, published: &[&str]) -> Vec<String> {
+    let Some(list) = changelog.split("**Public crates**").nth(1) else {
+        return vec!["CHANGELOG.md has no **Public crates** list".to_owned()];
+    };
+    let listed: Vec<&str> = list
+        .lines()
+        .skip_while(|l| !l.starts_with("- `"))
+        .take_while(|l| l.starts_with("- `"))
+        .filter_map(|l| l.strip_prefix("- `")?.split('`').next())
+        .collect();
+    let mut problems = Vec::new();
+    for name in published {
+        if !listed.contains(name) {
+            problems.push(format!("CHANGELOG.md's public crates do not list {name}"));
+        }
+    }
+    for name in &listed {
+        if !published.contains(name) {
+            problems.push(format!(
+                "CHANGELOG.md lists {name} as public, but it is not published"
+            ));
+        }
+    }
+    problems
 }
 
 /// What `cargo package --list` lacks.
@@ -222,15 +251,20 @@ mod tests {
     }
 
     #[test]
-    fn effect_core_and_effect_schema_are_the_leaves() {
-        let crates = published_crates(&workspace()).expect("the workspace is readable");
+    fn the_changelog_lists_exactly_the_published_crates() {
+        let root = workspace();
+        let crates = published_crates(&root).expect("the workspace is readable");
         let names: Vec<&str> = crates.iter().map(|c| c.name.as_str()).collect();
-        let leaves: Vec<&str> = crates
-            .iter()
-            .filter(|c| c.is_leaf(&names))
-            .map(|c| c.name.as_str())
-            .collect();
-        assert_eq!(leaves, ["effect-core", "effect-schema"]);
+        let changelog = fs::read_to_string(root.join("CHANGELOG.md")).expect("a changelog");
+        assert_eq!(changelog_problems(&changelog, &names), Vec::<String>::new());
+        let text = "**Public crates**:\n\n- `a`: the first\n- `c`: not ours\n\nmore\n";
+        assert_eq!(
+            changelog_problems(text, &["a", "b"]),
+            [
+                "CHANGELOG.md's public crates do not list b",
+                "CHANGELOG.md lists c as public, but it is not published"
+            ]
+        );
     }
 
     #[test]
@@ -242,8 +276,6 @@ mod tests {
             manifest: manifest.to_owned(),
         };
         assert_eq!(krate.readme().as_deref(), Some("about.txt"));
-        assert!(!krate.is_leaf(&["b"]));
-        assert!(krate.is_leaf(&["c"]));
     }
 
     #[test]

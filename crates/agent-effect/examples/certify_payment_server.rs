@@ -3,7 +3,8 @@
 //! a file so that a server spawned after a kill sees what the killed one
 //! committed.
 //!
-//! `certify_payment_server DIR [--ignore-keys]`: captures go to
+//! `certify_payment_server DIR [--ignore-keys]` (DIR is created when
+//! missing): captures go to
 //! `DIR/provider.jsonl`, and each process appends a line to `DIR/starts.log`
 //! when it starts. The tools take `{"invoice_id", "amount_cents"}`:
 //!
@@ -163,6 +164,14 @@ async fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
+    // A fresh machine has no DIR yet: make it, as the docs' commands expect.
+    if let Err(err) = std::fs::create_dir_all(&dir) {
+        eprintln!(
+            "certify_payment_server: cannot create {}: {err}",
+            dir.display()
+        );
+        return ExitCode::FAILURE;
+    }
     if let Err(err) = log_start(&dir) {
         eprintln!("certify_payment_server: cannot write starts.log: {err}");
         return ExitCode::FAILURE;

@@ -48,13 +48,14 @@ pub struct Cli {
     #[arg(long, value_enum, default_value_t = ContractArg::Both)]
     pub contract: ContractArg,
 
-    /// The ledger, as every binary names one: a path (the directory to keep
-    /// the run's SQLite ledger files in, as --dir), `memory:` (throwaway), or
-    /// a PostgreSQL database as a postgres://... URL (--scenario only: each
-    /// run uses fresh schemas, dropped when it ends, and leases are measured
-    /// on the database's clock). Without it, SQLite files in a temporary
-    /// directory. `sqlite` and `memory` still work, deprecated.
-    #[arg(long, alias = "ledger", value_name = "PATH|memory:|URL", value_parser = parse_db)]
+    /// The ledger, as every binary names one: a SQLite file path (created;
+    /// it must not exist yet; a run needing more ledgers adds `-2`, `-3`,
+    /// ... to its stem), `memory:` (throwaway), or a PostgreSQL database as
+    /// a postgres://... URL (--scenario only: each run uses fresh schemas,
+    /// dropped when it ends, and leases are measured on the database's
+    /// clock). Without it, SQLite files in the run's directory. A directory
+    /// (use --dir), `sqlite` and `memory` still work, deprecated.
+    #[arg(long, alias = "ledger", value_name = "FILE|memory:|URL", value_parser = parse_db)]
     pub db: Option<DbArg>,
 
     /// Internal: the PostgreSQL schema the crash worker shares with its parent.
@@ -261,7 +262,10 @@ impl From<ContractArg> for ContractVariant {
 pub enum DbArg {
     /// SQLite files in the run's directory (the embedded default).
     Sqlite,
-    /// SQLite files in this directory (a path, as `--dir`).
+    /// This SQLite ledger file (the run's further ledgers beside it).
+    SqliteFile(PathBuf),
+    /// SQLite files in this directory: the deprecated directory form of
+    /// `--db`, as `--dir`.
     SqliteIn(PathBuf),
     /// In memory (faster; nothing survives the process).
     Memory,
@@ -276,8 +280,9 @@ impl Cli {
     }
 }
 
-/// Reads `--db` with the facade's grammar; `sqlite` and `memory` are the
-/// deprecated spellings of the default and of `memory:`.
+/// Reads `--db` with the facade's grammar: a path names the ledger file, as
+/// for every binary. `sqlite` and `memory` are the deprecated spellings of
+/// the default and of `memory:`; an existing directory, of `--dir`.
 pub fn parse_db(text: &str) -> Result<DbArg, String> {
     let deprecated = |new: &str| {
         eprintln!("warning: --db {text} is deprecated; write {new}");
@@ -296,7 +301,14 @@ pub fn parse_db(text: &str) -> Result<DbArg, String> {
     match LedgerUrl::parse(text).map_err(|err| err.to_string())? {
         LedgerUrl::Postgres(url) => Ok(DbArg::Postgres(url)),
         LedgerUrl::Memory => Ok(DbArg::Memory),
-        LedgerUrl::Sqlite(path) => Ok(DbArg::SqliteIn(path)),
+        LedgerUrl::Sqlite(path) if path.is_dir() => {
+            deprecated(&format!(
+                "--dir {0} (--db names the ledger file, as {0}/ledger.sqlite3)",
+                path.display()
+            ));
+            Ok(DbArg::SqliteIn(path))
+        }
+        LedgerUrl::Sqlite(path) => Ok(DbArg::SqliteFile(path)),
         other => Err(format!("{other} names no ledger agent-effect can use")),
     }
 }

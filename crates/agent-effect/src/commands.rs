@@ -11,7 +11,9 @@ use effect_testkit::scenario::{ContractVariant, FaultPoint, Scenario, ScenarioRe
 
 use crate::cli::{Cli, Command as Subcommand, DbArg, Format};
 use crate::output::{CliError, Outcome, emit_to};
-use crate::store::{Postgres, RunDir, ledger_factory, open_sqlite};
+use crate::store::{
+    Postgres, RunDir, first_ledger_file, ledger_factory, open_sqlite, prepare_ledger_file,
+};
 
 /// Runs the mode `cli` selects, writing its output to `out`.
 ///
@@ -58,6 +60,7 @@ fn list(out: &mut dyn Write) -> anyhow::Result<Outcome> {
 
 fn scenario(cli: &Cli, fault: FaultPoint, out: &mut dyn Write) -> anyhow::Result<Outcome> {
     let dir = RunDir::new(run_dir(cli)?)?;
+    prepare_ledger_file(&cli.db())?;
     let variant = ContractVariant::from(cli.contract);
     let db = match cli.db() {
         DbArg::Postgres(url) => Some(Postgres::new(&url, None)),
@@ -65,7 +68,8 @@ fn scenario(cli: &Cli, fault: FaultPoint, out: &mut dyn Write) -> anyhow::Result
     };
     let durable = cli.db() != DbArg::Memory;
     let report = if fault == FaultPoint::CrashAfterCommit && durable {
-        crash_in_a_child_process(dir.path(), variant, db.as_ref())?
+        let ledger_file = first_ledger_file(&cli.db(), dir.path());
+        crash_in_a_child_process(dir.path(), &ledger_file, variant, db.as_ref())?
     } else {
         Scenario::payment(fault, variant)
             .ledger(ledger_factory(&cli.db(), dir.path(), db.clone()))
@@ -86,10 +90,14 @@ fn scenario(cli: &Cli, fault: FaultPoint, out: &mut dyn Write) -> anyhow::Result
 /// hidden worker, aborts right after the provider committed.
 fn crash_in_a_child_process(
     dir: &Path,
+    ledger_file: &Path,
     variant: ContractVariant,
     db: Option<&Postgres>,
 ) -> anyhow::Result<ScenarioReport> {
-    let files = CrashFiles::in_dir(dir);
+    let mut files = CrashFiles::in_dir(dir);
+    // Absolute, as the run's directory: the worker runs in that directory.
+    files.ledger = std::path::absolute(ledger_file)
+        .with_context(|| format!("could not resolve {}", ledger_file.display()))?;
     let exe = std::env::current_exe().context("could not locate this executable")?;
     let mut worker = Command::new(exe);
     // The worker runs in the run's directory, so whatever its abort leaves
@@ -117,7 +125,10 @@ fn crash_in_a_child_process(
                 .arg(&schema);
             Some(schema)
         }
-        None => None,
+        None => {
+            worker.arg("--db").arg(&files.ledger);
+            None
+        }
     };
     let open_ledger = || match (db, &schema) {
         (Some(db), Some(schema)) => db.open(schema),
@@ -140,7 +151,10 @@ fn run_worker(cli: &Cli, name: &str) -> anyhow::Result<Outcome> {
         "no worker mode for scenario {name}"
     );
     let dir = cli.dir.as_deref().context("the worker needs --dir")?;
-    let files = CrashFiles::in_dir(dir);
+    let mut files = CrashFiles::in_dir(dir);
+    if let DbArg::SqliteFile(file) = cli.db() {
+        files.ledger = file;
+    }
     let ledger = match (&cli.db(), &cli.schema) {
         (DbArg::Postgres(url), Some(schema)) => {
             let db = Postgres::new(url, Some(schema.clone()));
@@ -154,8 +168,8 @@ fn run_worker(cli: &Cli, name: &str) -> anyhow::Result<Outcome> {
     Err(anyhow!("crash worker returned without crashing"))
 }
 
-/// The directory the run keeps its files in: `--dir`, or the path `--db`
-/// names (they must agree when both are given).
+/// The directory the run keeps its files in: `--dir`, or the directory the
+/// deprecated form of `--db` names (they must agree when both are given).
 fn run_dir(cli: &Cli) -> anyhow::Result<Option<&Path>> {
     let from_db = match &cli.db {
         Some(DbArg::SqliteIn(path)) => Some(path.as_path()),
@@ -173,6 +187,7 @@ fn run_dir(cli: &Cli) -> anyhow::Result<Option<&Path>> {
 
 fn matrix(cli: &Cli, out: &mut dyn Write) -> anyhow::Result<Outcome> {
     let dir = RunDir::new(run_dir(cli)?)?;
+    prepare_ledger_file(&cli.db())?;
     let report = Matrix::new()
         .ledger(ledger_factory(&cli.db(), dir.path(), None))
         .run()

@@ -11,10 +11,11 @@
 //! at the provider (docs/testkit.md, "Certifying your own contract").
 //!
 //! The scenarios, the provider and the matrix live in `effect-testkit`; this
-//! crate parses the command line, chooses the store with `--db` (`sqlite`,
-//! `memory`, or a PostgreSQL database as `postgres://...`, feature
-//! `postgres`, on by default: fresh schemas per run, dropped at the end;
-//! opened through the facade's `open`, as every binary does) and runs the crash-after-commit scenario across a real process
+//! crate parses the command line, chooses the store with `--db` (a SQLite
+//! ledger file, `memory:`, or a PostgreSQL database as `postgres://...`,
+//! feature `postgres`, on by default: fresh schemas per run, dropped at the
+//! end; opened through the facade's `open`, as every binary does) and runs
+//! the crash-after-commit scenario across a real process
 //! boundary: it re-executes itself as a hidden worker that aborts right after
 //! the provider committed. `--matrix` runs on SQLite or memory only: its
 //! in-process crash cell moves the ledger's clock, which a database clock

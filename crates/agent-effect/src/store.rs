@@ -60,28 +60,68 @@ impl RunDir {
     }
 }
 
+/// The first SQLite ledger file of a run: `--db FILE`, or `ledger.sqlite3`
+/// in the run's directory.
+pub(crate) fn first_ledger_file(kind: &DbArg, dir: &Path) -> PathBuf {
+    match kind {
+        DbArg::SqliteFile(file) => file.clone(),
+        _ => dir.join("ledger.sqlite3"),
+    }
+}
+
+/// The `n`th ledger file of a run whose first is `first` (`n` from 1):
+/// `ledger.sqlite3`, then `ledger-2.sqlite3`, ...
+pub(crate) fn nth_ledger_file(first: &Path, n: usize) -> PathBuf {
+    if n <= 1 {
+        return first.to_path_buf();
+    }
+    let stem = first
+        .file_stem()
+        .map(|s| s.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let name = match first.extension() {
+        Some(ext) => format!("{stem}-{n}.{}", ext.to_string_lossy()),
+        None => format!("{stem}-{n}"),
+    };
+    first.with_file_name(name)
+}
+
+/// Refuses a `--db FILE` that exists (a scenario starts on a fresh ledger)
+/// and creates its missing parent directories.
+pub(crate) fn prepare_ledger_file(kind: &DbArg) -> anyhow::Result<()> {
+    let DbArg::SqliteFile(file) = kind else {
+        return Ok(());
+    };
+    if file.exists() {
+        bail!(
+            "{} already exists; name a new ledger file (a run starts on a fresh ledger)",
+            file.display()
+        );
+    }
+    if let Some(parent) = file.parent().filter(|p| !p.as_os_str().is_empty()) {
+        std::fs::create_dir_all(parent)
+            .with_context(|| format!("could not create directory {}", parent.display()))?;
+    }
+    Ok(())
+}
+
 /// A factory of fresh ledgers on the scenario's clock: a new SQLite file per
-/// call (`ledger.sqlite3`, then `ledger-2.sqlite3`, ...), a memory ledger, or
-/// (with `db`) a new schema of a PostgreSQL database per call, on its clock.
+/// call (see [`nth_ledger_file`]), a memory ledger, or (with `db`) a new
+/// schema of a PostgreSQL database per call, on its clock.
 pub(crate) fn ledger_factory(
     kind: &DbArg,
     dir: &Path,
     db: Option<Postgres>,
 ) -> impl Fn(Arc<dyn Clock>) -> Result<Arc<dyn EffectLedger>, LedgerError> + Send + Sync + 'static {
     let memory = *kind == DbArg::Memory;
-    let dir = dir.to_path_buf();
+    let first = first_ledger_file(kind, dir);
     let count = AtomicUsize::new(0);
     move |clock| match &db {
         Some(db) => db.open_fresh(),
         None if memory => Ok(Arc::new(MemoryLedger::with_clock(clock)) as Arc<dyn EffectLedger>),
         None => {
             let n = count.fetch_add(1, Ordering::SeqCst) + 1;
-            let name = if n == 1 {
-                "ledger.sqlite3".to_owned()
-            } else {
-                format!("ledger-{n}.sqlite3")
-            };
-            open_sqlite_with(&dir.join(name), clock)
+            open_sqlite_with(&nth_ledger_file(&first, n), clock)
         }
     }
 }

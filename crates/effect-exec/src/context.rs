@@ -126,8 +126,10 @@ impl HandlerContext {
     /// replaces an earlier one. The executor's own keys
     /// (`effect_core::evidence`, which its safety rules read) are written
     /// after the handler's and take precedence; a rejection records no
-    /// evidence. Evidence is stored in clear, like the output: never record
-    /// a secret.
+    /// evidence. Evidence is stored as the output is: in clear, except that
+    /// the value of every secret the call's arguments mark (`Secret<T>`,
+    /// `redact([...])`) is scrubbed from it before it is written
+    /// (docs/security-boundaries.md). Never record an unmarked secret.
     ///
     /// ```
     /// use std::sync::Arc;

@@ -30,6 +30,11 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         .await?;
 
     assert!(result.is_confirmed());
-    println!("{} is {}", result.operation_id, result.status);
+    if result.duplicate_suppressed {
+        // A second run: the stored result, and nothing sent.
+        println!("{} is {} (replayed)", result.operation_id, result.status);
+    } else {
+        println!("{} is {}", result.operation_id, result.status);
+    }
     Ok(())
 }

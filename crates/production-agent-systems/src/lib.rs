@@ -136,6 +136,11 @@ pub struct ApprovalDoctests;
 #[doc = include_str!("../../../docs/operations.md")]
 pub struct OperationsDoctests;
 
+/// The examples of `docs/postgres.md`, compiled and run as doctests.
+#[cfg(doctest)]
+#[doc = include_str!("../../../docs/postgres.md")]
+pub struct PostgresDoctests;
+
 /// The examples of `docs/compensation.md`, compiled and run as doctests.
 #[cfg(doctest)]
 #[doc = include_str!("../../../docs/compensation.md")]

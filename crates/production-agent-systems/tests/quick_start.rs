@@ -3,6 +3,8 @@
 //! replayed from the ledger file on the second.
 #![allow(clippy::unwrap_used)] // Tests unwrap: a panic is a failing test with its message.
 
+use std::path::{Path, PathBuf};
+
 use production_agent_systems::{EffectLedger, EffectStatus, SqliteLedger, SqliteOptions};
 
 /// The example's items; `run` calls its private `main`.
@@ -80,4 +82,63 @@ fn the_quick_start_runs_in_a_new_project_and_replays_on_a_second_run() {
         .unwrap();
     assert_eq!(email.status, EffectStatus::Confirmed);
     assert_eq!(email.attempts, 1);
+}
+
+/// The example binary, built by `cargo test` beside the test binaries (or
+/// built here when a filtered run did not build examples).
+fn quick_start_binary() -> PathBuf {
+    let exe = std::env::current_exe().unwrap();
+    let debug = exe.parent().and_then(Path::parent).unwrap();
+    let binary = debug
+        .join("examples")
+        .join(format!("quick_start{}", std::env::consts::EXE_SUFFIX));
+    if !binary.exists() {
+        // In the package's directory: the other test moves this process's
+        // working directory.
+        let status = std::process::Command::new(env!("CARGO"))
+            .current_dir(env!("CARGO_MANIFEST_DIR"))
+            .args([
+                "build",
+                "--quiet",
+                "-p",
+                "production-agent-systems",
+                "--example",
+                "quick_start",
+            ])
+            .status()
+            .unwrap();
+        assert!(status.success(), "building the quick start failed");
+    }
+    binary
+}
+
+#[test]
+fn the_quick_start_says_replayed_on_its_second_run() {
+    let dir = tempfile::tempdir().unwrap();
+    let binary = quick_start_binary();
+    let mut lines = Vec::new();
+    for _ in 0..2 {
+        let output = std::process::Command::new(&binary)
+            .current_dir(dir.path())
+            .output()
+            .unwrap();
+        assert!(
+            output.status.success(),
+            "{}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+        lines.push(String::from_utf8(output.stdout).unwrap());
+    }
+    assert_eq!(
+        lines,
+        [
+            "invoice:INV-1042:capture is confirmed\n",
+            "invoice:INV-1042:capture is confirmed (replayed)\n"
+        ]
+    );
+    // One capture dispatched; the second run read the ledger only.
+    let ledger =
+        SqliteLedger::open(dir.path().join("effects.sqlite3"), SqliteOptions::default()).unwrap();
+    let capture = ledger.get("invoice:INV-1042:capture").unwrap().unwrap();
+    assert_eq!(capture.attempts, 1);
 }

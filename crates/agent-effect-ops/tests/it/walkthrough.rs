@@ -173,3 +173,44 @@ fn the_matcher_takes_wildcards_and_elisions() {
     assert!(line_matches("a[..]b[..]c", "a1b2c"));
     assert!(!line_matches("a[..]b", "a1b2"));
 }
+
+/// docs/operations.md's reference of `stats` names every field the command
+/// prints (a field added to `Stats` without its line fails here).
+#[test]
+fn the_stats_reference_names_every_field() {
+    let stats = agent_effect_ops::view::Stats {
+        counts: agent_effect_ops::view::StatusCounts::default(),
+        total: 0,
+        unresolved: 0,
+        oldest_unresolved_updated_at: None,
+        oldest_unresolved_age_seconds: None,
+        stale: 0,
+        waiting_for_caller: 0,
+        waiting_for_recovery_worker: 0,
+        waiting_for_budget: 0,
+        oldest_waiting_since: None,
+        oldest_waiting_age_seconds: None,
+        budgets: vec![effect_core::BudgetUse {
+            budget: "refunds".to_owned(),
+            window: "daily".to_owned(),
+            max_count: Some(3),
+            max_amount: None,
+            count: 1,
+            amount: 0,
+        }],
+    };
+    let value = serde_json::to_value(&stats).unwrap();
+    let reference = RUNBOOK
+        .split("**`stats`**:")
+        .nth(1)
+        .and_then(|rest| rest.split("\n\n").next())
+        .expect("docs/operations.md has a **`stats`** reference paragraph");
+    let fields: Vec<String> = value.as_object().unwrap().keys().cloned().collect();
+    assert_eq!(fields.len(), 12, "{fields:?}");
+    for field in fields {
+        assert!(
+            reference.contains(&format!("`{field}`")),
+            "docs/operations.md's stats reference lacks `{field}`:\n{reference}"
+        );
+    }
+}

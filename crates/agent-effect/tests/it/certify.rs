@@ -260,11 +260,14 @@ fn an_mcp_server_with_a_probe_tool_is_certified() {
 
 #[test]
 fn a_guaranteed_key_the_mcp_server_ignores_is_flagged() {
-    let dir = tempfile::tempdir().unwrap();
+    let temp = tempfile::tempdir().unwrap();
+    // A directory that does not exist yet, as /tmp/certify-broken in
+    // docs/testkit.md on a fresh machine: the server creates it.
+    let dir = temp.path().join("certify-broken");
     let command = format!(
         "{} {} --ignore-keys",
         server_binary().display(),
-        dir.path().display()
+        dir.display()
     );
     let report = certify(
         &[
@@ -291,8 +294,8 @@ fn a_guaranteed_key_the_mcp_server_ignores_is_flagged() {
             row("crash-after-commit", 2, 2, "broken", "fail"),
         ]
     );
-    assert_eq!(mcp_counts(dir.path()), [1, 1, 2, 2, 2, 2]);
-    assert_eq!(starts(dir.path()), 2);
+    assert_eq!(mcp_counts(&dir), [1, 1, 2, 2, 2, 2]);
+    assert_eq!(starts(&dir), 2);
 }
 
 /// How many server processes started in `dir`.

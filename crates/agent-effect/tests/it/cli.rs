@@ -68,19 +68,57 @@ fn every_listed_scenario_passes_with_the_default_contract() {
 }
 
 #[test]
-fn db_takes_a_path_memory_or_a_url_and_the_old_spellings_still_work() {
+fn db_takes_a_file_memory_or_a_url_and_the_old_spellings_still_work() {
     let scenario = ["--scenario", "after-commit-before-ack"];
-    // A path: the run's SQLite files are kept there.
+    // A path names the ledger file, as for agent-effect-ops: a file, not a
+    // directory, with its missing parent created.
     let dir = tempfile::tempdir().unwrap();
-    let kept = dir.path().join("run");
-    let output = agent_effect(&[&scenario[..], &["--db", kept.to_str().unwrap()]].concat());
+    let file = dir.path().join("runs/x.sqlite3");
+    let output = agent_effect(&[&scenario[..], &["--db", file.to_str().unwrap()]].concat());
     assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
-    assert!(kept.join("ledger.sqlite3").exists());
+    assert!(file.is_file(), "{} is not a file", file.display());
     assert!(
         !stderr(&output).contains("deprecated"),
         "{}",
         stderr(&output)
     );
+    // A ledger file holding the one confirmed capture.
+    let ledger = production_agent_systems::SqliteLedger::open(
+        &file,
+        production_agent_systems::SqliteOptions::default(),
+    )
+    .unwrap();
+    let operations =
+        effect_core::EffectLedger::list(&ledger, &effect_core::ListQuery::new(10)).unwrap();
+    assert_eq!(operations.len(), 1, "{operations:?}");
+    assert_eq!(operations[0].status, effect_core::EffectStatus::Confirmed);
+
+    // The same file again: a scenario starts on a fresh ledger.
+    let output = agent_effect(&[&scenario[..], &["--db", file.to_str().unwrap()]].concat());
+    assert_eq!(output.status.code(), Some(3), "{}", stderr(&output));
+    assert!(
+        stderr(&output).contains("already exists; name a new ledger file"),
+        "{}",
+        stderr(&output)
+    );
+
+    // The old directory form still works, keeps DIR/ledger.sqlite3, and says
+    // it is deprecated.
+    let kept = dir.path().join("kept");
+    std::fs::create_dir(&kept).unwrap();
+    let output = agent_effect(&[&scenario[..], &["--db", kept.to_str().unwrap()]].concat());
+    assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
+    assert!(kept.join("ledger.sqlite3").is_file());
+    assert!(
+        stderr(&output).contains(&format!(
+            "warning: --db {} is deprecated; write --dir {}",
+            kept.display(),
+            kept.display()
+        )),
+        "{}",
+        stderr(&output)
+    );
+
     // memory: and the deprecated spellings, which say so.
     for (db, deprecated) in [("memory:", false), ("memory", true), ("sqlite", true)] {
         let output = agent_effect(&[&scenario[..], &["--db", db]].concat());
@@ -94,6 +132,28 @@ fn db_takes_a_path_memory_or_a_url_and_the_old_spellings_still_work() {
             stderr(&output)
         );
     }
+}
+
+#[test]
+fn the_crash_scenario_and_the_matrix_keep_their_ledgers_beside_the_db_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("crash.sqlite3");
+    let output = agent_effect(&[
+        "--scenario",
+        "crash-after-commit",
+        "--db",
+        file.to_str().unwrap(),
+    ]);
+    assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
+    let report: Value = serde_json::from_str(&stdout(&output)).unwrap();
+    assert_eq!(report["committed_effect_count"], 1, "{report}");
+    assert!(file.is_file());
+
+    let file = dir.path().join("matrix.sqlite3");
+    let output = agent_effect(&["--matrix", "--db", file.to_str().unwrap()]);
+    assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
+    assert!(file.is_file());
+    assert!(dir.path().join("matrix-2.sqlite3").is_file());
 }
 
 #[test]

@@ -4,12 +4,12 @@
 //!
 //! The cluster is made with `initdb` in a temporary directory under `/tmp`
 //! and listens on a free loopback port only, with trust authentication, like
-//! the one `.ci/run` starts. The binaries are found as `.ci/run` finds them:
+//! the one `xtask/ci/provision.sh` starts. The binaries are found as `xtask/ci/provision.sh` finds them:
 //! `initdb` and `pg_ctl` on the `PATH`, or Debian's newest
 //! `/usr/lib/postgresql/*/bin`. Without them the test says it skipped, unless
 //! `EFFECT_REQUIRE_POSTGRES=1` makes that a failure. `initdb` and the server
 //! refuse to run as root: as root, they run as the `postgres` user (which
-//! `.ci/run` creates), through `runuser`.
+//! `xtask/ci/provision.sh` creates), through `runuser`.
 
 use std::io::Write as _;
 use std::net::TcpListener;

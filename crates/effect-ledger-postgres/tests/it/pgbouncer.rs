@@ -5,7 +5,7 @@
 //! switch to unnamed statements.
 //!
 //! They need `EFFECT_TEST_PGBOUNCER_URL`, a PgBouncer with `pool_mode =
-//! transaction` in front of the server of `EFFECT_TEST_POSTGRES_URL` (`.ci/run`
+//! transaction` in front of the server of `EFFECT_TEST_POSTGRES_URL` (`cargo xtask ci`
 //! starts one); `EFFECT_REQUIRE_PGBOUNCER=1` makes a missing one a failure.
 
 use std::io::Write as _;

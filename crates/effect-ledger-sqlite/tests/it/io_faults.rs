@@ -33,7 +33,7 @@
 //! own: a rerun meets the same mix of faults, not always at the same calls.
 //!
 //! Without `fiu-run` on the `PATH` the tests say so and skip, unless
-//! `EFFECT_REQUIRE_FIU=1` (set by `.ci/run`) makes that a failure.
+//! `EFFECT_REQUIRE_FIU=1` (set by `cargo xtask ci`) makes that a failure.
 
 use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader, Write};

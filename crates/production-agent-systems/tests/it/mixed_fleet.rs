@@ -9,7 +9,7 @@
 //! result or an in-progress answer, never a conflict, and the provider must
 //! hold exactly one committed effect per operation.
 //!
-//! `EFFECT_TEST_PYTHON` names a Python with the package installed (`.ci/run`
+//! `EFFECT_TEST_PYTHON` names a Python with the package installed (`cargo xtask ci`
 //! creates one). Without it the test says it skipped, unless
 //! `EFFECT_REQUIRE_PYTHON=1` (set by CI) makes that a failure.
 
