@@ -908,6 +908,26 @@ impl EffectLedger for PostgresLedger {
                 )
             };
             rows.extend(tx.query_typed(&terminal, &[])?);
+            if counted {
+                // The counters and the per-status counts see only statuses
+                // they know. The statuses present are found by seeking the
+                // status index once per distinct value (a skip scan, not a
+                // scan), so a status no `EffectStatus` parses is still
+                // reported as corrupt below.
+                let present = format!(
+                    "WITH RECURSIVE present(status) AS ( \
+                         (SELECT status FROM {ops} ORDER BY status LIMIT 1) \
+                         UNION ALL \
+                         SELECT (SELECT o.status FROM {ops} o WHERE o.status > present.status \
+                                 ORDER BY o.status LIMIT 1) \
+                         FROM present WHERE present.status IS NOT NULL) \
+                     SELECT status, 0::bigint, NULL::text FROM present \
+                     WHERE status IS NOT NULL AND status NOT IN ('prepared', \
+                     'awaiting_approval', 'dispatched', 'outcome_unknown', 'quarantined', \
+                     'confirmed', 'rejected')"
+                );
+                rows.extend(tx.query_typed(&present, &[])?);
+            }
             let stale: i64 = s.query_one(&mut tx, Stmt::Stale, &[])?.try_get(0)?;
             let budgets = s.query(&mut tx, Stmt::BudgetList, &[])?;
             tx.commit()?;
