@@ -148,6 +148,11 @@ impl Drop for Roles {
     }
 }
 
+/// The two tests take turns: each grants on the one database and drops its
+/// roles, and the server refuses two concurrent changes of that database's
+/// row ("tuple concurrently updated").
+static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
+
 fn admin(url: &str) -> Result<Client, postgres::Error> {
     Client::connect(url, NoTls)
 }
@@ -157,6 +162,7 @@ fn the_writer_role_of_the_guide_passes_the_conformance_suite() -> TestResult {
     let Some(url) = server_url("the_writer_role_of_the_guide_passes_the_conformance_suite") else {
         return Ok(());
     };
+    let _turn = ONE_AT_A_TIME.lock().unwrap_or_else(PoisonError::into_inner);
     let roles = Roles::create(&url, "writer")?;
     let opened = std::sync::atomic::AtomicUsize::new(0);
     let factory = || -> Arc<dyn EffectLedger> {
@@ -235,6 +241,7 @@ fn the_operator_role_of_the_guide_resolves_and_prunes() -> TestResult {
     let Some(url) = server_url("the_operator_role_of_the_guide_resolves_and_prunes") else {
         return Ok(());
     };
+    let _turn = ONE_AT_A_TIME.lock().unwrap_or_else(PoisonError::into_inner);
     let roles = Roles::create(&url, "operator")?;
     let schema = roles.schema()?;
     let writer = roles.ledger("writer", &schema)?;
