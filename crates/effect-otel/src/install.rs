@@ -123,6 +123,13 @@ impl OtelConfig {
 /// [`OtelError::Exporter`] for a malformed endpoint;
 /// [`OtelError::AlreadyInstalled`] when the process has an effect observer.
 pub fn install(config: OtelConfig) -> Result<OtelGuard, OtelError> {
+    // Without a process-wide provider, reqwest's client panics when built
+    // in a build where another crate selected `rustls-no-provider`. An
+    // application's own choice stays: this only fills the gap.
+    if rustls::crypto::CryptoProvider::get_default().is_none() {
+        // Losing a race to another installer leaves that provider: fine.
+        let _ = rustls::crypto::ring::default_provider().install_default();
+    }
     let endpoint = |path: &str| {
         config
             .endpoint
