@@ -240,7 +240,8 @@ pub fn cancel_gives_back_budget_charges(factory: LedgerFactory<'_>) {
     );
 }
 
-/// A cancel and a claim racing on one `prepared` operation (eight rounds):
+/// A cancel and a claim racing on one `prepared` operation (24 rounds, so a
+/// non-atomic claim is caught even on a loaded machine):
 /// exactly one applies each time. When the claim won, the cancel is
 /// refused (`InvalidTransition`) and the operation is `dispatched` once;
 /// when the cancel won, the claim returns false and it is `rejected`.
@@ -250,7 +251,7 @@ pub fn cancel_gives_back_budget_charges(factory: LedgerFactory<'_>) {
 /// When the ledger behaves otherwise.
 pub fn cancel_races_a_claim(factory: LedgerFactory<'_>) {
     let c = Check::new("cancel_races_a_claim", factory);
-    for round in 0..8 {
+    for round in 0..24 {
         let id = format!("raced {round}");
         c.prepare(&id);
         let results = race(&c, 2, |i| {
