@@ -5,7 +5,9 @@
 //! A runtime worker thread is never blocked on a commit.
 
 use std::future::Future;
+use std::pin::Pin;
 use std::sync::Arc;
+use std::task::{Context as TaskContext, Poll};
 use std::time::Duration;
 
 use effect_core::{BoxFuture, CallbackError, EffectContract, EffectResult, OutcomeProbeResult};
@@ -27,6 +29,22 @@ struct AsyncInvoke {
     handler: AsyncHandler,
 }
 
+/// A handler future polled inside its step's trace scope (entered on every
+/// poll, on whichever worker polls it).
+struct Scoped {
+    scope: HandlerContext,
+    future: BoxFuture<HandlerOutcome>,
+}
+
+impl Future for Scoped {
+    type Output = HandlerOutcome;
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut TaskContext<'_>) -> Poll<HandlerOutcome> {
+        let _scope = self.scope.enter_trace();
+        self.future.as_mut().poll(cx)
+    }
+}
+
 impl Invoke for AsyncInvoke {
     fn handler(
         &self,
@@ -37,7 +55,12 @@ impl Invoke for AsyncInvoke {
         // The future runs as its own task so that a panic is contained; on a
         // deadline it is dropped. Dropping is not cancellation at the provider:
         // the request may already be on the wire, so the outcome is unknown.
-        let task = self.runtime.spawn((self.handler)(arguments, context));
+        let scope = context.clone();
+        let future = {
+            let _scope = scope.enter_trace();
+            (self.handler)(arguments, context)
+        };
+        let task = self.runtime.spawn(Scoped { scope, future });
         let abort = task.abort_handle();
         let joined = self.runtime.block_on(async move {
             match deadline {

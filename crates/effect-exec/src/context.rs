@@ -1,9 +1,12 @@
 //! [`HandlerContext`]: what a handler is told about the dispatch it performs.
 
+use std::fmt;
 use std::sync::{Arc, Mutex, PoisonError};
 
 use effect_core::Evidence;
 use serde_json::Value;
+
+use crate::observe::{ScopeGuard, StepScope};
 
 /// What the executor tells a handler about the dispatch it performs: the
 /// operation's id, its contract, which attempt this is, and the provider
@@ -42,7 +45,31 @@ pub struct HandlerContext {
     attempt: u32,
     provider_key: Option<String>,
     evidence: EvidenceSink,
+    scope: Scope,
 }
+
+/// The trace scope of the handler step, when an observer traces it. Like
+/// the evidence sink, not part of a context's identity.
+#[derive(Clone, Default)]
+struct Scope(Option<Arc<dyn StepScope>>);
+
+impl fmt::Debug for Scope {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(if self.0.is_some() {
+            "Scope(traced)"
+        } else {
+            "Scope(none)"
+        })
+    }
+}
+
+impl PartialEq for Scope {
+    fn eq(&self, _other: &Self) -> bool {
+        true
+    }
+}
+
+impl Eq for Scope {}
 
 /// What a handler recorded, shared by every clone of its context. Two
 /// contexts compare equal whatever they recorded: it is not their identity.
@@ -84,6 +111,7 @@ impl HandlerContext {
             attempt,
             provider_key,
             evidence: EvidenceSink::default(),
+            scope: Scope::default(),
         }
     }
 
@@ -162,6 +190,48 @@ impl HandlerContext {
     /// What the handler has recorded so far.
     pub fn evidence(&self) -> Evidence {
         self.evidence.evidence()
+    }
+
+    /// Makes the handler step's trace context current on this thread until
+    /// the guard drops. The executor enters it on the thread that runs the
+    /// handler (and on every poll of an async handler); call it on a thread
+    /// or task the handler starts itself so that what runs there joins the
+    /// handler's span. Enters nothing when no observer traces the call.
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    /// use effect_core::{EffectContract, MemoryLedger};
+    /// use effect_exec::{EffectExecutor, HandlerContext, HandlerError};
+    /// use serde_json::{json, Value};
+    ///
+    /// let contract = EffectContract::builder("send_email", |args| {
+    ///     Ok(format!("email:{}", args["to"].as_str().ok_or("missing to")?))
+    /// })
+    /// .build()?;
+    /// let executor = EffectExecutor::new(Arc::new(MemoryLedger::new()));
+    /// let send = |_args: Value, ctx: HandlerContext| {
+    ///     let sender = std::thread::spawn(move || {
+    ///         // Spans started on this thread join the handler's span.
+    ///         let _scope = ctx.enter_trace();
+    ///         json!({"message_id": "msg-1"})
+    ///     });
+    ///     sender.join().map_err(|_| HandlerError::unknown("sender thread panicked"))
+    /// };
+    /// let result = executor.execute(&contract, &json!({"to": "ada@example.com"}), send)?;
+    /// assert!(result.is_confirmed());
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn enter_trace(&self) -> ScopeGuard {
+        match &self.scope.0 {
+            Some(scope) => scope.enter(),
+            None => ScopeGuard::none(),
+        }
+    }
+
+    /// The context with the handler step's trace scope.
+    pub(crate) fn with_scope(mut self, scope: Option<Arc<dyn StepScope>>) -> Self {
+        self.scope = Scope(scope);
+        self
     }
 
     /// Where this context's recordings go, shared with it: the executor

@@ -111,10 +111,13 @@ impl<O: Serialize + Send + 'static> Invoke for SyncInvoke<O> {
         deadline: Option<Duration>,
     ) -> HandlerOutcome {
         let handler = Arc::clone(&self.handler);
-        let run = move || match catch_unwind(AssertUnwindSafe(|| handler(arguments, context))) {
-            Ok(result) => HandlerOutcome::from_result(result),
-            Err(panic) => {
-                HandlerOutcome::Failed(format!("handler panicked: {}", panic_message(&*panic)))
+        let run = move || {
+            let _scope = context.enter_trace();
+            match catch_unwind(AssertUnwindSafe(|| handler(arguments, context))) {
+                Ok(result) => HandlerOutcome::from_result(result),
+                Err(panic) => {
+                    HandlerOutcome::Failed(format!("handler panicked: {}", panic_message(&*panic)))
+                }
             }
         };
         let Some(deadline) = deadline else {

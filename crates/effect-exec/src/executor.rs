@@ -666,6 +666,8 @@ impl EffectExecutor {
         observe::step_started(Step::Handler {
             attempt: record.attempts,
         });
+        // What the handler traces joins its step, on whatever thread runs it.
+        let context = context.with_scope(observe::step_scope());
         let outcome = {
             let _heartbeat = self.keeper.hold(
                 Arc::clone(&self.ledger),

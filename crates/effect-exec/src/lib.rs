@@ -97,7 +97,7 @@ pub use executor::EffectExecutor;
 pub use notice::UncertainOutcome;
 pub use observe::{
     ContractRef, EffectEvent, EffectObserver, ExecutionStart, ExecutionTrace, GlobalObserverSet,
-    Step, global_observer, set_global_observer,
+    ScopeGuard, Step, StepScope, global_observer, set_global_observer,
 };
 pub use options::{CallOptions, ExecutorOptions};
 pub use prepared::PreparedEffect;

@@ -46,6 +46,7 @@
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 
+use std::any::Any;
 use std::cell::RefCell;
 use std::fmt;
 use std::sync::{Arc, OnceLock};
@@ -93,8 +94,51 @@ pub trait ExecutionTrace: Send {
     /// An event of this execution (as [`EffectObserver::record`] receives it).
     fn record(&mut self, event: &EffectEvent<'_>);
 
+    /// The step started last, as a scope the handler's thread enters while
+    /// the handler runs, so that what the handler traces (its own spans, the
+    /// trace context it propagates to the provider, an effect it executes)
+    /// joins that step. `None` (the default) enters nothing.
+    fn step_scope(&self) -> Option<Arc<dyn StepScope>> {
+        None
+    }
+
     /// The execution answered (or failed with an executor error).
     fn finished(self: Box<Self>, answer: Result<&EffectResult, &ExecError>);
+}
+
+/// A step's trace context, made current on whichever thread runs the
+/// handler: the caller's, the handler's own thread under a deadline, or a
+/// runtime worker polling an async handler (entered on every poll).
+pub trait StepScope: Send + Sync {
+    /// Makes the step's context current on this thread until the returned
+    /// guard is dropped.
+    fn enter(&self) -> ScopeGuard;
+}
+
+/// Restores a thread's previous trace context when dropped (see
+/// [`StepScope::enter`]).
+#[must_use = "the scope ends when the guard is dropped"]
+pub struct ScopeGuard(Option<Box<dyn Any>>);
+
+impl ScopeGuard {
+    /// A guard that restores the previous context when `guard` is dropped
+    /// (for OpenTelemetry, the `ContextGuard` of `Context::attach`).
+    pub fn new(guard: impl Any) -> Self {
+        ScopeGuard(Some(Box::new(guard)))
+    }
+
+    /// A guard that entered nothing.
+    pub fn none() -> Self {
+        ScopeGuard(None)
+    }
+}
+
+impl fmt::Debug for ScopeGuard {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_tuple("ScopeGuard")
+            .field(&self.0.as_ref().map(|_| "entered"))
+            .finish()
+    }
 }
 
 /// A step of an execution.
@@ -281,6 +325,11 @@ pub(crate) fn step_started(step: Step<'_>) {
             trace.step_started(step);
         }
     });
+}
+
+/// The scope of the current trace's last step, if it has one.
+pub(crate) fn step_scope() -> Option<Arc<dyn StepScope>> {
+    CURRENT.with_borrow(|current| current.as_ref().and_then(|trace| trace.step_scope()))
 }
 
 /// Tells the current trace, if any, that its last step ended.

@@ -12,7 +12,8 @@ use crate::attributes::{
 use crate::options::{OtelOptions, Semconv};
 use effect_core::{EffectResult, EffectStatus};
 use effect_exec::{
-    EffectEvent, EffectObserver, ExecError, ExecutionStart, ExecutionTrace, Step, metric,
+    EffectEvent, EffectObserver, ExecError, ExecutionStart, ExecutionTrace, ScopeGuard, Step,
+    StepScope, metric,
 };
 use opentelemetry::global::{self, BoxedTracer};
 use opentelemetry::metrics::{Counter, Histogram, Meter, MeterProvider};
@@ -238,6 +239,11 @@ impl ExecutionTrace for OtelTrace {
         }
     }
 
+    fn step_scope(&self) -> Option<Arc<dyn StepScope>> {
+        let context = self.steps.last().unwrap_or(&self.context).clone();
+        Some(Arc::new(OtelScope(context)))
+    }
+
     fn record(&mut self, event: &EffectEvent<'_>) {
         let span = self.context.span();
         match *event {
@@ -280,6 +286,17 @@ impl ExecutionTrace for OtelTrace {
             span.set_status(Status::error(error));
         }
         span.end();
+    }
+}
+
+/// A step's context, attached on the thread that runs the handler: a span
+/// the handler starts, a `traceparent` it injects into its request and an
+/// effect it executes all join the `effect.handler` span.
+struct OtelScope(Context);
+
+impl StepScope for OtelScope {
+    fn enter(&self) -> ScopeGuard {
+        ScopeGuard::new(self.0.clone().attach())
     }
 }
 

@@ -4,6 +4,7 @@
 //! or planted card token anywhere in what was sent.
 #![allow(clippy::unwrap_used)] // Tests unwrap: a panic is a failing test with its message.
 
+mod handler_scope;
 mod receiver;
 mod recovery;
 mod scenarios;
