@@ -82,8 +82,8 @@ struct Cli {
     #[arg(long)]
     no_confirmed_cache: bool,
     /// Records every execution with effect-otel's observer, spans and
-    /// metrics discarded by the exporters (to measure what it costs; W4 and
-    /// W7 run in child processes without it).
+    /// metrics discarded by the exporters (to measure what it costs; the
+    /// child processes of W4 and W7 record with it too).
     #[arg(long)]
     otel: bool,
     /// W8: the number of operations the ledger is filled with (default
@@ -264,6 +264,11 @@ fn main() -> ExitCode {
 
 fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     if let Some(Command::Worker(args)) = cli.command {
+        let _otel = if otel::wanted_by_parent() {
+            Some(otel::install()?)
+        } else {
+            None
+        };
         worker::run(&args)?;
         return Ok(ExitCode::SUCCESS);
     }

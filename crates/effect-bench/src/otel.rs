@@ -2,10 +2,12 @@
 //! spans and metrics going through the OpenTelemetry SDK (batched spans,
 //! periodic metrics) to exporters that discard them, so W1 with the flag
 //! beside W1 without it is what the integration costs, not a collector.
-//! W4 and W7 run in child processes, which do not get it.
+//! W4 and W7 run in child processes, which install it too (told by
+//! [`CHILD_ENV`]).
 
 use std::future::{Future, ready};
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use anyhow::Context;
@@ -51,6 +53,22 @@ pub(crate) struct Providers {
     _metrics: SdkMeterProvider,
 }
 
+/// Set in a worker process's environment when the benchmark runs with
+/// `--otel`.
+pub(crate) const CHILD_ENV: &str = "EFFECT_BENCH_OTEL";
+
+static ENABLED: AtomicBool = AtomicBool::new(false);
+
+/// This process records with the observer (so its workers do too).
+pub(crate) fn enabled() -> bool {
+    ENABLED.load(Ordering::Relaxed)
+}
+
+/// A worker process started by a benchmark run with `--otel`.
+pub(crate) fn wanted_by_parent() -> bool {
+    std::env::var_os(CHILD_ENV).is_some_and(|value| value == "1")
+}
+
 /// Sets effect-otel's observer as the process's.
 pub(crate) fn install() -> anyhow::Result<Providers> {
     let tracing = SdkTracerProvider::builder()
@@ -62,6 +80,7 @@ pub(crate) fn install() -> anyhow::Result<Providers> {
     let observer = OtelObserver::with_providers(&tracing, &metrics, OtelOptions::default());
     effect_exec::set_global_observer(Arc::new(observer))
         .context("installing the OpenTelemetry observer")?;
+    ENABLED.store(true, Ordering::Relaxed);
     Ok(Providers {
         _tracing: tracing,
         _metrics: metrics,

@@ -276,7 +276,11 @@ fn peak_rss_kb() -> Option<u64> {
 
 fn spawn(args: &[String]) -> anyhow::Result<Child> {
     let exe = std::env::current_exe().context("locating the effect-bench binary")?;
-    Command::new(exe)
+    let mut command = Command::new(exe);
+    if crate::otel::enabled() {
+        command.env(crate::otel::CHILD_ENV, "1");
+    }
+    command
         .arg("worker")
         .args(args)
         .stdin(Stdio::piped())
