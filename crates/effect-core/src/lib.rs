@@ -53,6 +53,7 @@ mod memory;
 mod prune;
 mod record;
 pub mod redaction;
+mod retention;
 pub mod seal;
 pub mod secret;
 mod status;
@@ -85,6 +86,10 @@ pub use record::{
 };
 pub use redaction::{
     ProtectedField, Protection, Redaction, Redactor, fingerprint_view, protected_fields,
+};
+pub use retention::{
+    DEFAULT_MIN_RETENTION, ParseRetentionError, PruneLedger, RetentionPolicy, RetentionReport,
+    RetentionRule, RulePruned,
 };
 pub use seal::{Keyring, SealedInfo, sealed_info};
 pub use secret::{REDACTED, Secret, is_redacted, reveal};

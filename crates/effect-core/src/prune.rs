@@ -84,6 +84,10 @@ pub struct PruneLimits {
     /// Stop starting batches after this long (what was pruned stays pruned;
     /// run the prune again, with the same archive resumed, to go on).
     pub max_duration: Option<Duration>,
+    /// Stop after this many batches (none: run to the end), as
+    /// [`max_duration`](Self::max_duration) does: a bound a recovery worker's
+    /// pass puts on its share of a retention policy.
+    pub max_batches: Option<u64>,
 }
 
 /// The largest batch a store accepts, and so the most operations a resumed
@@ -97,6 +101,7 @@ impl Default for PruneLimits {
             batch_time: Duration::from_millis(25),
             min_pause: Duration::from_millis(2),
             max_duration: None,
+            max_batches: None,
         }
     }
 }
@@ -128,6 +133,20 @@ impl PruneLimits {
     pub fn max_duration(mut self, max: Option<Duration>) -> Self {
         self.max_duration = max;
         self
+    }
+
+    /// No batch starts after `max` batches (none: run to the end).
+    #[must_use]
+    pub fn max_batches(mut self, max: Option<u64>) -> Self {
+        self.max_batches = max;
+        self
+    }
+
+    /// True when a prune that has committed `batches` batches and run for
+    /// `elapsed` must start no other: it stops there, not complete.
+    pub fn reached(&self, batches: u64, elapsed: Duration) -> bool {
+        self.max_duration.is_some_and(|max| elapsed >= max)
+            || self.max_batches.is_some_and(|max| batches >= max)
     }
 
     /// How long to pause after a batch that held the write lock for `held`:
@@ -304,8 +323,9 @@ pub struct PruneReport {
     pub resumed: u64,
     /// Write transactions committed.
     pub batches: u64,
-    /// False when [`PruneLimits::max_duration`] stopped the prune before the
-    /// last operation it selects was pruned.
+    /// False when [`PruneLimits::max_duration`] or
+    /// [`PruneLimits::max_batches`] stopped the prune before the last
+    /// operation it selects was pruned.
     pub complete: bool,
 }
 

@@ -23,6 +23,7 @@
 //!     fingerprint: RequestFingerprint::of_value(&args),
 //!     provider_idempotency_key: None,
 //!     intent: None,
+//!     redacted_arguments: None,
 //! };
 //! ledger.prepare("invoice:INV-1:capture", &op)?;
 //! let events = ledger.events("invoice:INV-1:capture")?;

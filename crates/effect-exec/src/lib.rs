@@ -85,6 +85,7 @@ mod periodic;
 mod prepared;
 mod reconcile;
 mod recovery;
+mod retention;
 mod retry_basis;
 mod sweep;
 mod telemetry;
@@ -105,5 +106,6 @@ pub use reconcile::Audit;
 pub use recovery::{
     DEFAULT_MIN_AGE, RecoveryHandle, RecoveryReport, RecoveryWorker, Waiting, WaitingFor, waiting,
 };
+pub use retention::{DEFAULT_BATCHES_PER_PASS, DEFAULT_RETENTION_EVERY, Retention};
 pub use sweep::{ArgumentLookup, SweepHandle, SweepReport, Sweeper};
 pub use typed::{TypedContract, TypedContractBuilder, TypedProbe, TypedResult};

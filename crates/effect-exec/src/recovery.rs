@@ -62,7 +62,7 @@ use std::time::Duration;
 use effect_core::evidence::PROBE_STATUS;
 use effect_core::{
     EffectContract, EffectLedger, EffectRecord, EffectResult, EffectStatus, ListQuery,
-    MAX_LIST_LIMIT, intent,
+    MAX_LIST_LIMIT, RetentionReport, intent,
 };
 use serde::Serialize;
 use serde::de::DeserializeOwned;
@@ -73,6 +73,7 @@ use crate::error::{ExecError, HandlerError};
 use crate::executor::{EffectExecutor, identify};
 use crate::observe::{self, ContractRef, EffectEvent};
 use crate::periodic::Periodic;
+use crate::retention::Retention;
 use crate::typed::TypedContract;
 
 /// A durable handler, over JSON values.
@@ -113,6 +114,7 @@ pub struct RecoveryWorker {
     handlers: HashMap<(String, String), Durable>,
     compensations: Compensations,
     min_age: Duration,
+    retention: Option<Retention>,
 }
 
 impl fmt::Debug for RecoveryWorker {
@@ -126,6 +128,7 @@ impl fmt::Debug for RecoveryWorker {
         f.debug_struct("RecoveryWorker")
             .field("contracts", &contracts)
             .field("min_age", &self.min_age)
+            .field("retention", &self.retention)
             .finish_non_exhaustive()
     }
 }
@@ -171,6 +174,13 @@ pub struct RecoveryReport {
     /// by an operator, or left unsettled by their caller. A compensation
     /// rejected, quarantined or still uncertain is counted as such.
     pub compensated: u64,
+    /// Terminal operations the worker's retention policy deleted this pass
+    /// ([`RecoveryWorker::retention`]), each archived first.
+    pub pruned: u64,
+    /// What the retention policy pruned this pass, rule by rule; `None` when
+    /// it was not due (or the worker has none, or it failed: logged, and
+    /// tried again at the next pass).
+    pub retention: Option<RetentionReport>,
 }
 
 /// Stops a worker started with [`RecoveryWorker::spawn`].
@@ -202,6 +212,7 @@ impl RecoveryWorker {
             handlers: HashMap::new(),
             compensations: Compensations::default(),
             min_age: DEFAULT_MIN_AGE,
+            retention: None,
         }
     }
 
@@ -214,6 +225,16 @@ impl RecoveryWorker {
     #[must_use]
     pub fn min_age(mut self, min_age: Duration) -> Self {
         self.min_age = min_age;
+        self
+    }
+
+    /// Applies a retention policy at the end of its passes, on the
+    /// [`Retention`]'s schedule and a bounded share per pass; what it
+    /// deleted is counted in [`RecoveryReport::pruned`]. Unresolved and
+    /// active operations are never pruned (docs/operations.md#retention).
+    #[must_use]
+    pub fn retention(mut self, retention: Retention) -> Self {
+        self.retention = Some(retention);
         self
     }
 
@@ -428,6 +449,18 @@ impl RecoveryWorker {
             }
             self.recover_one(&record, &mut report);
         }
+        if let Some(retention) = &self.retention {
+            match retention.run_if_due(self.executor.clock().as_ref()) {
+                Some(Ok(pruned)) => {
+                    report.pruned = pruned.operations();
+                    report.retention = Some(pruned);
+                }
+                Some(Err(err)) => {
+                    tracing::warn!(error = %err, "retention failed; tried again at the next pass");
+                }
+                None => {}
+            }
+        }
         tracing::info!(
             examined = report.examined,
             confirmed = report.confirmed,
@@ -436,6 +469,7 @@ impl RecoveryWorker {
             unregistered = report.unregistered,
             deferred = report.deferred,
             failed = report.failed,
+            pruned = report.pruned,
             "recovery pass finished"
         );
         Ok(report)

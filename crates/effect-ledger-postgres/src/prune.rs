@@ -72,10 +72,7 @@ impl PostgresLedger {
             std::thread::sleep(limits.pause_after(held));
         }
         loop {
-            if limits
-                .max_duration
-                .is_some_and(|max| started.elapsed() >= max)
-            {
+            if limits.reached(report.batches, started.elapsed()) {
                 report.complete = false;
                 break;
             }
@@ -290,5 +287,18 @@ impl PostgresLedger {
             u64::try_from(events).unwrap_or(0),
             true,
         ))
+    }
+}
+
+/// The store's batched prune, for a [`RetentionPolicy`](effect_core::RetentionPolicy)
+/// (a recovery worker's, or `agent-effect-ops prune --policy`).
+impl effect_core::PruneLedger for PostgresLedger {
+    fn prune_with_progress(
+        &self,
+        request: &PruneRequest,
+        archive: &mut dyn PruneArchive,
+        progress: &mut dyn FnMut(&PruneReport),
+    ) -> Result<PruneReport, LedgerError> {
+        PostgresLedger::prune_with_progress(self, request, archive, progress)
     }
 }

@@ -129,10 +129,7 @@ impl SqliteLedger {
             std::thread::sleep(limits.pause_after(held));
         }
         loop {
-            if limits
-                .max_duration
-                .is_some_and(|max| started.elapsed() >= max)
-            {
+            if limits.reached(report.batches, started.elapsed()) {
                 report.complete = false;
                 break;
             }
@@ -397,4 +394,17 @@ fn count_prunable(
     }
     drop(tx);
     Ok(report)
+}
+
+/// The store's batched prune, for a [`RetentionPolicy`](effect_core::RetentionPolicy)
+/// (a recovery worker's, or `agent-effect-ops prune --policy`).
+impl effect_core::PruneLedger for SqliteLedger {
+    fn prune_with_progress(
+        &self,
+        request: &PruneRequest,
+        archive: &mut dyn PruneArchive,
+        progress: &mut dyn FnMut(&PruneReport),
+    ) -> Result<PruneReport, LedgerError> {
+        SqliteLedger::prune_with_progress(self, request, archive, progress)
+    }
 }

@@ -638,6 +638,20 @@ impl From<OpenError> for LedgerError {
     }
 }
 
+/// A SQLite or PostgreSQL ledger's batched prune, for a
+/// [`RetentionPolicy`](effect_core::RetentionPolicy); a memory ledger
+/// answers [`LedgerError::Unsupported`].
+impl effect_core::PruneLedger for Ledger {
+    fn prune_with_progress(
+        &self,
+        request: &PruneRequest,
+        archive: &mut dyn PruneArchive,
+        progress: &mut dyn FnMut(&PruneReport),
+    ) -> Result<PruneReport, LedgerError> {
+        Ledger::prune_with_progress(self, request, archive, progress)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -15,6 +15,7 @@ mod known_rows;
 mod prune;
 mod race;
 mod read_only;
+mod retention;
 
 mod support;
 mod sweep;
