@@ -3,7 +3,7 @@
 use std::path::PathBuf;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
-use effect_core::EffectStatus;
+use effect_core::{EffectStatus, RetentionPolicy};
 use production_agent_systems::open::LedgerUrl;
 
 /// Exit codes, for `--help` and docs/operations.md (keep the two in step).
@@ -163,25 +163,34 @@ pub enum Command {
         #[command(flatten)]
         audit: AuditArgs,
     },
-    /// Delete confirmed and rejected operations last updated before --before,
-    /// and their events, after writing them to a JSON Lines archive. Never
-    /// touches unresolved or active operations. A pruned operation is
-    /// forgotten: executing the same call again dispatches it anew. Works in
-    /// short batches (agents keep writing meanwhile), each archived and
-    /// synced before it is deleted; progress goes to stderr.
+    /// Delete confirmed and rejected operations last updated before --before
+    /// (or past their age in --policy), and their events, after writing them
+    /// to a JSON Lines archive. Never touches unresolved or active
+    /// operations. A pruned operation is forgotten: executing the same call
+    /// again dispatches it anew. Works in short batches (agents keep writing
+    /// meanwhile), each archived and synced before it is deleted; progress
+    /// goes to stderr.
     Prune {
         /// The cutoff: an ISO-8601 timestamp with offset (2026-01-01T00:00:00+00:00).
         #[arg(
             long,
             value_name = "TIMESTAMP",
-            required_unless_present = "older_than",
-            conflicts_with = "older_than"
+            required_unless_present_any = ["older_than", "policy"],
+            conflicts_with_all = ["older_than", "policy"]
         )]
         before: Option<String>,
         /// The cutoff as an age: operations last updated longer ago than this
         /// (30d, 12h, 1w).
-        #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
+        #[arg(long, value_name = "DURATION", value_parser = parse_duration,
+              conflicts_with = "policy")]
         older_than: Option<std::time::Duration>,
+        /// A retention policy: how long each terminal status is kept after
+        /// its last update (confirmed=30d,rejected=90d; a cancelled operation
+        /// is rejected). A status it does not name is kept. The same text as
+        /// a recovery worker's `RetentionPolicy`.
+        #[arg(long, value_name = "STATUS=AGE,...", conflicts_with = "status",
+              value_parser = parse_policy)]
+        policy: Option<RetentionPolicy>,
         /// Refuse a cutoff younger than this (default 24h): recent operations
         /// are the ones an agent may still repeat.
         #[arg(long, value_name = "DURATION", default_value = "24h", value_parser = parse_duration)]
@@ -402,6 +411,10 @@ fn parse_duration(value: &str) -> Result<std::time::Duration, String> {
         return Err(invalid());
     }
     std::time::Duration::try_from_secs_f64(seconds).map_err(|_| invalid())
+}
+
+fn parse_policy(value: &str) -> Result<RetentionPolicy, effect_core::ParseRetentionError> {
+    value.parse()
 }
 
 fn parse_status(value: &str) -> Result<EffectStatus, effect_core::ParseStatusError> {

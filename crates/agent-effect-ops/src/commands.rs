@@ -62,20 +62,44 @@ pub fn run(cli: &Cli, clock: Arc<dyn Clock>, out: &mut dyn Write) -> anyhow::Res
         approval::check(id, decision, args)?;
     }
     let db = cli.db.as_ref().ok_or(InputError::MissingDb)?;
-    let prune_cutoff = match &cli.command {
+    let prune_selection = match &cli.command {
         Command::Prune {
             before,
             older_than,
+            policy,
             min_retention,
             ignore_min_retention,
+            status,
+            max_duration,
+            batch_size,
             ..
-        } => Some(maintenance::checked_cutoff(
-            before.as_deref(),
-            *older_than,
-            *min_retention,
-            *ignore_min_retention,
-            clock.now(),
-        )?),
+        } => {
+            let limits = PruneLimits::default()
+                .batch_rows(usize::from(*batch_size))
+                .max_duration(*max_duration);
+            Some(match policy {
+                Some(policy) => maintenance::Selection::Policy(maintenance::checked_policy(
+                    policy,
+                    *min_retention,
+                    *ignore_min_retention,
+                    limits,
+                )?),
+                None => {
+                    let cutoff = maintenance::checked_cutoff(
+                        before.as_deref(),
+                        *older_than,
+                        *min_retention,
+                        *ignore_min_retention,
+                        clock.now(),
+                    )?;
+                    maintenance::Selection::Cutoff(
+                        PruneRequest::before(cutoff)
+                            .statuses(status.clone())
+                            .limits(limits),
+                    )
+                }
+            })
+        }
         _ => None,
     };
     let opened = open(db, cli.migrate, cli.create, Arc::clone(&clock))?;
@@ -105,28 +129,18 @@ pub fn run(cli: &Cli, clock: Arc<dyn Clock>, out: &mut dyn Write) -> anyhow::Res
         Command::Export { since } => export(ledger, *since, &mut printer),
         Command::Expire { id, audit } => expire(&opened, id, audit, clock, &mut printer),
         Command::Prune {
-            status,
             archive,
             resume,
-            max_duration,
-            batch_size,
             dry_run,
             ..
         } => {
-            let cutoff =
-                prune_cutoff.ok_or_else(|| anyhow::anyhow!("internal error: no cutoff"))?;
-            let limits = PruneLimits::default()
-                .batch_rows(usize::from(*batch_size))
-                .max_duration(*max_duration);
-            let request = PruneRequest::before(cutoff)
-                .statuses(status.clone())
-                .dry_run(*dry_run)
-                .limits(limits);
+            let selection = prune_selection
+                .ok_or_else(|| anyhow::anyhow!("internal error: no prune selection"))?;
             let archive = maintenance::ArchiveArg {
                 path: archive.as_deref(),
                 resume: *resume,
             };
-            maintenance::prune(&opened, &request, archive, clock, &mut printer)
+            maintenance::prune(&opened, &selection, *dry_run, archive, clock, &mut printer)
         }
         Command::Backup { dest } => maintenance::backup(&opened, dest, &mut printer),
         Command::Approve { decision: args, .. } | Command::Deny { decision: args, .. } => {

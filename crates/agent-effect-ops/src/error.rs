@@ -32,6 +32,18 @@ pub enum InputError {
         /// The retention, as given.
         retention: String,
     },
+    /// `prune --policy` with a rule shorter than the minimum retention.
+    #[error(
+        "the retention policy keeps {status} operations {keep}, less than the minimum retention of {retention}: an agent may still repeat those calls, and a pruned one dispatches again; keep them longer, or pass --ignore-min-retention"
+    )]
+    ShortRetention {
+        /// The rule's status.
+        status: String,
+        /// The rule's age, as given.
+        keep: String,
+        /// The minimum retention, as given.
+        retention: String,
+    },
     /// `--db` names no file.
     #[error(
         "ledger file {location} does not exist; pass the path of an existing ledger with --db, or --create to make a new one"

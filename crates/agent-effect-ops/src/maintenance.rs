@@ -6,7 +6,11 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use anyhow::Context as _;
 use effect_core::clock::format_timestamp;
-use effect_core::{ArchiveFile, Clock, PruneRequest};
+use effect_core::{
+    ArchiveFile, Clock, PruneArchive, PruneLimits, PruneReport, PruneRequest, RetentionPolicy,
+    RulePruned,
+};
+use production_agent_systems::open::Ledger;
 
 use crate::error::InputError;
 use crate::open::Opened;
@@ -14,7 +18,81 @@ use crate::printer::Printer;
 use crate::progress::Progress;
 use crate::table;
 use crate::timestamp::parse_unix_micros;
-use crate::view::{BackupView, PruneView};
+use crate::view::{BackupView, PruneView, RuleView};
+
+/// What `prune` retires: up to one cutoff, or each status past its age in a
+/// retention policy.
+#[derive(Debug, Clone)]
+pub(crate) enum Selection {
+    /// `--before` or `--older-than`, with `--status`.
+    Cutoff(PruneRequest),
+    /// `--policy`.
+    Policy(RetentionPolicy),
+}
+
+impl Selection {
+    fn validate(&self) -> Result<(), effect_core::LedgerError> {
+        match self {
+            Selection::Cutoff(request) => request.validate(),
+            Selection::Policy(policy) => policy.validate(),
+        }
+    }
+
+    /// Prunes (or with `dry_run` counts) what this selects at `now`.
+    fn run(
+        &self,
+        ledger: &Ledger,
+        now: SystemTime,
+        dry_run: bool,
+        archive: &mut dyn PruneArchive,
+        progress: &mut dyn FnMut(&PruneReport),
+    ) -> Result<(PruneReport, Vec<RulePruned>), effect_core::LedgerError> {
+        match self {
+            Selection::Cutoff(request) => {
+                let request = request.clone().dry_run(dry_run);
+                Ok((
+                    ledger.prune_with_progress(&request, archive, progress)?,
+                    Vec::new(),
+                ))
+            }
+            Selection::Policy(policy) => {
+                let report = policy.apply(ledger, now, dry_run, archive, progress)?;
+                Ok((report.total, report.rules))
+            }
+        }
+    }
+}
+
+/// The policy `prune --policy` applies: refused when a rule keeps its status
+/// less than the minimum retention (unless `ignore_min_retention`), before
+/// anything is opened.
+pub(crate) fn checked_policy(
+    policy: &RetentionPolicy,
+    min_retention: Duration,
+    ignore_min_retention: bool,
+    limits: PruneLimits,
+) -> Result<RetentionPolicy, InputError> {
+    let floor = if ignore_min_retention {
+        Duration::ZERO
+    } else {
+        min_retention
+    };
+    if let Some(rule) = policy.rules.iter().find(|rule| rule.keep < floor) {
+        return Err(InputError::ShortRetention {
+            status: rule.status.to_string(),
+            keep: shown(rule.keep),
+            retention: shown(min_retention),
+        });
+    }
+    Ok(policy.clone().min_retention(floor).limits(limits))
+}
+
+/// A duration as an operator writes it (30d, 1h 30m).
+fn shown(duration: Duration) -> String {
+    jiff::SignedDuration::try_from(duration)
+        .map(|d| format!("{d:#}"))
+        .unwrap_or_else(|_| format!("{}s", duration.as_secs()))
+}
 
 /// The cutoff `prune` may use: `--before`, or now minus `--older-than`;
 /// refused when it lies in the future or is younger than the minimum
@@ -43,9 +121,7 @@ pub(crate) fn checked_cutoff(
     if cutoff > youngest && !ignore_min_retention {
         return Err(InputError::RecentCutoff {
             cutoff: text,
-            retention: jiff::SignedDuration::try_from(min_retention)
-                .map(|d| format!("{d:#}"))
-                .unwrap_or_else(|_| format!("{}s", min_retention.as_secs())),
+            retention: shown(min_retention),
         });
     }
     Ok(text)
@@ -63,29 +139,37 @@ pub(crate) struct ArchiveArg<'a> {
 /// owner-only, or the resumed one) and synced before it is deleted.
 pub(crate) fn prune(
     opened: &Opened,
-    request: &PruneRequest,
+    selection: &Selection,
+    dry_run: bool,
     archive: ArchiveArg<'_>,
     clock: Arc<dyn Clock>,
     printer: &mut Printer<'_>,
 ) -> anyhow::Result<()> {
-    request.validate()?;
+    selection.validate()?;
+    let now = clock.now();
     let path = match archive.path {
         Some(path) => path.to_owned(),
         None => default_archive(clock.as_ref()),
     };
-    let (report, written) = if request.dry_run {
+    let ((report, rules), written) = if dry_run {
         // A dry run only reads: it never opens a file for writing.
         let ledger = opened.reopen(Arc::clone(&clock), true)?;
-        (ledger.prune(request, &mut std::io::sink())?, None)
+        let counted = selection.run(&ledger, now, true, &mut std::io::sink(), &mut |_| {})?;
+        (counted, None)
     } else {
         let ledger = opened.reopen(Arc::clone(&clock), false)?;
-        let mut progress = Progress::start(&ledger, request);
+        let mut progress = Progress::start(|| {
+            selection
+                .run(&ledger, now, true, &mut std::io::sink(), &mut |_| {})
+                .map(|(r, _)| r.operations)
+                .unwrap_or(0)
+        });
         let mut file = if archive.resume {
             ArchiveFile::resume(&path)?
         } else {
             ArchiveFile::create(&path)?
         };
-        let result = ledger.prune_with_progress(request, &mut file, &mut |r| progress.update(r));
+        let result = selection.run(&ledger, now, false, &mut file, &mut |r| progress.update(r));
         progress.finish();
         let report = match result {
             Ok(report) => report,
@@ -105,17 +189,29 @@ pub(crate) fn prune(
             }
         };
         drop(file);
-        if report.operations == 0 && !archive.resume {
+        if report.0.operations == 0 && !archive.resume {
             std::fs::remove_file(&path).context("cannot remove the empty prune archive")?;
             (report, None)
         } else {
             (report, Some(path.display().to_string()))
         }
     };
+    let (before, statuses, policy) = match selection {
+        Selection::Cutoff(request) => {
+            (Some(request.before.clone()), request.statuses.clone(), None)
+        }
+        Selection::Policy(policy) => (
+            None,
+            policy.rules.iter().map(|rule| rule.status).collect(),
+            Some(policy.to_string()),
+        ),
+    };
     let view = PruneView {
-        dry_run: request.dry_run,
-        before: request.before.clone(),
-        statuses: request.statuses.clone(),
+        dry_run,
+        before,
+        statuses,
+        policy,
+        rules: rules.into_iter().map(RuleView::from).collect(),
         operations: report.operations,
         events: report.events,
         resumed: report.resumed,

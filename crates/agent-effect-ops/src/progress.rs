@@ -5,9 +5,8 @@
 use std::io::IsTerminal as _;
 use std::time::{Duration, Instant};
 
-use effect_core::{PruneReport, PruneRequest};
+use effect_core::PruneReport;
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
-use production_agent_systems::open::Ledger;
 
 /// How often a plain progress line is printed.
 const LINE_EVERY: Duration = Duration::from_secs(5);
@@ -20,16 +19,14 @@ pub(crate) struct Progress {
 }
 
 impl Progress {
-    /// Starts showing the progress of `request` on `ledger`. On a terminal
-    /// the bar's length is a dry run's count (one read, no lock).
+    /// Starts showing the progress of a prune of `total()` operations. On a
+    /// terminal only the bar's length is asked: a dry run's count (one
+    /// read, no lock).
     #[allow(clippy::disallowed_methods)] // Progress is shown in real time.
-    pub(crate) fn start(ledger: &Ledger, request: &PruneRequest) -> Self {
+    pub(crate) fn start(total: impl FnOnce() -> u64) -> Self {
         let now = Instant::now();
         let bar = std::io::stderr().is_terminal().then(|| {
-            let total = ledger
-                .prune(&request.clone().dry_run(true), &mut std::io::sink())
-                .map(|r| r.operations)
-                .unwrap_or(0);
+            let total = total();
             let bar = ProgressBar::with_draw_target(Some(total), ProgressDrawTarget::stderr());
             let style = ProgressStyle::with_template(
                 "pruning {bar:40} {human_pos}/{human_len} operations, {per_sec}, eta {eta} {msg}",

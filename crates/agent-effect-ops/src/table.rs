@@ -332,12 +332,32 @@ pub fn prune(prune: &PruneView) -> String {
     } else {
         "pruned"
     };
-    let mut out = format!(
-        "{verb} {} operations and {} events last updated before {}\n",
-        prune.operations,
-        prune.events,
-        cell(Some(&prune.before))
-    );
+    let mut out = match (&prune.policy, &prune.before) {
+        (Some(policy), _) => {
+            let mut out = format!(
+                "{verb} {} operations and {} events by the retention policy {}\n",
+                prune.operations,
+                prune.events,
+                cell(Some(policy))
+            );
+            for rule in &prune.rules {
+                let _ = writeln!(
+                    out,
+                    "  {}: {} operations last updated before {}",
+                    rule.status,
+                    rule.operations,
+                    cell(Some(&rule.before))
+                );
+            }
+            out
+        }
+        (None, before) => format!(
+            "{verb} {} operations and {} events last updated before {}\n",
+            prune.operations,
+            prune.events,
+            cell(before.as_deref())
+        ),
+    };
     if prune.resumed > 0 {
         let _ = writeln!(
             out,

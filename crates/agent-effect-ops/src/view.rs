@@ -350,10 +350,16 @@ where
 pub struct PruneView {
     /// True for `--dry-run`: nothing was written or deleted.
     pub dry_run: bool,
-    /// The cutoff, in the ledger's timestamp format.
-    pub before: String,
+    /// The cutoff, in the ledger's timestamp format; null for `--policy`,
+    /// whose cutoffs are per status ([`rules`](Self::rules)).
+    pub before: Option<String>,
     /// The statuses pruned.
     pub statuses: Vec<EffectStatus>,
+    /// The retention policy applied (`--policy`), or null.
+    pub policy: Option<String>,
+    /// For `--policy`: what each rule pruned, in the policy's order (a rule
+    /// a bound stopped before is absent); empty otherwise.
+    pub rules: Vec<RuleView>,
     /// Operations deleted (or that would be), each with its archive line.
     pub operations: u64,
     /// Their events.
@@ -367,6 +373,31 @@ pub struct PruneView {
     pub complete: bool,
     /// The archive written, or null (a dry run, or nothing to prune).
     pub archive: Option<String>,
+}
+
+/// What one rule of `prune --policy` pruned.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RuleView {
+    /// The rule's status.
+    pub status: EffectStatus,
+    /// Its cutoff: now minus the rule's age, in the ledger's format.
+    pub before: String,
+    /// Operations deleted (or that would be).
+    pub operations: u64,
+    /// Their events.
+    pub events: u64,
+}
+
+impl From<effect_core::RulePruned> for RuleView {
+    fn from(rule: effect_core::RulePruned) -> Self {
+        RuleView {
+            status: rule.status,
+            before: rule.before,
+            operations: rule.operations,
+            events: rule.events,
+        }
+    }
 }
 
 /// `backup`.

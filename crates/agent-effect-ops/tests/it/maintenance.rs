@@ -1,6 +1,10 @@
-//! `prune` and `backup` through the real binary.
+//! `prune` and `backup` through the real binary (and `prune --policy` in
+//! process, on the tests' clock).
+
+use std::sync::Arc;
 
 use agent_effect_ops::Exit;
+use clap::Parser as _;
 use effect_core::ArchivedOperation;
 use serde_json::Value;
 
@@ -235,5 +239,183 @@ fn prune_in_batches_and_resume_into_the_same_archive() {
         std::fs::read(&archive).unwrap(),
         written,
         "nothing appended"
+    );
+}
+
+/// A ledger whose operations were settled 100, 40 and 10 days before the
+/// in-process clock: a confirmed and a rejected one each time, and an
+/// unresolved (quarantined) one 100 days ago.
+fn aged_ledger() -> (tempfile::TempDir, std::path::PathBuf) {
+    use effect_core::{EffectLedgerExt, ManualClock, NewOperation, RequestFingerprint};
+    use effect_ledger_sqlite::{SqliteLedger, SqliteOptions};
+    use std::time::{Duration, UNIX_EPOCH};
+
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("effects.sqlite3");
+    let now = UNIX_EPOCH + Duration::from_micros(crate::support::NOW_MICROS);
+    let clock = Arc::new(ManualClock::new(now - Duration::from_secs(100 * 86_400)));
+    let ledger = SqliteLedger::open(&db, SqliteOptions::default().clock(clock.clone())).unwrap();
+    let op = |id: &str| NewOperation {
+        requires_approval: false,
+        trace_context: None,
+        intent: None,
+        redacted_arguments: None,
+        contract_name: "capture_payment".into(),
+        contract_version: "1".into(),
+        fingerprint: RequestFingerprint::of_value(&serde_json::json!({ "id": id })),
+        provider_idempotency_key: None,
+    };
+    let claim = effect_core::Claim {
+        owner_token: "w".into(),
+        lease: Duration::from_secs(60),
+        budgets: Vec::new(),
+    };
+    let confirmation = effect_core::Confirmation {
+        output: serde_json::json!({"ok": true}),
+        provider_operation_id: None,
+        evidence: effect_core::Evidence::new(),
+    };
+    for (age, advance) in [(100, 60), (40, 30), (10, 0)] {
+        let confirmed = format!("confirmed {age}d");
+        ledger.prepare(&confirmed, &op(&confirmed)).unwrap();
+        ledger
+            .mark_confirmed(&confirmed, None, &confirmation)
+            .unwrap();
+        let rejected = format!("rejected {age}d");
+        ledger.prepare(&rejected, &op(&rejected)).unwrap();
+        ledger.claim_dispatch(&rejected, &claim).unwrap();
+        ledger.mark_rejected(&rejected, "w", "declined").unwrap();
+        if age == 100 {
+            ledger.prepare("quarantined 100d", &op("q")).unwrap();
+            ledger.claim_dispatch("quarantined 100d", &claim).unwrap();
+            let none = effect_core::Evidence::new();
+            ledger
+                .mark_outcome_unknown("quarantined 100d", Some("w"), "timeout", &none)
+                .unwrap();
+            ledger
+                .quarantine("quarantined 100d", "no probe", &none)
+                .unwrap();
+        }
+        clock.advance(Duration::from_secs(advance * 86_400));
+    }
+    drop(ledger);
+    (dir, db)
+}
+
+fn ids(db: &std::path::Path) -> Vec<String> {
+    let list: Value = crate::support::ops(db, &["list", "--limit", "1000"]).json();
+    let mut ids: Vec<String> = list
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|op| op["operation_id"].as_str().unwrap().to_owned())
+        .collect();
+    ids.sort();
+    ids
+}
+
+/// `--policy` prunes each terminal status past its own age, archives each
+/// operation once, reports per rule, and never touches unresolved work;
+/// a rule shorter than --min-retention is refused before anything is opened.
+#[test]
+fn prune_by_policy_keeps_each_status_its_own_age() {
+    use crate::support::ops;
+    let (dir, db) = aged_ledger();
+    let archive = dir.path().join("policy.jsonl");
+    let archive_arg = archive.to_str().unwrap();
+
+    let short = ops(&db, &["prune", "--policy", "confirmed=30d,rejected=12h"]);
+    assert_eq!(short.exit, Exit::Usage, "{:?}", short.error);
+    assert!(
+        short
+            .error
+            .as_deref()
+            .unwrap()
+            .contains("keeps rejected operations 12h"),
+        "{:?}",
+        short.error
+    );
+    for conflicting in [
+        &["prune", "--policy", "confirmed=30d", "--older-than", "30d"][..],
+        &[
+            "prune",
+            "--policy",
+            "confirmed=30d",
+            "--status",
+            "confirmed",
+        ][..],
+        &["prune", "--policy", "quarantined=30d"][..],
+    ] {
+        let argv = ["agent-effect-ops", "--db", "x"]
+            .into_iter()
+            .chain(conflicting.iter().copied());
+        assert!(
+            agent_effect_ops::Cli::try_parse_from(argv).is_err(),
+            "{conflicting:?}"
+        );
+    }
+    assert_eq!(ids(&db).len(), 7, "refusals write nothing");
+
+    let policy = [
+        "prune",
+        "--policy",
+        "confirmed=30d,rejected=90d",
+        "--archive",
+        archive_arg,
+    ];
+    let dry: Value = ops(&db, &[&policy[..], &["--dry-run"]].concat()).json();
+    assert_eq!(dry["operations"], 3);
+    assert!(!archive.exists(), "a dry run writes no archive");
+    assert_eq!(ids(&db).len(), 7);
+
+    let pruned: Value = ops(&db, &[&policy[..], &["--batch-size", "1"]].concat()).json();
+    assert_eq!(pruned["operations"], 3, "{pruned}");
+    assert_eq!(pruned["batches"], 3, "{pruned}");
+    assert_eq!(pruned["before"], Value::Null);
+    assert_eq!(pruned["policy"], "confirmed=30d,rejected=90d");
+    assert_eq!(pruned["rules"][0]["status"], "confirmed");
+    assert_eq!(pruned["rules"][0]["operations"], 2);
+    assert_eq!(pruned["rules"][1]["status"], "rejected");
+    assert_eq!(pruned["rules"][1]["operations"], 1);
+    assert_eq!(
+        ids(&db),
+        [
+            "confirmed 10d",
+            "quarantined 100d",
+            "rejected 10d",
+            "rejected 40d"
+        ]
+    );
+    let archived: Vec<String> = std::fs::read_to_string(&archive)
+        .unwrap()
+        .lines()
+        .map(|line| {
+            serde_json::from_str::<ArchivedOperation>(line)
+                .unwrap()
+                .operation
+                .operation_id
+        })
+        .collect();
+    assert_eq!(
+        archived,
+        ["confirmed 100d", "confirmed 40d", "rejected 100d"]
+    );
+
+    let table = ops(
+        &db,
+        &[
+            "--format",
+            "table",
+            "prune",
+            "--policy",
+            "confirmed=30d",
+            "--dry-run",
+        ],
+    );
+    assert_eq!(table.exit, Exit::Success, "{:?}", table.error);
+    assert!(
+        table.stdout.starts_with("would prune 0 operations and 0 events by the retention policy confirmed=30d\n  confirmed: 0 operations last updated before "),
+        "{}",
+        table.stdout
     );
 }
