@@ -389,7 +389,7 @@ fn format_age(age: Duration) -> String {
         return format!("{}s", age.as_secs_f64());
     }
     for (unit, size) in UNITS {
-        if seconds % size == 0 {
+        if seconds.is_multiple_of(size) {
             return format!("{}{unit}", seconds / size);
         }
     }

@@ -24,6 +24,7 @@ mod prepared;
 mod processes;
 mod prune;
 mod restart;
+mod retention;
 mod roles;
 mod round_trips;
 mod schema;
