@@ -81,6 +81,7 @@ pub mod metric;
 mod notice;
 mod observe;
 mod options;
+mod pages;
 mod periodic;
 mod prepared;
 mod reconcile;
@@ -101,6 +102,7 @@ pub use observe::{
     ScopeGuard, Step, StepScope, global_observer, set_global_observer,
 };
 pub use options::{CallOptions, ExecutorOptions};
+pub use pages::DEFAULT_PAGE_SIZE;
 pub use prepared::PreparedEffect;
 pub use reconcile::Audit;
 pub use recovery::{

@@ -72,6 +72,7 @@ use crate::context::HandlerContext;
 use crate::error::{ExecError, HandlerError};
 use crate::executor::{EffectExecutor, identify};
 use crate::observe::{self, ContractRef, EffectEvent};
+use crate::pages::{DEFAULT_PAGE_SIZE, Pages};
 use crate::periodic::Periodic;
 use crate::retention::Retention;
 use crate::typed::TypedContract;
@@ -114,6 +115,7 @@ pub struct RecoveryWorker {
     handlers: HashMap<(String, String), Durable>,
     compensations: Compensations,
     min_age: Duration,
+    page_size: usize,
     retention: Option<Retention>,
 }
 
@@ -181,6 +183,8 @@ pub struct RecoveryReport {
     /// it was not due (or the worker has none, or it failed: logged, and
     /// tried again at the next pass).
     pub retention: Option<RetentionReport>,
+    /// Pages of operations the pass read ([`RecoveryWorker::page_size`]).
+    pub pages: u64,
 }
 
 /// Stops a worker started with [`RecoveryWorker::spawn`].
@@ -212,6 +216,7 @@ impl RecoveryWorker {
             handlers: HashMap::new(),
             compensations: Compensations::default(),
             min_age: DEFAULT_MIN_AGE,
+            page_size: DEFAULT_PAGE_SIZE,
             retention: None,
         }
     }
@@ -225,6 +230,15 @@ impl RecoveryWorker {
     #[must_use]
     pub fn min_age(mut self, min_age: Duration) -> Self {
         self.min_age = min_age;
+        self
+    }
+
+    /// How many operations a pass reads at once from each listing (default
+    /// [`DEFAULT_PAGE_SIZE`], at most [`MAX_LIST_LIMIT`]): a pass holds a
+    /// page of each, never the whole ledger.
+    #[must_use]
+    pub fn page_size(mut self, page_size: usize) -> Self {
+        self.page_size = page_size.clamp(1, MAX_LIST_LIMIT);
         self
     }
 
@@ -372,42 +386,46 @@ impl RecoveryWorker {
         Ok(worker)
     }
 
-    /// One pass: lists every operation left behind, then dispatches (or
-    /// reconciles) each whose contract has a durable handler and whose intent
+    /// One pass: reads, page by page, every operation left behind, and
+    /// dispatches (or reconciles) each whose contract has a durable handler and whose intent
     /// is stored. An error on one operation is logged and counted; the pass
-    /// goes on with the others.
+    /// goes on with the others. Each operation left behind when the pass
+    /// began is worked on once; one the pass itself leaves behind waits for
+    /// the next pass.
     ///
     /// # Errors
     ///
-    /// [`ExecError::Ledger`] when the ledger cannot list operations, or
+    /// [`ExecError::Ledger`] when the ledger cannot list the first page of
+    /// operations (a later page that cannot be read is logged, counted in
+    /// [`RecoveryReport::failed`], and ends its listing for this pass), or
     /// [`ExecError::LeaseTooShort`] for a lease the ledger cannot keep.
     pub fn run_once(&self) -> Result<RecoveryReport, ExecError> {
         let span = tracing::info_span!("effect.recover");
         let _entered = span.enter();
         self.executor.check_lease()?;
         let ledger: &dyn EffectLedger = self.executor.ledger().as_ref();
-        // Everything is listed before anything is touched: a dispatched
-        // operation moves in the list order, which would shift the pages.
-        let mut candidates = list_all(ledger, ListQuery::stale(MAX_LIST_LIMIT))?;
+        // The first page of every listing is read before anything is
+        // touched, and each is read on page by page (`Pages`): an operation
+        // this pass moves into a listing is not worked on twice.
+        let page = self.page_size;
+        let mut candidates = vec![Pages::first(ledger, ListQuery::stale(page))?];
         for status in [
             EffectStatus::OutcomeUnknown,
             EffectStatus::Prepared,
             EffectStatus::AwaitingApproval,
         ] {
-            candidates.extend(list_all(
-                ledger,
-                ListQuery::with_status(status, MAX_LIST_LIMIT),
-            )?);
+            candidates.push(Pages::first(ledger, ListQuery::with_status(status, page))?);
         }
         let mut report = RecoveryReport::default();
         // The originals whose compensation this pass ran: a compensation
         // listed as left behind is not run twice.
         let mut compensated = std::collections::HashSet::new();
         if !self.compensations.by_original.is_empty() {
-            for record in list_all(
+            let mut confirmed = Pages::first(
                 ledger,
-                ListQuery::with_status(EffectStatus::Confirmed, MAX_LIST_LIMIT),
-            )? {
+                ListQuery::with_status(EffectStatus::Confirmed, page),
+            )?;
+            while let Some(record) = next_or_fail(&mut confirmed, &mut report) {
                 let requested = record.compensation_request().is_some()
                     && !record.compensation().is_some_and(|link| link.is_finished());
                 if requested {
@@ -416,38 +434,13 @@ impl RecoveryWorker {
                     self.compensate_one(&record.operation_id, &record, &mut report);
                 }
             }
+            report.pages += confirmed.read;
         }
-        for record in candidates {
-            report.examined += 1;
-            // Only an approval makes a waiting operation dispatchable; the
-            // claim checks it again (and consumes it) in the store.
-            if record.status == EffectStatus::AwaitingApproval && record.approval().is_none() {
-                report.awaiting_approval += 1;
-                continue;
+        for mut listing in candidates {
+            while let Some(record) = next_or_fail(&mut listing, &mut report) {
+                self.candidate(&record, &mut compensated, &mut report);
             }
-            if matches!(
-                record.status,
-                EffectStatus::Prepared | EffectStatus::AwaitingApproval
-            ) && !self.executor.older_than(&record.updated_at, self.min_age)
-            {
-                report.too_recent += 1;
-                continue;
-            }
-            if let Some(original) = record.compensates() {
-                let key = (
-                    record.contract_name.clone(),
-                    record.contract_version.clone(),
-                );
-                if self.compensations.original_of.contains_key(&key) {
-                    if compensated.insert(original.to_owned()) {
-                        self.compensate_one(original, &record, &mut report);
-                    } else {
-                        report.unsettled += 1;
-                    }
-                    continue;
-                }
-            }
-            self.recover_one(&record, &mut report);
+            report.pages += listing.read;
         }
         if let Some(retention) = &self.retention {
             match retention.run_if_due(self.executor.clock().as_ref()) {
@@ -548,6 +541,45 @@ impl RecoveryWorker {
                 }
             }
         }
+    }
+
+    /// Works on one operation a listing found left behind.
+    fn candidate(
+        &self,
+        record: &EffectRecord,
+        compensated: &mut std::collections::HashSet<String>,
+        report: &mut RecoveryReport,
+    ) {
+        report.examined += 1;
+        // Only an approval makes a waiting operation dispatchable; the
+        // claim checks it again (and consumes it) in the store.
+        if record.status == EffectStatus::AwaitingApproval && record.approval().is_none() {
+            report.awaiting_approval += 1;
+            return;
+        }
+        if matches!(
+            record.status,
+            EffectStatus::Prepared | EffectStatus::AwaitingApproval
+        ) && !self.executor.older_than(&record.updated_at, self.min_age)
+        {
+            report.too_recent += 1;
+            return;
+        }
+        if let Some(original) = record.compensates() {
+            let key = (
+                record.contract_name.clone(),
+                record.contract_version.clone(),
+            );
+            if self.compensations.original_of.contains_key(&key) {
+                if compensated.insert(original.to_owned()) {
+                    self.compensate_one(original, record, report);
+                } else {
+                    report.unsettled += 1;
+                }
+                return;
+            }
+        }
+        self.recover_one(record, report);
     }
 
     /// Runs the compensation of `original` (the operation `record` is, or
@@ -828,6 +860,33 @@ pub fn waiting(ledger: &dyn EffectLedger) -> Result<Vec<Waiting>, ExecError> {
     }
     waiting.sort_by(|a, b| a.since.cmp(&b.since));
     Ok(waiting)
+}
+
+/// The next operation of `pages`; a page that cannot be read is logged and
+/// counted as failed, and ends that listing for this pass.
+pub(crate) fn next_or_fail<R: CountsFailures>(
+    pages: &mut Pages<'_>,
+    report: &mut R,
+) -> Option<EffectRecord> {
+    match pages.next_record() {
+        Ok(record) => record,
+        Err(err) => {
+            tracing::warn!(error = %err, "a page of operations could not be read; the rest waits for the next pass");
+            report.count_failure();
+            None
+        }
+    }
+}
+
+/// A pass's report, which counts a page that could not be read as a failure.
+pub(crate) trait CountsFailures {
+    fn count_failure(&mut self);
+}
+
+impl CountsFailures for RecoveryReport {
+    fn count_failure(&mut self) {
+        self.failed += 1;
+    }
 }
 
 /// Every operation the query selects, page by page.

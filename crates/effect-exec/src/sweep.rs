@@ -35,7 +35,9 @@ use serde_json::Value;
 
 use crate::error::ExecError;
 use crate::executor::{EffectExecutor, Identity, identify};
+use crate::pages::{DEFAULT_PAGE_SIZE, Pages};
 use crate::periodic::Periodic;
+use crate::recovery::{CountsFailures, next_or_fail};
 
 /// Looks up the arguments of a stored operation; `None` when unknown.
 pub type ArgumentLookup =
@@ -67,6 +69,7 @@ pub type ArgumentLookup =
 pub struct Sweeper {
     executor: EffectExecutor,
     contracts: HashMap<(String, String), Registered>,
+    page_size: usize,
 }
 
 #[derive(Clone)]
@@ -109,8 +112,12 @@ pub struct SweepReport {
     pub skipped: u64,
     /// Of the skipped, those whose contract is not registered.
     pub unregistered: u64,
-    /// Of the skipped, those whose reconciliation failed (a store error).
+    /// Of the skipped, those whose reconciliation failed (a store error);
+    /// a page of operations that could not be read counts once here (and
+    /// in `skipped`), and its listing waits for the next sweep.
     pub failed: u64,
+    /// Pages of operations the sweep read ([`Sweeper::page_size`]).
+    pub pages: u64,
 }
 
 /// Stops a sweeper started with [`Sweeper::spawn`].
@@ -139,7 +146,17 @@ impl Sweeper {
         Sweeper {
             executor,
             contracts: HashMap::new(),
+            page_size: DEFAULT_PAGE_SIZE,
         }
+    }
+
+    /// How many operations a sweep reads at once from each listing (default
+    /// [`DEFAULT_PAGE_SIZE`], at most [`MAX_LIST_LIMIT`]): a sweep holds a
+    /// page of each, never the whole ledger.
+    #[must_use]
+    pub fn page_size(mut self, page_size: usize) -> Self {
+        self.page_size = page_size.clamp(1, MAX_LIST_LIMIT);
+        self
     }
 
     /// Registers a contract whose probe works from the stored provider key
@@ -166,32 +183,41 @@ impl Sweeper {
     }
 
     /// Finds every stale dispatch and every `outcome_unknown` operation and
-    /// reconciles those of registered contracts. An error on one operation is
-    /// logged and counted in `failed`; the sweep goes on with the others.
+    /// reconciles those of registered contracts, reading them page by page
+    /// (each found when the sweep began is reconciled once; one the sweep
+    /// itself leaves `outcome_unknown` waits for the next sweep). An error on
+    /// one operation is logged and counted in `failed`; the sweep goes on
+    /// with the others.
     ///
     /// # Errors
     ///
-    /// [`ExecError::Ledger`] when the ledger cannot list operations.
+    /// [`ExecError::Ledger`] when the ledger cannot list the first page of
+    /// operations.
     pub fn sweep(&self) -> Result<SweepReport, ExecError> {
         let span = tracing::info_span!("effect.sweep");
         let _entered = span.enter();
         let mut report = SweepReport::default();
-        // Everything is listed before anything is touched: a reconciled
-        // operation moves to the front of the list, which would shift the
-        // pages under a cursor.
-        let mut stuck = crate::recovery::list_all(
-            self.executor.ledger().as_ref(),
-            ListQuery::stale(MAX_LIST_LIMIT),
+        // The first page of both listings is read before anything is
+        // touched, and each is read on page by page (`Pages`): a stale
+        // dispatch this sweep leaves `outcome_unknown` is not swept twice.
+        let ledger = self.executor.ledger().as_ref();
+        let mut stale = Pages::first(ledger, ListQuery::stale(self.page_size))?;
+        let mut unknown = Pages::first(
+            ledger,
+            ListQuery::with_status(EffectStatus::OutcomeUnknown, self.page_size),
         )?;
-        crate::telemetry::stale_dispatches(stuck.len() as u64);
-        stuck.extend(crate::recovery::list_all(
-            self.executor.ledger().as_ref(),
-            ListQuery::with_status(EffectStatus::OutcomeUnknown, MAX_LIST_LIMIT),
-        )?);
-        for record in stuck {
+        let mut stale_dispatches = 0;
+        while let Some(record) = next_or_fail(&mut stale, &mut report) {
+            stale_dispatches += 1;
             report.examined += 1;
             self.sweep_one(&record, &mut report);
         }
+        crate::telemetry::stale_dispatches(stale_dispatches);
+        while let Some(record) = next_or_fail(&mut unknown, &mut report) {
+            report.examined += 1;
+            self.sweep_one(&record, &mut report);
+        }
+        report.pages = stale.read + unknown.read;
         tracing::info!(
             examined = report.examined,
             confirmed = report.confirmed,
@@ -323,5 +349,12 @@ impl Sweeper {
             return Ok(None);
         }
         Ok(Some(derived.identity))
+    }
+}
+
+impl CountsFailures for SweepReport {
+    fn count_failure(&mut self) {
+        self.skipped += 1;
+        self.failed += 1;
     }
 }

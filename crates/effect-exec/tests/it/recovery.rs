@@ -862,3 +862,59 @@ fn waiting_tells_the_caller_kind_from_the_worker_kind_oldest_first() {
         assert_eq!(w.provider.committed(), 1, "{}", w.store);
     }
 }
+
+/// A pass reads its listings a page at a time and works on every operation
+/// left behind exactly once, on both stores: stale dispatches, uncertain and
+/// prepared operations, more of each than a page holds.
+#[test]
+fn a_pass_over_more_operations_than_a_page_covers_each_once() {
+    for w in worlds() {
+        let capture = w.capture(true);
+        let mut ids = Vec::new();
+        for i in 0..11 {
+            ids.push(w.abandoned(&capture, &invoice(&format!("STALE-{i}")), false));
+        }
+        for i in 0..4 {
+            ids.push(
+                w.left_by_not_sent(&capture, &invoice(&format!("UNKNOWN-{i}")))
+                    .0,
+            );
+        }
+        for i in 0..5 {
+            ids.push(w.left_prepared(&capture, &invoice(&format!("PREPARED-{i}"))));
+        }
+        w.clock.advance(LEASE + Duration::from_secs(1));
+        let before = w.provider.handler_calls();
+        let worker = w.worker(&capture).page_size(3);
+
+        let report = worker.run_once().unwrap();
+        assert_eq!(report.examined, 20, "{}: {report:?}", w.store);
+        // The stale dispatches' requests may still be in flight: each is
+        // quarantined, never resent. The others are dispatched once.
+        assert_eq!(
+            (report.confirmed, report.quarantined),
+            (9, 11),
+            "{}: {report:?}",
+            w.store
+        );
+        // Stale 3+3+3+2, outcome_unknown 3+1, prepared 3+2, awaiting none.
+        assert_eq!(report.pages, 4 + 2 + 2 + 1, "{}: {report:?}", w.store);
+        assert_eq!(
+            w.provider.handler_calls() - before,
+            9,
+            "{}: one dispatch each",
+            w.store
+        );
+        assert_eq!(w.provider.committed(), 9, "{}", w.store);
+        for (i, id) in ids.iter().enumerate() {
+            let expected = if i < 11 {
+                EffectStatus::Quarantined
+            } else {
+                EffectStatus::Confirmed
+            };
+            assert_eq!(w.status(id), expected, "{}: {id}", w.store);
+        }
+        let again = worker.run_once().unwrap();
+        assert_eq!((again.examined, again.pages), (0, 4), "{}", w.store);
+    }
+}

@@ -279,3 +279,55 @@ fn a_sweep_reaches_more_stuck_operations_than_one_list_page() {
     check(&report, [n, n, 0, 0, 0, 0]);
     assert_eq!(w.provider.committed(), count);
 }
+
+/// A sweep reads its listings a page at a time, and reconciles every stuck
+/// operation once: a stale dispatch it leaves `outcome_unknown` is not swept
+/// again from the second listing in the same sweep.
+#[test]
+fn a_sweep_over_more_operations_than_a_page_reconciles_each_once() {
+    let w = world();
+    let keep = {
+        let provider = Arc::clone(&w.provider);
+        effect_test_support::contracts::capture_payment_without_key()
+            .provider_idempotency_key(|args| {
+                Ok(args["invoice_id"].as_str().map(|i| format!("capture:{i}")))
+            })
+            .outcome_probe(move |_args, key| provider.probe(key))
+            .unknown_outcome(UnknownOutcomePolicy::KeepUnknown)
+            .build()
+            .unwrap()
+    };
+    let mut ids = Vec::new();
+    for i in 0..5 {
+        let id = w.abandoned(&keep, &invoice(&format!("UNKNOWN-{i}")), false);
+        let owner = format!("dead-worker-{id}");
+        assert!(
+            w.ledger
+                .mark_outcome_unknown(&id, Some(&owner), "connection reset", &Default::default())
+                .unwrap()
+        );
+        ids.push(id);
+    }
+    for i in 0..8 {
+        ids.push(w.abandoned(&keep, &invoice(&format!("STALE-{i}")), false));
+    }
+    w.clock.advance(LEASE + Duration::from_secs(1));
+    w.provider
+        .probe_script(&[crate::provider::ProbeAnswer::Unknown; 26]);
+    let sweeper = w.sweeper().register(keep).page_size(3);
+
+    let report = sweeper.sweep().unwrap();
+    check(&report, [13, 0, 0, 0, 13, 0]);
+    assert_eq!(w.provider.probe_calls(), 13, "one probe per operation");
+    // Stale: 3 + 3 + 2; outcome_unknown: 3 + 2.
+    assert_eq!(report.pages, 5, "{report:?}");
+    for id in &ids {
+        assert_eq!(w.status(id), EffectStatus::OutcomeUnknown, "{id}");
+    }
+    assert_eq!(w.provider.handler_calls(), 0);
+
+    // The next sweep finds all 13 in one listing.
+    let again = sweeper.sweep().unwrap();
+    check(&again, [13, 0, 0, 0, 13, 0]);
+    assert_eq!(w.provider.probe_calls(), 26);
+}
