@@ -29,7 +29,7 @@ const TASKS: &[(&str, &str)] = &[
     ),
     (
         "test",
-        "cargo test --workspace --all-features, with the kill-9 soak tests (EFFECT_SLOW_TESTS=1)",
+        "cargo test --workspace --all-features --no-fail-fast, with the kill-9 soak tests (EFFECT_SLOW_TESTS=1)",
     ),
     (
         "snapshots",
@@ -184,7 +184,7 @@ fn run(task: &str) -> Result<()> {
         // `cargo test` (crates/effect-test-support/src/slow.rs).
         "test" => {
             let status = Command::new("cargo")
-                .args(["test", "--workspace", "--all-features"])
+                .args(["test", "--workspace", "--all-features", "--no-fail-fast"])
                 .env("EFFECT_SLOW_TESTS", "1")
                 .status()
                 .context("running cargo test")?;
