@@ -4,7 +4,6 @@
 use std::io::Write;
 use std::sync::Arc;
 
-use anyhow::Context as _;
 use effect_core::EffectLedgerExt as _;
 use effect_core::evidence::HANDLER_MAY_STILL_BE_RUNNING;
 use effect_core::{
@@ -16,21 +15,18 @@ use serde_json::Value;
 
 use crate::approval::{self, Decision};
 use crate::cancel;
-use crate::cli::{AuditArgs, Cli, Command, DecisionArgs, Format, Since};
+use crate::cli::{AuditArgs, Cli, Command, DecisionArgs};
 use crate::compensation;
 use crate::error::{ChangedSinceSeen, HandlerMayStillRun, InputError};
 use crate::maintenance;
 use crate::open::{Opened, open};
 use crate::printer::Printer;
 use crate::table;
-use crate::timestamp::{age_seconds, parse_unix_micros};
+use crate::timestamp::age_seconds;
 use crate::view::{
     CompensationLinks, EventView, OperationDetail, OperationSummary, Resolution, Stats,
     StatusCounts,
 };
-
-/// How many events `export` reads per ledger query.
-const EXPORT_PAGE: usize = 1000;
 
 /// Runs one command against the ledger named by `cli.db`, printing to `out`.
 ///
@@ -126,7 +122,7 @@ pub fn run(cli: &Cli, clock: Arc<dyn Clock>, out: &mut dyn Write) -> anyhow::Res
         Command::Show { id, include_output } => show(ledger, id, *include_output, &mut printer),
         Command::Events { id } => events(ledger, id, &mut printer),
         Command::Stats => stats(ledger, clock.as_ref(), &mut printer),
-        Command::Export { since } => export(ledger, *since, &mut printer),
+        Command::Export { since } => maintenance::export(ledger, *since, &mut printer),
         Command::Expire { id, audit } => expire(&opened, id, audit, clock, &mut printer),
         Command::Prune {
             archive,
@@ -436,51 +432,6 @@ fn stats(
         budgets: raw.budgets,
     };
     printer.report(&stats, table::stats)
-}
-
-fn export(
-    ledger: &dyn EffectLedger,
-    since: Since,
-    printer: &mut Printer<'_>,
-) -> anyhow::Result<()> {
-    // The sequence cursor misses nothing (`EffectLedger::events_after`);
-    // timestamps come from each writer's clock and need not be monotonic, so a
-    // time filter reads every event.
-    let (mut after, from_time) = match since {
-        Since::Sequence(sequence) => (sequence, None),
-        Since::Time(micros) => (0, Some(micros)),
-    };
-    let mut table_rows = Vec::new();
-    loop {
-        let page = ledger.events_after(after, EXPORT_PAGE)?;
-        let Some(last) = page.last() else { break };
-        after = last.sequence;
-        for event in &page {
-            if let Some(from) = from_time {
-                // An unreadable timestamp is exported rather than silently dropped.
-                if parse_unix_micros(&event.timestamp).is_some_and(|at| at < from) {
-                    continue;
-                }
-            }
-            let view = EventView::from(event);
-            match printer.format {
-                Format::Json => {
-                    let mut line =
-                        serde_json::to_string(&view).context("cannot encode an event")?;
-                    line.push('\n');
-                    printer.write(&line)?;
-                }
-                Format::Table => table_rows.push(view),
-            }
-        }
-        if page.len() < EXPORT_PAGE {
-            break;
-        }
-    }
-    if printer.format == Format::Table {
-        printer.write(&table::events(&table_rows, true))?;
-    }
-    Ok(())
 }
 
 /// Applies a manual resolution through the executor, so the same rules apply

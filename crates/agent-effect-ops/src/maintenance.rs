@@ -1,4 +1,5 @@
-//! `prune` and `backup`: retiring old operations and copying a live ledger.
+//! `prune`, `backup` and `export`: retiring old operations, copying a live
+//! ledger, and streaming its history.
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -7,18 +8,19 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use anyhow::Context as _;
 use effect_core::clock::format_timestamp;
 use effect_core::{
-    ArchiveFile, Clock, PruneArchive, PruneLimits, PruneReport, PruneRequest, RetentionPolicy,
-    RulePruned,
+    ArchiveFile, Clock, EffectLedger, PruneArchive, PruneLimits, PruneReport, PruneRequest,
+    RetentionPolicy, RulePruned,
 };
 use production_agent_systems::open::Ledger;
 
+use crate::cli::{Format, Since};
 use crate::error::InputError;
 use crate::open::Opened;
 use crate::printer::Printer;
 use crate::progress::Progress;
 use crate::table;
 use crate::timestamp::parse_unix_micros;
-use crate::view::{BackupView, PruneView, RuleView};
+use crate::view::{BackupView, EventView, PruneView, RuleView};
 
 /// What `prune` retires: up to one cutoff, or each status past its age in a
 /// retention policy.
@@ -222,6 +224,77 @@ pub(crate) fn prune(
     printer.report(&view, table::prune)
 }
 
+/// How many events `export` reads per ledger query: what it holds at once.
+pub(crate) const EXPORT_PAGE: usize = 1000;
+
+/// `export`: every event after the cursor, in sequence order, a page at a
+/// time: each page is written out before the next is read, so memory
+/// follows the page, not the ledger. As a table each page is a block of
+/// aligned columns, the header printed once.
+pub(crate) fn export(
+    ledger: &dyn EffectLedger,
+    since: Since,
+    printer: &mut Printer<'_>,
+) -> anyhow::Result<()> {
+    // The sequence cursor misses nothing (`EffectLedger::events_after`);
+    // timestamps come from each writer's clock and need not be monotonic, so a
+    // time filter reads every event.
+    let (mut after, from_time) = match since {
+        Since::Sequence(sequence) => (sequence, None),
+        Since::Time(micros) => (0, Some(micros)),
+    };
+    let mut header = true;
+    loop {
+        let page = ledger.events_after(after, EXPORT_PAGE)?;
+        let Some(last) = page.last() else { break };
+        after = last.sequence;
+        let views: Vec<EventView> = page
+            .iter()
+            // An unreadable timestamp is exported rather than silently dropped.
+            .filter(|event| {
+                from_time.is_none_or(|from| {
+                    parse_unix_micros(&event.timestamp).is_none_or(|at| at >= from)
+                })
+            })
+            .map(EventView::from)
+            .collect();
+        if !views.is_empty() {
+            let text = match printer.format {
+                Format::Json => {
+                    let mut text = String::new();
+                    for view in &views {
+                        text.push_str(
+                            &serde_json::to_string(view).context("cannot encode an event")?,
+                        );
+                        text.push('\n');
+                    }
+                    text
+                }
+                Format::Table => {
+                    let block = table::events(&views, true);
+                    if header {
+                        block
+                    } else {
+                        block
+                            .split_once('\n')
+                            .map(|(_, rows)| rows.to_owned())
+                            .unwrap_or_default()
+                    }
+                }
+            };
+            printer.write(&text)?;
+            header = false;
+        }
+        if page.len() < EXPORT_PAGE {
+            break;
+        }
+    }
+    if header && printer.format == Format::Table {
+        printer.write(&table::events(&[], true))?;
+    }
+    Ok(())
+}
+
 /// `backup DEST`: SQLite's online backup of the ledger file.
 pub(crate) fn backup(
     opened: &Opened,
@@ -248,3 +321,6 @@ fn default_archive(clock: &dyn Clock) -> PathBuf {
         .collect();
     PathBuf::from(format!("effect-archive-{stamp}.jsonl"))
 }
+
+#[cfg(test)]
+mod tests;
