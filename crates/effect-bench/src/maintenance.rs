@@ -145,6 +145,7 @@ fn measure(n: u64, writer_effects: u64) -> anyhow::Result<Line> {
 /// and claimed in one commit, then confirmed. Its latency.
 fn effect(ledger: &SqliteLedger, id: &str) -> anyhow::Result<Duration> {
     let op = NewOperation {
+        contract_terms: None,
         requires_approval: false,
         contract_name: "bench_capture".into(),
         contract_version: "1".into(),

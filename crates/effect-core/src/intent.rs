@@ -17,6 +17,7 @@
 //! let ledger = MemoryLedger::new();
 //! let args = json!({"invoice_id": "INV-1"});
 //! let op = NewOperation {
+//!     contract_terms: None,
 //!     requires_approval: false,
 //!     trace_context: None,
 //!     contract_name: "capture_payment".into(),

@@ -57,6 +57,7 @@ mod retention;
 pub mod seal;
 pub mod secret;
 mod status;
+pub mod terms;
 pub mod trace;
 pub mod transition;
 

@@ -22,6 +22,7 @@ use crate::transition::{
 ///
 /// let ledger = MemoryLedger::new();
 /// let op = NewOperation {
+///     contract_terms: None,
 ///     requires_approval: false,
 ///     trace_context: None,
 ///     contract_name: "capture_payment".into(),

@@ -16,6 +16,7 @@
 //! let args = json!({"invoice_id": "INV-1"});
 //! let parent = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
 //! let op = NewOperation {
+//!     contract_terms: None,
 //!     requires_approval: false,
 //!     trace_context: Some(parent.into()),
 //!     contract_name: "capture_payment".into(),

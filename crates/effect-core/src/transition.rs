@@ -51,6 +51,14 @@ pub struct NewOperation {
     /// ([`crate::trace::EVENT_KEY`]) so that a recovery worker's trace links
     /// back to it. Not part of the operation's identity.
     pub trace_context: Option<String>,
+    /// The safety terms of the contract the operation is claimed under
+    /// ([`crate::terms`]), recorded with the `prepared` event (key
+    /// [`terms::EVENT_KEY`](crate::terms::EVENT_KEY)) so that later calls
+    /// decide under them. With terms, a [`Transition::PrepareAndClaim`]
+    /// claims only the operation it creates: an existing one is left as it
+    /// is, for its caller to compare its contract with the stored terms
+    /// before a [`Transition::Claim`]. Not part of the identity.
+    pub contract_terms: Option<crate::terms::ContractTerms>,
 }
 
 /// A human's approval of one dispatch of one exact request
@@ -465,6 +473,9 @@ pub fn plan_with_budgets(
             None => (planner.create(operation_id, op), true),
         };
         let (applied, record) = match claim {
+            // An existing operation is claimed only once its caller has
+            // compared its contract with the terms stored with it.
+            Some(_) if !insert && op.contract_terms.is_some() => (false, record),
             Some(claim) => planner.claim(record, claim)?,
             None => (insert, record),
         };
@@ -629,6 +640,9 @@ impl Planner {
                 crate::trace::EVENT_KEY.to_owned(),
                 Value::String(context.clone()),
             );
+        }
+        if let (Some(terms), Value::Object(map)) = (&op.contract_terms, &mut data) {
+            map.insert(crate::terms::EVENT_KEY.to_owned(), terms.to_value());
         }
         if let (true, Value::Object(map)) = (op.requires_approval, &mut data) {
             map.insert(evidence::APPROVAL_REQUIRED.to_owned(), Value::Bool(true));

@@ -218,6 +218,38 @@ pub enum ExecError {
         /// Why.
         refusal: CompensationRefusal,
     },
+    /// The running contract weakens the safety terms the operation was
+    /// claimed under (docs/spec.md §3.1): it would allow what they forbid
+    /// (a key newly claimed as guaranteed for an operation claimed without,
+    /// a shorter settle time, a dropped budget, ...). Nothing was written or
+    /// dispatched. Either deploy the stored terms again under this version,
+    /// or give the new terms a new contract version and keep a handler of
+    /// the old version registered until its operations are settled
+    /// (docs/recovering-work.md#deploying-a-new-contract-version).
+    #[error(
+        "operation {operation_id:?} was claimed under contract {contract:?} version {version:?}          with stronger terms than the running contract: {}; restore the stored terms for this          version, or give the new terms a new contract version and keep the old version's          handler until its operations are settled",
+        weakenings.iter().map(ToString::to_string).collect::<Vec<_>>().join("; ")
+    )]
+    ContractWeakened {
+        /// The operation id.
+        operation_id: String,
+        /// The contract name.
+        contract: String,
+        /// The contract version both share.
+        version: String,
+        /// Each weakened term, with its stored and its running value.
+        weakenings: Vec<effect_core::terms::Weakening>,
+    },
+    /// The safety terms stored with the operation cannot be read (a later
+    /// stored form, or a damaged event): nothing is decided on it. Nothing
+    /// was written or dispatched.
+    #[error("operation {operation_id:?}: {message}; upgrade to a build that reads them")]
+    ContractTermsUnreadable {
+        /// The operation id.
+        operation_id: String,
+        /// What could not be read.
+        message: String,
+    },
     /// The async runtime could not run a blocking ledger step.
     #[error("async execution of operation {operation_id:?} was interrupted: {message}")]
     Runtime {
@@ -340,6 +372,8 @@ impl ExecError {
             ExecError::BudgetDeferralExpired { .. } => "budget_deferral_expired",
             ExecError::NoCompensation { .. } => "no_compensation",
             ExecError::CompensationRefused { .. } => "compensation_refused",
+            ExecError::ContractWeakened { .. } => "contract_weakened",
+            ExecError::ContractTermsUnreadable { .. } => "contract_terms_unreadable",
             ExecError::Runtime { .. } => "runtime",
         }
     }

@@ -9,6 +9,7 @@ use effect_core::evidence::{
     INTERRUPTED_BY_HANDLER_EXCEPTION, INTERRUPTED_BY_HANDLER_TIMEOUT,
     INTERRUPTED_BY_UNSTORABLE_OUTPUT, POSTCONDITION, SOURCE, SOURCE_HANDLER_RETURN,
 };
+use effect_core::terms::ContractTerms;
 use effect_core::{BudgetCharge, FingerprintKey, Keyring, Redactor};
 use effect_core::{
     Claim, Clock, Confirmation, EffectContract, EffectLedger, EffectRecord, EffectResult,
@@ -510,7 +511,19 @@ impl EffectExecutor {
             call.id(),
             Transition::PrepareAndClaim(operation, claim.clone()),
         )?;
-        self.refused_by_budget(call, &first)?;
+        if !first.applied {
+            // The operation existed (or waits for an approval, or a budget
+            // refused it): nothing is decided on it before the running
+            // contract is checked against the terms it was claimed under.
+            self.check_terms(call.contract, &first.record)?;
+        }
+        if !matches!(
+            first.record.status,
+            EffectStatus::Prepared | EffectStatus::AwaitingApproval
+        ) {
+            // A claim still to come (the round's) reports its own refusal.
+            self.refused_by_budget(call, &first)?;
+        }
         let mut record = first.record;
         let mut owned = first.applied.then_some(claim);
         for round in 0..2 {
@@ -903,6 +916,46 @@ impl EffectExecutor {
         Ok(outcome)
     }
 
+    /// Refuses `contract` for `record` when it weakens the safety terms
+    /// stored with the operation (docs/spec.md §3.1). Operations stored
+    /// without terms (the Python package, an earlier version) pass: they
+    /// are decided under the running contract, as before.
+    pub(crate) fn check_terms(
+        &self,
+        contract: &EffectContract,
+        record: &EffectRecord,
+    ) -> Result<(), ExecError> {
+        let id = record.operation_id.as_str();
+        let events = self
+            .ledger
+            .events(id)
+            .map_err(|source| ExecError::ledger(id, source))?;
+        let stored = effect_core::terms::stored(&events).map_err(|message| {
+            ExecError::ContractTermsUnreadable {
+                operation_id: id.to_owned(),
+                message,
+            }
+        })?;
+        let Some(stored) = stored else {
+            return Ok(());
+        };
+        let weakenings = stored.weakened_by(&ContractTerms::of(contract));
+        if weakenings.is_empty() {
+            return Ok(());
+        }
+        tracing::warn!(
+            operation_id = id,
+            contract = contract.name(),
+            "running contract weakens the stored terms; refused"
+        );
+        Err(ExecError::ContractWeakened {
+            operation_id: id.to_owned(),
+            contract: contract.name().to_owned(),
+            version: record.contract_version.clone(),
+            weakenings,
+        })
+    }
+
     pub(crate) fn get(&self, id: &str) -> Result<EffectRecord, ExecError> {
         let ledger_error = |source| ExecError::Ledger {
             operation_id: id.to_owned(),
@@ -1038,6 +1091,7 @@ pub(crate) fn identify<A: Serialize + ?Sized>(
             budgets,
         },
         operation: NewOperation {
+            contract_terms: Some(ContractTerms::of(contract)),
             requires_approval,
             trace_context: None,
             contract_name: contract.name().to_owned(),

@@ -209,6 +209,7 @@ mod tests {
         let ledger = Arc::new(MemoryLedger::new());
         for (id, token) in [("a", "owner-a"), ("b", "owner-b")] {
             let op = NewOperation {
+                contract_terms: None,
                 requires_approval: false,
                 trace_context: None,
                 intent: None,

@@ -79,6 +79,7 @@ impl EffectExecutor {
             invoke: &invoke,
         };
         let mut record = self.get(call.id())?;
+        self.check_terms(contract, &record)?;
         for _ in 0..RECONCILE_ROUNDS {
             if record.status == EffectStatus::Dispatched {
                 // A dispatch whose lease ended (a crashed worker) is uncertain too.
@@ -138,6 +139,28 @@ impl EffectExecutor {
             dispatch_follows,
             guaranteed,
         };
+        // A failed postcondition is quarantined, never re-run or probed
+        // again automatically (docs/spec.md §6): the provider produced
+        // something other than this operation should have, and only an
+        // operator can say what to do about it.
+        if record.evidence.get(POSTCONDITION).and_then(Value::as_str) == Some("failed") {
+            if record.status == EffectStatus::Quarantined {
+                return Ok(Reconciled::Settled(record.clone()));
+            }
+            self.reconciled(call, "postcondition_failed");
+            let error = record
+                .error
+                .clone()
+                .unwrap_or_else(|| "the output fails the contract's postcondition".into());
+            return self.settle_because(
+                &read,
+                Transition::Quarantine {
+                    error,
+                    evidence: Evidence::new(),
+                },
+                "postcondition_failed",
+            );
+        }
         // The handler said nothing left the process: the attempt cannot have
         // committed, so the retry needs no probe (and no handler still runs:
         // the guard re-reads that where the reset is written).

@@ -47,6 +47,7 @@
 //!
 //! // Record the operation and take the dispatch lease in one durable commit ...
 //! let op = NewOperation {
+//!     contract_terms: None,
 //!     requires_approval: false,
 //!     trace_context: None,
 //!     contract_name: "capture_payment".into(),

@@ -180,6 +180,7 @@ impl SqliteOptions {
     /// let options = SqliteOptions::default().deferred_sync_delay(Duration::from_millis(20));
     /// let ledger = TempLedger::with_options(options)?;
     /// let op = NewOperation {
+    ///     contract_terms: None,
     ///     requires_approval: false,
     ///     trace_context: None,
     ///     contract_name: "send_email".into(),

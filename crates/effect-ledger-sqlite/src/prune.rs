@@ -42,6 +42,7 @@ impl SqliteLedger {
     /// let dir = tempfile::tempdir()?;
     /// let ledger = SqliteLedger::open(dir.path().join("effects.sqlite3"), SqliteOptions::default())?;
     /// let op = NewOperation {
+    ///     contract_terms: None,
     ///     requires_approval: false,
     ///     trace_context: None,
     ///     contract_name: "send_email".into(),

@@ -26,6 +26,7 @@
 //!
 //! let ledger = FaultyLedger::new(MemoryLedger::new()).fail(CallKind::Transition, 1, Fault::FailAfterCommit);
 //! let op = NewOperation {
+//!     contract_terms: None,
 //!     requires_approval: false,
 //!     trace_context: None,
 //!     contract_name: "capture_payment".into(),

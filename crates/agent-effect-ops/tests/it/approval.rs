@@ -29,6 +29,7 @@ fn ledger() -> (TempDir, PathBuf) {
     let db = dir.path().join("effects.sqlite3");
     let ledger = SqliteLedger::open(&db, SqliteOptions::default()).unwrap();
     let op = |id: &str, requires_approval: bool| NewOperation {
+        contract_terms: None,
         requires_approval,
         trace_context: None,
         intent: None,

@@ -49,6 +49,7 @@ fn export_pages_through_large_ledgers() {
     let ledger = SqliteLedger::open(&db, SqliteOptions::default()).unwrap();
     for i in 0..1005 {
         let op = NewOperation {
+            contract_terms: None,
             requires_approval: false,
             trace_context: None,
             intent: None,

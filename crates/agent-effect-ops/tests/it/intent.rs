@@ -15,6 +15,7 @@ fn sealed_intent_shows_as_sealed_and_prepared_work_counts_as_waiting() {
     let keyring = Keyring::new("k1", SealingKey::from_bytes([3; 32])).unwrap();
     let args = json!({"invoice_id": "INV-1", "card_token": "tok_visa_4242"});
     let operation = |intent| NewOperation {
+        contract_terms: None,
         requires_approval: false,
         trace_context: None,
         contract_name: "capture_payment".into(),

@@ -66,6 +66,7 @@ fn ids(output: &Output) -> Vec<String> {
 fn prepare(ledger: &SqliteLedger, ids: impl IntoIterator<Item = usize>) {
     for i in ids {
         let op = NewOperation {
+            contract_terms: None,
             requires_approval: false,
             trace_context: None,
             intent: None,

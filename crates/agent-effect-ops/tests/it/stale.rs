@@ -30,6 +30,7 @@ fn ledger(prepared: usize) -> (TempDir, PathBuf) {
     let db = dir.path().join("effects.sqlite3");
     let ledger = SqliteLedger::open(&db, SqliteOptions::default()).unwrap();
     let op = |id: &str| NewOperation {
+        contract_terms: None,
         requires_approval: false,
         trace_context: None,
         intent: None,

@@ -44,6 +44,7 @@ fn record(status: S, expired: bool) -> EffectRecord {
 
 fn new_operation() -> NewOperation {
     NewOperation {
+        contract_terms: None,
         requires_approval: false,
         trace_context: None,
         intent: None,
@@ -198,6 +199,7 @@ const EXPIRED: bool = true;
 fn prepare_and_claim_rows() {
     use crate::LedgerErrorKind as K;
     let other_version = NewOperation {
+        contract_terms: None,
         requires_approval: false,
         contract_version: "2".into(),
         ..new_operation()

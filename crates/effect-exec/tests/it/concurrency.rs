@@ -217,6 +217,7 @@ fn reconcile_settles_an_expired_dispatch_without_running_the_handler() {
             "invoice:INV-26:capture",
             &effect_core::Transition::PrepareAndClaim(
                 effect_core::NewOperation {
+                    contract_terms: None,
                     requires_approval: false,
                     trace_context: None,
                     intent: None,
@@ -260,6 +261,7 @@ fn the_bounded_wait_for_a_live_owner_runs_on_the_injected_clock() {
         .prepare(
             id,
             &effect_core::NewOperation {
+                contract_terms: None,
                 requires_approval: false,
                 trace_context: None,
                 intent: None,

@@ -133,6 +133,7 @@ impl World {
         let id = contract.operation_id(args).unwrap();
         let key = contract.provider_idempotency_key(args).unwrap();
         let op = NewOperation {
+            contract_terms: None,
             requires_approval: false,
             trace_context: None,
             intent: Some(args.clone()),
@@ -461,6 +462,7 @@ fn stored_intent_deriving_another_operation_is_not_dispatched() {
         // with a bug (or a hand-edited file) might leave it.
         let id = capture.operation_id(&invoice("INV-1")).unwrap();
         let op = NewOperation {
+            contract_terms: None,
             requires_approval: false,
             trace_context: None,
             intent: Some(invoice("INV-2")),
@@ -494,6 +496,7 @@ fn stored_intent_with_another_fingerprint_is_not_dispatched() {
     // Same operation id, but the amount differs from what was fingerprinted.
     let id = capture.operation_id(&invoice("INV-1")).unwrap();
     let op = NewOperation {
+        contract_terms: None,
         requires_approval: false,
         trace_context: None,
         intent: Some(json!({"invoice_id": "INV-1", "amount_cents": 999_999})),

@@ -101,6 +101,7 @@ const TABLE: [Row; 24] = {
 /// have left it: its handler never committed anything.
 fn leave(ledger: &Arc<dyn EffectLedger>, id: &str, args: &Value, variant: Variant, state: State) {
     let operation = NewOperation {
+        contract_terms: None,
         requires_approval: false,
         intent: None,
         redacted_arguments: None,

@@ -494,33 +494,49 @@ fn panicking_handler_is_an_unknown_outcome_not_a_crash() {
 }
 
 #[test]
-fn a_postcondition_failure_with_a_negative_probe_is_not_dispatched_again_in_the_call() {
-    // The handler returns an output the postcondition refuses; the probe then
-    // says nothing committed. As in the Python package, the handler ran once
-    // in this call; the operation stays retryable for a later call.
+fn a_postcondition_failure_is_quarantined_and_never_probed_or_dispatched_again() {
+    // The handler returns an output the postcondition refuses. Whatever the
+    // probe would say, the operation is quarantined at once (docs/spec.md
+    // §6): a later call neither probes it nor dispatches it again.
     let provider = FakeProvider::new(false).probe_script(&[ProbeAnswer::Lookup]);
     let ledger = ledger();
     let exec = executor(&ledger);
     let probe = Arc::clone(&provider);
+    let probes = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let probed = Arc::clone(&probes);
     let contract = effect_test_support::contracts::capture_payment()
-        .outcome_probe(move |_args, _key| probe.probe(Some("capture:nothing-here")))
+        .outcome_probe(move |_args, _key| {
+            probed.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            probe.probe(Some("capture:nothing-here"))
+        })
         .postcondition(|_args, output| Ok(output["status"] == "captured"))
         .build()
         .unwrap();
     let calls = Arc::new(std::sync::atomic::AtomicUsize::new(0));
-    let counted = Arc::clone(&calls);
-    let result = exec
-        .execute(&contract, &invoice("INV-PC"), move |_, _| {
-            counted.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
-            Ok::<_, HandlerError>(json!({"status": "declined"}))
-        })
-        .unwrap();
+    for call in 1..=2 {
+        let counted = Arc::clone(&calls);
+        let result = exec
+            .execute(&contract, &invoice("INV-PC"), move |_, _| {
+                counted.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                Ok::<_, HandlerError>(json!({"status": "declined"}))
+            })
+            .unwrap();
+        assert_eq!(
+            result.status,
+            EffectStatus::Quarantined,
+            "call {call}: {result:?}"
+        );
+        assert!(!result.in_progress);
+        assert_eq!(result.evidence["postcondition"], "failed");
+    }
     assert_eq!(
         calls.load(std::sync::atomic::Ordering::SeqCst),
         1,
-        "dispatched once in the call"
+        "dispatched once over two calls"
     );
-    assert_eq!(result.status, EffectStatus::OutcomeUnknown, "{result:?}");
-    assert!(!result.in_progress);
-    assert_eq!(result.evidence["postcondition"], "failed");
+    assert_eq!(
+        probes.load(std::sync::atomic::Ordering::SeqCst),
+        0,
+        "never probed"
+    );
 }

@@ -42,6 +42,7 @@ impl World {
         let id = contract.operation_id(args).unwrap();
         let key = contract.provider_idempotency_key(args).unwrap();
         let op = NewOperation {
+            contract_terms: None,
             requires_approval: false,
             trace_context: None,
             intent: None,

@@ -42,6 +42,7 @@ fn history(version: i32) -> Option<&'static str> {
 
 fn operation(n: usize) -> NewOperation {
     NewOperation {
+        contract_terms: None,
         intent: None,
         redacted_arguments: None,
         requires_approval: false,

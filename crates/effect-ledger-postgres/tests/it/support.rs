@@ -98,6 +98,7 @@ impl Drop for TestSchema {
 /// The identity of test operation `n`.
 pub fn new_operation(n: usize) -> NewOperation {
     NewOperation {
+        contract_terms: None,
         requires_approval: false,
         trace_context: None,
         intent: None,

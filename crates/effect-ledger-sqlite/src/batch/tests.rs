@@ -13,6 +13,7 @@ use crate::temp::TempLedger;
 
 fn op(args: serde_json::Value) -> NewOperation {
     NewOperation {
+        contract_terms: None,
         requires_approval: false,
         trace_context: None,
         intent: None,

@@ -100,6 +100,7 @@ fn apply_in_composes_inside_one_outer_transaction() {
         .transaction_with_behavior(TransactionBehavior::Immediate)
         .unwrap();
     let op = effect_core::NewOperation {
+        contract_terms: None,
         requires_approval: false,
         trace_context: None,
         intent: None,
@@ -131,6 +132,7 @@ fn confirmed_records_are_replayed_without_a_transaction() {
     let options = SqliteOptions::default().busy_timeout(Duration::from_millis(10));
     let ledger = TempLedger::with_options(options).unwrap();
     let op = effect_core::NewOperation {
+        contract_terms: None,
         requires_approval: false,
         trace_context: None,
         intent: None,
@@ -169,6 +171,7 @@ fn confirmed_records_are_replayed_without_a_transaction() {
     assert_eq!(replay.record.output, Some(json!({"ok": 1})));
     // A conflicting identity is refused from the cache, as from the file.
     let other = Transition::Prepare(effect_core::NewOperation {
+        contract_terms: None,
         requires_approval: false,
         contract_version: "2".into(),
         ..op
@@ -196,6 +199,7 @@ fn the_immutable_uri_escapes_what_a_uri_path_reserves() {
 
 fn operation() -> effect_core::NewOperation {
     effect_core::NewOperation {
+        contract_terms: None,
         requires_approval: false,
         trace_context: None,
         intent: None,

@@ -148,6 +148,7 @@ fn python_sha256_fingerprint_is_not_a_conflict() -> TestResult {
     let (_dir, path) = copy_fixture("python-ledger-v1.sqlite3")?;
     let ledger = SqliteLedger::open(&path, SqliteOptions::default())?;
     let same = NewOperation {
+        contract_terms: None,
         requires_approval: false,
         trace_context: None,
         intent: None,
@@ -167,6 +168,7 @@ fn python_sha256_fingerprint_is_not_a_conflict() -> TestResult {
     assert_eq!(ledger.events("invoice:INV-1:capture")?.len(), 4);
 
     let other_args = NewOperation {
+        contract_terms: None,
         requires_approval: false,
         fingerprint: RequestFingerprint::of_value(&json!({"invoice_id": "INV-9"})),
         ..same

@@ -12,6 +12,7 @@ pub type TestResult = Result<(), Box<dyn std::error::Error>>;
 /// The identity of an operation of contract `capture_payment` v1 on `args`.
 pub fn op(args: Value) -> NewOperation {
     NewOperation {
+        contract_terms: None,
         requires_approval: false,
         trace_context: None,
         intent: None,

@@ -369,6 +369,7 @@ pub(crate) fn owner_of(id: &str) -> String {
 /// The identity every check prepares unless it tests identities.
 pub(crate) fn new_operation() -> NewOperation {
     NewOperation {
+        contract_terms: None,
         requires_approval: false,
         trace_context: None,
         intent: None,
@@ -383,6 +384,7 @@ pub(crate) fn new_operation() -> NewOperation {
 /// [`new_operation`] under a contract that requires approval.
 pub(crate) fn approval_operation() -> NewOperation {
     NewOperation {
+        contract_terms: None,
         requires_approval: true,
         ..new_operation()
     }

@@ -47,6 +47,7 @@ use effect_core::EffectLedger;
 mod approval;
 mod budget;
 mod cancel;
+mod contracts;
 mod data;
 mod deferred;
 mod dispatch;
@@ -75,6 +76,10 @@ pub use budget::{
 pub use cancel::{
     cancel_ends_an_operation_not_yet_dispatched, cancel_gives_back_budget_charges,
     cancel_is_refused_once_dispatched, cancel_races_a_claim,
+};
+pub use contracts::{
+    failed_postcondition_is_quarantined_once, prepare_and_claim_with_terms_leaves_existing,
+    stored_terms_refuse_a_weakened_contract,
 };
 pub use data::{UNUSUAL_OPERATION_IDS, large_output_round_trips, unusual_operation_ids_round_trip};
 pub use deferred::{DeferredOutcomes, is_dispatch_outcome, run_all_deferred};
@@ -313,6 +318,18 @@ pub const CHECKS: &[NamedCheck] = &[
         cancel_gives_back_budget_charges,
     ),
     ("cancel_races_a_claim", cancel_races_a_claim),
+    (
+        "prepare_and_claim_with_terms_leaves_existing",
+        prepare_and_claim_with_terms_leaves_existing,
+    ),
+    (
+        "stored_terms_refuse_a_weakened_contract",
+        stored_terms_refuse_a_weakened_contract,
+    ),
+    (
+        "failed_postcondition_is_quarantined_once",
+        failed_postcondition_is_quarantined_once,
+    ),
     ("large_output_round_trips", large_output_round_trips),
     (
         "unusual_operation_ids_round_trip",

@@ -115,6 +115,18 @@ const CAUGHT_BY: &[(&str, Bug)] = &[
     ),
     ("prepare_is_idempotent", Bug::PrepareReturnsFresh),
     (
+        "prepare_and_claim_with_terms_leaves_existing",
+        Bug::PrepareAndClaimSkipsIdentity,
+    ),
+    (
+        "stored_terms_refuse_a_weakened_contract",
+        Bug::StripEventField("prepared", "contract"),
+    ),
+    (
+        "failed_postcondition_is_quarantined_once",
+        Bug::StripEvidenceKey("postcondition"),
+    ),
+    (
         "prepare_conflicts_on_contract_name",
         Bug::SwallowConflict("contract name"),
     ),
@@ -543,6 +555,7 @@ impl Mutant {
             }
             (Bug::UpsertsMissing, _) if current.is_none() => {
                 let op = NewOperation {
+                    contract_terms: None,
                     requires_approval: false,
                     trace_context: None,
                     intent: None,

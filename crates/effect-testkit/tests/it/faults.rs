@@ -13,6 +13,7 @@ use effect_testkit::faults::{CallKind, Fault, FaultyLedger, InjectedFault};
 
 fn op() -> NewOperation {
     NewOperation {
+        contract_terms: None,
         requires_approval: false,
         trace_context: None,
         intent: None,

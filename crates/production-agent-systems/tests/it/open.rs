@@ -8,6 +8,7 @@ use production_agent_systems::open::{Ledger, LedgerUrl, OpenOptions, open, open_
 
 fn op(n: u64) -> NewOperation {
     NewOperation {
+        contract_terms: None,
         requires_approval: false,
         trace_context: None,
         intent: None,

@@ -25,6 +25,7 @@ fn a_live_process_ledger_passes_the_conformance_suite() {
 fn after_the_crash_no_call_reaches_the_store() {
     let ledger = process_ledger(false);
     let op = NewOperation {
+        contract_terms: None,
         requires_approval: false,
         trace_context: None,
         intent: None,

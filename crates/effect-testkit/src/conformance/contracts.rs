@@ -1,0 +1,280 @@
+//! The safety terms stored with an operation (docs/spec.md §3.1): the
+//! `prepared` event keeps them, a `PrepareAndClaim` with terms leaves an
+//! existing operation for its caller to check, and the executor refuses a
+//! running contract that weakens them, counting what the provider received.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use effect_core::EffectLedgerExt as _;
+use effect_core::terms::{self, ContractTerms};
+use effect_core::{
+    Claim, EffectContract, EffectStatus as S, NewOperation, RequestFingerprint, Transition,
+};
+use effect_exec::{EffectExecutor, ExecError, HandlerContext, HandlerError};
+use serde_json::{Value, json};
+
+use super::LedgerFactory;
+use super::harness::{Check, LIVE, new_operation};
+
+/// `prepare` records the terms in the `prepared` event; a
+/// `PrepareAndClaim` with terms creates and claims a fresh operation but
+/// leaves an existing `prepared` one unclaimed, writing nothing.
+pub fn prepare_and_claim_with_terms_leaves_existing(factory: LedgerFactory<'_>) {
+    let c = Check::new("prepare_and_claim_with_terms_leaves_existing", factory);
+    let contract = capture(false);
+    let op = NewOperation {
+        contract_terms: Some(ContractTerms::of(&contract)),
+        ..new_operation()
+    };
+    let claim = |token: &str| Claim {
+        owner_token: token.into(),
+        lease: LIVE,
+        budgets: Vec::new(),
+    };
+    let fresh = c.ok(
+        c.ledger.apply(
+            "fresh",
+            &Transition::PrepareAndClaim(op.clone(), claim("a")),
+        ),
+        "PrepareAndClaim on a fresh id",
+    );
+    c.ensure(fresh.applied, "a fresh operation is claimed at once");
+    c.same(
+        terms::stored(&c.events("fresh")).ok().flatten(),
+        Some(ContractTerms::of(&contract)),
+        "the terms the prepared event holds",
+    );
+    c.ok(c.ledger.prepare("existing", &op), "prepare");
+    let before = c.snapshot("existing");
+    let again = c.ok(
+        c.ledger
+            .apply("existing", &Transition::PrepareAndClaim(op, claim("b"))),
+        "PrepareAndClaim on an existing operation",
+    );
+    c.ensure(
+        !again.applied,
+        "an existing operation is not claimed by a PrepareAndClaim with terms",
+    );
+    c.same(again.record.status, S::Prepared, "its status");
+    c.unchanged("existing", &before, "a PrepareAndClaim that claims nothing");
+}
+
+/// The bug of issue 39 made a check: an operation claimed under a key
+/// that is not guaranteed, quarantined after an uncertain dispatch, is
+/// neither retried nor replayed by the same name and version claiming the
+/// guarantee: the call is refused naming both terms, the provider receives
+/// nothing more, and the record stays quarantined. A contract that only
+/// strengthens the terms reconciles it under them; an operation stored
+/// without terms (the Python package's) is decided as before.
+pub fn stored_terms_refuse_a_weakened_contract(factory: LedgerFactory<'_>) {
+    let c = Check::new("stored_terms_refuse_a_weakened_contract", factory);
+    let executor = EffectExecutor::new(Arc::clone(&c.ledger));
+    let sent = Arc::new(AtomicUsize::new(0));
+    let args = json!({"invoice_id": "INV-39", "amount": 3900});
+    let id = "invoice:INV-39:capture";
+    let first = match executor.execute(&capture(false), &args, failing(&sent)) {
+        Ok(result) => result,
+        Err(err) => c.fail(format_args!("the first call: {err}")),
+    };
+    c.same(first.status, S::Quarantined, "the first call's status");
+    c.same(
+        sent.load(Ordering::SeqCst),
+        1,
+        "requests after the first call",
+    );
+    let before = c.snapshot(id);
+    let flipped = capture(true);
+    match executor.execute(&flipped, &args, committing(&sent)) {
+        Err(ExecError::ContractWeakened { weakenings, .. }) => c.same(
+            weakenings.iter().map(|w| w.term).collect::<Vec<_>>(),
+            vec!["provider_idempotency_guaranteed"],
+            "the weakened terms",
+        ),
+        other => c.fail(format_args!(
+            "a call claiming the guarantee must be refused, got {other:?}"
+        )),
+    }
+    match executor.reconcile(&flipped, &args) {
+        Err(ExecError::ContractWeakened { .. }) => {}
+        other => c.fail(format_args!(
+            "a reconciliation claiming the guarantee must be refused, got {other:?}"
+        )),
+    }
+    c.same(
+        sent.load(Ordering::SeqCst),
+        1,
+        "requests after the refusals",
+    );
+    c.unchanged(id, &before, "a refused call");
+    // Only stronger: a settle time the stored terms do not have.
+    let stricter = match capture_builder(false)
+        .settle(std::time::Duration::from_secs(60))
+        .build()
+    {
+        Ok(contract) => contract,
+        Err(err) => c.fail(format_args!("building the contract: {err}")),
+    };
+    match executor.execute(&stricter, &args, committing(&sent)) {
+        Ok(result) => c.same(result.status, S::Quarantined, "a stricter call's status"),
+        Err(err) => c.fail(format_args!("a stricter contract is allowed: {err}")),
+    }
+    c.same(
+        sent.load(Ordering::SeqCst),
+        1,
+        "requests after a stricter call",
+    );
+    c.same(
+        c.status(id),
+        S::Quarantined,
+        "the status left for an operator",
+    );
+
+    // A confirmed operation is not replayed under weakened terms either.
+    let other = json!({"invoice_id": "INV-40", "amount": 4000});
+    match executor.execute(&capture(false), &other, committing(&sent)) {
+        Ok(result) => c.same(result.status, S::Confirmed, "a confirmed capture"),
+        Err(err) => c.fail(format_args!("a confirmed capture: {err}")),
+    }
+    c.same(sent.load(Ordering::SeqCst), 2, "requests after the capture");
+    match executor.execute(&flipped, &other, committing(&sent)) {
+        Err(ExecError::ContractWeakened { .. }) => {}
+        other => c.fail(format_args!(
+            "a replay under weakened terms must be refused, got {other:?}"
+        )),
+    }
+
+    // Stored without terms, as the Python package writes: the running
+    // contract decides, as before the terms were stored.
+    let legacy = json!({"invoice_id": "INV-41", "amount": 4100});
+    let op = NewOperation {
+        contract_terms: None,
+        requires_approval: false,
+        trace_context: None,
+        intent: None,
+        redacted_arguments: None,
+        contract_name: "capture_payment".into(),
+        contract_version: "1".into(),
+        fingerprint: RequestFingerprint::of_value(&legacy),
+        provider_idempotency_key: Some("capture:INV-41".into()),
+    };
+    c.ok(c.ledger.prepare("invoice:INV-41:capture", &op), "prepare");
+    match executor.execute(&flipped, &legacy, committing(&sent)) {
+        Ok(result) => c.same(result.status, S::Confirmed, "a call on a legacy record"),
+        Err(err) => c.fail(format_args!("a record without terms: {err}")),
+    }
+    c.same(
+        sent.load(Ordering::SeqCst),
+        3,
+        "requests after the legacy call",
+    );
+}
+
+/// One rule for a failed postcondition (docs/spec.md §6): under a
+/// guaranteed key and no probe, three calls of an operation whose output
+/// fails it send one request, and each answers `quarantined`; an operator's
+/// authorized retry dispatches it again.
+pub fn failed_postcondition_is_quarantined_once(factory: LedgerFactory<'_>) {
+    let c = Check::new("failed_postcondition_is_quarantined_once", factory);
+    let executor = EffectExecutor::new(Arc::clone(&c.ledger));
+    let contract = match capture_builder(true)
+        .postcondition(|args, output| Ok(output["invoice"] == args["invoice_id"]))
+        .unknown_outcome(effect_core::UnknownOutcomePolicy::KeepUnknown)
+        .build()
+    {
+        Ok(contract) => contract,
+        Err(err) => c.fail(format_args!("building the contract: {err}")),
+    };
+    let sent = Arc::new(AtomicUsize::new(0));
+    let wrong = {
+        let sent = Arc::clone(&sent);
+        move |_: Value, _: HandlerContext| -> Result<Value, HandlerError> {
+            sent.fetch_add(1, Ordering::SeqCst);
+            Ok(json!({"invoice": "someone else's"}))
+        }
+    };
+    let args = json!({"invoice_id": "INV-7", "amount": 700});
+    let id = "invoice:INV-7:capture";
+    for call in 1..=3 {
+        match executor.execute(&contract, &args, wrong.clone()) {
+            Ok(result) => c.same(
+                (result.status, result.attempts),
+                (S::Quarantined, 1),
+                format_args!("call {call}'s status and attempts"),
+            ),
+            Err(err) => c.fail(format_args!("call {call}: {err}")),
+        }
+        c.same(
+            sent.load(Ordering::SeqCst),
+            1,
+            format_args!("requests after call {call}"),
+        );
+    }
+    match executor.reconcile(&contract, &args) {
+        Ok(result) => c.same(result.status, S::Quarantined, "a reconciliation"),
+        Err(err) => c.fail(format_args!("a reconciliation: {err}")),
+    }
+    c.same(
+        c.record(id).evidence.get("postcondition"),
+        Some(&json!("failed")),
+        "the evidence",
+    );
+    let audit = effect_exec::Audit {
+        actor: "operator@example.com".into(),
+        reason: "the provider fixed the record".into(),
+        evidence_reference: "TICKET-7".into(),
+    };
+    if let Err(err) = executor.authorize_retry(id, audit) {
+        c.fail(format_args!("an operator's retry: {err}"));
+    }
+    match executor.execute(&contract, &args, wrong) {
+        Ok(result) => c.same(result.status, S::Quarantined, "the retried call"),
+        Err(err) => c.fail(format_args!("the retried call: {err}")),
+    }
+    c.same(sent.load(Ordering::SeqCst), 2, "requests after the retry");
+}
+
+fn capture_builder(guaranteed: bool) -> effect_core::EffectContractBuilder {
+    EffectContract::builder("capture_payment", |args| {
+        Ok(format!(
+            "invoice:{}:capture",
+            args["invoice_id"].as_str().ok_or("missing invoice_id")?
+        ))
+    })
+    .provider_idempotency_key(|args| {
+        Ok(Some(format!(
+            "capture:{}",
+            args["invoice_id"].as_str().ok_or("missing invoice_id")?
+        )))
+    })
+    .provider_idempotency_guaranteed(guaranteed)
+}
+
+fn capture(guaranteed: bool) -> EffectContract {
+    match capture_builder(guaranteed).build() {
+        Ok(contract) => contract,
+        Err(err) => panic!("the capture contract is valid: {err}"),
+    }
+}
+
+/// A handler whose request leaves and whose answer is lost.
+fn failing(
+    sent: &Arc<AtomicUsize>,
+) -> impl Fn(Value, HandlerContext) -> Result<Value, HandlerError> + Send + Sync + 'static {
+    let sent = Arc::clone(sent);
+    move |_, _| {
+        sent.fetch_add(1, Ordering::SeqCst);
+        Err(HandlerError::unknown("connection reset after the request"))
+    }
+}
+
+/// A handler whose request commits.
+fn committing(
+    sent: &Arc<AtomicUsize>,
+) -> impl Fn(Value, HandlerContext) -> Result<Value, HandlerError> + Send + Sync + 'static {
+    let sent = Arc::clone(sent);
+    move |args, _| {
+        let n = sent.fetch_add(1, Ordering::SeqCst);
+        Ok(json!({"charge": format!("ch_{n}"), "invoice": args["invoice_id"]}))
+    }
+}
