@@ -256,6 +256,7 @@ fn aged_ledger() -> (tempfile::TempDir, std::path::PathBuf) {
     let clock = Arc::new(ManualClock::new(now - Duration::from_secs(100 * 86_400)));
     let ledger = SqliteLedger::open(&db, SqliteOptions::default().clock(clock.clone())).unwrap();
     let op = |id: &str| NewOperation {
+        contract_terms: None,
         requires_approval: false,
         trace_context: None,
         intent: None,
