@@ -78,6 +78,7 @@ fn ledger(operations: usize) -> Counted {
     let inner = MemoryLedger::new();
     for i in 0..operations {
         let op = NewOperation {
+            contract_terms: None,
             requires_approval: false,
             trace_context: None,
             intent: None,
