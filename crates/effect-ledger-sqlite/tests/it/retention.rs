@@ -218,3 +218,173 @@ fn a_policy_below_the_minimum_retention_or_on_unresolved_work_is_refused() -> Te
     );
     Ok(())
 }
+
+const KILL_TEST: &str = "retention::a_worker_killed_mid_retention_resumes_the_day_s_archive";
+const KILL_ROLE: &str = "EFFECT_TEST_RETENTION_KILL_ROLE";
+const KILL_DB: &str = "EFFECT_TEST_RETENTION_KILL_DB";
+const KILL_BATCH: usize = 5;
+const KILL_OLD: usize = 23;
+/// 2026-01-01, when the child's operations were settled.
+const SEEDED: u64 = 1_767_225_600;
+
+/// The store's prune, with an archive that aborts the process right after
+/// its `abort_at`th append returned (the batch synced, not yet deleted).
+struct AbortingStore {
+    inner: Arc<SqliteLedger>,
+    abort_at: Option<usize>,
+}
+
+struct AbortAfterAppend<'a> {
+    inner: &'a mut dyn effect_core::PruneArchive,
+    appends: usize,
+    abort_at: Option<usize>,
+}
+
+impl effect_core::PruneArchive for AbortAfterAppend<'_> {
+    fn append(&mut self, lines: &[u8]) -> Result<(), effect_core::LedgerError> {
+        self.inner.append(lines)?;
+        self.appends += 1;
+        if self.abort_at == Some(self.appends) {
+            std::process::abort();
+        }
+        Ok(())
+    }
+
+    fn previous(&mut self) -> Result<Option<effect_core::ArchivedKey>, effect_core::LedgerError> {
+        self.inner.previous()
+    }
+}
+
+impl effect_core::PruneLedger for AbortingStore {
+    fn prune_with_progress(
+        &self,
+        request: &effect_core::PruneRequest,
+        archive: &mut dyn effect_core::PruneArchive,
+        progress: &mut dyn FnMut(&effect_core::PruneReport),
+    ) -> Result<effect_core::PruneReport, effect_core::LedgerError> {
+        let mut archive = AbortAfterAppend {
+            inner: archive,
+            appends: 0,
+            abort_at: self.abort_at,
+        };
+        self.inner
+            .prune_with_progress(request, &mut archive, progress)
+    }
+}
+
+/// In the child: one recovery pass 40 days after the seeding, whose
+/// retention aborts after the `role`th archive append (`none`: never).
+fn retention_child(role: &str, db: &std::path::Path) -> TestResult {
+    let clock = Arc::new(ManualClock::new(
+        UNIX_EPOCH + Duration::from_secs(SEEDED) + 40 * DAY,
+    ));
+    let ledger = Arc::new(SqliteLedger::open(
+        db,
+        SqliteOptions::default().clock(clock.clone()),
+    )?);
+    let store = Arc::new(AbortingStore {
+        inner: ledger.clone(),
+        abort_at: role.parse().ok(),
+    });
+    let policy: RetentionPolicy = "confirmed=30d".parse()?;
+    // Batches end at KILL_BATCH rows, never at the time bound.
+    let policy = policy.limits(
+        PruneLimits::default()
+            .batch_rows(KILL_BATCH)
+            .batch_time(Duration::from_secs(600))
+            .min_pause(Duration::ZERO),
+    );
+    let archives = db.parent().ok_or("the ledger's directory")?;
+    let retention = Retention::new(policy, store, archives)?;
+    let executor = EffectExecutor::with_clock(ledger, ExecutorOptions::default(), clock);
+    let report = RecoveryWorker::new(executor)
+        .retention(retention)
+        .run_once()?;
+    if report.retention.is_none() {
+        return Err("the retention failed".into());
+    }
+    Ok(())
+}
+
+/// Runs this test again as a child in `role` on `db`; true when it was
+/// killed (aborted) rather than finished.
+fn run_child(role: &str, db: &std::path::Path) -> Result<bool, Box<dyn std::error::Error>> {
+    let output = std::process::Command::new(std::env::current_exe()?)
+        .args([KILL_TEST, "--exact", "--nocapture", "--test-threads=1"])
+        .env(KILL_ROLE, role)
+        .env(KILL_DB, db)
+        .output()?;
+    if output.status.success() {
+        return Ok(false);
+    }
+    #[cfg(unix)]
+    {
+        use std::os::unix::process::ExitStatusExt as _;
+        if output.status.signal() == Some(6) {
+            return Ok(true);
+        }
+    }
+    Err(format!(
+        "the recovery child ({role}) failed: {}",
+        String::from_utf8_lossy(&output.stderr)
+    )
+    .into())
+}
+
+/// A worker is killed while its retention has archived a batch but not yet
+/// deleted it; the next pass resumes the day's archive, deletes that batch
+/// without a second line, and goes on: every pruned operation is in the
+/// archive once, and the unresolved one is untouched.
+#[test]
+fn a_worker_killed_mid_retention_resumes_the_day_s_archive() -> TestResult {
+    if let (Ok(role), Some(db)) = (std::env::var(KILL_ROLE), std::env::var_os(KILL_DB)) {
+        return retention_child(&role, std::path::Path::new(&db));
+    }
+    let dir = tempfile::tempdir()?;
+    let db = dir.path().join("effects.sqlite3");
+    let clock = Arc::new(ManualClock::new(UNIX_EPOCH + Duration::from_secs(SEEDED)));
+    let ledger = SqliteLedger::open(&db, SqliteOptions::default().clock(clock.clone()))?;
+    for i in 0..KILL_OLD {
+        settle(&ledger, &format!("old {i:02}"), EffectStatus::Confirmed)?;
+        clock.advance(Duration::from_millis(1));
+    }
+    settle(&ledger, "old quarantined", EffectStatus::Quarantined)?;
+    drop(ledger);
+    let archive = dir.path().join("effect-retention-20260210.jsonl");
+    let lines = || -> Result<Vec<String>, Box<dyn std::error::Error>> {
+        Ok(std::fs::read_to_string(&archive)?
+            .lines()
+            .map(|line| {
+                serde_json::from_str::<ArchivedOperation>(line).map(|a| a.operation.operation_id)
+            })
+            .collect::<Result<_, _>>()?)
+    };
+    let left = || -> Result<BTreeMap<String, EffectStatus>, Box<dyn std::error::Error>> {
+        statuses(&SqliteLedger::open(&db, SqliteOptions::default())?)
+    };
+
+    // Killed after the second batch was archived, before it was deleted.
+    assert!(run_child("2", &db)?, "the child was killed");
+    assert_eq!(lines()?.len(), 2 * KILL_BATCH);
+    assert_eq!(
+        left()?.len(),
+        KILL_OLD + 1 - KILL_BATCH,
+        "the second batch is still there"
+    );
+
+    // The next pass: the second batch deleted without a second line, then
+    // the rest.
+    assert!(!run_child("none", &db)?, "the second child finished");
+    let archived = lines()?;
+    let expected: Vec<String> = (0..KILL_OLD).map(|i| format!("old {i:02}")).collect();
+    assert_eq!(
+        archived, expected,
+        "every operation archived once, in order"
+    );
+    let left = left()?;
+    assert_eq!(
+        left.into_iter().collect::<Vec<_>>(),
+        [("old quarantined".to_owned(), EffectStatus::Quarantined)]
+    );
+    Ok(())
+}
