@@ -310,6 +310,13 @@ pub enum Command {
         #[command(flatten)]
         audit: AuditArgs,
     },
+    /// Serve the operator console over HTTP: the queue, timelines,
+    /// approvals, budgets, charts and /metrics (docs/console.md).
+    ///
+    /// Read-only unless the --config file enables actions, which then need
+    /// authentication on every request. Listening beyond loopback needs
+    /// authentication configured.
+    Serve(ServeArgs),
     /// Record that the effect did not happen and let the next execution
     /// dispatch it again.
     AuthorizeRetry {
@@ -324,6 +331,19 @@ pub enum Command {
         #[command(flatten)]
         audit: AuditArgs,
     },
+}
+
+/// `serve`: where the console listens and how it is configured.
+#[derive(Debug, Clone, Args)]
+pub struct ServeArgs {
+    /// The address to listen on; port 0 picks a free one (printed on start).
+    #[arg(long, value_name = "ADDR:PORT", default_value = "127.0.0.1:7341")]
+    pub listen: std::net::SocketAddr,
+    /// The console's configuration (TOML, docs/console.md): actions,
+    /// authentication, provider dashboard links. Without it the console is
+    /// read-only and unauthenticated, on loopback only.
+    #[arg(long, value_name = "PATH")]
+    pub config: Option<PathBuf>,
 }
 
 /// The audit trail every manual resolution carries.
@@ -401,7 +421,7 @@ fn parse_limit(value: &str) -> Result<u16, String> {
 }
 
 /// A duration such as `30d`, `12h` or `1w` (jiff's friendly format; a day is 24 hours).
-fn parse_duration(value: &str) -> Result<std::time::Duration, String> {
+pub(crate) fn parse_duration(value: &str) -> Result<std::time::Duration, String> {
     let invalid = || format!("expected a duration such as 30d, 12h or 1w, not {value:?}");
     let span: jiff::Span = value.trim().parse().map_err(|_| invalid())?;
     let seconds = span

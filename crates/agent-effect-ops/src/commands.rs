@@ -15,7 +15,7 @@ use serde_json::Value;
 
 use crate::approval::{self, Decision};
 use crate::cancel;
-use crate::cli::{AuditArgs, Cli, Command, DecisionArgs};
+use crate::cli::{AuditArgs, Cli, Command, DecisionArgs, Format};
 use crate::compensation;
 use crate::error::{ChangedSinceSeen, HandlerMayStillRun, InputError};
 use crate::maintenance;
@@ -37,71 +37,124 @@ use crate::view::{
 ///
 /// Any failure, classified for the exit code by [`Exit::of`](crate::Exit::of).
 pub fn run(cli: &Cli, clock: Arc<dyn Clock>, out: &mut dyn Write) -> anyhow::Result<()> {
+    let db = cli.db.as_ref();
+    if let Command::Serve(args) = &cli.command {
+        let db = db.ok_or(InputError::MissingDb)?;
+        return crate::console::serve(db, cli.migrate, args, clock, out);
+    }
     // Check input before the ledger is opened: a refused command touches nothing.
-    let resolution = manual_resolution(&cli.command)?;
-    if let Command::Show { id, .. } | Command::Events { id } = &cli.command {
-        check_id(id)?;
-    }
-    if let Command::Expire { id, audit } = &cli.command {
-        check_id(id)?;
-        check_audit(audit)?;
-    }
-    if let Command::Compensate { id, request } = &cli.command {
-        compensation::check(id, request)?;
-    }
-    if let Command::Cancel { id, audit } = &cli.command {
-        check_id(id)?;
-        check_audit(audit)?;
-    }
-    let decision = decision(&cli.command);
-    if let Some((id, decision, args)) = &decision {
-        approval::check(id, decision, args)?;
-    }
-    let db = cli.db.as_ref().ok_or(InputError::MissingDb)?;
-    let prune_selection = match &cli.command {
-        Command::Prune {
-            before,
-            older_than,
-            policy,
-            min_retention,
-            ignore_min_retention,
-            status,
-            max_duration,
-            batch_size,
-            ..
-        } => {
-            let limits = PruneLimits::default()
-                .batch_rows(usize::from(*batch_size))
-                .max_duration(*max_duration);
-            Some(match policy {
-                Some(policy) => maintenance::Selection::Policy(maintenance::checked_policy(
-                    policy,
-                    *min_retention,
-                    *ignore_min_retention,
-                    limits,
-                )?),
-                None => {
-                    let cutoff = maintenance::checked_cutoff(
-                        before.as_deref(),
-                        *older_than,
+    let checked = Checked::of(&cli.command, clock.as_ref())?;
+    let db = db.ok_or(InputError::MissingDb)?;
+    let opened = open(db, cli.migrate, cli.create, Arc::clone(&clock))?;
+    execute(&opened, &cli.command, cli.format, &checked, clock, out)
+}
+
+/// Runs `command` on a ledger already open, printing JSON to `out`: the
+/// console's actions, through the same checks, executor calls and refusals
+/// as the command line.
+pub(crate) fn run_on(
+    opened: &Opened,
+    command: &Command,
+    clock: Arc<dyn Clock>,
+    out: &mut dyn Write,
+) -> anyhow::Result<()> {
+    let checked = Checked::of(command, clock.as_ref())?;
+    execute(opened, command, Format::Json, &checked, clock, out)
+}
+
+/// What a command's input holds once checked, before anything is opened.
+struct Checked<'a> {
+    resolution: Option<ManualResolution>,
+    decision: Option<(&'a str, Decision<'a>, &'a DecisionArgs)>,
+    prune_selection: Option<maintenance::Selection>,
+}
+
+impl<'a> Checked<'a> {
+    fn of(command: &'a Command, clock: &dyn Clock) -> anyhow::Result<Self> {
+        let resolution = manual_resolution(command)?;
+        if let Command::Show { id, .. } | Command::Events { id } = command {
+            check_id(id)?;
+        }
+        if let Command::Expire { id, audit } = command {
+            check_id(id)?;
+            check_audit(audit)?;
+        }
+        if let Command::Compensate { id, request } = command {
+            compensation::check(id, request)?;
+        }
+        if let Command::Cancel { id, audit } = command {
+            check_id(id)?;
+            check_audit(audit)?;
+        }
+        let decision = decision(command);
+        if let Some((id, decision, args)) = &decision {
+            approval::check(id, decision, args)?;
+        }
+        let prune_selection = match command {
+            Command::Prune {
+                before,
+                older_than,
+                policy,
+                min_retention,
+                ignore_min_retention,
+                status,
+                max_duration,
+                batch_size,
+                ..
+            } => {
+                let limits = PruneLimits::default()
+                    .batch_rows(usize::from(*batch_size))
+                    .max_duration(*max_duration);
+                Some(match policy {
+                    Some(policy) => maintenance::Selection::Policy(maintenance::checked_policy(
+                        policy,
                         *min_retention,
                         *ignore_min_retention,
-                        clock.now(),
-                    )?;
-                    maintenance::Selection::Cutoff(
-                        PruneRequest::before(cutoff)
-                            .statuses(status.clone())
-                            .limits(limits),
-                    )
-                }
-            })
-        }
-        _ => None,
-    };
-    let opened = open(db, cli.migrate, cli.create, Arc::clone(&clock))?;
+                        limits,
+                    )?),
+                    None => {
+                        let cutoff = maintenance::checked_cutoff(
+                            before.as_deref(),
+                            *older_than,
+                            *min_retention,
+                            *ignore_min_retention,
+                            clock.now(),
+                        )?;
+                        maintenance::Selection::Cutoff(
+                            PruneRequest::before(cutoff)
+                                .statuses(status.clone())
+                                .limits(limits),
+                        )
+                    }
+                })
+            }
+            _ => None,
+        };
+        Ok(Checked {
+            resolution,
+            decision,
+            prune_selection,
+        })
+    }
+}
+
+/// Runs a checked command on the opened ledger.
+fn execute(
+    opened: &Opened,
+    command: &Command,
+    format: Format,
+    checked: &Checked<'_>,
+    clock: Arc<dyn Clock>,
+    out: &mut dyn Write,
+) -> anyhow::Result<()> {
+    let Checked {
+        resolution,
+        decision,
+        prune_selection,
+    } = checked;
     let ledger = opened.ledger();
-    let mut printer = Printer::new(out, cli.format);
-    match &cli.command {
+    let mut printer = Printer::new(out, format);
+    match command {
         Command::List {
             status,
             waiting_approval,
@@ -121,9 +174,15 @@ pub fn run(cli: &Cli, clock: Arc<dyn Clock>, out: &mut dyn Write) -> anyhow::Res
         }
         Command::Show { id, include_output } => show(ledger, id, *include_output, &mut printer),
         Command::Events { id } => events(ledger, id, &mut printer),
-        Command::Stats => stats(ledger, clock.as_ref(), &mut printer),
+        Command::Stats => {
+            let stats = stats_of(ledger, clock.as_ref())?;
+            printer.report(&stats, table::stats)
+        }
+        Command::Serve(_) => Err(anyhow::anyhow!(
+            "internal error: serve runs before a ledger is opened"
+        )),
         Command::Export { since } => maintenance::export(ledger, *since, &mut printer),
-        Command::Expire { id, audit } => expire(&opened, id, audit, clock, &mut printer),
+        Command::Expire { id, audit } => expire(opened, id, audit, clock, &mut printer),
         Command::Prune {
             archive,
             resume,
@@ -131,26 +190,27 @@ pub fn run(cli: &Cli, clock: Arc<dyn Clock>, out: &mut dyn Write) -> anyhow::Res
             ..
         } => {
             let selection = prune_selection
+                .as_ref()
                 .ok_or_else(|| anyhow::anyhow!("internal error: no prune selection"))?;
             let archive = maintenance::ArchiveArg {
                 path: archive.as_deref(),
                 resume: *resume,
             };
-            maintenance::prune(&opened, &selection, *dry_run, archive, clock, &mut printer)
+            maintenance::prune(opened, selection, *dry_run, archive, clock, &mut printer)
         }
-        Command::Backup { dest } => maintenance::backup(&opened, dest, &mut printer),
+        Command::Backup { dest } => maintenance::backup(opened, dest, &mut printer),
         Command::Approve { decision: args, .. } | Command::Deny { decision: args, .. } => {
-            match &decision {
+            match decision {
                 Some((id, decision, _)) => {
-                    approval::decide(&opened, id, decision, args, clock, &mut printer)
+                    approval::decide(opened, id, decision, args, clock, &mut printer)
                 }
                 None => Err(anyhow::anyhow!("internal error: no approval decision")),
             }
         }
         Command::Compensate { id, request } => {
-            compensation::request(&opened, id, request, clock, &mut printer)
+            compensation::request(opened, id, request, clock, &mut printer)
         }
-        Command::Cancel { id, audit } => cancel::cancel(&opened, id, audit, clock, &mut printer),
+        Command::Cancel { id, audit } => cancel::cancel(opened, id, audit, clock, &mut printer),
         Command::Confirm {
             id,
             audit,
@@ -169,7 +229,7 @@ pub fn run(cli: &Cli, clock: Arc<dyn Clock>, out: &mut dyn Write) -> anyhow::Res
             }
             match &resolution {
                 Some(resolution) => resolve(
-                    &opened,
+                    opened,
                     id,
                     resolution,
                     audit.expect_attempts,
@@ -184,7 +244,7 @@ pub fn run(cli: &Cli, clock: Arc<dyn Clock>, out: &mut dyn Write) -> anyhow::Res
         | Command::AuthorizeRetry { id, audit, .. } => {
             match &resolution {
                 Some(resolution) => resolve(
-                    &opened,
+                    opened,
                     id,
                     resolution,
                     audit.expect_attempts,
@@ -246,7 +306,8 @@ fn manual_resolution(command: &Command) -> Result<Option<ManualResolution>, Inpu
         | Command::Approve { .. }
         | Command::Deny { .. }
         | Command::Compensate { .. }
-        | Command::Cancel { .. } => return Ok(None),
+        | Command::Cancel { .. }
+        | Command::Serve(_) => return Ok(None),
     };
     check_id(id)?;
     check_audit(audit)?;
@@ -393,11 +454,9 @@ fn events(ledger: &dyn EffectLedger, id: &str, printer: &mut Printer<'_>) -> any
     printer.report(&events, |events| table::events(events, false))
 }
 
-fn stats(
-    ledger: &dyn EffectLedger,
-    clock: &dyn Clock,
-    printer: &mut Printer<'_>,
-) -> anyhow::Result<()> {
+/// `stats`: what `agent-effect-ops stats` prints and the console's `/metrics`
+/// exports, computed in one place.
+pub(crate) fn stats_of(ledger: &dyn EffectLedger, clock: &dyn Clock) -> anyhow::Result<Stats> {
     let raw = ledger.stats()?;
     let counts = StatusCounts::of(&raw);
     // Oldest first: who each prepared operation waits for.
@@ -431,7 +490,7 @@ fn stats(
         oldest_waiting_since: waiting.first().map(|w| w.since.clone()),
         budgets: raw.budgets,
     };
-    printer.report(&stats, table::stats)
+    Ok(stats)
 }
 
 /// Applies a manual resolution through the executor, so the same rules apply

@@ -224,6 +224,9 @@ impl Exit {
                 return Exit::NotAllowed;
             }
             if cause.downcast_ref::<InputError>().is_some()
+                || cause
+                    .downcast_ref::<crate::console::ConsoleError>()
+                    .is_some_and(crate::console::ConsoleError::is_usage)
                 || matches!(
                     cause.downcast_ref::<OpenError>(),
                     Some(OpenError::NotALedger { .. })

@@ -36,6 +36,7 @@ mod cancel;
 mod cli;
 mod commands;
 mod compensation;
+mod console;
 mod error;
 mod maintenance;
 mod open;
@@ -45,6 +46,7 @@ mod table;
 mod timestamp;
 pub mod view;
 
-pub use cli::{AuditArgs, Cli, Command, DecisionArgs, Format, RequestArgs, Since};
+pub use cli::{AuditArgs, Cli, Command, DecisionArgs, Format, RequestArgs, ServeArgs, Since};
 pub use commands::run;
+pub use console::{Console, ConsoleConfig};
 pub use error::{ChangedSinceSeen, Exit, InputError, is_broken_pipe};

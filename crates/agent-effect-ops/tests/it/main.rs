@@ -7,6 +7,7 @@ mod budget;
 mod cancel;
 mod cli;
 mod compensation;
+mod console;
 mod empty;
 mod errors;
 mod export;

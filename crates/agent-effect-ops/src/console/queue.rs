@@ -1,0 +1,227 @@
+//! The queue: every operation that needs a person or is waiting, with why.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::time::{Duration, SystemTime};
+
+use effect_core::{EffectLedger, EffectRecord, EffectStatus, ListQuery, MAX_LIST_LIMIT};
+use effect_exec::WaitingFor;
+use serde::Deserialize;
+
+use crate::timestamp::{age_seconds, format_unix_seconds, parse_unix_micros};
+
+/// Why an operation is in the queue, in the order the counts are shown.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub(crate) enum Kind {
+    Quarantined,
+    OutcomeUnknown,
+    StaleDispatch,
+    AwaitingApproval,
+    DeferredByBudget,
+    WaitingForCaller,
+    WaitingForRecoveryWorker,
+}
+
+impl Kind {
+    pub(crate) const ALL: [Kind; 7] = [
+        Kind::Quarantined,
+        Kind::OutcomeUnknown,
+        Kind::StaleDispatch,
+        Kind::AwaitingApproval,
+        Kind::DeferredByBudget,
+        Kind::WaitingForCaller,
+        Kind::WaitingForRecoveryWorker,
+    ];
+
+    /// The name in URLs and metrics.
+    pub(crate) fn name(self) -> &'static str {
+        match self {
+            Kind::Quarantined => "quarantined",
+            Kind::OutcomeUnknown => "outcome_unknown",
+            Kind::StaleDispatch => "stale_dispatch",
+            Kind::AwaitingApproval => "awaiting_approval",
+            Kind::DeferredByBudget => "deferred_by_budget",
+            Kind::WaitingForCaller => "waiting_for_caller",
+            Kind::WaitingForRecoveryWorker => "waiting_for_recovery_worker",
+        }
+    }
+
+    /// What it means for the operator.
+    pub(crate) fn label(self) -> &'static str {
+        match self {
+            Kind::Quarantined => "quarantined: an operator decides",
+            Kind::OutcomeUnknown => "outcome unknown: reconciliation pending",
+            Kind::StaleDispatch => "stale dispatch: lease expired, worker gone",
+            Kind::AwaitingApproval => "awaiting approval",
+            Kind::DeferredByBudget => "deferred by a budget",
+            Kind::WaitingForCaller => "prepared: waiting for its caller",
+            Kind::WaitingForRecoveryWorker => "prepared: waiting for a recovery worker",
+        }
+    }
+
+    pub(crate) fn parse(text: &str) -> Option<Kind> {
+        Kind::ALL.into_iter().find(|kind| kind.name() == text)
+    }
+}
+
+/// One queued operation: a summary only (no output, arguments or evidence).
+#[derive(Debug, Clone)]
+pub(crate) struct Item {
+    pub(crate) kind: Kind,
+    pub(crate) operation_id: String,
+    pub(crate) contract: String,
+    pub(crate) status: EffectStatus,
+    pub(crate) attempts: u32,
+    pub(crate) updated_at: String,
+    /// Seconds since its last transition.
+    pub(crate) age_seconds: Option<u64>,
+    /// By when someone must act: an approval's expiry, a stale lease's end.
+    pub(crate) decide_by: Option<String>,
+    /// The error the ledger holds, for uncertain operations.
+    pub(crate) error: Option<String>,
+}
+
+/// The queue's filters, from the query string.
+#[derive(Debug, Clone, Default, Deserialize)]
+pub(crate) struct Filter {
+    /// A contract name.
+    #[serde(default)]
+    pub(crate) contract: Option<String>,
+    /// A [`Kind`] name.
+    #[serde(default)]
+    pub(crate) kind: Option<String>,
+    /// Only operations older than this (`30m`, `2h`, `1d`).
+    #[serde(default)]
+    pub(crate) older_than: Option<String>,
+}
+
+/// The queue as shown: the items the filters keep, counts over all of them.
+#[derive(Debug, Clone)]
+pub(crate) struct Queue {
+    pub(crate) items: Vec<Item>,
+    pub(crate) counts: BTreeMap<Kind, u64>,
+    pub(crate) contracts: BTreeSet<String>,
+    /// A kind had more operations than one page ([`MAX_LIST_LIMIT`]).
+    pub(crate) truncated: bool,
+}
+
+/// Reads the queue from the ledger and applies `filter`.
+pub(crate) fn read(
+    ledger: &dyn EffectLedger,
+    filter: &Filter,
+    now: SystemTime,
+) -> anyhow::Result<Queue> {
+    let now_unix = effect_core::clock::unix_seconds(now);
+    let mut items = Vec::new();
+    let mut truncated = false;
+    let mut push = |kind: Kind, record: &EffectRecord, decide_by: Option<String>| {
+        items.push(Item {
+            kind,
+            operation_id: record.operation_id.clone(),
+            contract: record.contract_name.clone(),
+            status: record.status,
+            attempts: record.attempts,
+            updated_at: record.updated_at.clone(),
+            age_seconds: age_seconds(&record.updated_at, now),
+            decide_by,
+            error: record.error.clone(),
+        });
+    };
+    for (kind, query) in [
+        (
+            Kind::Quarantined,
+            ListQuery::with_status(EffectStatus::Quarantined, MAX_LIST_LIMIT),
+        ),
+        (
+            Kind::OutcomeUnknown,
+            ListQuery::with_status(EffectStatus::OutcomeUnknown, MAX_LIST_LIMIT),
+        ),
+        (Kind::StaleDispatch, ListQuery::stale(MAX_LIST_LIMIT)),
+        (
+            Kind::AwaitingApproval,
+            ListQuery::with_status(EffectStatus::AwaitingApproval, MAX_LIST_LIMIT),
+        ),
+    ] {
+        let records = ledger.list(&query)?;
+        truncated |= records.len() == MAX_LIST_LIMIT;
+        for record in &records {
+            let decide_by = match kind {
+                Kind::AwaitingApproval => record
+                    .approval()
+                    .and_then(|approval| approval.get("expires_at"))
+                    .and_then(|at| at.as_str())
+                    .map(str::to_owned),
+                Kind::StaleDispatch => record.lease_until.map(format_unix_seconds),
+                _ => None,
+            };
+            if kind == Kind::StaleDispatch && !record.is_stale_at(now_unix) {
+                continue;
+            }
+            push(kind, record, decide_by);
+        }
+    }
+    // Prepared operations: who will dispatch them, and whether a budget
+    // refused their last claim.
+    let waiting: BTreeMap<String, WaitingFor> = effect_exec::waiting(ledger)?
+        .into_iter()
+        .map(|w| (w.operation_id, w.waiting_for))
+        .collect();
+    let prepared = ledger.list(&ListQuery::with_status(
+        EffectStatus::Prepared,
+        MAX_LIST_LIMIT,
+    ))?;
+    truncated |= prepared.len() == MAX_LIST_LIMIT;
+    for record in &prepared {
+        let kind = if record
+            .evidence
+            .contains_key(effect_core::evidence::BUDGET_EXCEEDED)
+        {
+            Kind::DeferredByBudget
+        } else if waiting.get(&record.operation_id) == Some(&WaitingFor::RecoveryWorker) {
+            Kind::WaitingForRecoveryWorker
+        } else {
+            Kind::WaitingForCaller
+        };
+        push(kind, record, None);
+    }
+    let contracts = items.iter().map(|item| item.contract.clone()).collect();
+    let mut counts: BTreeMap<Kind, u64> = Kind::ALL.into_iter().map(|k| (k, 0)).collect();
+    for item in &items {
+        *counts.entry(item.kind).or_default() += 1;
+    }
+    let kind = filter.kind.as_deref().and_then(Kind::parse);
+    let older_than = filter
+        .older_than
+        .as_deref()
+        .filter(|text| !text.trim().is_empty())
+        .and_then(|text| crate::cli::parse_duration(text).ok())
+        .map(|d: Duration| d.as_secs());
+    items.retain(|item| {
+        filter
+            .contract
+            .as_deref()
+            .is_none_or(|c| c.is_empty() || c == item.contract)
+            && kind.is_none_or(|k| k == item.kind)
+            && older_than.is_none_or(|min| item.age_seconds.is_some_and(|age| age >= min))
+    });
+    // The earliest decide-by time first, then the oldest.
+    items.sort_by_key(|item| {
+        (
+            item.decide_by
+                .as_deref()
+                .and_then(parse_unix_micros)
+                .map_or((1, 0), |at| (0, at)),
+            item.updated_at
+                .as_str()
+                .parse::<jiff::Timestamp>()
+                .map(|t| t.as_microsecond())
+                .unwrap_or(i64::MAX),
+            item.operation_id.clone(),
+        )
+    });
+    Ok(Queue {
+        items,
+        counts,
+        contracts,
+        truncated,
+    })
+}

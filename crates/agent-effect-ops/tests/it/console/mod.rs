@@ -1,0 +1,12 @@
+//! `agent-effect-ops serve`, the operator console (docs/console.md): its
+//! views, actions, authentication, metrics and live refresh, through its
+//! router in-process.
+
+mod actions;
+mod live;
+mod metrics;
+mod support;
+mod views;
+
+/// A console that may act, with the tokens file of `support::tokens_file`.
+pub const WITH_ACTIONS: &str = "[actions]\nenabled = true\n[auth]\ntokens_file = \"{tokens}\"\n";
