@@ -48,5 +48,5 @@ pub mod view;
 
 pub use cli::{AuditArgs, Cli, Command, DecisionArgs, Format, RequestArgs, ServeArgs, Since};
 pub use commands::run;
-pub use console::{Console, ConsoleConfig};
+pub use console::{Console, ConsoleConfig, ConsoleError};
 pub use error::{ChangedSinceSeen, Exit, InputError, is_broken_pipe};

@@ -1,8 +1,9 @@
 //! `agent-effect-ops serve`, the operator console (docs/console.md): its
 //! views, actions, authentication, metrics and live refresh, through its
-//! router in-process.
+//! router in-process; and in a real headless Chromium (`browser`).
 
 mod actions;
+mod browser;
 mod live;
 mod metrics;
 mod support;
