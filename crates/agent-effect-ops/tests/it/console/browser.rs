@@ -10,11 +10,15 @@
 //! `EFFECT_REQUIRE_BROWSER=1` (as in CI). The PostgreSQL run needs
 //! `EFFECT_TEST_POSTGRES_URL`, as the other PostgreSQL tests.
 
+use std::fmt::Display;
+use std::future::Future;
 use std::io::{BufRead as _, BufReader};
 use std::net::{TcpListener, TcpStream};
+use std::os::unix::process::CommandExt as _;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Command, Output, Stdio};
 use std::sync::Arc;
+use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 use effect_core::{EffectLedger, EffectLedgerExt as _, NewOperation, RequestFingerprint};
@@ -28,13 +32,63 @@ use super::support::{CAPTURE, OPERATOR_TOKEN, REFUND, tokens_file};
 /// broken run, not a pause (every wait returns as soon as its condition holds).
 const PATIENCE: Duration = Duration::from_secs(20);
 
-/// A child process, killed when dropped.
+/// How long one WebDriver command may take before the test fails naming
+/// it: fantoccini's commands have no timeout of their own, so a browser or
+/// driver that stops answering would otherwise hang the suite.
+const STEP: Duration = Duration::from_secs(30);
+
+/// A child process in its own process group, the whole group killed when
+/// dropped: chromedriver's Chromium and its helpers go with it, even when
+/// the test fails before closing the session.
 struct Running(Child);
+
+impl Running {
+    fn spawn(command: &mut Command) -> Running {
+        let child = command
+            .process_group(0)
+            .spawn()
+            .unwrap_or_else(|e| panic!("cannot start {command:?}: {e}"));
+        Running(child)
+    }
+}
 
 impl Drop for Running {
     fn drop(&mut self) {
+        let group = format!("-{}", self.0.id());
+        let _ = Command::new("kill")
+            .args(["-KILL", "--", &group])
+            .stderr(Stdio::null())
+            .status();
         let _ = self.0.kill();
         let _ = self.0.wait();
+    }
+}
+
+/// `what`, failing the test with its name when it errs or takes longer than
+/// [`STEP`].
+async fn step<T, E: Display>(what: &str, command: impl Future<Output = Result<T, E>>) -> T {
+    match tokio::time::timeout(STEP, command).await {
+        Ok(Ok(value)) => value,
+        Ok(Err(e)) => panic!("browser step {what:?} failed: {e}"),
+        Err(_) => panic!("browser step {what:?} did not answer within {STEP:?}"),
+    }
+}
+
+/// `work` on a thread, failing the test with `what` when it takes longer
+/// than `bound`: a blocking read of a child process cannot hang the suite.
+fn bounded<T: Send + 'static>(
+    what: &str,
+    bound: Duration,
+    work: impl FnOnce() -> T + Send + 'static,
+) -> T {
+    let (tx, rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = tx.send(work());
+    });
+    match rx.recv_timeout(bound) {
+        Ok(value) => value,
+        Err(mpsc::RecvTimeoutError::Timeout) => panic!("{what} did not finish within {bound:?}"),
+        Err(mpsc::RecvTimeoutError::Disconnected) => panic!("{what} failed (see above)"),
     }
 }
 
@@ -60,16 +114,15 @@ fn chromedriver() -> Option<(Running, String)> {
         .local_addr()
         .unwrap()
         .port();
-    let child = Command::new("chromedriver")
-        .args([
-            format!("--port={port}"),
-            "--allowed-ips=127.0.0.1".to_owned(),
-        ])
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let running = Running(child);
+    let running = Running::spawn(
+        Command::new("chromedriver")
+            .args([
+                format!("--port={port}"),
+                "--allowed-ips=127.0.0.1".to_owned(),
+            ])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null()),
+    );
     let started = Instant::now();
     while TcpStream::connect(("127.0.0.1", port)).is_err() {
         assert!(
@@ -97,37 +150,43 @@ async fn browser(driver: &str, profile: &Path) -> Client {
         }),
     );
     let connector = hyper_util::client::legacy::connect::HttpConnector::new();
-    ClientBuilder::new(connector)
-        .capabilities(capabilities)
-        .connect(driver)
-        .await
-        .unwrap()
+    step(
+        "start a Chromium session",
+        ClientBuilder::new(connector)
+            .capabilities(capabilities)
+            .connect(driver),
+    )
+    .await
 }
 
 /// `agent-effect-ops --db DB serve` on a free port, as a child process:
-/// the process and the console's base URL.
-fn serve(db: &str, schema: Option<&str>, config: &Path) -> (Running, String) {
+/// the process and the console's base URL. Its diagnostics go to `log`, not
+/// to the test's output: no pipe of the test harness outlives the test.
+fn serve(db: &str, schema: Option<&str>, config: &Path, log: &Path) -> (Running, String) {
+    let log = std::fs::File::create(log).unwrap();
     let mut command = Command::new(env!("CARGO_BIN_EXE_agent-effect-ops"));
     command
         .args(["--db", db, "serve", "--listen", "127.0.0.1:0", "--config"])
         .arg(config)
         .stdout(Stdio::piped())
-        .stderr(Stdio::inherit());
+        .stderr(log);
     if let Some(schema) = schema {
         command.env("EFFECT_LEDGER_SCHEMA", schema);
     }
-    let mut child = command.spawn().unwrap();
-    let mut line = String::new();
-    BufReader::new(child.stdout.take().unwrap())
-        .read_line(&mut line)
-        .unwrap();
+    let mut running = Running::spawn(&mut command);
+    let stdout = running.0.stdout.take().expect("stdout is piped");
+    let line = bounded("the console's first line", PATIENCE, move || {
+        let mut line = String::new();
+        BufReader::new(stdout).read_line(&mut line).map(|_| line)
+    })
+    .expect("cannot read the console's output");
     let base = line
         .split_whitespace()
         .find(|word| word.starts_with("http://"))
         .unwrap_or_else(|| panic!("no address in {line:?}"))
         .trim_end_matches('/')
         .to_owned();
-    (Running(child), base)
+    (running, base)
 }
 
 /// `agent-effect-ops ARGS` on the ledger, as another process.
@@ -137,7 +196,9 @@ fn ops(db: &str, schema: Option<&str>, args: &[&str]) {
     if let Some(schema) = schema {
         command.env("EFFECT_LEDGER_SCHEMA", schema);
     }
-    let output = command.output().unwrap();
+    let what = format!("agent-effect-ops {args:?}");
+    let output: Output = bounded(&what, PATIENCE, move || command.output())
+        .unwrap_or_else(|e| panic!("cannot run agent-effect-ops: {e}"));
     assert!(output.status.success(), "{args:?}: {output:?}");
 }
 
@@ -196,7 +257,9 @@ fn an_operator_works_the_incident_in_chromium_on_sqlite() {
     let dir = tempfile::tempdir().unwrap();
     // The incident as the runbook makes it: a capture whose acknowledgement
     // was lost, quarantined (agent-effect exits 1: not confirmed).
-    let status = Command::new(agent_effect())
+    let db = dir.path().join("incident.sqlite3");
+    let mut scenario = Command::new(agent_effect());
+    scenario
         .args([
             "--scenario",
             "after-commit-before-ack",
@@ -204,12 +267,13 @@ fn an_operator_works_the_incident_in_chromium_on_sqlite() {
             "neither",
             "--db",
         ])
-        .arg(dir.path().join("incident"))
-        .stdout(Stdio::null())
-        .status()
-        .unwrap();
+        .arg(&db)
+        .stdout(Stdio::null());
+    let status = bounded("the agent-effect scenario", PATIENCE, move || {
+        scenario.status()
+    })
+    .unwrap();
     assert_eq!(status.code(), Some(1));
-    let db = dir.path().join("incident/ledger.sqlite3");
     let ledger = effect_ledger_sqlite::SqliteLedger::open(
         &db,
         effect_ledger_sqlite::SqliteOptions::default(),
@@ -276,25 +340,24 @@ fn walk(
         WITH_ACTIONS.replace("{tokens}", tokens_file(dir).to_str().unwrap()),
     )
     .unwrap();
-    let (_console, base) = serve(db, schema, &config);
     let shots = Path::new(env!("CARGO_TARGET_TMPDIR"))
         .join("console-screenshots")
         .join(store);
     std::fs::create_dir_all(&shots).unwrap();
+    let (_console, base) = serve(db, schema, &config, &shots.join("console.log"));
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
         .unwrap();
     runtime.block_on(async {
         let client = browser(driver, &dir.join("chromium-profile")).await;
-        let result = steps(&client, &base, db, schema, ledger, &shots).await;
-        let _ = client.close().await;
-        result
+        steps(&client, &base, db, schema, ledger, &shots).await;
+        step("close the session", client.close()).await;
     });
 }
 
 async fn shot(client: &Client, dir: &Path, name: &str) {
-    let png = client.screenshot().await.unwrap();
+    let png = step(&format!("screenshot {name}"), client.screenshot()).await;
     std::fs::write(dir.join(format!("{name}.png")), png).unwrap();
 }
 
@@ -306,13 +369,14 @@ async fn text(client: &Client, css: &str) -> String {
         &format!("document.querySelector({}) !== null", json!(css)),
     )
     .await;
-    let text = client
-        .execute(
+    let text = step(
+        &format!("read the text of {css}"),
+        client.execute(
             "const e = document.querySelector(arguments[0]); return e === null ? null : e.innerText;",
             vec![json!(css)],
-        )
-        .await
-        .unwrap();
+        ),
+    )
+    .await;
     match text {
         Value::String(text) => text,
         // Replaced in between: read the new one.
@@ -325,13 +389,9 @@ async fn text_again(client: &Client, css: &str) -> String {
 }
 
 async fn fill(client: &Client, form: &str, field: &str, value: &str) {
-    client
-        .find(Locator::Css(&format!("{form} [name={field}]")))
-        .await
-        .unwrap()
-        .send_keys(value)
-        .await
-        .unwrap();
+    let css = format!("{form} [name={field}]");
+    let input = step(&format!("find {css}"), client.find(Locator::Css(&css))).await;
+    step(&format!("type into {css}"), input.send_keys(value)).await;
 }
 
 async fn submit(client: &Client, form: &str) {
@@ -342,17 +402,25 @@ async fn submit(client: &Client, form: &str) {
 /// it in between.
 async fn click(client: &Client, css: &str) {
     for _ in 0..5 {
-        let element = client
-            .wait()
-            .at_most(PATIENCE)
-            .for_element(Locator::Css(css))
-            .await
-            .unwrap_or_else(|e| panic!("no {css}: {e}"));
-        match element.click().await {
-            Ok(()) => return,
-            Err(fantoccini::error::CmdError::Standard(e))
+        let element = match tokio::time::timeout(
+            PATIENCE,
+            client
+                .wait()
+                .at_most(PATIENCE)
+                .for_element(Locator::Css(css)),
+        )
+        .await
+        {
+            Ok(Ok(element)) => element,
+            Ok(Err(e)) => panic!("browser step \"find {css}\" failed: {e}"),
+            Err(_) => panic!("browser step \"find {css}\" did not answer within {PATIENCE:?}"),
+        };
+        match tokio::time::timeout(STEP, element.click()).await {
+            Ok(Ok(())) => return,
+            Ok(Err(fantoccini::error::CmdError::Standard(e)))
                 if e.error == fantoccini::error::ErrorStatus::StaleElementReference => {}
-            Err(e) => panic!("cannot click {css}: {e}"),
+            Ok(Err(e)) => panic!("browser step \"click {css}\" failed: {e}"),
+            Err(_) => panic!("browser step \"click {css}\" did not answer within {STEP:?}"),
         }
     }
     panic!("{css} kept being replaced");
@@ -368,21 +436,23 @@ async fn steps(
 ) {
     // Unauthenticated: the queue sends the browser to sign in, and an
     // action posted from the page is refused.
-    client.goto(&format!("{base}/")).await.unwrap();
-    assert!(client.current_url().await.unwrap().path() == "/login");
-    let refused = client
-        .execute_async(
+    step("open the queue", client.goto(&format!("{base}/"))).await;
+    let url = step("read the URL", client.current_url()).await;
+    assert_eq!(url.path(), "/login");
+    let refused = step(
+        "post an action unauthenticated",
+        client.execute_async(
             "const done = arguments[arguments.length - 1];
              fetch('/operations/' + encodeURIComponent(arguments[0]) + '/confirm', {method: 'POST',
                headers: {'content-type': 'application/x-www-form-urlencoded'},
                body: 'output_json=%7B%7D&reason=r&evidence_reference=e'})
                .then(r => done(r.status));",
             vec![json!(CAPTURE)],
-        )
-        .await
-        .unwrap();
+        ),
+    )
+    .await;
     assert_eq!(refused, json!(401));
-    assert_eq!(ledger.events(CAPTURE).unwrap().len(), 4);
+    assert_eq!(read(ledger, |l| l.events(CAPTURE)).await.len(), 4);
     shot(client, shots, "login").await;
 
     // Sign in; the queue shows the quarantined capture.
@@ -402,13 +472,14 @@ async fn steps(
     // Its timeline.
     click(client, &format!("{row} a")).await;
     assert_eq!(text(client, "#operation-id").await, CAPTURE);
-    let events: Value = client
-        .execute(
+    let events: Value = step(
+        "read the timeline",
+        client.execute(
             "return [...document.querySelectorAll('#timeline li')].map(li => li.dataset.event)",
             vec![],
-        )
-        .await
-        .unwrap();
+        ),
+    )
+    .await;
     assert_eq!(
         events,
         json!(["prepared", "dispatched", "outcome_unknown", "quarantined"])
@@ -460,17 +531,25 @@ async fn steps(
         hostile
     );
     assert_eq!(
-        client.execute("return [window.pwned === undefined, document.scripts.length, document.querySelectorAll('img').length]", vec![]).await.unwrap(),
+        step(
+            "count the scripts and images",
+            client.execute("return [window.pwned === undefined, document.scripts.length, document.querySelectorAll('img').length]", vec![]),
+        )
+        .await,
         json!([true, 2, 0])
     );
-    let confirmed = ledger.events(CAPTURE).unwrap();
+    let confirmed = read(ledger, |l| l.events(CAPTURE)).await;
     assert_eq!(confirmed.len(), 5);
     assert_eq!(confirmed[4].data["evidence"]["actor"], "alice@example.com");
     assert_eq!(confirmed[4].data["evidence"]["evidence_reference"], hostile);
     shot(client, shots, "confirmed").await;
 
     // Approvals: read the refund's amount, then approve it.
-    client.goto(&format!("{base}/approvals")).await.unwrap();
+    step(
+        "open the approvals",
+        client.goto(&format!("{base}/approvals")),
+    )
+    .await;
     let asked = text(client, &format!("tr[data-operation=\"{REFUND}\"]")).await;
     assert!(asked.contains("\"amount_cents\": 1250"), "{asked}");
     shot(client, shots, "approvals").await;
@@ -489,10 +568,9 @@ async fn steps(
     .await;
     submit(client, "#form-approve").await;
     assert!(text(client, ".banner").await.contains("approve: done"));
-    let approval: Value = ledger
-        .get(REFUND)
-        .unwrap()
-        .unwrap()
+    let approval: Value = read(ledger, |l| l.get(REFUND))
+        .await
+        .expect("the refund exists")
         .approval()
         .map(|a| Value::Object(a.clone()))
         .unwrap();
@@ -501,7 +579,7 @@ async fn steps(
 
     // The queue updates live when another process writes: a deny by the
     // CLI takes the refund out of the queue, with no reload of the page.
-    client.goto(&format!("{base}/")).await.unwrap();
+    step("open the queue again", client.goto(&format!("{base}/"))).await;
     let refund_row = format!("tr[data-operation=\"{REFUND}\"]");
     text(client, &refund_row).await;
     wait_until(
@@ -509,10 +587,11 @@ async fn steps(
         "document.body.getAttribute('data-live') === 'connected'",
     )
     .await;
-    client
-        .execute("window.sameDocument = true", vec![])
-        .await
-        .unwrap();
+    step(
+        "mark the document",
+        client.execute("window.sameDocument = true", vec![]),
+    )
+    .await;
     ops(
         db,
         schema,
@@ -531,14 +610,32 @@ async fn steps(
     )
     .await;
     assert_eq!(
-        client
-            .execute("return window.sameDocument === true", vec![])
-            .await
-            .unwrap(),
+        step(
+            "check the document is the same",
+            client.execute("return window.sameDocument === true", vec![]),
+        )
+        .await,
         json!(true),
         "the page was refreshed in place, not reloaded"
     );
     shot(client, shots, "queue-after").await;
+}
+
+/// `read` on the test's own ledger handle, on a blocking thread: the
+/// PostgreSQL client blocks on a runtime of its own, which cannot start
+/// inside this test's runtime (it panicked there, and the panic while
+/// unwinding aborted the test binary with the console still running).
+async fn read<T: Send + 'static>(
+    ledger: &Arc<dyn EffectLedger>,
+    read: impl FnOnce(&dyn EffectLedger) -> Result<T, effect_core::LedgerError> + Send + 'static,
+) -> T {
+    let ledger = Arc::clone(ledger);
+    step(
+        "read the ledger",
+        tokio::task::spawn_blocking(move || read(ledger.as_ref())),
+    )
+    .await
+    .unwrap_or_else(|e| panic!("cannot read the ledger: {e}"))
 }
 
 /// Waits until the script expression holds in the page.
@@ -546,10 +643,11 @@ async fn steps(
 async fn wait_until(client: &Client, condition: &str) {
     let started = Instant::now();
     loop {
-        let held = client
-            .execute(&format!("return !!({condition})"), vec![])
-            .await
-            .unwrap();
+        let held = step(
+            &format!("check {condition}"),
+            client.execute(&format!("return !!({condition})"), vec![]),
+        )
+        .await;
         if held == json!(true) {
             return;
         }
