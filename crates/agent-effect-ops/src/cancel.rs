@@ -80,7 +80,7 @@ pub(crate) fn cancel(
     printer.report(&report, table::resolution)
 }
 
-fn cancellable(status: EffectStatus) -> bool {
+pub(crate) fn cancellable(status: EffectStatus) -> bool {
     matches!(
         status,
         EffectStatus::Prepared | EffectStatus::AwaitingApproval

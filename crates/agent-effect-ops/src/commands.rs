@@ -437,13 +437,23 @@ fn for_approver(
     summary: &mut OperationSummary,
 ) -> anyhow::Result<()> {
     summary.arguments = effect_core::intent::redacted(events).cloned();
-    if let Some(original) = record.compensates() {
-        summary.compensates_output = ledger
+    summary.compensates_output = compensates_output(ledger, record)?;
+    Ok(())
+}
+
+/// For a compensation, the confirmed output of the operation it undoes (what
+/// an approver of the compensation is shown); `None` otherwise.
+pub(crate) fn compensates_output(
+    ledger: &dyn EffectLedger,
+    record: &EffectRecord,
+) -> anyhow::Result<Option<Value>> {
+    Ok(match record.compensates() {
+        Some(original) => ledger
             .get(original)?
             .filter(|original| original.status == EffectStatus::Confirmed)
-            .and_then(|original| original.output);
-    }
-    Ok(())
+            .and_then(|original| original.output),
+        None => None,
+    })
 }
 
 fn events(ledger: &dyn EffectLedger, id: &str, printer: &mut Printer<'_>) -> anyhow::Result<()> {
@@ -457,15 +467,25 @@ fn events(ledger: &dyn EffectLedger, id: &str, printer: &mut Printer<'_>) -> any
 /// `stats`: what `agent-effect-ops stats` prints and the console's `/metrics`
 /// exports, computed in one place.
 pub(crate) fn stats_of(ledger: &dyn EffectLedger, clock: &dyn Clock) -> anyhow::Result<Stats> {
-    let raw = ledger.stats()?;
-    let counts = StatusCounts::of(&raw);
     // Oldest first: who each prepared operation waits for.
     let waiting = effect_exec::waiting(ledger)?;
+    Ok(stats_from(ledger.stats()?, &waiting, clock))
+}
+
+/// [`stats_of`] from what it reads: the store's counters and who each
+/// prepared operation waits for (oldest first), for a caller that needs the
+/// waiting list too (the console's queue) and reads it once.
+pub(crate) fn stats_from(
+    raw: effect_core::LedgerStats,
+    waiting: &[effect_exec::Waiting],
+    clock: &dyn Clock,
+) -> Stats {
+    let counts = StatusCounts::of(&raw);
     let age = raw
         .oldest_unresolved_updated_at
         .as_deref()
         .and_then(|at| age_seconds(at, clock.now()));
-    let stats = Stats {
+    Stats {
         counts,
         total: counts.entries().iter().map(|(_, n)| n).sum(),
         unresolved: counts.outcome_unknown + counts.quarantined,
@@ -489,8 +509,7 @@ pub(crate) fn stats_of(ledger: &dyn EffectLedger, clock: &dyn Clock) -> anyhow::
             .and_then(|w| age_seconds(&w.since, clock.now())),
         oldest_waiting_since: waiting.first().map(|w| w.since.clone()),
         budgets: raw.budgets,
-    };
-    Ok(stats)
+    }
 }
 
 /// Applies a manual resolution through the executor, so the same rules apply

@@ -14,7 +14,7 @@ use crate::open::Opened;
 use crate::view::Resolution;
 
 /// The actions, by the last segment of their path.
-pub(crate) const ACTIONS: [&str; 7] = [
+pub(crate) const ACTIONS: [&str; 8] = [
     "confirm",
     "reject",
     "authorize-retry",
@@ -22,6 +22,7 @@ pub(crate) const ACTIONS: [&str; 7] = [
     "deny",
     "expire",
     "compensate",
+    "cancel",
 ];
 
 /// Every field any action form sends.
@@ -121,6 +122,7 @@ pub(crate) fn command(
                 evidence_reference: audit.evidence_reference,
             },
         },
+        "cancel" => Command::Cancel { id, audit },
         other => return Err(format!("no action {other:?} in this version")),
     })
 }

@@ -48,7 +48,7 @@ pub(crate) fn render(stats: &Stats) -> String {
     );
     family(
         "effect_waiting_operations",
-        "Prepared operations nobody is dispatching, per who will: their caller or a recovery worker.",
+        "Prepared operations nobody is dispatching, per who will: their caller, a recovery worker, or either once a budget deferral ends.",
         &[
             (
                 labels(&[("waiting_for", "caller")]),
@@ -57,6 +57,10 @@ pub(crate) fn render(stats: &Stats) -> String {
             (
                 labels(&[("waiting_for", "recovery_worker")]),
                 stats.waiting_for_recovery_worker,
+            ),
+            (
+                labels(&[("waiting_for", "budget")]),
+                stats.waiting_for_budget,
             ),
         ],
     );

@@ -17,6 +17,10 @@ use crate::view::{CompensationLinks, EventView, show_sealed};
 /// What the ledger holds of an operation's arguments.
 #[derive(Debug, Clone)]
 pub(crate) enum Arguments {
+    /// The copy recorded for an approver when it was created awaiting
+    /// approval: secrets and redacted fields replaced by the marker
+    /// (`effect_core::intent::redacted`, what `agent-effect-ops show` prints).
+    Redacted(Value),
     /// Its contract does not store them (only the fingerprint is kept).
     NotStored,
     /// Stored sealed: `sealed (key k1)`.
@@ -27,8 +31,14 @@ pub(crate) enum Arguments {
 }
 
 impl Arguments {
-    /// The arguments of the operation whose events are `events`.
+    /// The arguments of the operation whose events are `events`: the
+    /// approver's redacted copy when there is one, else the stored intent.
     pub(crate) fn of(events: &[LedgerEvent]) -> Arguments {
+        if let Some(redacted) = effect_core::intent::redacted(events) {
+            let mut shown = redacted.clone();
+            show_sealed(&mut shown);
+            return Arguments::Redacted(shown);
+        }
         match effect_core::intent::stored(events) {
             None => Arguments::NotStored,
             Some(stored) => match effect_core::sealed_info(stored) {
@@ -70,10 +80,7 @@ pub(crate) fn read(
     let events = ledger.events(id)?;
     let arguments = Arguments::of(&events);
     let compensation = CompensationLinks::of(&record);
-    let original_output = match compensation.as_ref().and_then(|c| c.compensates.as_deref()) {
-        Some(original) => ledger.get(original)?.and_then(|original| original.output),
-        None => None,
-    };
+    let original_output = crate::commands::compensates_output(ledger, &record)?;
     let dashboard = dashboards
         .get(&record.contract_name)
         .and_then(|template| dashboard_link(template, &record));
@@ -133,12 +140,13 @@ pub(crate) fn render(
             (state_region(detail))
             h2 { "Arguments" }
             @match &detail.arguments {
+                Arguments::Redacted(arguments) => pre.json #arguments title="as recorded for approvers, secrets redacted" { (pretty(arguments)) }
                 Arguments::NotStored => p.muted #arguments { "Not stored: its contract keeps only the request fingerprint." }
                 Arguments::Sealed(info) => p.sealed #arguments { "Sealed at rest: " (info) }
                 Arguments::Shown(arguments) => pre.json #arguments { (pretty(arguments)) }
             }
             @if let Some(output) = &detail.original_output {
-                h2 { "What it compensates: the original's output" }
+                h2 { "What it compensates: the original's confirmed output" }
                 pre.json #original-output { (pretty(output)) }
             }
             h2 { "Evidence" }
@@ -290,6 +298,15 @@ fn forms(frame: &Frame<'_>, detail: &Detail) -> Markup {
                     (hidden(identity))
                     (audit)
                     button type="submit" { "Request compensation" }
+                }
+            }
+            @if crate::cancel::cancellable(record.status) && identity.may("cancel") {
+                form #form-cancel method="post" action=(format!("{base}/cancel")) {
+                    h3 { "Cancel: never dispatch it" }
+                    p.rules { "Only while prepared (whoever it waits for, deferred by a budget) or awaiting approval, and only if it was not dispatched since this page was read: a worker that claims it first wins, and the cancel is refused naming the command to use instead. Terminal: it becomes rejected; its budget charges, if any, are given back." }
+                    (hidden(identity))
+                    (audit)
+                    button type="submit" { "Cancel the operation" }
                 }
             }
         }

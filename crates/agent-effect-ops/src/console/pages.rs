@@ -144,7 +144,7 @@ pub(crate) fn queue_region(queue: &Queue, filter: &Filter) -> Markup {
                 }
             }
             @if queue.truncated {
-                (message("error", "A kind holds more than 1000 operations: the queue shows the first 1000 of each; use the filters or the CLI's list paging."))
+                (message("error", "A kind holds more than 1000 operations: the counts above are exact (the numbers of stats), the list shows the first 1000 of each; use the filters or the CLI's list paging."))
             }
             @if queue.items.is_empty() {
                 p.muted #queue-empty { "Nothing needs attention." }

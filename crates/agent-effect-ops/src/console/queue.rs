@@ -1,13 +1,14 @@
 //! The queue: every operation that needs a person or is waiting, with why.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::time::{Duration, SystemTime};
+use std::time::Duration;
 
-use effect_core::{EffectLedger, EffectRecord, EffectStatus, ListQuery, MAX_LIST_LIMIT};
+use effect_core::{Clock, EffectLedger, EffectRecord, EffectStatus, ListQuery, MAX_LIST_LIMIT};
 use effect_exec::WaitingFor;
 use serde::Deserialize;
 
 use crate::timestamp::{age_seconds, format_unix_seconds, parse_unix_micros};
+use crate::view::Stats;
 
 /// Why an operation is in the queue, in the order the counts are shown.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -98,18 +99,41 @@ pub(crate) struct Filter {
 #[derive(Debug, Clone)]
 pub(crate) struct Queue {
     pub(crate) items: Vec<Item>,
+    /// Exact, from the numbers of `stats` (the store's counters), whatever
+    /// the listing holds.
     pub(crate) counts: BTreeMap<Kind, u64>,
     pub(crate) contracts: BTreeSet<String>,
     /// A kind had more operations than one page ([`MAX_LIST_LIMIT`]).
     pub(crate) truncated: bool,
 }
 
+/// The number of operations of each kind, from `stats` (what
+/// `agent-effect-ops stats` and `/metrics` report).
+pub(crate) fn counts(stats: &Stats) -> BTreeMap<Kind, u64> {
+    Kind::ALL
+        .into_iter()
+        .map(|kind| {
+            let count = match kind {
+                Kind::Quarantined => stats.counts.quarantined,
+                Kind::OutcomeUnknown => stats.counts.outcome_unknown,
+                Kind::StaleDispatch => stats.stale,
+                Kind::AwaitingApproval => stats.counts.awaiting_approval,
+                Kind::DeferredByBudget => stats.waiting_for_budget,
+                Kind::WaitingForCaller => stats.waiting_for_caller,
+                Kind::WaitingForRecoveryWorker => stats.waiting_for_recovery_worker,
+            };
+            (kind, count)
+        })
+        .collect()
+}
+
 /// Reads the queue from the ledger and applies `filter`.
 pub(crate) fn read(
     ledger: &dyn EffectLedger,
     filter: &Filter,
-    now: SystemTime,
+    clock: &dyn Clock,
 ) -> anyhow::Result<Queue> {
+    let now = clock.now();
     let now_unix = effect_core::clock::unix_seconds(now);
     let mut items = Vec::new();
     let mut truncated = false;
@@ -159,9 +183,11 @@ pub(crate) fn read(
             push(kind, record, decide_by);
         }
     }
-    // Prepared operations: who will dispatch them, and whether a budget
-    // refused their last claim.
-    let waiting: BTreeMap<String, WaitingFor> = effect_exec::waiting(ledger)?
+    // Prepared operations: who will dispatch them (a budget deferred them,
+    // a recovery worker or their caller), read once for the counts too.
+    let waiting_list = effect_exec::waiting(ledger)?;
+    let stats = crate::commands::stats_from(ledger.stats()?, &waiting_list, clock);
+    let waiting: BTreeMap<String, WaitingFor> = waiting_list
         .into_iter()
         .map(|w| (w.operation_id, w.waiting_for))
         .collect();
@@ -171,23 +197,15 @@ pub(crate) fn read(
     ))?;
     truncated |= prepared.len() == MAX_LIST_LIMIT;
     for record in &prepared {
-        let kind = if record
-            .evidence
-            .contains_key(effect_core::evidence::BUDGET_EXCEEDED)
-        {
-            Kind::DeferredByBudget
-        } else if waiting.get(&record.operation_id) == Some(&WaitingFor::RecoveryWorker) {
-            Kind::WaitingForRecoveryWorker
-        } else {
-            Kind::WaitingForCaller
+        let kind = match waiting.get(&record.operation_id) {
+            Some(WaitingFor::Budget) => Kind::DeferredByBudget,
+            Some(WaitingFor::RecoveryWorker) => Kind::WaitingForRecoveryWorker,
+            _ => Kind::WaitingForCaller,
         };
         push(kind, record, None);
     }
     let contracts = items.iter().map(|item| item.contract.clone()).collect();
-    let mut counts: BTreeMap<Kind, u64> = Kind::ALL.into_iter().map(|k| (k, 0)).collect();
-    for item in &items {
-        *counts.entry(item.kind).or_default() += 1;
-    }
+    let counts = counts(&stats);
     let kind = filter.kind.as_deref().and_then(Kind::parse);
     let older_than = filter
         .older_than

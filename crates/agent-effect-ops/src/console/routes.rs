@@ -127,7 +127,7 @@ async fn queue_page(
 ) -> Response {
     let f = filter.clone();
     match console
-        .read(move |c| queue::read(c.inner.opened.ledger(), &f, c.inner.clock.now()))
+        .read(move |c| queue::read(c.inner.opened.ledger(), &f, c.inner.clock.as_ref()))
         .await
     {
         Ok(queue) => render(pages::queue_page(
@@ -146,7 +146,7 @@ async fn queue_fragment(
 ) -> Response {
     let f = filter.clone();
     match console
-        .read(move |c| queue::read(c.inner.opened.ledger(), &f, c.inner.clock.now()))
+        .read(move |c| queue::read(c.inner.opened.ledger(), &f, c.inner.clock.as_ref()))
         .await
     {
         Ok(queue) => render(pages::queue_region(&queue, &filter)),

@@ -11,6 +11,8 @@ use crate::console::pages::{Frame, message, operation_href, page, pretty};
 pub(crate) struct Asked {
     pub(crate) record: EffectRecord,
     pub(crate) arguments: Arguments,
+    /// For a compensation: the confirmed output of the operation it undoes.
+    pub(crate) compensates_output: Option<serde_json::Value>,
 }
 
 /// Every operation awaiting approval (up to one page), oldest first.
@@ -24,6 +26,7 @@ pub(crate) fn read_approvals(ledger: &dyn EffectLedger) -> anyhow::Result<Vec<As
         let events = ledger.events(&record.operation_id)?;
         asked.push(Asked {
             arguments: Arguments::of(&events),
+            compensates_output: crate::commands::compensates_output(ledger, &record)?,
             record,
         });
     }
@@ -61,9 +64,14 @@ pub(crate) fn approvals_region(asked: &[Asked]) -> Markup {
                             td.mono { (item.record.updated_at) }
                             td {
                                 @match &item.arguments {
+                                    Arguments::Redacted(arguments) => pre.json.arguments { (pretty(arguments)) }
                                     Arguments::NotStored => span.muted { "arguments not stored (fingerprint " span.mono { (item.record.request_fingerprint) } ")" }
                                     Arguments::Sealed(info) => span.sealed { "sealed: " (info) }
-                                    Arguments::Shown(arguments) => pre.json { (pretty(arguments)) }
+                                    Arguments::Shown(arguments) => pre.json.arguments { (pretty(arguments)) }
+                                }
+                                @if let Some(output) = &item.compensates_output {
+                                    p.muted { "It compensates " a.mono href=(operation_href(item.record.compensates().unwrap_or_default())) { (item.record.compensates().unwrap_or_default()) } ", whose confirmed output was:" }
+                                    pre.json.compensates-output { (pretty(output)) }
                                 }
                             }
                             td {

@@ -577,6 +577,18 @@ async fn steps(
     assert_eq!(approval["actor"], "alice@example.com");
     shot(client, shots, "approved").await;
 
+    // The budgets and the charts (each chart an SVG image, loaded).
+    step("open the budgets", client.goto(&format!("{base}/budgets"))).await;
+    text(client, "#budgets").await;
+    shot(client, shots, "budgets").await;
+    step("open the charts", client.goto(&format!("{base}/charts"))).await;
+    wait_until(
+        client,
+        "document.images.length === 3 && [...document.images].every(i => i.complete && i.naturalWidth > 0)",
+    )
+    .await;
+    shot(client, shots, "charts").await;
+
     // The queue updates live when another process writes: a deny by the
     // CLI takes the refund out of the queue, with no reload of the page.
     step("open the queue again", client.goto(&format!("{base}/"))).await;

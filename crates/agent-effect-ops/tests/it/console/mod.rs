@@ -3,6 +3,7 @@
 //! router in-process; and in a real headless Chromium (`browser`).
 
 mod actions;
+mod approvals;
 mod browser;
 mod live;
 mod metrics;
