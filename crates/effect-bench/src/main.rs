@@ -4,7 +4,8 @@
 //! W0r measure bare SQLite (the same library the ledger links, with nothing
 //! of the ledger around it), W1 to W7 measure the executor and the ledger,
 //! W8 maintenance (stats, the queue listing, prune beside a writer) on a
-//! large ledger.
+//! large ledger, W9 the operator console's pages (agent-effect-ops serve) on
+//! a large ledger.
 //! A workload whose correctness condition fails prints `"ok":false` and no
 //! figure. `--check` adds one line comparing the figures with the targets of
 //! docs/benchmarks.md#targets.
@@ -17,7 +18,8 @@
 //! in four; both re-execute this binary with the hidden `worker` subcommand.
 //!
 //! It depends on every crate it measures (effect-core, effect-exec, both
-//! stores) and on rusqlite for the bare limits; nothing depends on it.
+//! stores, agent-effect-ops's console) and on rusqlite for the bare limits;
+//! nothing depends on it.
 //!
 //! # Feature flags
 //!
@@ -27,6 +29,7 @@
 #![allow(clippy::disallowed_methods)]
 
 mod check;
+mod console;
 mod effects;
 mod limits;
 mod maintenance;
@@ -54,7 +57,7 @@ struct Cli {
     /// Small sizes, for a correctness run in seconds (figures are meaningless).
     #[arg(long)]
     quick: bool,
-    /// Only these workloads (repeat or separate with commas): W0, W0n, W0r, W1 … W8, W1d, W1i, W4d.
+    /// Only these workloads (repeat or separate with commas): W0, W0n, W0r, W1 … W9, W1d, W1i, W4d.
     #[arg(long = "workload", value_delimiter = ',')]
     workloads: Vec<Workload>,
     /// The ledger store, as every binary names one: a directory path (a
@@ -90,6 +93,10 @@ struct Cli {
     /// 1,000,000; 3,000 with --quick).
     #[arg(long, value_name = "N")]
     maintenance_size: Option<u64>,
+    /// W9: the number of operations the console's ledger is filled with
+    /// (default 1,000,000; 2,000 with --quick).
+    #[arg(long, value_name = "N")]
+    console_size: Option<u64>,
     #[command(subcommand)]
     command: Option<Command>,
 }
@@ -118,10 +125,11 @@ pub(crate) enum Workload {
     W6,
     W7,
     W8,
+    W9,
 }
 
 impl Workload {
-    const ALL: [Workload; 14] = [
+    const ALL: [Workload; 15] = [
         Workload::W0,
         Workload::W0n,
         Workload::W0r,
@@ -136,6 +144,7 @@ impl Workload {
         Workload::W6,
         Workload::W7,
         Workload::W8,
+        Workload::W9,
     ];
 
     pub(crate) fn id(self) -> &'static str {
@@ -154,6 +163,7 @@ impl Workload {
             Workload::W6 => "W6",
             Workload::W7 => "W7",
             Workload::W8 => "W8",
+            Workload::W9 => "W9",
         }
     }
 
@@ -173,6 +183,7 @@ impl Workload {
             Workload::W6 => "scan",
             Workload::W7 => "multi-process",
             Workload::W8 => "maintenance",
+            Workload::W9 => "console",
         }
     }
 
@@ -181,7 +192,7 @@ impl Workload {
     /// `Store::fresh`); the bare limits always run, as the reference of the
     /// ratios (W0 on the PostgreSQL server itself).
     fn runs_on_postgres(self) -> bool {
-        !matches!(self, Workload::W6 | Workload::W8)
+        !matches!(self, Workload::W6 | Workload::W8 | Workload::W9)
     }
 }
 
@@ -194,7 +205,7 @@ impl FromStr for Workload {
             .find(|w| w.id().eq_ignore_ascii_case(s.trim()))
             .ok_or_else(|| {
                 format!(
-                    "unknown workload {s:?}; expected one of W0, W0n, W0r, W1 … W8, W1d, W1i, W4d"
+                    "unknown workload {s:?}; expected one of W0, W0n, W0r, W1 … W9, W1d, W1i, W4d"
                 )
             })
     }
@@ -216,6 +227,7 @@ pub(crate) struct Sizes {
     pub(crate) multi_ids: u64,
     pub(crate) maintenance: u64,
     pub(crate) writer_effects: u64,
+    pub(crate) console: u64,
 }
 
 impl Sizes {
@@ -233,6 +245,7 @@ impl Sizes {
         multi_ids: 500,
         maintenance: 1_000_000,
         writer_effects: 300,
+        console: 1_000_000,
     };
 
     const QUICK: Sizes = Sizes {
@@ -249,6 +262,7 @@ impl Sizes {
         multi_ids: 20,
         maintenance: 3000,
         writer_effects: 20,
+        console: 2000,
     };
 }
 
@@ -310,7 +324,13 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
 
     let mut runs: Vec<Vec<Line>> = Vec::new();
     for run in 0..cli.runs {
-        let lines = run_once(&store, &sizes, &selected, cli.maintenance_size);
+        let lines = run_once(
+            &store,
+            &sizes,
+            &selected,
+            cli.maintenance_size,
+            cli.console_size,
+        );
         if cli.runs > 1 {
             for line in &lines {
                 eprintln!("run {}: {}", run + 1, line.to_json());
@@ -340,6 +360,7 @@ fn run_once(
     sizes: &Sizes,
     selected: &[Workload],
     maintenance_size: Option<u64>,
+    console_size: Option<u64>,
 ) -> Vec<Line> {
     let wants = |w: Workload| selected.contains(&w);
     let mut lines = Vec::new();
@@ -400,6 +421,7 @@ fn run_once(
                 maintenance_size.unwrap_or(sizes.maintenance),
                 sizes.writer_effects,
             )),
+            Workload::W9 => lines.push(console::console(console_size.unwrap_or(sizes.console))),
         }
     }
     lines.sort_by_key(|line| line.workload);

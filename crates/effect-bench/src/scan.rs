@@ -160,8 +160,8 @@ fn measure(n: u64, quarantined_every: u64, page: u64) -> anyhow::Result<Timings>
 }
 
 /// Inserts `n` operations and their events in one transaction; returns the
-/// number of events of each operation.
-fn fill(path: &Path, n: u64, quarantined_every: u64) -> anyhow::Result<Vec<u8>> {
+/// number of events of each operation. W9 fills the console's ledger so too.
+pub(crate) fn fill(path: &Path, n: u64, quarantined_every: u64) -> anyhow::Result<Vec<u8>> {
     let mut conn = Connection::open(path).context("opening the ledger file")?;
     // Setup, not measured: the ledger reopens the file with its own settings.
     conn.pragma_update(None, "synchronous", "OFF")?;

@@ -6,8 +6,8 @@ use std::process::Command;
 
 use serde_json::Value;
 
-const WORKLOADS: [&str; 14] = [
-    "W0", "W0n", "W0r", "W1", "W1d", "W1i", "W2", "W3", "W4", "W4d", "W5", "W6", "W7", "W8",
+const WORKLOADS: [&str; 15] = [
+    "W0", "W0n", "W0r", "W1", "W1d", "W1i", "W2", "W3", "W4", "W4d", "W5", "W6", "W7", "W8", "W9",
 ];
 
 #[test]
@@ -107,6 +107,16 @@ fn check_line(line: &Value) {
             assert_eq!(line["handler_calls"], n, "{line}")
         }
         "W3" => assert_eq!(line["handler_calls"], 0, "{line}"),
+        // The console's pages, each rendered and checked on the filled ledger.
+        "W9" => {
+            assert_eq!(line["quarantined"], n.div_ceil(100), "{line}");
+            for page in ["queue_ms", "operation_ms", "metrics_ms"] {
+                assert!(
+                    line[page].as_f64().is_some_and(|ms| ms > 0.0),
+                    "{page}: {line}"
+                );
+            }
+        }
         _ => {}
     }
 }
