@@ -276,6 +276,14 @@ impl OutcomeProbeResult {
         OutcomeProbeResult::with_status(ProbeStatus::Unknown, None)
     }
 
+    /// The provider holds something that contradicts the request (a
+    /// payment for the invoice with another amount): the operation is
+    /// quarantined, never confirmed or retried. Put what the provider holds
+    /// in the [`evidence`](Self::evidence), without secrets.
+    pub fn conflict() -> Self {
+        OutcomeProbeResult::with_status(ProbeStatus::Conflict, None)
+    }
+
     /// Sets the provider's id for the effect.
     #[must_use]
     pub fn provider_operation_id(mut self, id: impl Into<String>) -> Self {

@@ -117,6 +117,11 @@ pub enum ProbeStatus {
     Pending,
     /// The evidence cannot settle it.
     Unknown,
+    /// The provider holds something that contradicts the request (a payment
+    /// for the invoice with another amount, a resource of that name with
+    /// other settings): the operation is quarantined with the probe's
+    /// evidence, never confirmed or retried (docs/spec.md §6).
+    Conflict,
 }
 
 impl ProbeStatus {
@@ -127,6 +132,7 @@ impl ProbeStatus {
             ProbeStatus::NotCommitted => "not_committed",
             ProbeStatus::Pending => "pending",
             ProbeStatus::Unknown => "unknown",
+            ProbeStatus::Conflict => "conflict",
         }
     }
 }
@@ -146,12 +152,13 @@ impl FromStr for ProbeStatus {
             ProbeStatus::NotCommitted,
             ProbeStatus::Pending,
             ProbeStatus::Unknown,
+            ProbeStatus::Conflict,
         ]
         .into_iter()
         .find(|status| status.as_str() == s)
         .ok_or_else(|| ParseStatusError {
             value: s.to_owned(),
-            expected: "committed, not_committed, pending, unknown",
+            expected: "committed, not_committed, pending, unknown, conflict",
         })
     }
 }

@@ -94,7 +94,7 @@ pub const IN_PROGRESS: Instrument = Instrument {
 };
 
 /// Reconciliations by what they acted on: a probe's answer (`committed`,
-/// `not_committed`, `pending`, `unknown`), `failed` (the probe failed),
+/// `not_committed`, `pending`, `unknown`, `conflict`), `failed` (the probe failed),
 /// `guaranteed_key` (no probe, a guaranteed provider key), `not_sent` (the
 /// handler reported that nothing left the process), `postcondition_failed`
 /// (an output failed the postcondition: quarantined), `none` (no basis), or

@@ -139,15 +139,25 @@ impl EffectExecutor {
             dispatch_follows,
             guaranteed,
         };
-        // A failed postcondition is quarantined, never re-run or probed
-        // again automatically (docs/spec.md §6): the provider produced
-        // something other than this operation should have, and only an
-        // operator can say what to do about it.
-        if record.evidence.get(POSTCONDITION).and_then(Value::as_str) == Some("failed") {
+        // A failed postcondition, or a probe that found a conflicting effect,
+        // is quarantined and never re-run or probed again automatically
+        // (docs/spec.md §6): the provider holds something other than this
+        // operation should have produced, and only an operator can say what
+        // to do about it.
+        let postcondition_failed =
+            record.evidence.get(POSTCONDITION).and_then(Value::as_str) == Some("failed");
+        let conflict = record.evidence.get(PROBE_STATUS).and_then(Value::as_str)
+            == Some(ProbeStatus::Conflict.as_str());
+        if postcondition_failed || conflict {
             if record.status == EffectStatus::Quarantined {
                 return Ok(Reconciled::Settled(record.clone()));
             }
-            self.reconciled(call, "postcondition_failed");
+            let reason = if postcondition_failed {
+                "postcondition_failed"
+            } else {
+                "probe_conflict"
+            };
+            self.reconciled(call, reason);
             let error = record
                 .error
                 .clone()
@@ -158,7 +168,7 @@ impl EffectExecutor {
                     error,
                     evidence: Evidence::new(),
                 },
-                "postcondition_failed",
+                reason,
             );
         }
         // The handler said nothing left the process: the attempt cannot have
@@ -311,6 +321,16 @@ impl EffectExecutor {
                     error: "provider reports that the external operation is still pending".into(),
                     evidence,
                 },
+            ),
+            // The provider holds something else than this request: an
+            // operator decides, whatever the key or the policy says.
+            ProbeStatus::Conflict => self.settle_because(
+                &read,
+                Transition::Quarantine {
+                    error: "the provider holds an effect that conflicts with this request".into(),
+                    evidence,
+                },
+                "probe_conflict",
             ),
             ProbeStatus::Unknown => self.retry_or(
                 &read,

@@ -367,6 +367,13 @@ impl<O: Serialize> TypedProbe<O> {
         TypedProbe::untyped(OutcomeProbeResult::unknown())
     }
 
+    /// The provider holds something that contradicts the request: the
+    /// operation is quarantined, never confirmed or retried
+    /// ([`OutcomeProbeResult::conflict`]).
+    pub fn conflict() -> Self {
+        TypedProbe::untyped(OutcomeProbeResult::conflict())
+    }
+
     /// Sets the provider's id for the effect.
     #[must_use]
     pub fn provider_operation_id(mut self, id: impl Into<String>) -> Self {

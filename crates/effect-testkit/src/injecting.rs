@@ -145,6 +145,7 @@ impl FaultInjectingProvider {
                 | FaultPoint::ProbeUnavailable
                 | FaultPoint::EventuallyConsistent
                 | FaultPoint::NoProviderIdempotency
+                | FaultPoint::ConflictingProvider
         );
         if first && loses_ack {
             return Err(HandlerError::unknown(
@@ -186,6 +187,17 @@ impl FaultInjectingProvider {
             }
             FaultPoint::EventuallyConsistent if lookup == 2 => {
                 return Ok(OutcomeProbeResult::unknown());
+            }
+            FaultPoint::ConflictingProvider => {
+                return Ok(OutcomeProbeResult::conflict()
+                    .evidence("source", "provider_lookup")
+                    .evidence(
+                        "held",
+                        serde_json::json!({
+                            "invoice_id": arguments["invoice_id"],
+                            "amount": "another amount",
+                        }),
+                    ));
             }
             _ => {}
         }

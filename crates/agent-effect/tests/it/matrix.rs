@@ -29,7 +29,7 @@ fn matrix_json_on_sqlite_keeps_the_guarantee() {
     assert!(output.status.success(), "{}", stderr(&output));
     let report: Value = serde_json::from_str(&std::fs::read_to_string(&file).unwrap()).unwrap();
     assert_eq!(report["guarantee_kept"], true);
-    assert_eq!(report["cells"].as_array().unwrap().len(), 36);
+    assert_eq!(report["cells"].as_array().unwrap().len(), 40);
     for cell in report["cells"].as_array().unwrap() {
         if cell["guarantee"]["claimed"] == true {
             assert!(

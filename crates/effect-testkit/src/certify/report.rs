@@ -91,6 +91,8 @@ pub enum ProbeAnswer {
     Pending,
     /// `unknown`.
     Unknown,
+    /// `conflict`.
+    Conflict,
     /// The probe returned an error.
     Error,
 }
@@ -102,6 +104,7 @@ impl ProbeAnswer {
             ProbeStatus::NotCommitted => ProbeAnswer::NotCommitted,
             ProbeStatus::Pending => ProbeAnswer::Pending,
             ProbeStatus::Unknown => ProbeAnswer::Unknown,
+            ProbeStatus::Conflict => ProbeAnswer::Conflict,
         }
     }
 
@@ -111,6 +114,7 @@ impl ProbeAnswer {
             ProbeAnswer::NotCommitted => "not_committed",
             ProbeAnswer::Pending => "pending",
             ProbeAnswer::Unknown => "unknown",
+            ProbeAnswer::Conflict => "conflict",
             ProbeAnswer::Error => "error",
         }
     }

@@ -234,6 +234,59 @@ pub fn failed_postcondition_is_quarantined_once(factory: LedgerFactory<'_>) {
     c.same(sent.load(Ordering::SeqCst), 2, "requests after the retry");
 }
 
+/// A probe that finds a conflicting effect (docs/spec.md §6): under a
+/// guaranteed key, three calls after a lost acknowledgement and a
+/// reconciliation send one request and ask the probe once; each answers
+/// `quarantined` with the probe's evidence, never confirmed or retried.
+pub fn probe_conflict_is_quarantined(factory: LedgerFactory<'_>) {
+    let c = Check::new("probe_conflict_is_quarantined", factory);
+    let executor = EffectExecutor::new(Arc::clone(&c.ledger));
+    let probes = Arc::new(AtomicUsize::new(0));
+    let asked = Arc::clone(&probes);
+    let contract = match capture_builder(true)
+        .outcome_probe(move |args, _key| {
+            asked.fetch_add(1, Ordering::SeqCst);
+            Ok(effect_core::OutcomeProbeResult::conflict().evidence(
+                "held",
+                json!({"invoice_id": args["invoice_id"], "amount": 1}),
+            ))
+        })
+        .build()
+    {
+        Ok(contract) => contract,
+        Err(err) => c.fail(format_args!("building the contract: {err}")),
+    };
+    let sent = Arc::new(AtomicUsize::new(0));
+    let args = json!({"invoice_id": "INV-9", "amount": 900});
+    for call in 1..=3 {
+        match executor.execute(&contract, &args, failing(&sent)) {
+            Ok(result) => {
+                c.same(
+                    (result.status, result.attempts),
+                    (S::Quarantined, 1),
+                    format_args!("call {call}'s status and attempts"),
+                );
+                c.same(
+                    result.evidence.get("probe_status"),
+                    Some(&json!("conflict")),
+                    format_args!("call {call}'s evidence"),
+                );
+            }
+            Err(err) => c.fail(format_args!("call {call}: {err}")),
+        }
+    }
+    match executor.reconcile(&contract, &args) {
+        Ok(result) => c.same(result.status, S::Quarantined, "a reconciliation"),
+        Err(err) => c.fail(format_args!("a reconciliation: {err}")),
+    }
+    c.same(sent.load(Ordering::SeqCst), 1, "requests after three calls");
+    c.same(
+        probes.load(Ordering::SeqCst),
+        1,
+        "probes after three calls and a reconciliation",
+    );
+}
+
 fn capture_builder(guaranteed: bool) -> effect_core::EffectContractBuilder {
     EffectContract::builder("capture_payment", |args| {
         Ok(format!(

@@ -79,7 +79,7 @@ pub use cancel::{
 };
 pub use contracts::{
     failed_postcondition_is_quarantined_once, prepare_and_claim_with_terms_leaves_existing,
-    stored_terms_refuse_a_weakened_contract,
+    probe_conflict_is_quarantined, stored_terms_refuse_a_weakened_contract,
 };
 pub use data::{UNUSUAL_OPERATION_IDS, large_output_round_trips, unusual_operation_ids_round_trip};
 pub use deferred::{DeferredOutcomes, is_dispatch_outcome, run_all_deferred};
@@ -329,6 +329,10 @@ pub const CHECKS: &[NamedCheck] = &[
     (
         "failed_postcondition_is_quarantined_once",
         failed_postcondition_is_quarantined_once,
+    ),
+    (
+        "probe_conflict_is_quarantined",
+        probe_conflict_is_quarantined,
     ),
     ("large_output_round_trips", large_output_round_trips),
     (

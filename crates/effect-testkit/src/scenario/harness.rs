@@ -125,6 +125,12 @@ impl Faulted {
             LookupFault::Unavailable => Err("provider lookup API unavailable (503)".to_owned()),
             LookupFault::Pending => Ok(Lookup::Pending),
             LookupFault::Unknown => Ok(Lookup::Unknown),
+            LookupFault::Conflict => Ok(Lookup::Conflict {
+                held: serde_json::json!({
+                    "invoice_id": arguments["invoice_id"],
+                    "amount": "another amount",
+                }),
+            }),
         }
     }
 

@@ -104,8 +104,8 @@ use harness::{Faulted, ProcessLedger};
 pub use provider::{Lookup, ScenarioProvider};
 pub use report::{GuaranteeCheck, NaiveReport, ScenarioReport, has_blind_retry};
 pub use schedule::{
-    CONCURRENT_CALLERS, FaultPoint, FaultSchedule, LATE_COMMIT_DEADLINE, LookupFault,
-    PROBE_FAILURES, PerformFault, UnknownFaultPoint,
+    CONCURRENT_CALLERS, CONFLICTING_LOOKUPS, FaultPoint, FaultSchedule, LATE_COMMIT_DEADLINE,
+    LookupFault, PROBE_FAILURES, PerformFault, UnknownFaultPoint,
 };
 pub use variant::ContractVariant;
 
@@ -195,8 +195,10 @@ impl Scenario {
     /// invoice `INV-1042` under contract `capture_payment` (operation id
     /// `invoice:INV-1042:capture`, key `capture:INV-1042`), with the fault
     /// point's schedule.
+    /// With [`FaultPoint::ConflictingProvider`] and a probe, it expects the
+    /// operation `quarantined`.
     pub fn payment(fault: FaultPoint, variant: ContractVariant) -> Self {
-        Scenario::new(fault.as_str(), crate::provider::FakePaymentProvider::new)
+        let scenario = Scenario::new(fault.as_str(), crate::provider::FakePaymentProvider::new)
             .contract_name("capture_payment")
             .arguments(json!({"invoice_id": "INV-1042", "amount_cents": 1250}))
             .operation_id(|args| {
@@ -205,7 +207,13 @@ impl Scenario {
             })
             .provider_key(|args| Ok(args["invoice_id"].as_str().map(|i| format!("capture:{i}"))))
             .contract(variant)
-            .faults(fault.schedule())
+            .faults(fault.schedule());
+        if fault == FaultPoint::ConflictingProvider && variant.has_probe() {
+            // The probe finds a conflicting capture: an operator decides.
+            scenario.expect_status(EffectStatus::Quarantined)
+        } else {
+            scenario
+        }
     }
 
     /// The scenario's name.
@@ -642,6 +650,9 @@ pub(crate) fn probe_result(lookup: Lookup) -> OutcomeProbeResult {
         }
         Lookup::Pending => OutcomeProbeResult::pending(),
         Lookup::Unknown => OutcomeProbeResult::unknown(),
+        Lookup::Conflict { held } => OutcomeProbeResult::conflict()
+            .evidence("source", "provider_lookup")
+            .evidence("held", held),
     }
 }
 

@@ -55,4 +55,10 @@ pub enum Lookup {
     Pending,
     /// The provider cannot tell (for example an eventually-consistent read).
     Unknown,
+    /// The provider holds something that contradicts the request (a capture
+    /// of the invoice with another amount): never confirmed or retried.
+    Conflict {
+        /// What the provider holds, as evidence (no secrets).
+        held: Value,
+    },
 }

@@ -30,8 +30,15 @@ pub enum FaultPoint {
     ConcurrentCallers,
     /// The worker process dies right after the provider committed.
     CrashAfterCommit,
+    /// The acknowledgement is lost and the lookup finds a capture of the
+    /// invoice with another amount: a conflict, which no retry or
+    /// confirmation may settle.
+    ConflictingProvider,
 }
 
+/// How many lookups answer a conflict in [`FaultPoint::ConflictingProvider`]
+/// (more than a scenario asks: a conflict is never asked again).
+pub const CONFLICTING_LOOKUPS: usize = 3;
 /// How many lookups fail in [`FaultPoint::ProbeUnavailable`].
 pub const PROBE_FAILURES: usize = 2;
 /// How many callers run at once in [`FaultPoint::ConcurrentCallers`].
@@ -43,7 +50,7 @@ pub const LATE_COMMIT_DEADLINE: Duration = Duration::from_millis(100);
 
 impl FaultPoint {
     /// Every fault point, in matrix order.
-    pub const ALL: [FaultPoint; 9] = [
+    pub const ALL: [FaultPoint; 10] = [
         FaultPoint::None,
         FaultPoint::BeforeCommit,
         FaultPoint::AfterCommitBeforeAck,
@@ -53,6 +60,7 @@ impl FaultPoint {
         FaultPoint::NoProviderIdempotency,
         FaultPoint::ConcurrentCallers,
         FaultPoint::CrashAfterCommit,
+        FaultPoint::ConflictingProvider,
     ];
 
     /// The kebab-case name, as on the command line.
@@ -67,6 +75,7 @@ impl FaultPoint {
             FaultPoint::NoProviderIdempotency => "no-provider-idempotency",
             FaultPoint::ConcurrentCallers => "concurrent-callers",
             FaultPoint::CrashAfterCommit => "crash-after-commit",
+            FaultPoint::ConflictingProvider => "conflicting-provider",
         }
     }
 
@@ -96,6 +105,9 @@ impl FaultPoint {
             FaultPoint::CrashAfterCommit => {
                 "the worker process dies right after the provider committed"
             }
+            FaultPoint::ConflictingProvider => {
+                "the acknowledgement is lost and lookups find a capture of the invoice with another amount"
+            }
         }
     }
 
@@ -124,6 +136,10 @@ impl FaultPoint {
                 .concurrent_callers(CONCURRENT_CALLERS)
                 .on_perform(1, PerformFault::Hold),
             FaultPoint::CrashAfterCommit => schedule.on_perform(1, PerformFault::Crash),
+            FaultPoint::ConflictingProvider => (1..=CONFLICTING_LOOKUPS).fold(
+                schedule.on_perform(1, PerformFault::LoseAck),
+                |schedule, call| schedule.on_look_up(call, LookupFault::Conflict),
+            ),
         }
     }
 }
@@ -200,6 +216,9 @@ pub enum LookupFault {
     Pending,
     /// Answer `unknown` without asking (an empty eventually-consistent read).
     Unknown,
+    /// Answer that the provider holds a capture of the invoice with another
+    /// amount ([`Lookup::Conflict`](crate::scenario::Lookup::Conflict)).
+    Conflict,
 }
 
 /// A script of faults, by call count: "the 1st perform loses its

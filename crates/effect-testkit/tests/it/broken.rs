@@ -127,6 +127,10 @@ const CAUGHT_BY: &[(&str, Bug)] = &[
         Bug::StripEvidenceKey("postcondition"),
     ),
     (
+        "probe_conflict_is_quarantined",
+        Bug::StripEvidenceKey("probe_status"),
+    ),
+    (
         "prepare_conflicts_on_contract_name",
         Bug::SwallowConflict("contract name"),
     ),

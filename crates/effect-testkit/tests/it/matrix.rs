@@ -104,6 +104,13 @@ fn cells_follow_spec_section_7() {
     // The crashed worker's handler is not re-run when the probe can tell.
     check(CrashAfterCommit, Both, (Confirmed, 1, 1));
     check(CrashAfterCommit, Neither, (Quarantined, 1, 1));
+    // A lookup that finds a conflicting capture: quarantined, never confirmed
+    // or retried, even under a guaranteed key; without a probe, the key
+    // alone replays the capture.
+    check(ConflictingProvider, ProbeOnly, (Quarantined, 1, 1));
+    check(ConflictingProvider, Both, (Quarantined, 1, 1));
+    check(ConflictingProvider, GuaranteedKey, (Confirmed, 2, 1));
+    check(ConflictingProvider, Neither, (Quarantined, 1, 1));
     for variant in ContractVariant::ALL {
         check(ConcurrentCallers, variant, (Confirmed, 1, 1));
         let cell = matrix().cell(ConcurrentCallers, variant).unwrap();
@@ -127,6 +134,7 @@ fn the_naive_baseline_shows_the_duplicates() {
     assert_eq!(naive(NoProviderIdempotency), 2);
     assert_eq!(naive(ConcurrentCallers), 3);
     assert_eq!(naive(CrashAfterCommit), 2);
+    assert_eq!(naive(ConflictingProvider), 2);
 }
 
 #[test]
