@@ -15,6 +15,10 @@ pub const REJECTED: &str = "rejected";
 pub const OUTCOME_UNKNOWN: &str = "outcome_unknown";
 /// The operation was parked for an operator.
 pub const QUARANTINED: &str = "quarantined";
+/// What a handler returned after its attempt lost the lease or the record
+/// moved on: untrusted evidence beside the decision, never a status change
+/// (docs/spec.md §4). Not written by the Python package.
+pub const LATE_OBSERVATION: &str = "late_observation";
 /// Another dispatch was allowed by reconciliation.
 pub const RETRY_AUTHORIZED: &str = "retry_authorized";
 /// An operator confirmed the effect.

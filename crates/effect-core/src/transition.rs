@@ -262,6 +262,17 @@ pub enum Transition {
         /// Where the evidence is (ticket, conversation, ...).
         evidence_reference: String,
     },
+    /// What a handler returned after its attempt lost its claim (its lease
+    /// expired and another caller moved the record on): appended as a
+    /// `late_observation` event with `observation` and the status it found,
+    /// never changing the record, its `updated_at` included. Refused while
+    /// `owner_token` still holds the dispatch: its owner finalizes instead.
+    RecordLateObservation {
+        /// The token of the attempt that observed it.
+        owner_token: String,
+        /// What it observed (outcome, output, error, evidence), redacted.
+        observation: Evidence,
+    },
     /// A step of a compensation's trail (docs/compensation.md): on a
     /// confirmed original, a request, the start or the end of its
     /// compensation; on the compensation, the link to its original. None
@@ -299,6 +310,7 @@ impl Transition {
             Transition::DenyApproval { .. } => "deny approval of",
             Transition::Cancel { .. } => "cancel",
             Transition::Compensation(step) => step.name(),
+            Transition::RecordLateObservation { .. } => "record a late observation of",
             Transition::Guarded(_, inner) => inner.name(),
         }
     }
@@ -509,7 +521,8 @@ pub fn plan_with_budgets(
     // An unresolved operation keeps the time it became unresolved: moving
     // between uncertain statuses appends events but does not renew
     // `updated_at`, so the age an operator alerts on keeps growing.
-    planner.keep_updated_at = was_uncertain && record.status.is_uncertain();
+    planner.keep_updated_at = (was_uncertain && record.status.is_uncertain())
+        || matches!(transition, Transition::RecordLateObservation { .. });
     Ok(planner.finish(applied, record, false))
 }
 
@@ -528,6 +541,7 @@ fn check_storable(transition: &Transition) -> Result<(), LedgerError> {
     };
     match transition {
         Transition::MarkOutcomeUnknown { evidence: e, .. }
+        | Transition::RecordLateObservation { observation: e, .. }
         | Transition::Quarantine { evidence: e, .. }
         | Transition::ResetForRetry { evidence: e } => evidence(e),
         Transition::MarkConfirmed { confirmation, .. } => {
@@ -1120,6 +1134,22 @@ impl Planner {
             }
             Transition::Compensation(step) => {
                 self.compensation(&mut record, step)?;
+                true
+            }
+            Transition::RecordLateObservation {
+                owner_token,
+                observation,
+            } => {
+                if owned_by(owner_token) {
+                    return Err(LedgerError::InvalidTransition {
+                        operation_id: record.operation_id.clone(),
+                        transition: transition.name(),
+                        status,
+                    });
+                }
+                let mut data = observation.clone();
+                data.insert("status_when_observed".into(), status.as_str().into());
+                self.event(event::LATE_OBSERVATION, Value::Object(data));
                 true
             }
             Transition::Cancel {

@@ -708,14 +708,24 @@ impl EffectExecutor {
         let durability = self.outcome_durability(call, record);
         let (error, evidence, retry_allowed) = match outcome {
             HandlerOutcome::Rejected(reason) => {
+                let error = format!("provider definitively rejected the effect: {reason}");
                 let rejected = self.apply_with(
                     id,
                     call.scrub(Transition::MarkRejected {
                         owner_token: token.to_owned(),
-                        error: format!("provider definitively rejected the effect: {reason}"),
+                        error: error.clone(),
                     }),
                     durability,
                 )?;
+                if !rejected.applied {
+                    self.record_late(
+                        call,
+                        token,
+                        record.attempts,
+                        kind,
+                        evidence_of([("error", error.into())]),
+                    );
+                }
                 return Ok(Round::Done(EffectResult::from_record(&rejected.record)));
             }
             HandlerOutcome::Returned(Ok(output)) => match self.check_postcondition(call, &output) {
@@ -736,7 +746,23 @@ impl EffectExecutor {
                         self.ledger.apply_with(id, &transition, durability)
                     });
                     match confirmed {
-                        Ok(confirmed) => return Ok(self.after_finalize(call, confirmed)),
+                        Ok(confirmed) => {
+                            if !confirmed.applied
+                                && let Transition::MarkConfirmed { confirmation, .. } = transition
+                            {
+                                self.record_late(
+                                    call,
+                                    token,
+                                    record.attempts,
+                                    kind,
+                                    evidence_of([
+                                        ("output", confirmation.output),
+                                        ("evidence", Value::Object(confirmation.evidence)),
+                                    ]),
+                                );
+                            }
+                            return Ok(self.after_finalize(call, confirmed));
+                        }
                         // The store refused the output (too large for it): the
                         // effect happened, so record it as uncertain at once
                         // rather than leave the dispatch to its lease.
@@ -805,16 +831,28 @@ impl EffectExecutor {
                 first_round,
             ),
         };
-        let unknown = self.apply_with(
-            id,
-            call.scrub(Transition::MarkOutcomeUnknown {
-                owner_token: Some(token.to_owned()),
-                error,
-                evidence: with_handler_evidence(evidence),
-            }),
-            durability,
-        )?;
+        let transition = call.scrub(Transition::MarkOutcomeUnknown {
+            owner_token: Some(token.to_owned()),
+            error,
+            evidence: with_handler_evidence(evidence),
+        });
+        let unknown = self.apply_with(id, transition.clone(), durability)?;
         if !unknown.applied {
+            if let Transition::MarkOutcomeUnknown {
+                error, evidence, ..
+            } = transition
+            {
+                self.record_late(
+                    call,
+                    token,
+                    record.attempts,
+                    kind,
+                    evidence_of([
+                        ("error", error.into()),
+                        ("evidence", Value::Object(evidence)),
+                    ]),
+                );
+            }
             return Ok(self.after_finalize(call, unknown));
         }
         // A retry is dispatched only by the first round; a later one leaves it
@@ -827,6 +865,41 @@ impl EffectExecutor {
                 Reconciled::Stale(record) => Round::Again { record, retry_next },
             },
         )
+    }
+
+    /// Keeps what this attempt's handler returned after its claim was lost
+    /// (its lease expired and another caller moved the record on): a
+    /// `late_observation` event, redacted like everything else, never a
+    /// status change (docs/spec.md §4). A failure to record it is logged,
+    /// not returned: the caller's answer is the record as it stands.
+    fn record_late(
+        &self,
+        call: &Call<'_>,
+        token: &str,
+        attempt: u32,
+        outcome: &str,
+        fields: Evidence,
+    ) {
+        let mut observation =
+            evidence_of([("attempt", attempt.into()), ("outcome", outcome.into())]);
+        observation.extend(fields);
+        let transition = call.scrub(Transition::RecordLateObservation {
+            owner_token: token.to_owned(),
+            observation,
+        });
+        match self.apply(call.id(), transition) {
+            Ok(_) => tracing::warn!(
+                operation_id = call.id(),
+                attempt,
+                outcome,
+                "handler returned after its claim was lost; kept as a late observation"
+            ),
+            Err(err) => tracing::warn!(
+                operation_id = call.id(),
+                error = %err,
+                "a late observation could not be recorded"
+            ),
+        }
     }
 
     /// After a finalizing write by the owner: report it, or, when the lease was
@@ -1214,6 +1287,13 @@ fn scrub(redactor: &Redactor, transition: Transition) -> Transition {
         },
         Transition::ResetForRetry { evidence: found } => Transition::ResetForRetry {
             evidence: evidence(found),
+        },
+        Transition::RecordLateObservation {
+            owner_token,
+            observation,
+        } => Transition::RecordLateObservation {
+            owner_token,
+            observation: evidence(observation),
         },
         Transition::Guarded(guard, inner) => {
             Transition::Guarded(guard, Box::new(scrub(redactor, *inner)))

@@ -133,7 +133,8 @@ fn stale_worker_after_lease_takeover_cannot_finalize() {
     assert!(b.is_confirmed());
     provider.release();
     let a = a.join().unwrap();
-    // A's confirmation was refused (stale token); it reports B's stored outcome.
+    // A's confirmation was refused (stale token); it reports B's stored
+    // outcome, and what its handler returned is kept as a late observation.
     assert_eq!(a.status, EffectStatus::Confirmed);
     let events = event_types(&ledger, "invoice:INV-23:capture");
     assert_eq!(
@@ -144,8 +145,14 @@ fn stale_worker_after_lease_takeover_cannot_finalize() {
             "outcome_unknown",
             "retry_authorized",
             "dispatched",
-            "confirmed"
+            "confirmed",
+            "late_observation"
         ]
+    );
+    let late = &ledger.events("invoice:INV-23:capture").unwrap()[6];
+    assert_eq!(
+        (late.data["attempt"].as_u64(), late.data["outcome"].as_str()),
+        (Some(1), Some("returned"))
     );
     let unknown = &ledger.events("invoice:INV-23:capture").unwrap()[2];
     assert_eq!(

@@ -15,6 +15,7 @@ mod concurrency;
 mod decide_by;
 mod deferred;
 mod evidence;
+mod late;
 mod prepared;
 mod properties;
 mod provider;

@@ -287,6 +287,89 @@ pub fn probe_conflict_is_quarantined(factory: LedgerFactory<'_>) {
     );
 }
 
+/// A late observation (docs/spec.md §4): the stale owner of an expired
+/// dispatch appends a `late_observation` event with what its handler
+/// returned and the status it found, and the record does not change, its
+/// `updated_at` included; the live owner of a dispatch is refused, writing
+/// nothing.
+pub fn late_observation_is_appended_without_a_transition(factory: LedgerFactory<'_>) {
+    let c = Check::new("late_observation_is_appended_without_a_transition", factory);
+    let claim = |token: &str, lease| Claim {
+        owner_token: token.into(),
+        lease,
+        budgets: Vec::new(),
+    };
+    c.ok(c.ledger.prepare("late", &new_operation()), "prepare");
+    c.applied(
+        c.ledger
+            .claim_dispatch("late", &claim("stalled", std::time::Duration::ZERO)),
+        "a claim whose lease ends at once",
+    );
+    c.ok(c.ledger.apply("late", &Transition::ExpireLease), "expire");
+    let before = c.record("late");
+    c.same(before.status, S::OutcomeUnknown, "the expired dispatch");
+    let observation = super::harness::evidence(json!({
+        "attempt": 1,
+        "outcome": "returned",
+        "output": {"charge": "ch_late"},
+    }));
+    let late = c.ok(
+        c.ledger.apply(
+            "late",
+            &Transition::RecordLateObservation {
+                owner_token: "stalled".into(),
+                observation,
+            },
+        ),
+        "a late observation",
+    );
+    c.ensure(
+        late.applied,
+        "a late observation of a stale owner is applied",
+    );
+    c.same(
+        c.record("late"),
+        before,
+        "the record after a late observation",
+    );
+    let event = c.last_event("late");
+    c.same(
+        event.event_type.as_str(),
+        "late_observation",
+        "the last event",
+    );
+    c.same(
+        (
+            event.data.get("output"),
+            event.data.get("status_when_observed"),
+        ),
+        (
+            Some(&json!({"charge": "ch_late"})),
+            Some(&json!("outcome_unknown")),
+        ),
+        "the late observation's data",
+    );
+
+    c.ok(c.ledger.prepare("live", &new_operation()), "prepare");
+    c.applied(
+        c.ledger.claim_dispatch("live", &claim("owner", LIVE)),
+        "a live claim",
+    );
+    let live = c.snapshot("live");
+    c.err(
+        c.ledger.apply(
+            "live",
+            &Transition::RecordLateObservation {
+                owner_token: "owner".into(),
+                observation: effect_core::Evidence::new(),
+            },
+        ),
+        effect_core::LedgerErrorKind::InvalidTransition,
+        "a late observation by the live owner",
+    );
+    c.unchanged("live", &live, "a refused late observation");
+}
+
 fn capture_builder(guaranteed: bool) -> effect_core::EffectContractBuilder {
     EffectContract::builder("capture_payment", |args| {
         Ok(format!(

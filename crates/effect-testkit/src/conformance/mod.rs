@@ -78,8 +78,9 @@ pub use cancel::{
     cancel_is_refused_once_dispatched, cancel_races_a_claim,
 };
 pub use contracts::{
-    failed_postcondition_is_quarantined_once, prepare_and_claim_with_terms_leaves_existing,
-    probe_conflict_is_quarantined, stored_terms_refuse_a_weakened_contract,
+    failed_postcondition_is_quarantined_once, late_observation_is_appended_without_a_transition,
+    prepare_and_claim_with_terms_leaves_existing, probe_conflict_is_quarantined,
+    stored_terms_refuse_a_weakened_contract,
 };
 pub use data::{UNUSUAL_OPERATION_IDS, large_output_round_trips, unusual_operation_ids_round_trip};
 pub use deferred::{DeferredOutcomes, is_dispatch_outcome, run_all_deferred};
@@ -333,6 +334,10 @@ pub const CHECKS: &[NamedCheck] = &[
     (
         "probe_conflict_is_quarantined",
         probe_conflict_is_quarantined,
+    ),
+    (
+        "late_observation_is_appended_without_a_transition",
+        late_observation_is_appended_without_a_transition,
     ),
     ("large_output_round_trips", large_output_round_trips),
     (

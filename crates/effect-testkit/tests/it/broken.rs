@@ -131,6 +131,10 @@ const CAUGHT_BY: &[(&str, Bug)] = &[
         Bug::StripEvidenceKey("probe_status"),
     ),
     (
+        "late_observation_is_appended_without_a_transition",
+        Bug::StripEventField("late_observation", "output"),
+    ),
+    (
         "prepare_conflicts_on_contract_name",
         Bug::SwallowConflict("contract name"),
     ),
