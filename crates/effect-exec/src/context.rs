@@ -74,12 +74,20 @@ impl Eq for Scope {}
 /// What a handler recorded, shared by every clone of its context. Two
 /// contexts compare equal whatever they recorded: it is not their identity.
 #[derive(Debug, Clone, Default)]
-pub(crate) struct EvidenceSink(Arc<Mutex<Evidence>>);
+pub(crate) struct EvidenceSink(Arc<Mutex<Evidence>>, Arc<Mutex<Option<String>>>);
 
 impl EvidenceSink {
     /// What was recorded so far.
     pub(crate) fn evidence(&self) -> Evidence {
         self.0
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
+    }
+
+    /// The provider's id for the effect, if the handler reported one.
+    pub(crate) fn provider_operation_id(&self) -> Option<String> {
+        self.1
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
             .clone()
@@ -185,6 +193,42 @@ impl HandlerContext {
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
             .insert(key.into(), value.into());
+    }
+
+    /// Reports the provider's own id for the effect (a charge id, a message
+    /// id), stored with the confirmed operation as its
+    /// `provider_operation_id` (`agent-effect-ops list` shows it, a
+    /// compensation derives from it). Sync, async and typed handlers report
+    /// it alike, through their context; a later call replaces an earlier
+    /// one. Scrubbed of the call's marked secrets like everything written.
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    /// use effect_core::{EffectContract, EffectLedger, MemoryLedger};
+    /// use effect_exec::{EffectExecutor, HandlerContext, HandlerError};
+    /// use serde_json::{json, Value};
+    ///
+    /// let contract = EffectContract::builder("send_email", |args| {
+    ///     Ok(format!("email:{}", args["to"].as_str().ok_or("missing to")?))
+    /// })
+    /// .build()?;
+    /// let ledger = Arc::new(MemoryLedger::new());
+    /// let executor = EffectExecutor::new(ledger.clone());
+    /// let result = executor.execute(&contract, &json!({"to": "ada@example.com"}), |_args: Value, ctx: HandlerContext| {
+    ///     ctx.set_provider_operation_id("msg_42");
+    ///     Ok::<_, HandlerError>(json!({"queued": true}))
+    /// })?;
+    /// assert_eq!(result.provider_operation_id.as_deref(), Some("msg_42"));
+    /// let stored = ledger.get("email:ada@example.com")?.expect("recorded");
+    /// assert_eq!(stored.provider_operation_id.as_deref(), Some("msg_42"));
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn set_provider_operation_id(&self, id: impl Into<String>) {
+        *self
+            .evidence
+            .1
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner) = Some(id.into());
     }
 
     /// What the handler has recorded so far.

@@ -732,7 +732,7 @@ impl EffectExecutor {
                 None => {
                     let confirmation = Confirmation {
                         output,
-                        provider_operation_id: None,
+                        provider_operation_id: recorded.provider_operation_id(),
                         evidence: with_handler_evidence(evidence_of([(
                             SOURCE,
                             SOURCE_HANDLER_RETURN.into(),

@@ -19,6 +19,7 @@ mod late;
 mod prepared;
 mod properties;
 mod provider;
+mod provider_id;
 mod recovery;
 mod resolution;
 mod retry_basis;
