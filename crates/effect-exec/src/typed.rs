@@ -319,6 +319,26 @@ where
         self.map(|builder| builder.unknown_outcome(policy))
     }
 
+    /// Names the typed effect that undoes this one
+    /// ([`EffectContractBuilder::compensation`]): `arguments` derives the
+    /// compensation's typed arguments from the original as the ledger
+    /// records it; [`EffectExecutor::compensate_typed`] runs it.
+    #[must_use]
+    pub fn compensation<CA, CO, F>(self, contract: &TypedContract<CA, CO>, arguments: F) -> Self
+    where
+        CA: Serialize,
+        F: Fn(&effect_core::Compensated<'_>) -> Result<CA, CallbackError> + Send + Sync + 'static,
+    {
+        let compensation = contract.contract.clone();
+        self.map(move |builder| {
+            builder.compensation(compensation, move |original| {
+                to_json_value(&arguments(original)?).map_err(|err| {
+                    CallbackError::new(format!("compensation arguments cannot be recorded: {err}"))
+                })
+            })
+        })
+    }
+
     /// Builds the contract.
     ///
     /// # Errors
@@ -468,6 +488,32 @@ impl EffectExecutor {
         H: Fn(A, HandlerContext) -> Result<O, HandlerError> + Send + Sync + 'static,
     {
         self.execute_typed_with(contract, arguments, CallOptions::default(), handler)
+    }
+
+    /// [`compensate`](Self::compensate) over typed contracts: the
+    /// compensation named by `contract`
+    /// ([`TypedContractBuilder::compensation`]) runs with its arguments
+    /// decoded as `CA`, and its output decodes as `CO`.
+    ///
+    /// # Errors
+    ///
+    /// As [`compensate`](Self::compensate), plus
+    /// [`ExecError::OutputDecode`] for an output that does not decode.
+    pub fn compensate_typed<A, O, CA, CO, H>(
+        &self,
+        contract: &TypedContract<A, O>,
+        operation_id: &str,
+        handler: H,
+    ) -> Result<TypedResult<CO>, ExecError>
+    where
+        CA: DeserializeOwned + 'static,
+        CO: Serialize + DeserializeOwned + Send + 'static,
+        H: Fn(CA, HandlerContext) -> Result<CO, HandlerError> + Send + Sync + 'static,
+    {
+        let result = self.compensate(&contract.contract, operation_id, move |args, context| {
+            handler(decode_dispatched(&args)?, context)
+        })?;
+        decode_result(result)
     }
 
     /// [`execute_typed`](Self::execute_typed) with per-call options (see

@@ -28,6 +28,7 @@ mod stale;
 mod sweep;
 #[cfg(feature = "metrics")]
 mod telemetry;
+mod typed_compensation;
 
 use std::sync::Arc;
 

@@ -60,7 +60,7 @@ pub fn prepare_and_claim_with_terms_leaves_existing(factory: LedgerFactory<'_>) 
     c.unchanged("existing", &before, "a PrepareAndClaim that claims nothing");
 }
 
-/// The bug of issue 39 made a check: an operation claimed under a key
+/// The stored contract (docs/spec.md §3.1) made a check: an operation claimed under a key
 /// that is not guaranteed, quarantined after an uncertain dispatch, is
 /// neither retried nor replayed by the same name and version claiming the
 /// guarantee: the call is refused naming both terms, the provider receives
