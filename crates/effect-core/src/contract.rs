@@ -32,6 +32,11 @@ pub type AsyncProbeFn = Arc<
 /// Decides from the arguments whether one call waits for a human's approval
 /// ([`EffectContractBuilder::requires_approval_when`]).
 pub type ApprovalRuleFn = Arc<dyn Fn(&Value) -> Result<bool, CallbackError> + Send + Sync>;
+/// Checks, before the first dispatch, that the effect should still be sent
+/// (the invoice is still open): `Ok(None)` to go on, `Ok(Some(reason))` to
+/// reject the operation with that reason, nothing sent.
+pub type PreconditionFn =
+    Arc<dyn Fn(&Value) -> Result<Option<String>, CallbackError> + Send + Sync>;
 /// Checks that an output is what the effect should have produced: arguments, output.
 pub type PostconditionFn = Arc<dyn Fn(&Value, &Value) -> Result<bool, CallbackError> + Send + Sync>;
 
@@ -48,6 +53,7 @@ pub struct EffectContract {
     outcome_probe: Option<ProbeFn>,
     outcome_probe_async: Option<AsyncProbeFn>,
     postcondition: Option<PostconditionFn>,
+    precondition: Option<PreconditionFn>,
     unknown_outcome: UnknownOutcomePolicy,
     stores_intent: bool,
     requires_approval: bool,
@@ -72,6 +78,7 @@ impl fmt::Debug for EffectContract {
             )
             .field("has_probe", &self.has_probe())
             .field("has_postcondition", &self.postcondition.is_some())
+            .field("has_precondition", &self.precondition.is_some())
             .field("unknown_outcome", &self.unknown_outcome)
             .field("stores_intent", &self.stores_intent)
             .field("requires_approval", &self.requires_approval)
@@ -105,6 +112,7 @@ impl EffectContract {
                 outcome_probe: None,
                 outcome_probe_async: None,
                 postcondition: None,
+                precondition: None,
                 unknown_outcome: UnknownOutcomePolicy::default(),
                 stores_intent: false,
                 requires_approval: false,
@@ -220,6 +228,11 @@ impl EffectContract {
         self.postcondition.as_ref()
     }
 
+    /// The precondition, if any ([`EffectContractBuilder::precondition`]).
+    pub fn precondition(&self) -> Option<&PreconditionFn> {
+        self.precondition.as_ref()
+    }
+
     /// The effect that undoes this one, if the contract names it
     /// ([`EffectContractBuilder::compensation`]).
     pub fn compensation(&self) -> Option<&Compensation> {
@@ -327,6 +340,22 @@ impl EffectContractBuilder {
     {
         self.contract.outcome_probe_async =
             Some(Arc::new(move |args, key| Box::pin(probe(args, key))));
+        self
+    }
+
+    /// Checks, before the operation's first dispatch, that it should still
+    /// be sent (docs/spec.md §5): asked before the first claim, and so
+    /// again once an approval or a budget deferral let it go, never before
+    /// a retry (an earlier attempt may have changed what it checks). `Ok(None)`
+    /// lets the dispatch go on; `Ok(Some(reason))` rejects the operation
+    /// with that reason and sends nothing; an error leaves it as it is and
+    /// fails the call.
+    #[must_use]
+    pub fn precondition<F>(mut self, check: F) -> Self
+    where
+        F: Fn(&Value) -> Result<Option<String>, CallbackError> + Send + Sync + 'static,
+    {
+        self.contract.precondition = Some(Arc::new(check));
         self
     }
 

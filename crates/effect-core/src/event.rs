@@ -19,6 +19,9 @@ pub const QUARANTINED: &str = "quarantined";
 /// moved on: untrusted evidence beside the decision, never a status change
 /// (docs/spec.md §4). Not written by the Python package.
 pub const LATE_OBSERVATION: &str = "late_observation";
+/// The contract's precondition failed before the first dispatch: the
+/// operation is rejected, nothing sent. Not written by the Python package.
+pub const PRECONDITION_FAILED: &str = "precondition_failed";
 /// Another dispatch was allowed by reconciliation.
 pub const RETRY_AUTHORIZED: &str = "retry_authorized";
 /// An operator confirmed the effect.

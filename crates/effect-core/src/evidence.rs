@@ -118,6 +118,9 @@ pub const RESOLUTION_BUDGET_EXCEEDED: &str = "budget_exceeded";
 /// The value of [`RESOLUTION`] on an operation whose budget deferral
 /// expired before a claim could dispatch it.
 pub const RESOLUTION_BUDGET_DEFERRAL_EXPIRED: &str = "budget_deferral_expired";
+/// The value of [`RESOLUTION`] on an operation its contract's precondition
+/// rejected before its first dispatch.
+pub const RESOLUTION_PRECONDITION_FAILED: &str = "precondition_failed";
 /// The value of [`RESOLUTION`] on an operation an operator cancelled
 /// before its dispatch.
 pub const RESOLUTION_CANCELLED: &str = "cancelled";

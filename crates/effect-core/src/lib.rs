@@ -67,7 +67,7 @@ pub use clock::{Clock, ManualClock, Sleeper, StopSignal, SystemClock, ThreadSlee
 pub use compensation::{Compensated, Compensation, CompensationLink, CompensationStep};
 pub use contract::{
     ApprovalRuleFn, AsyncProbeFn, BoxFuture, EffectContract, EffectContractBuilder, KeyFn,
-    OperationIdFn, PostconditionFn, ProbeFn,
+    OperationIdFn, PostconditionFn, PreconditionFn, ProbeFn,
 };
 pub use error::{
     BoxError, CallbackError, CanonicalError, ContractError, KeyError, LedgerError, LedgerErrorKind,

@@ -273,6 +273,14 @@ pub enum Transition {
         /// What it observed (outcome, output, error, evidence), redacted.
         observation: Evidence,
     },
+    /// The contract's precondition failed before the operation's first
+    /// dispatch (`prepared` or `awaiting_approval`, never dispatched): it
+    /// becomes `rejected` with the reason (event `precondition_failed`),
+    /// nothing sent or charged.
+    RejectByPrecondition {
+        /// Why the precondition refused it.
+        reason: String,
+    },
     /// A step of a compensation's trail (docs/compensation.md): on a
     /// confirmed original, a request, the start or the end of its
     /// compensation; on the compensation, the link to its original. None
@@ -311,6 +319,7 @@ impl Transition {
             Transition::Cancel { .. } => "cancel",
             Transition::Compensation(step) => step.name(),
             Transition::RecordLateObservation { .. } => "record a late observation of",
+            Transition::RejectByPrecondition { .. } => "reject by precondition",
             Transition::Guarded(_, inner) => inner.name(),
         }
     }
@@ -1134,6 +1143,35 @@ impl Planner {
             }
             Transition::Compensation(step) => {
                 self.compensation(&mut record, step)?;
+                true
+            }
+            Transition::RejectByPrecondition { reason } => {
+                if reason.trim().is_empty() {
+                    return Err(LedgerError::invalid_input(
+                        "a precondition's refusal needs a reason",
+                    ));
+                }
+                if !matches!(status, S::Prepared | S::AwaitingApproval) || record.attempts > 0 {
+                    return Err(LedgerError::InvalidTransition {
+                        operation_id: record.operation_id.clone(),
+                        transition: transition.name(),
+                        status,
+                    });
+                }
+                let error = format!("precondition failed: {reason}");
+                record.status = S::Rejected;
+                record.error = Some(error.clone());
+                let mut evidence = Evidence::new();
+                evidence.insert(
+                    evidence::RESOLUTION.into(),
+                    evidence::RESOLUTION_PRECONDITION_FAILED.into(),
+                );
+                keep_link(
+                    &mut evidence,
+                    record.evidence.get(evidence::COMPENSATES).cloned(),
+                );
+                record.evidence = evidence;
+                self.event(event::PRECONDITION_FAILED, json!({ "error": error }));
                 true
             }
             Transition::RecordLateObservation {

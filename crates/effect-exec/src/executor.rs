@@ -507,10 +507,17 @@ impl EffectExecutor {
     ) -> Result<EffectResult, ExecError> {
         self.check_lease()?;
         let claim = self.new_claim(call);
-        let first = self.apply(
-            call.id(),
-            Transition::PrepareAndClaim(operation, claim.clone()),
-        )?;
+        // A precondition is asked before the first claim: the operation is
+        // only prepared here, and the round claims it once the check passed.
+        let checked = call.contract.precondition().is_some();
+        let first = if checked {
+            self.apply(call.id(), Transition::Prepare(operation))?
+        } else {
+            self.apply(
+                call.id(),
+                Transition::PrepareAndClaim(operation, claim.clone()),
+            )?
+        };
         if !first.applied {
             // The operation existed (or waits for an approval, or a budget
             // refused it): nothing is decided on it before the running
@@ -525,7 +532,7 @@ impl EffectExecutor {
             self.refused_by_budget(call, &first)?;
         }
         let mut record = first.record;
-        let mut owned = first.applied.then_some(claim);
+        let mut owned = (first.applied && !checked).then_some(claim);
         for round in 0..2 {
             match self.round(call, record, owned.take(), round == 0)? {
                 Round::Done(result) => return Ok(result),
@@ -627,6 +634,15 @@ impl EffectExecutor {
                     });
                 }
                 EffectStatus::Prepared => {
+                    if let Some(rejected) = self.refused_by_precondition(call, &record)? {
+                        match rejected {
+                            Ok(done) => return Ok(Round::Done(done)),
+                            Err(current) => {
+                                record = current;
+                                continue;
+                            }
+                        }
+                    }
                     let claim = self.new_claim(call);
                     let claimed = self.apply(call.id(), Transition::Claim(claim.clone()))?;
                     self.refused_by_budget(call, &claimed)?;
@@ -641,6 +657,15 @@ impl EffectExecutor {
                     // An approval landed since the record was read: the claim
                     // checks and consumes it in the store's transaction (or
                     // drops it as expired, and the next pass reports the wait).
+                    if let Some(rejected) = self.refused_by_precondition(call, &record)? {
+                        match rejected {
+                            Ok(done) => return Ok(Round::Done(done)),
+                            Err(current) => {
+                                record = current;
+                                continue;
+                            }
+                        }
+                    }
                     let claim = self.new_claim(call);
                     let claimed = self.apply(call.id(), Transition::Claim(claim.clone()))?;
                     self.refused_by_budget(call, &claimed)?;
@@ -865,6 +890,49 @@ impl EffectExecutor {
                 Reconciled::Stale(record) => Round::Again { record, retry_next },
             },
         )
+    }
+
+    /// Asks the contract's precondition before the first dispatch of
+    /// `record` (never before a retry: an earlier attempt may have changed
+    /// what it checks). `None`: go on and claim. `Some(Ok(result))`: it
+    /// refused, and the operation is rejected with its reason, nothing
+    /// sent. `Some(Err(current))`: the record changed meanwhile; the round
+    /// continues from `current`.
+    fn refused_by_precondition(
+        &self,
+        call: &Call<'_>,
+        record: &EffectRecord,
+    ) -> Result<Option<Result<EffectResult, EffectRecord>>, ExecError> {
+        let Some(check) = call.contract.precondition() else {
+            return Ok(None);
+        };
+        if record.attempts > 0 {
+            return Ok(None);
+        }
+        let arguments = call.arguments();
+        let refusal = call_guarded(|| check(&arguments)).map_err(|source| ExecError::Contract {
+            contract: call.contract.name().to_owned(),
+            source,
+        })?;
+        let Some(reason) = refusal else {
+            return Ok(None);
+        };
+        tracing::info!(
+            operation_id = call.id(),
+            "precondition failed; rejected, nothing sent"
+        );
+        let outcome = self.apply(
+            call.id(),
+            Transition::Guarded(
+                effect_core::Guard::unchanged(record),
+                Box::new(call.scrub(Transition::RejectByPrecondition { reason })),
+            ),
+        )?;
+        Ok(Some(if outcome.applied {
+            Ok(EffectResult::from_record(&outcome.record))
+        } else {
+            Err(outcome.record)
+        }))
     }
 
     /// Keeps what this attempt's handler returned after its claim was lost
@@ -1287,6 +1355,9 @@ fn scrub(redactor: &Redactor, transition: Transition) -> Transition {
         },
         Transition::ResetForRetry { evidence: found } => Transition::ResetForRetry {
             evidence: evidence(found),
+        },
+        Transition::RejectByPrecondition { reason } => Transition::RejectByPrecondition {
+            reason: redactor.scrub_str(&reason),
         },
         Transition::RecordLateObservation {
             owner_token,

@@ -319,6 +319,16 @@ where
         self.map(|builder| builder.unknown_outcome(policy))
     }
 
+    /// Checks the typed arguments before the first dispatch
+    /// ([`EffectContractBuilder::precondition`]).
+    #[must_use]
+    pub fn precondition<F>(self, check: F) -> Self
+    where
+        F: Fn(&A) -> Result<Option<String>, CallbackError> + Send + Sync + 'static,
+    {
+        self.map(|builder| builder.precondition(move |args| check(&decode_args(args)?)))
+    }
+
     /// Names the typed effect that undoes this one
     /// ([`EffectContractBuilder::compensation`]): `arguments` derives the
     /// compensation's typed arguments from the original as the ledger

@@ -370,6 +370,94 @@ pub fn late_observation_is_appended_without_a_transition(factory: LedgerFactory<
     c.unchanged("live", &live, "a refused late observation");
 }
 
+/// A precondition (docs/spec.md §5) is asked before the first dispatch and
+/// again once an approval lets the operation go: refusing, it rejects the
+/// operation with its reason and the provider receives nothing.
+pub fn precondition_rejects_before_the_first_dispatch(factory: LedgerFactory<'_>) {
+    let c = Check::new("precondition_rejects_before_the_first_dispatch", factory);
+    let executor = EffectExecutor::new(Arc::clone(&c.ledger));
+    let open = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let contract = |approval: bool| {
+        let open = Arc::clone(&open);
+        match capture_builder(false)
+            .requires_approval(approval)
+            .precondition(move |args| {
+                Ok((!open.load(Ordering::SeqCst)).then(|| {
+                    format!(
+                        "invoice {} is paid already",
+                        args["invoice_id"].as_str().unwrap_or("")
+                    )
+                }))
+            })
+            .build()
+        {
+            Ok(contract) => contract,
+            Err(err) => c.fail(format_args!("building the contract: {err}")),
+        }
+    };
+    let sent = Arc::new(AtomicUsize::new(0));
+    let paid = json!({"invoice_id": "INV-P", "amount": 100});
+    match executor.execute(&contract(false), &paid, committing(&sent)) {
+        Ok(result) => {
+            c.same(result.status, S::Rejected, "a refused call's status");
+            c.ensure(
+                result
+                    .error
+                    .as_deref()
+                    .is_some_and(|e| e.contains("INV-P is paid already")),
+                format_args!("the reason is the error: {:?}", result.error),
+            );
+        }
+        Err(err) => c.fail(format_args!("a refused call: {err}")),
+    }
+    c.same(
+        c.event_types("invoice:INV-P:capture"),
+        vec!["prepared".to_owned(), "precondition_failed".to_owned()],
+        "a refused call's events",
+    );
+    c.ensure(
+        c.last_event("invoice:INV-P:capture").data["error"]
+            .as_str()
+            .is_some_and(|e| e.contains("INV-P is paid already")),
+        "the precondition_failed event holds the reason",
+    );
+    open.store(true, Ordering::SeqCst);
+    let due = json!({"invoice_id": "INV-Q", "amount": 100});
+    match executor.execute(&contract(false), &due, committing(&sent)) {
+        Ok(result) => c.same(result.status, S::Confirmed, "a call that passes"),
+        Err(err) => c.fail(format_args!("a call that passes: {err}")),
+    }
+    c.same(sent.load(Ordering::SeqCst), 1, "requests after two calls");
+
+    // Asked again once an approval lets it go: paid meanwhile, rejected.
+    let approved = json!({"invoice_id": "INV-R", "amount": 100});
+    match executor.execute(&contract(true), &approved, committing(&sent)) {
+        Ok(result) => c.same(result.status, S::AwaitingApproval, "a call waiting"),
+        Err(err) => c.fail(format_args!("a call waiting: {err}")),
+    }
+    open.store(false, Ordering::SeqCst);
+    let id = "invoice:INV-R:capture";
+    let approval = effect_core::Approval {
+        request_fingerprint: c.record(id).request_fingerprint,
+        actor: "approver@example.com".into(),
+        reason: "ok".into(),
+        expires_at: effect_core::Clock::now(&effect_core::SystemClock)
+            + std::time::Duration::from_secs(3600),
+    };
+    if let Err(err) = executor.approve(id, approval) {
+        c.fail(format_args!("approving: {err}"));
+    }
+    match executor.execute(&contract(true), &approved, committing(&sent)) {
+        Ok(result) => c.same(result.status, S::Rejected, "the approved call"),
+        Err(err) => c.fail(format_args!("the approved call: {err}")),
+    }
+    c.same(
+        sent.load(Ordering::SeqCst),
+        1,
+        "requests after the approved call",
+    );
+}
+
 fn capture_builder(guaranteed: bool) -> effect_core::EffectContractBuilder {
     EffectContract::builder("capture_payment", |args| {
         Ok(format!(

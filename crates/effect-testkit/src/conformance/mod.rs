@@ -79,8 +79,8 @@ pub use cancel::{
 };
 pub use contracts::{
     failed_postcondition_is_quarantined_once, late_observation_is_appended_without_a_transition,
-    prepare_and_claim_with_terms_leaves_existing, probe_conflict_is_quarantined,
-    stored_terms_refuse_a_weakened_contract,
+    precondition_rejects_before_the_first_dispatch, prepare_and_claim_with_terms_leaves_existing,
+    probe_conflict_is_quarantined, stored_terms_refuse_a_weakened_contract,
 };
 pub use data::{UNUSUAL_OPERATION_IDS, large_output_round_trips, unusual_operation_ids_round_trip};
 pub use deferred::{DeferredOutcomes, is_dispatch_outcome, run_all_deferred};
@@ -338,6 +338,10 @@ pub const CHECKS: &[NamedCheck] = &[
     (
         "late_observation_is_appended_without_a_transition",
         late_observation_is_appended_without_a_transition,
+    ),
+    (
+        "precondition_rejects_before_the_first_dispatch",
+        precondition_rejects_before_the_first_dispatch,
     ),
     ("large_output_round_trips", large_output_round_trips),
     (

@@ -135,6 +135,10 @@ const CAUGHT_BY: &[(&str, Bug)] = &[
         Bug::StripEventField("late_observation", "output"),
     ),
     (
+        "precondition_rejects_before_the_first_dispatch",
+        Bug::StripEventField("precondition_failed", "error"),
+    ),
+    (
         "prepare_conflicts_on_contract_name",
         Bug::SwallowConflict("contract name"),
     ),
