@@ -145,7 +145,14 @@ fn run(task: &str) -> Result<()> {
             // environment it made (servers, tools, EFFECT_REQUIRE_*).
             if std::env::var_os(PROVISIONED).is_none() && std::env::var_os(NO_PROVISION).is_none() {
                 let exe = std::env::current_exe().context("locating the xtask binary")?;
-                return provision(&[exe.as_os_str(), "ci".as_ref()]);
+                // A clean clone gains nothing from incremental state, and it
+                // is gigabytes on a machine whose disk is shared.
+                let incremental =
+                    std::env::var_os("CARGO_INCREMENTAL").unwrap_or_else(|| "0".into());
+                return provision_with(
+                    &[exe.as_os_str(), "ci".as_ref()],
+                    &[("CARGO_INCREMENTAL", &incremental)],
+                );
             }
             for step in CI_STEPS {
                 eprintln!("== xtask {step}");
@@ -518,11 +525,16 @@ const NO_PROVISION: &str = "EFFECT_CI_NO_PROVISION";
 /// Runs `command` inside `xtask/ci/provision.sh`: the tools and servers the
 /// steps need, installed or started when missing, stopped when it ends.
 fn provision(command: &[&std::ffi::OsStr]) -> Result<()> {
+    provision_with(command, &[])
+}
+
+fn provision_with(command: &[&std::ffi::OsStr], envs: &[(&str, &std::ffi::OsStr)]) -> Result<()> {
     let script = std::path::Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/ci/provision.sh"));
     let status = Command::new("bash")
         .arg(script)
         .args(command)
         .env(PROVISIONED, "1")
+        .envs(envs.iter().copied())
         .status()
         .with_context(|| format!("running bash {}", script.display()))?;
     check(status, &format!("{}", script.display()))
