@@ -311,12 +311,10 @@ fn manual_resolution(command: &Command) -> Result<Option<ManualResolution>, Inpu
     };
     check_id(id)?;
     check_audit(audit)?;
-    Ok(Some(ManualResolution {
+    Ok(Some(ManualResolution::new(
         action,
-        actor: audit.actor.clone(),
-        reason: audit.reason.clone(),
-        evidence_reference: audit.evidence_reference.clone(),
-    }))
+        effect_core::Audit::new(&audit.actor, &audit.reason, &audit.evidence_reference),
+    )))
 }
 
 /// The decision an `approve` or `deny` command asks for; `None` otherwise.

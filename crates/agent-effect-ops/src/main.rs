@@ -18,7 +18,7 @@ fn main() -> ExitCode {
             // blank line and "For more information" hint) with exit code 2.
             if err.use_stderr() {
                 let rendered = err.render().to_string();
-                eprintln!("{}", production_agent_systems::cli::usage_line(&rendered));
+                eprintln!("{}", usage_line(&rendered));
             } else {
                 let _ = err.print();
             }
@@ -40,5 +40,17 @@ fn main() -> ExitCode {
             eprintln!("error: {}", format!("{err:#}").replace('\n', " "));
             exit.into()
         }
+    }
+}
+
+/// A clap usage error in one line: its first paragraph (the error and the
+/// arguments it names), without the usage block and the "--help" hint.
+fn usage_line(rendered: &str) -> String {
+    let first = rendered.split("\n\n").next().unwrap_or_default();
+    let line = first.split_whitespace().collect::<Vec<_>>().join(" ");
+    if line.is_empty() {
+        "error: invalid usage (see --help)".to_owned()
+    } else {
+        line
     }
 }

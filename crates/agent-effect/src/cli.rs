@@ -281,20 +281,24 @@ impl Cli {
 }
 
 /// Reads `--db` with the facade's grammar: a path names the ledger file, as
-/// for every binary. `sqlite` and `memory` are the deprecated spellings of
-/// the default and of `memory:`; an existing directory, of `--dir`.
+/// for every binary; an existing directory is the deprecated spelling of
+/// `--dir`. The bare words `sqlite` and `memory` are refused with the
+/// spelling to use (`memory:`, or no `--db` at all).
 pub fn parse_db(text: &str) -> Result<DbArg, String> {
     let deprecated = |new: &str| {
         eprintln!("warning: --db {text} is deprecated; write {new}");
     };
     match text {
         "sqlite" => {
-            deprecated("a directory path, or leave --db out");
-            return Ok(DbArg::Sqlite);
+            return Err(
+                "--db names a ledger file or URL: leave --db out for SQLite files in the run's directory, or give a path such as ledger.sqlite3".to_owned(),
+            );
         }
         "memory" => {
-            deprecated(LedgerUrl::MEMORY);
-            return Ok(DbArg::Memory);
+            return Err(format!(
+                "--db names a ledger file or URL: write --db {} for an in-memory ledger",
+                LedgerUrl::MEMORY
+            ));
         }
         _ => {}
     }

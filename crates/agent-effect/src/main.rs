@@ -11,7 +11,7 @@ fn main() -> ExitCode {
         Err(err) if err.use_stderr() => {
             // One line, as the help promises: clap's first line only.
             let rendered = err.render().to_string();
-            eprintln!("{}", production_agent_systems::cli::usage_line(&rendered));
+            eprintln!("{}", usage_line(&rendered));
             return ExitCode::from(2);
         }
         Err(err) => {
@@ -26,5 +26,17 @@ fn main() -> ExitCode {
             eprintln!("error: {:#}", err.error);
             ExitCode::from(err.exit_code)
         }
+    }
+}
+
+/// A clap usage error in one line: its first paragraph (the error and the
+/// arguments it names), without the usage block and the "--help" hint.
+fn usage_line(rendered: &str) -> String {
+    let first = rendered.split("\n\n").next().unwrap_or_default();
+    let line = first.split_whitespace().collect::<Vec<_>>().join(" ");
+    if line.is_empty() {
+        "error: invalid usage (see --help)".to_owned()
+    } else {
+        line
     }
 }

@@ -9,7 +9,7 @@ use effect_core::{EffectContract, EffectLedger, EffectResult, EffectStatus};
 use effect_exec::{EffectExecutor, ExecutorOptions, HandlerContext, HandlerError};
 use serde_json::{Value, json};
 
-pub(crate) use effect_ledger_sqlite::Durability;
+pub(crate) use effect_ledger_sqlite::Synchronous;
 
 use crate::Workload;
 use crate::report::Line;
@@ -123,12 +123,12 @@ impl Runner {
 pub(crate) fn fresh_and_replay(
     store: &Store,
     n: u64,
-    durability: Durability,
+    durability: Synchronous,
     report_fresh: bool,
     report_replay: bool,
 ) -> Vec<Line> {
     let fresh_workload = match durability {
-        Durability::Normal => Workload::W2,
+        Synchronous::Normal => Workload::W2,
         _ => Workload::W1,
     };
     let mut lines = Vec::new();
@@ -200,7 +200,7 @@ pub(crate) fn fresh_and_replay(
 pub(crate) fn fresh_intent(store: &Store, n: u64) -> Line {
     let workload = Workload::W1i;
     let measured = (|| -> anyhow::Result<(Duration, u64)> {
-        let ledger = store.fresh(Durability::Full)?;
+        let ledger = store.fresh(Synchronous::Full)?;
         let runner = Runner::storing_intent(Arc::clone(&ledger.ledger))?;
         let elapsed = timed(|| {
             for i in 0..n {
@@ -241,7 +241,7 @@ pub(crate) fn fresh_intent(store: &Store, n: u64) -> Line {
 pub(crate) fn fresh_deferred(store: &Store, n: u64) -> Line {
     let workload = Workload::W1d;
     let measured = (|| -> anyhow::Result<(Duration, u64)> {
-        let ledger = store.fresh(Durability::Full)?;
+        let ledger = store.fresh(Synchronous::Full)?;
         let runner = Runner::with_deferred_outcomes(Arc::clone(&ledger.ledger), true)?;
         let elapsed = timed(|| {
             for i in 0..n {
@@ -303,7 +303,7 @@ pub(crate) fn concurrent(
 pub(crate) fn contention(store: &Store, ids: u64, threads: usize) -> Line {
     let workload = Workload::W5;
     let measured = (|| -> anyhow::Result<(Duration, u64)> {
-        let ledger = store.fresh(Durability::Full)?;
+        let ledger = store.fresh(Synchronous::Full)?;
         let runner = Runner::new(Arc::clone(&ledger.ledger))?;
         let elapsed = in_threads(threads, |t| {
             for i in Rng::new(t as u64 + 1).permutation(ids) {

@@ -375,14 +375,14 @@ fn run_once(
             Workload::W1 => lines.extend(effects::fresh_and_replay(
                 store,
                 sizes.fresh,
-                effects::Durability::Full,
+                effects::Synchronous::Full,
                 wants(Workload::W1),
                 wants(Workload::W3),
             )),
             Workload::W3 if !wants(Workload::W1) => lines.extend(effects::fresh_and_replay(
                 store,
                 sizes.fresh,
-                effects::Durability::Full,
+                effects::Synchronous::Full,
                 false,
                 true,
             )),
@@ -390,7 +390,7 @@ fn run_once(
             Workload::W2 => lines.extend(effects::fresh_and_replay(
                 store,
                 sizes.fresh,
-                effects::Durability::Normal,
+                effects::Synchronous::Normal,
                 true,
                 false,
             )),

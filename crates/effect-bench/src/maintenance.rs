@@ -144,22 +144,12 @@ fn measure(n: u64, writer_effects: u64) -> anyhow::Result<Line> {
 /// One fresh effect through the ledger as the executor writes it: prepared
 /// and claimed in one commit, then confirmed. Its latency.
 fn effect(ledger: &SqliteLedger, id: &str) -> anyhow::Result<Duration> {
-    let op = NewOperation {
-        contract_terms: None,
-        requires_approval: false,
-        contract_name: "bench_capture".into(),
-        contract_version: "1".into(),
-        fingerprint: RequestFingerprint::of_canonical(&format!(r#"{{"id":"{id}"}}"#)),
-        provider_idempotency_key: None,
-        intent: None,
-        redacted_arguments: None,
-        trace_context: None,
-    };
-    let claim = Claim {
-        owner_token: "writer".into(),
-        lease: Duration::from_secs(60),
-        budgets: Vec::new(),
-    };
+    let op = NewOperation::new(
+        "bench_capture",
+        "1",
+        RequestFingerprint::of_canonical(&format!(r#"{{"id":"{id}"}}"#)),
+    );
+    let claim = Claim::new("writer", Duration::from_secs(60));
     let start = Instant::now();
     let claimed = ledger.apply(id, &Transition::PrepareAndClaim(op, claim))?;
     ensure!(claimed.applied, "the claim of {id} was refused");

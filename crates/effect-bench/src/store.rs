@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use anyhow::{Context, bail};
 use effect_core::EffectLedger;
-use effect_ledger_sqlite::{Durability, SqliteOptions};
+use effect_ledger_sqlite::{SqliteOptions, Synchronous};
 use production_agent_systems::open::{FreshLedger, LedgerUrl, OpenOptions, open_fresh, open_url};
 
 /// Switches of the SQLite store's optimizations, to measure what each is worth.
@@ -23,9 +23,9 @@ impl Tuning {
         confirmed_cache: true,
     };
 
-    fn options(self, durability: Durability) -> SqliteOptions {
+    fn options(self, durability: Synchronous) -> SqliteOptions {
         let options = SqliteOptions::default()
-            .durability(durability)
+            .synchronous(durability)
             .group_commit(self.group_commit);
         if self.confirmed_cache {
             options
@@ -100,12 +100,12 @@ impl Store {
         !matches!(self, Store::Sqlite(..))
     }
 
-    /// A new, empty ledger. On PostgreSQL, `Durability::Normal` (W2) makes
+    /// A new, empty ledger. On PostgreSQL, `Synchronous::Normal` (W2) makes
     /// every commit asynchronous (`PostgresOptions::durable_commits(false)`:
     /// it survives a crash of this process, not of the server's machine, as
     /// SQLite's `NORMAL` survives a crash of the process, not a power loss);
     /// any other durability waits for every WAL flush.
-    pub(crate) fn fresh(&self, durability: Durability) -> anyhow::Result<Fresh> {
+    pub(crate) fn fresh(&self, durability: Synchronous) -> anyhow::Result<Fresh> {
         match self {
             Store::Sqlite(tuning, dir) => {
                 let parent = dir.clone().unwrap_or_else(std::env::temp_dir);
@@ -133,7 +133,7 @@ impl Store {
                 let options = OpenOptions::default().postgres(
                     PostgresOptions::default()
                         .pool_size(16)
-                        .durable_commits(durability != Durability::Normal),
+                        .durable_commits(durability != Synchronous::Normal),
                 );
                 let fresh = open_fresh(&LedgerUrl::Postgres(url.clone()), "effect_bench", options)
                     .context("creating a fresh PostgreSQL schema")?;
@@ -165,7 +165,7 @@ pub(crate) struct Fresh {
 pub(crate) enum Location {
     Sqlite {
         path: PathBuf,
-        durability: Durability,
+        durability: Synchronous,
         tuning: Tuning,
     },
     #[cfg(feature = "postgres")]
@@ -211,7 +211,7 @@ impl Location {
                     path.display().to_string(),
                     "--durability".into(),
                     match durability {
-                        Durability::Normal => "normal".into(),
+                        Synchronous::Normal => "normal".into(),
                         _ => "full".into(),
                     },
                 ];

@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, anyhow, bail};
 use clap::{Args, ValueEnum};
-use effect_ledger_sqlite::Durability;
+use effect_ledger_sqlite::Synchronous;
 use serde_json::{Value, json};
 
 use crate::Workload;
@@ -157,7 +157,7 @@ pub(crate) fn multi_process(store: &Store, n: u64, processes: usize) -> Line {
     let workload = Workload::W7;
     let procs = processes as u64;
     let measured = (|| -> anyhow::Result<(Duration, u64, u64)> {
-        let fresh = store.fresh(Durability::Full)?;
+        let fresh = store.fresh(Synchronous::Full)?;
         let mut children = Vec::new();
         for p in 0..processes {
             let mut args = vec!["--job".into(), "multi".into()];
@@ -218,7 +218,7 @@ pub(crate) fn multi_process(store: &Store, n: u64, processes: usize) -> Line {
 
 fn concurrent_here(args: &WorkerArgs) -> anyhow::Result<Value> {
     let store = Store::parse(args.store.as_deref().unwrap_or("sqlite"), args.tuning())?;
-    let fresh = store.fresh(Durability::Full)?;
+    let fresh = store.fresh(Synchronous::Full)?;
     let (elapsed, calls) =
         effects::concurrent(fresh.ledger.clone(), args.n, args.threads, args.deferred)?;
     Ok(json!({
@@ -233,8 +233,8 @@ fn multi_here(args: &WorkerArgs) -> anyhow::Result<Value> {
         (Some(path), None) => Location::Sqlite {
             path: path.clone(),
             durability: match args.durability.as_str() {
-                "normal" => Durability::Normal,
-                _ => Durability::Full,
+                "normal" => Synchronous::Normal,
+                _ => Synchronous::Full,
             },
             tuning: args.tuning(),
         },

@@ -16,17 +16,8 @@
 //!
 //! let ledger = MemoryLedger::new();
 //! let args = json!({"invoice_id": "INV-1"});
-//! let op = NewOperation {
-//!     contract_terms: None,
-//!     requires_approval: false,
-//!     trace_context: None,
-//!     contract_name: "capture_payment".into(),
-//!     contract_version: "1".into(),
-//!     fingerprint: RequestFingerprint::of_value(&args),
-//!     provider_idempotency_key: None,
-//!     intent: Some(args.clone()),
-//!     redacted_arguments: None,
-//! };
+//! let op = NewOperation::new("capture_payment", "1", RequestFingerprint::of_value(&args))
+//!     .with_intent(Some(args.clone()));
 //! ledger.prepare("invoice:INV-1:capture", &op)?;
 //! let events = ledger.events("invoice:INV-1:capture")?;
 //! assert_eq!(intent::stored(&events), Some(&args));

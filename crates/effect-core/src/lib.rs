@@ -96,6 +96,6 @@ pub use seal::{Keyring, SealedInfo, sealed_info};
 pub use secret::{REDACTED, Secret, is_redacted, reveal};
 pub use status::{EffectStatus, ParseStatusError, ProbeStatus, UnknownOutcomePolicy};
 pub use transition::{
-    Approval, Claim, Confirmation, Guard, ManualAction, ManualResolution, NewOperation, Transition,
-    TransitionOutcome,
+    Approval, Audit, Claim, Confirmation, Guard, ManualAction, ManualResolution, NewOperation,
+    Transition, TransitionOutcome,
 };

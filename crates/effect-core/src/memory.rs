@@ -21,17 +21,8 @@ use crate::transition::{
 /// use effect_core::{EffectLedger, EffectLedgerExt, MemoryLedger, NewOperation, RequestFingerprint};
 ///
 /// let ledger = MemoryLedger::new();
-/// let op = NewOperation {
-///     contract_terms: None,
-///     requires_approval: false,
-///     trace_context: None,
-///     contract_name: "capture_payment".into(),
-///     contract_version: "1".into(),
-///     fingerprint: RequestFingerprint::of_canonical(r#"{"invoice_id":"INV-1"}"#),
-///     provider_idempotency_key: Some("capture:INV-1".into()),
-///     intent: None,
-///     redacted_arguments: None,
-/// };
+/// let op = NewOperation::new("capture_payment", "1", RequestFingerprint::of_canonical(r#"{"invoice_id":"INV-1"}"#))
+///     .with_provider_idempotency_key(Some("capture:INV-1".into()));
 /// let record = ledger.prepare("invoice:INV-1:capture", &op)?;
 /// assert_eq!(record.status.as_str(), "prepared");
 /// assert_eq!(ledger.events("invoice:INV-1:capture")?.len(), 1);

@@ -15,17 +15,8 @@
 //! let ledger = MemoryLedger::new();
 //! let args = json!({"invoice_id": "INV-1"});
 //! let parent = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
-//! let op = NewOperation {
-//!     contract_terms: None,
-//!     requires_approval: false,
-//!     trace_context: Some(parent.into()),
-//!     contract_name: "capture_payment".into(),
-//!     contract_version: "1".into(),
-//!     fingerprint: RequestFingerprint::of_value(&args),
-//!     provider_idempotency_key: None,
-//!     intent: None,
-//!     redacted_arguments: None,
-//! };
+//! let op = NewOperation::new("capture_payment", "1", RequestFingerprint::of_value(&args))
+//!     .with_trace_context(Some(parent.into()));
 //! ledger.prepare("invoice:INV-1:capture", &op)?;
 //! let events = ledger.events("invoice:INV-1:capture")?;
 //! assert_eq!(trace::stored(&events), Some(parent));

@@ -19,7 +19,22 @@ use crate::record::{EffectRecord, Evidence, Revision};
 use crate::status::EffectStatus;
 
 /// The identity of an operation to prepare.
+///
+/// Built with [`NewOperation::new`] and the `with_*` methods, so that a field
+/// added later is not a breaking change:
+///
+/// ```
+/// use effect_core::{NewOperation, RequestFingerprint};
+/// use serde_json::json;
+///
+/// let args = json!({"invoice_id": "INV-1"});
+/// let op = NewOperation::new("capture_payment", "1", RequestFingerprint::of_value(&args))
+///     .with_provider_idempotency_key(Some("capture:INV-1".to_owned()))
+///     .with_intent(Some(args));
+/// assert!(!op.requires_approval);
+/// ```
 #[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
 pub struct NewOperation {
     /// The contract's name.
     pub contract_name: String,
@@ -61,6 +76,89 @@ pub struct NewOperation {
     pub contract_terms: Option<crate::terms::ContractTerms>,
 }
 
+impl NewOperation {
+    /// An operation of contract `contract_name` at `contract_version` with
+    /// this request fingerprint: no provider key, no stored intent, no
+    /// approval rule, no trace context, no stored terms.
+    pub fn new(
+        contract_name: impl Into<String>,
+        contract_version: impl Into<String>,
+        fingerprint: RequestFingerprint,
+    ) -> Self {
+        NewOperation {
+            contract_name: contract_name.into(),
+            contract_version: contract_version.into(),
+            fingerprint,
+            provider_idempotency_key: None,
+            intent: None,
+            requires_approval: false,
+            redacted_arguments: None,
+            trace_context: None,
+            contract_terms: None,
+        }
+    }
+
+    /// With this provider idempotency key.
+    #[must_use]
+    pub fn with_provider_idempotency_key(mut self, key: Option<String>) -> Self {
+        self.provider_idempotency_key = key;
+        self
+    }
+
+    /// With this stored intent ([`NewOperation::intent`]).
+    #[must_use]
+    pub fn with_intent(mut self, intent: Option<Value>) -> Self {
+        self.intent = intent;
+        self
+    }
+
+    /// Created `awaiting_approval` when `true` ([`NewOperation::requires_approval`]).
+    #[must_use]
+    pub fn with_requires_approval(mut self, requires_approval: bool) -> Self {
+        self.requires_approval = requires_approval;
+        self
+    }
+
+    /// With what an approver is shown ([`NewOperation::redacted_arguments`]).
+    #[must_use]
+    pub fn with_redacted_arguments(mut self, redacted: Option<Value>) -> Self {
+        self.redacted_arguments = redacted;
+        self
+    }
+
+    /// With the creating execution's `traceparent` ([`NewOperation::trace_context`]).
+    #[must_use]
+    pub fn with_trace_context(mut self, trace_context: Option<String>) -> Self {
+        self.trace_context = trace_context;
+        self
+    }
+
+    /// With the contract's stored terms ([`NewOperation::contract_terms`]).
+    #[must_use]
+    pub fn with_contract_terms(mut self, terms: Option<crate::terms::ContractTerms>) -> Self {
+        self.contract_terms = terms;
+        self
+    }
+}
+
+impl Claim {
+    /// A claim by `owner_token` for a lease of `lease`, charged to no budget.
+    pub fn new(owner_token: impl Into<String>, lease: Duration) -> Self {
+        Claim {
+            owner_token: owner_token.into(),
+            lease,
+            budgets: Vec::new(),
+        }
+    }
+
+    /// Charged to these budgets ([`Claim::budgets`]).
+    #[must_use]
+    pub fn with_budgets(mut self, budgets: Vec<BudgetCharge>) -> Self {
+        self.budgets = budgets;
+        self
+    }
+}
+
 /// A human's approval of one dispatch of one exact request
 /// (docs/approval.md). Single use: the claim that dispatches the operation
 /// consumes it.
@@ -78,8 +176,10 @@ pub struct Approval {
     pub expires_at: SystemTime,
 }
 
-/// A request for the dispatch lease.
+/// A request for the dispatch lease, built with [`Claim::new`] (and
+/// [`Claim::with_budgets`]).
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct Claim {
     /// A token unique to this attempt; only its holder may finalize.
     pub owner_token: String,
@@ -129,17 +229,48 @@ pub enum ManualAction {
     },
 }
 
-/// An audited manual resolution (docs/spec.md §4, last three rows).
-#[derive(Debug, Clone, PartialEq)]
-pub struct ManualResolution {
-    /// The decision.
-    pub action: ManualAction,
+/// Who made an operator's decision, why, and where the evidence is: the
+/// audit trail of a [`ManualResolution`], a cancel or a compensation request.
+/// Every field must be non-blank.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Audit {
     /// Who decided. The library does not authenticate it.
     pub actor: String,
     /// Why.
     pub reason: String,
     /// Where the evidence is (ticket, provider dashboard link, ...).
     pub evidence_reference: String,
+}
+
+impl Audit {
+    /// An audit trail entry.
+    pub fn new(
+        actor: impl Into<String>,
+        reason: impl Into<String>,
+        evidence_reference: impl Into<String>,
+    ) -> Self {
+        Audit {
+            actor: actor.into(),
+            reason: reason.into(),
+            evidence_reference: evidence_reference.into(),
+        }
+    }
+}
+
+/// An audited manual resolution (docs/spec.md §4, last three rows).
+#[derive(Debug, Clone, PartialEq)]
+pub struct ManualResolution {
+    /// The decision.
+    pub action: ManualAction,
+    /// Who decided it, why, and where the evidence is.
+    pub audit: Audit,
+}
+
+impl ManualResolution {
+    /// `action`, decided as `audit` says.
+    pub fn new(action: ManualAction, audit: Audit) -> Self {
+        ManualResolution { action, audit }
+    }
 }
 
 /// The condition of a [`Transition::Guarded`] transition, checked inside the
@@ -1402,9 +1533,9 @@ impl Planner {
         name: &'static str,
     ) -> Result<(), LedgerError> {
         for (field, value) in [
-            ("actor", &resolution.actor),
-            ("reason", &resolution.reason),
-            ("evidence reference", &resolution.evidence_reference),
+            ("actor", &resolution.audit.actor),
+            ("reason", &resolution.audit.reason),
+            ("evidence reference", &resolution.audit.evidence_reference),
         ] {
             if value.trim().is_empty() {
                 return Err(LedgerError::invalid_input(format!(
@@ -1441,12 +1572,12 @@ impl Planner {
             }
         }
         let mut evidence = Evidence::new();
-        evidence.insert("actor".into(), resolution.actor.clone().into());
+        evidence.insert("actor".into(), resolution.audit.actor.clone().into());
         evidence.insert(
             "evidence_reference".into(),
-            resolution.evidence_reference.clone().into(),
+            resolution.audit.evidence_reference.clone().into(),
         );
-        evidence.insert("reason".into(), resolution.reason.clone().into());
+        evidence.insert("reason".into(), resolution.audit.reason.clone().into());
         let record_required_approval = record.requires_approval();
         // What was known before the decision stays on the record and in the
         // event, one level deep (an earlier resolution's copy is not nested).
@@ -1484,7 +1615,7 @@ impl Planner {
                 evidence.insert(evidence::RESOLUTION.into(), "manual_rejection".into());
                 let error = format!(
                     "manually rejected by {}: {}",
-                    resolution.actor, resolution.reason
+                    resolution.audit.actor, resolution.audit.reason
                 );
                 record.status = EffectStatus::Rejected;
                 self.event(

@@ -1145,11 +1145,8 @@ impl EffectExecutor {
     }
 
     fn new_claim(&self, call: &Call<'_>) -> Claim {
-        Claim {
-            owner_token: self.tokens.next(),
-            lease: self.options.dispatch_lease,
-            budgets: call.identity.budgets.clone(),
-        }
+        Claim::new(self.tokens.next(), self.options.dispatch_lease)
+            .with_budgets(call.identity.budgets.clone())
     }
 }
 
@@ -1231,17 +1228,15 @@ pub(crate) fn identify<A: Serialize + ?Sized>(
             arguments: revealed,
             budgets,
         },
-        operation: NewOperation {
-            contract_terms: Some(ContractTerms::of(contract)),
-            requires_approval,
-            trace_context: None,
-            contract_name: contract.name().to_owned(),
-            contract_version: contract.version().to_owned(),
-            fingerprint: fingerprint.with_form(form),
-            provider_idempotency_key: key,
-            intent,
-            redacted_arguments: None,
-        },
+        operation: NewOperation::new(
+            contract.name().to_owned(),
+            contract.version().to_owned(),
+            fingerprint.with_form(form),
+        )
+        .with_provider_idempotency_key(key)
+        .with_intent(intent)
+        .with_requires_approval(requires_approval)
+        .with_contract_terms(Some(ContractTerms::of(contract))),
     };
     if requires_approval {
         identified.require_approval();

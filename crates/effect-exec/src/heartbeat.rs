@@ -208,22 +208,8 @@ mod tests {
     fn renews_until_released_and_stops_for_a_lost_lease() {
         let ledger = Arc::new(MemoryLedger::new());
         for (id, token) in [("a", "owner-a"), ("b", "owner-b")] {
-            let op = NewOperation {
-                contract_terms: None,
-                requires_approval: false,
-                trace_context: None,
-                intent: None,
-                redacted_arguments: None,
-                contract_name: "c".into(),
-                contract_version: "1".into(),
-                fingerprint: RequestFingerprint::of_canonical(id),
-                provider_idempotency_key: None,
-            };
-            let claim = Claim {
-                owner_token: token.into(),
-                lease: Duration::from_secs(1),
-                budgets: Vec::new(),
-            };
+            let op = NewOperation::new("c", "1", RequestFingerprint::of_canonical(id));
+            let claim = Claim::new(token, Duration::from_secs(1));
             ledger
                 .apply(id, &Transition::PrepareAndClaim(op, claim))
                 .unwrap();

@@ -94,6 +94,7 @@ mod token;
 mod typed;
 
 pub use context::HandlerContext;
+pub use effect_core::Audit;
 pub use error::{CompensationRefusal, ExecError, HandlerError};
 pub use executor::EffectExecutor;
 pub use notice::UncertainOutcome;
@@ -104,7 +105,6 @@ pub use observe::{
 pub use options::{CallOptions, ExecutorOptions};
 pub use pages::DEFAULT_PAGE_SIZE;
 pub use prepared::PreparedEffect;
-pub use reconcile::Audit;
 pub use recovery::{
     DEFAULT_MIN_AGE, RecoveryHandle, RecoveryReport, RecoveryWorker, Waiting, WaitingFor, waiting,
 };

@@ -6,7 +6,7 @@
 
 use effect_core::evidence::{POSTCONDITION, PROBE_ERROR, PROBE_STATUS, RETRY_BASIS};
 use effect_core::{
-    Confirmation, EffectContract, EffectLedgerExt, EffectRecord, EffectResult, EffectStatus,
+    Audit, Confirmation, EffectContract, EffectLedgerExt, EffectRecord, EffectResult, EffectStatus,
     Evidence, Guard, LedgerError, ManualAction, ManualResolution, ProbeStatus, Transition,
     UnknownOutcomePolicy,
 };
@@ -507,7 +507,7 @@ impl EffectExecutor {
         operation_id: &str,
         resolution: &ManualResolution,
     ) -> Result<EffectRecord, ExecError> {
-        let span = tracing::info_span!("effect.resolve", operation_id, actor = %resolution.actor);
+        let span = tracing::info_span!("effect.resolve", operation_id, actor = %resolution.audit.actor);
         let _entered = span.enter();
         if let ManualAction::Confirm { output, .. } = &resolution.action {
             // An output the ledger could not read back is refused, not stored.
@@ -538,7 +538,7 @@ impl EffectExecutor {
         resolution: &ManualResolution,
         seen: &EffectRecord,
     ) -> Result<Option<EffectRecord>, ExecError> {
-        let span = tracing::info_span!("effect.resolve", operation_id, actor = %resolution.actor);
+        let span = tracing::info_span!("effect.resolve", operation_id, actor = %resolution.audit.actor);
         let _entered = span.enter();
         let guarded = Transition::Guarded(
             Guard::unchanged(seen),
@@ -576,10 +576,13 @@ impl EffectExecutor {
     ) -> Result<EffectRecord, ExecError> {
         self.resolve(
             operation_id,
-            &audit.into_resolution(ManualAction::Confirm {
-                output,
-                provider_operation_id,
-            }),
+            &ManualResolution::new(
+                ManualAction::Confirm {
+                    output,
+                    provider_operation_id,
+                },
+                audit,
+            ),
         )
     }
 
@@ -593,7 +596,10 @@ impl EffectExecutor {
         operation_id: &str,
         audit: Audit,
     ) -> Result<EffectRecord, ExecError> {
-        self.resolve(operation_id, &audit.into_resolution(ManualAction::Reject))
+        self.resolve(
+            operation_id,
+            &ManualResolution::new(ManualAction::Reject, audit),
+        )
     }
 
     /// Authorizes another dispatch of an uncertain operation. Refused while
@@ -612,9 +618,12 @@ impl EffectExecutor {
     ) -> Result<EffectRecord, ExecError> {
         self.resolve(
             operation_id,
-            &audit.into_resolution(ManualAction::AuthorizeRetry {
-                handler_stopped: false,
-            }),
+            &ManualResolution::new(
+                ManualAction::AuthorizeRetry {
+                    handler_stopped: false,
+                },
+                audit,
+            ),
         )
     }
 
@@ -633,9 +642,12 @@ impl EffectExecutor {
     ) -> Result<EffectRecord, ExecError> {
         self.resolve(
             operation_id,
-            &audit.into_resolution(ManualAction::AuthorizeRetry {
-                handler_stopped: true,
-            }),
+            &ManualResolution::new(
+                ManualAction::AuthorizeRetry {
+                    handler_stopped: true,
+                },
+                audit,
+            ),
         )
     }
     /// Cancels an operation that has not been dispatched: `prepared`
@@ -729,41 +741,6 @@ impl Decided<'_, '_> {
                 "record changed while reconciling; starting the round again"
             );
             Reconciled::Stale(outcome.record)
-        }
-    }
-}
-
-/// Who resolved an operation, why, and where the evidence is.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Audit {
-    /// Who decided (not authenticated by the library).
-    pub actor: String,
-    /// Why.
-    pub reason: String,
-    /// Where the evidence is: a ticket, a provider dashboard reference.
-    pub evidence_reference: String,
-}
-
-impl Audit {
-    /// An audit trail entry.
-    pub fn new(
-        actor: impl Into<String>,
-        reason: impl Into<String>,
-        evidence_reference: impl Into<String>,
-    ) -> Self {
-        Audit {
-            actor: actor.into(),
-            reason: reason.into(),
-            evidence_reference: evidence_reference.into(),
-        }
-    }
-
-    fn into_resolution(self, action: ManualAction) -> ManualResolution {
-        ManualResolution {
-            action,
-            actor: self.actor,
-            reason: self.reason,
-            evidence_reference: self.evidence_reference,
         }
     }
 }

@@ -30,17 +30,7 @@ impl SqliteLedger {
     ///
     /// let dir = tempfile::tempdir()?;
     /// let ledger = SqliteLedger::open(dir.path().join("effects.sqlite3"), SqliteOptions::default())?;
-    /// let op = NewOperation {
-    ///     contract_terms: None,
-    ///     requires_approval: false,
-    ///     trace_context: None,
-    ///     contract_name: "send_email".into(),
-    ///     contract_version: "1".into(),
-    ///     fingerprint: RequestFingerprint::of_canonical("{}"),
-    ///     provider_idempotency_key: None,
-    ///     intent: None,
-    ///     redacted_arguments: None,
-    /// };
+    /// let op = NewOperation::new("send_email", "1", RequestFingerprint::of_canonical("{}"));
     /// ledger.prepare("email:1", &op)?;
     /// let copy = dir.path().join("backup.sqlite3");
     /// ledger.backup(&copy)?;

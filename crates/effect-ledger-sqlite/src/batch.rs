@@ -6,7 +6,7 @@
 //! the whole transaction instead (a full disk, an I/O error), the failing
 //! transition gets its error and the rest are written again in a new one.
 //! Nothing is answered before `COMMIT` has returned: with
-//! [`Durability::Full`](crate::Durability::Full) the batch is then on stable
+//! [`Synchronous::Full`](crate::Synchronous::Full) the batch is then on stable
 //! storage.
 //!
 //! The transaction starts as a read (`BEGIN DEFERRED`) and takes the write

@@ -22,7 +22,7 @@ use crate::error::{SqliteError, is_read_only_handle, is_sync_failure, ledger_err
 use crate::file::LedgerFile;
 use crate::group::{GroupCommit, MAX_BATCH};
 use crate::known::{Claims, Known};
-use crate::options::{Durability, SqliteOptions};
+use crate::options::{SqliteOptions, Synchronous};
 use crate::row::{
     ListSql, SELECT_EVENTS, SELECT_EVENTS_AFTER, collect, decode_event, decode_listed, list_sql,
     load,
@@ -43,7 +43,7 @@ const POOL_FILL_WAIT: Duration = Duration::from_secs(5);
 /// ledger wrote skip the load: they are planned on what is known and
 /// written only if the row is still exactly that, else planned again on a
 /// fresh read. With
-/// [`Durability::Full`](crate::Durability::Full) the commit is on stable
+/// [`Synchronous::Full`](crate::Synchronous::Full) the commit is on stable
 /// storage before [`apply_with`](EffectLedger::apply_with) returns. Several processes
 /// may share one file: SQLite's lock serializes their transitions.
 ///
@@ -253,7 +253,7 @@ impl SqliteLedger {
             claims: Arc::new(Claims::default()),
             list_sql: list_sql(layout),
             immutable,
-            defers: options.durability == Durability::Full && !options.read_only,
+            defers: options.synchronous == Synchronous::Full && !options.read_only,
             // A failed sync of deferred commits poisons the ledger too.
             syncer: Arc::new(Syncer::new(
                 path,
@@ -766,7 +766,7 @@ impl From<&SqliteOptions> for Settings {
     fn from(options: &SqliteOptions) -> Self {
         Settings {
             busy_timeout: options.busy_timeout,
-            synchronous: options.durability.pragma_value(),
+            synchronous: options.synchronous.pragma_value(),
             max_value_bytes: options
                 .max_value_bytes
                 .map(|limit| i32::try_from(limit).unwrap_or(i32::MAX)),

@@ -19,7 +19,7 @@
 //!
 //! Each transition is applied inside one transaction around
 //! [`effect_core::transition::plan`], holding the write lock for its writes, in WAL mode, fsynced before it returns
-//! ([`Durability::Full`], the default). Several threads and processes may share
+//! ([`Synchronous::Full`], the default). Several threads and processes may share
 //! a file. The ledger is file-backed only: `:memory:` is refused, since a ledger
 //! that dies with the process protects nothing.
 //!
@@ -46,18 +46,9 @@
 //! let ledger = SqliteLedger::open(&path, SqliteOptions::default())?;
 //!
 //! // Record the operation and take the dispatch lease in one durable commit ...
-//! let op = NewOperation {
-//!     contract_terms: None,
-//!     requires_approval: false,
-//!     trace_context: None,
-//!     contract_name: "capture_payment".into(),
-//!     contract_version: "1".into(),
-//!     fingerprint: RequestFingerprint::of_value(&json!({"invoice_id": "INV-1"})),
-//!     provider_idempotency_key: Some("capture:INV-1".into()),
-//!     intent: None,
-//!     redacted_arguments: None,
-//! };
-//! let claim = Claim { owner_token: "worker-1".into(), lease: Duration::from_secs(30), budgets: Vec::new() };
+//! let op = NewOperation::new("capture_payment", "1", RequestFingerprint::of_value(&json!({"invoice_id": "INV-1"})))
+//!     .with_provider_idempotency_key(Some("capture:INV-1".into()));
+//! let claim = Claim::new("worker-1", Duration::from_secs(30));
 //! let id = "invoice:INV-1:capture";
 //! assert!(ledger.apply(id, &Transition::PrepareAndClaim(op, claim))?.applied);
 //!
@@ -150,6 +141,6 @@ mod temp;
 
 pub use error::SqliteError;
 pub use ledger::SqliteLedger;
-pub use options::{Durability, SqliteOptions};
+pub use options::{SqliteOptions, Synchronous};
 pub use schema::SCHEMA_VERSION;
 pub use temp::TempLedger;

@@ -11,7 +11,7 @@ use effect_core::{Clock, SystemClock};
 /// transition survives.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash)]
 #[non_exhaustive]
-pub enum Durability {
+pub enum Synchronous {
     /// `PRAGMA synchronous = FULL`: every commit syncs the write-ahead log, so a
     /// committed transition survives a power loss or an operating-system crash.
     /// The default: a ledger that forgets a dispatch can cause a duplicate effect.
@@ -23,11 +23,11 @@ pub enum Durability {
     Normal,
 }
 
-impl Durability {
+impl Synchronous {
     pub(crate) fn pragma_value(self) -> &'static str {
         match self {
-            Durability::Full => "FULL",
-            Durability::Normal => "NORMAL",
+            Synchronous::Full => "FULL",
+            Synchronous::Normal => "NORMAL",
         }
     }
 }
@@ -40,17 +40,17 @@ impl Durability {
 ///
 /// ```
 /// use std::time::Duration;
-/// use effect_ledger_sqlite::{Durability, SqliteOptions};
+/// use effect_ledger_sqlite::{Synchronous, SqliteOptions};
 ///
 /// let options = SqliteOptions::default()
-///     .durability(Durability::Normal)
+///     .synchronous(Synchronous::Normal)
 ///     .busy_timeout(Duration::from_secs(10))
 ///     .pool_size(8);
 /// # let _ = options;
 /// ```
 #[derive(Debug, Clone)]
 pub struct SqliteOptions {
-    pub(crate) durability: Durability,
+    pub(crate) synchronous: Synchronous,
     pub(crate) busy_timeout: Duration,
     pub(crate) pool_size: u32,
     pub(crate) clock: Arc<dyn Clock>,
@@ -68,7 +68,7 @@ impl Default for SqliteOptions {
     /// deferred commits synced within 100 ms.
     fn default() -> Self {
         SqliteOptions {
-            durability: Durability::default(),
+            synchronous: Synchronous::default(),
             busy_timeout: Duration::from_secs(5),
             pool_size: 4,
             clock: Arc::new(SystemClock),
@@ -83,10 +83,10 @@ impl Default for SqliteOptions {
 }
 
 impl SqliteOptions {
-    /// What a committed transition survives (default [`Durability::Full`]).
+    /// What a committed transition survives (default [`Synchronous::Full`]).
     #[must_use]
-    pub fn durability(mut self, durability: Durability) -> Self {
-        self.durability = durability;
+    pub fn synchronous(mut self, synchronous: Synchronous) -> Self {
+        self.synchronous = synchronous;
         self
     }
 
@@ -168,7 +168,7 @@ impl SqliteOptions {
     /// [`sync`](effect_core::EffectLedger::sync), or when the last clone of
     /// the ledger is dropped. So a power loss loses at most the deferred
     /// commits of this window; a crash of the process loses none. With
-    /// [`Durability::Normal`] every commit is already at `NORMAL` and this
+    /// [`Synchronous::Normal`] every commit is already at `NORMAL` and this
     /// does not apply.
     ///
     /// ```
@@ -179,17 +179,7 @@ impl SqliteOptions {
     ///
     /// let options = SqliteOptions::default().deferred_sync_delay(Duration::from_millis(20));
     /// let ledger = TempLedger::with_options(options)?;
-    /// let op = NewOperation {
-    ///     contract_terms: None,
-    ///     requires_approval: false,
-    ///     trace_context: None,
-    ///     contract_name: "send_email".into(),
-    ///     contract_version: "1".into(),
-    ///     fingerprint: RequestFingerprint::of_canonical(r#"{"to":"ada@example.com"}"#),
-    ///     provider_idempotency_key: None,
-    ///     intent: None,
-    ///     redacted_arguments: None,
-    /// };
+    /// let op = NewOperation::new("send_email", "1", RequestFingerprint::of_canonical(r#"{"to":"ada@example.com"}"#));
     /// let prepared = ledger.apply_with("email:ada", &Transition::Prepare(op), WriteDurability::Deferrable)?;
     /// assert!(prepared.applied);
     /// // Durable now, without waiting for the background sync.

@@ -25,17 +25,7 @@
 //! use effect_testkit::faults::{CallKind, Fault, FaultyLedger};
 //!
 //! let ledger = FaultyLedger::new(MemoryLedger::new()).fail(CallKind::Transition, 1, Fault::FailAfterCommit);
-//! let op = NewOperation {
-//!     contract_terms: None,
-//!     requires_approval: false,
-//!     trace_context: None,
-//!     contract_name: "capture_payment".into(),
-//!     contract_version: "1".into(),
-//!     fingerprint: RequestFingerprint::of_canonical(r#"{"invoice_id":"INV-1"}"#),
-//!     provider_idempotency_key: None,
-//!     intent: None,
-//!     redacted_arguments: None,
-//! };
+//! let op = NewOperation::new("capture_payment", "1", RequestFingerprint::of_canonical(r#"{"invoice_id":"INV-1"}"#));
 //! let err = ledger.prepare("invoice:INV-1:capture", &op).unwrap_err();
 //! assert_eq!(err.kind(), LedgerErrorKind::Unavailable);
 //! // The write happened anyway: the caller must not treat the error as "nothing written".

@@ -1,9 +1,9 @@
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
+use production_agent_systems::typed::{TypedContract, TypedProbe};
 use production_agent_systems::{
-    EffectExecutor, HandlerContext, HandlerError, SqliteLedger, SqliteOptions, TypedContract,
-    TypedProbe,
+    EffectExecutor, HandlerContext, HandlerError, SqliteLedger, SqliteOptions,
 };
 use serde::{Deserialize, Serialize};
 

@@ -12,10 +12,25 @@
 //! This facade re-exports the workspace crates so that one dependency gives the
 //! quick start; depend on the single crates to take less:
 //!
+//! The root holds what a quick start needs (a contract, an executor, a
+//! ledger, the errors to match); the rest is grouped by concern:
+//!
+//! | module | what |
+//! |---|---|
+//! | [`prelude`] | the quick start's names, for a glob import |
+//! | [`typed`] | contracts over your own argument and output types |
+//! | [`recovery`] | finishing work nobody waits for: the recovery worker, the sweeper, what waits and why, retention |
+//! | [`secrets`] | [`secrets::Secret`] arguments, sealing keys and keyrings, redaction |
+//! | [`stores`] | every ledger and its options and errors ([`open`] chooses one from a string) |
+//! | [`open`] | a store chosen from a path or a `postgres://` URL, as every binary does |
+//!
+//! and re-exports the workspace crates, so that one dependency gives
+//! everything; depend on the single crates to take less:
+//!
 //! | module | crate | what |
 //! |---|---|---|
-//! | [`core`] | `effect-core` | contracts, statuses, canonical JSON, the [`EffectLedger`] trait, [`Secret`] and sealing |
-//! | [`exec`] | `effect-exec` | the [`EffectExecutor`]: execute, reconcile, resolve |
+//! | [`effect_core`] | `effect-core` | contracts, statuses, canonical JSON, the [`EffectLedger`] trait, transitions, clocks |
+//! | [`exec`] | `effect-exec` | the [`EffectExecutor`]: execute, reconcile, resolve, recover |
 //! | [`sqlite`] | `effect-ledger-sqlite` | [`SqliteLedger`], the embedded durable store |
 //! | `postgres` | `effect-ledger-postgres` | `PostgresLedger`, one ledger for several hosts |
 //! | `runtime` | `agent-runtime` | tools, permission policy, runs that wait on uncertain effects |
@@ -23,8 +38,7 @@
 //! | `rig` | `effect-rig` | `EffectTool`: rig tools whose calls go through the executor |
 //! | `mcp` | `effect-mcp` | effect-backed MCP tools, served and called (rmcp) |
 //! | `http` | `effect-http` | HTTP requests as effects: key header, failure classes, `Retry-After`, lookups (reqwest, rustls) |
-//! | [`open`] | | a store chosen from a path or a `postgres://` URL, as every binary does |
-//! | [`cli`] | | what the binaries share: a usage error in one line |
+//! | `otel` | `effect-otel` | OpenTelemetry spans and metrics of the executor |
 //!
 //! ```
 //! use std::sync::Arc;
@@ -78,14 +92,13 @@
 
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
-pub mod cli;
 #[cfg(any(feature = "sqlite", feature = "postgres"))]
 pub mod open;
 
 #[cfg(feature = "runtime")]
 #[cfg_attr(docsrs, doc(cfg(feature = "runtime")))]
 pub use agent_runtime as runtime;
-pub use effect_core as core;
+pub use effect_core;
 pub use effect_exec as exec;
 #[cfg(feature = "http")]
 #[cfg_attr(docsrs, doc(cfg(feature = "http")))]
@@ -108,18 +121,71 @@ pub use effect_rig as rig;
 pub use effect_testkit as testkit;
 
 pub use effect_core::{
-    EffectContract, EffectLedger, EffectLedgerExt, EffectRecord, EffectResult, EffectStatus,
-    FingerprintKey, KeyError, Keyring, MemoryLedger, Outcome, OutcomeProbeResult, ProbeStatus,
-    Redaction, RedactionError, Redactor, SealError, SealingKey, Secret, UnknownOutcomePolicy,
+    ContractError, EffectContract, EffectLedger, EffectLedgerExt, EffectRecord, EffectResult,
+    EffectStatus, LedgerError, LedgerErrorKind, MemoryLedger, Outcome, OutcomeProbeResult,
+    ProbeStatus, UnknownOutcomePolicy,
 };
 pub use effect_exec::{
-    Audit, CallOptions, EffectExecutor, ExecError, ExecutorOptions, HandlerContext, HandlerError,
-    RecoveryHandle, RecoveryReport, RecoveryWorker, SweepReport, Sweeper, TypedContract,
-    TypedProbe, TypedResult, UncertainOutcome, Waiting, WaitingFor, waiting,
+    CallOptions, EffectExecutor, ExecError, ExecutorOptions, HandlerContext, HandlerError,
+    UncertainOutcome,
 };
 #[cfg(feature = "sqlite")]
 #[cfg_attr(docsrs, doc(cfg(feature = "sqlite")))]
-pub use effect_ledger_sqlite::{Durability, SqliteLedger, SqliteOptions, TempLedger};
+pub use effect_ledger_sqlite::{SqliteError, SqliteLedger, SqliteOptions};
+
+/// The quick start's names, for `use production_agent_systems::prelude::*;`.
+pub mod prelude {
+    pub use crate::typed::{TypedContract, TypedProbe};
+    pub use effect_core::{
+        EffectContract, EffectLedger, EffectLedgerExt, EffectStatus, OutcomeProbeResult,
+    };
+    pub use effect_exec::{EffectExecutor, ExecError, HandlerContext, HandlerError};
+}
+
+/// Contracts over your own argument and output types
+/// ([`TypedContract`](typed::TypedContract), docs/effect-contracts.md).
+pub mod typed {
+    pub use effect_exec::{TypedContract, TypedProbe, TypedResult};
+}
+
+/// Finishing work nobody waits for (docs/recovering-work.md): the
+/// [`RecoveryWorker`](recovery::RecoveryWorker) dispatches stored intent and
+/// reconciles what was left uncertain, the [`Sweeper`](recovery::Sweeper)
+/// reconciles only, [`waiting`](recovery::waiting) says what waits and for
+/// whom, an operator's [`Audit`](recovery::Audit) records who decided, and a
+/// [`RetentionPolicy`](recovery::RetentionPolicy) says how long resolved
+/// operations are kept.
+pub mod recovery {
+    pub use effect_core::{ParseRetentionError, RetentionPolicy, RetentionReport};
+    pub use effect_exec::{
+        Audit, RecoveryHandle, RecoveryReport, RecoveryWorker, SweepReport, Sweeper, Waiting,
+        WaitingFor, waiting,
+    };
+}
+
+/// Arguments that must not reach the ledger in clear (docs/effect-contracts.md):
+/// [`Secret`](secrets::Secret) values, the [`SealingKey`](secrets::SealingKey)
+/// and [`Keyring`](secrets::Keyring) that seal stored intent, the
+/// [`FingerprintKey`](secrets::FingerprintKey) of keyed fingerprints, and
+/// [`Redaction`](secrets::Redaction) of what operators and approvers see.
+pub mod secrets {
+    pub use effect_core::{
+        FingerprintKey, KeyError, Keyring, Redaction, RedactionError, Redactor, SealError,
+        SealingKey, Secret,
+    };
+}
+
+/// Every ledger, with its options and errors. [`open`](crate::open::open)
+/// chooses one from a path or a URL.
+pub mod stores {
+    pub use effect_core::MemoryLedger;
+    #[cfg(feature = "postgres")]
+    #[cfg_attr(docsrs, doc(cfg(feature = "postgres")))]
+    pub use effect_ledger_postgres::{PostgresLedger, PostgresOptions, SslMode, TlsError};
+    #[cfg(feature = "sqlite")]
+    #[cfg_attr(docsrs, doc(cfg(feature = "sqlite")))]
+    pub use effect_ledger_sqlite::{SqliteError, SqliteLedger, SqliteOptions, Synchronous};
+}
 
 /// The examples of `docs/effect-contracts.md`, compiled and run as doctests.
 #[cfg(doctest)]

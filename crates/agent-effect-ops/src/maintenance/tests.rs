@@ -77,17 +77,11 @@ impl Write for Watched {
 fn ledger(operations: usize) -> Counted {
     let inner = MemoryLedger::new();
     for i in 0..operations {
-        let op = NewOperation {
-            contract_terms: None,
-            requires_approval: false,
-            trace_context: None,
-            intent: None,
-            redacted_arguments: None,
-            contract_name: "capture_payment".into(),
-            contract_version: "1".into(),
-            fingerprint: RequestFingerprint::of_value(&serde_json::json!({ "i": i })),
-            provider_idempotency_key: None,
-        };
+        let op = NewOperation::new(
+            "capture_payment",
+            "1",
+            RequestFingerprint::of_value(&serde_json::json!({ "i": i })),
+        );
         inner.prepare(&format!("op-{i:05}"), &op).unwrap();
     }
     Counted {

@@ -28,16 +28,14 @@ fn ledger() -> (TempDir, PathBuf) {
     let dir = tempfile::tempdir().unwrap();
     let db = dir.path().join("effects.sqlite3");
     let ledger = SqliteLedger::open(&db, SqliteOptions::default()).unwrap();
-    let op = |id: &str, requires_approval: bool| NewOperation {
-        contract_terms: None,
-        requires_approval,
-        trace_context: None,
-        intent: None,
-        redacted_arguments: None,
-        contract_name: "refund".into(),
-        contract_version: "1".into(),
-        fingerprint: RequestFingerprint::of_value(&json!({"order": id, "cents": 4200})),
-        provider_idempotency_key: Some(format!("refund:{id}")),
+    let op = |id: &str, requires_approval: bool| {
+        NewOperation::new(
+            "refund",
+            "1",
+            RequestFingerprint::of_value(&json!({"order": id, "cents": 4200})),
+        )
+        .with_provider_idempotency_key(Some(format!("refund:{id}")))
+        .with_requires_approval(requires_approval)
     };
     for id in ["refund:A-1", "refund:A-2"] {
         ledger.prepare(id, &op(id, true)).unwrap();
@@ -133,11 +131,7 @@ fn approve_records_a_single_use_approval_of_the_fingerprint() {
     assert!(written(dir) == before, "a refused approve wrote");
     // One claim uses it up; the operation cannot be approved again.
     let ledger = open(&db);
-    let claim = effect_core::Claim {
-        owner_token: "worker".into(),
-        lease: std::time::Duration::from_secs(60),
-        budgets: Vec::new(),
-    };
+    let claim = effect_core::Claim::new("worker", std::time::Duration::from_secs(60));
     assert!(ledger.claim_dispatch("refund:A-1", &claim).unwrap());
     assert!(!ledger.claim_dispatch("refund:A-1", &claim).unwrap());
     drop(ledger);

@@ -48,17 +48,11 @@ fn export_pages_through_large_ledgers() {
     let db = dir.path().join("many.sqlite3");
     let ledger = SqliteLedger::open(&db, SqliteOptions::default()).unwrap();
     for i in 0..1005 {
-        let op = NewOperation {
-            contract_terms: None,
-            requires_approval: false,
-            trace_context: None,
-            intent: None,
-            redacted_arguments: None,
-            contract_name: "send_email".into(),
-            contract_version: "1".into(),
-            fingerprint: RequestFingerprint::of_value(&serde_json::json!({ "n": i })),
-            provider_idempotency_key: None,
-        };
+        let op = NewOperation::new(
+            "send_email",
+            "1",
+            RequestFingerprint::of_value(&serde_json::json!({ "n": i })),
+        );
         ledger.prepare(&format!("email:{i}"), &op).unwrap();
     }
     drop(ledger);

@@ -14,16 +14,9 @@ fn sealed_intent_shows_as_sealed_and_prepared_work_counts_as_waiting() {
     let ledger = SqliteLedger::open(&db, SqliteOptions::default()).unwrap();
     let keyring = Keyring::new("k1", SealingKey::from_bytes([3; 32])).unwrap();
     let args = json!({"invoice_id": "INV-1", "card_token": "tok_visa_4242"});
-    let operation = |intent| NewOperation {
-        contract_terms: None,
-        requires_approval: false,
-        trace_context: None,
-        contract_name: "capture_payment".into(),
-        contract_version: "1".into(),
-        fingerprint: RequestFingerprint::of_value(&args),
-        provider_idempotency_key: None,
-        intent,
-        redacted_arguments: None,
+    let operation = |intent| {
+        NewOperation::new("capture_payment", "1", RequestFingerprint::of_value(&args))
+            .with_intent(intent)
     };
     let sealed = keyring.seal(&args, "op-sealed").unwrap();
     ledger

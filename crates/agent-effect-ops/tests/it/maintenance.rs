@@ -255,22 +255,14 @@ fn aged_ledger() -> (tempfile::TempDir, std::path::PathBuf) {
     let now = UNIX_EPOCH + Duration::from_micros(crate::support::NOW_MICROS);
     let clock = Arc::new(ManualClock::new(now - Duration::from_secs(100 * 86_400)));
     let ledger = SqliteLedger::open(&db, SqliteOptions::default().clock(clock.clone())).unwrap();
-    let op = |id: &str| NewOperation {
-        contract_terms: None,
-        requires_approval: false,
-        trace_context: None,
-        intent: None,
-        redacted_arguments: None,
-        contract_name: "capture_payment".into(),
-        contract_version: "1".into(),
-        fingerprint: RequestFingerprint::of_value(&serde_json::json!({ "id": id })),
-        provider_idempotency_key: None,
+    let op = |id: &str| {
+        NewOperation::new(
+            "capture_payment",
+            "1",
+            RequestFingerprint::of_value(&serde_json::json!({ "id": id })),
+        )
     };
-    let claim = effect_core::Claim {
-        owner_token: "w".into(),
-        lease: Duration::from_secs(60),
-        budgets: Vec::new(),
-    };
+    let claim = effect_core::Claim::new("w", Duration::from_secs(60));
     let confirmation = effect_core::Confirmation {
         output: serde_json::json!({"ok": true}),
         provider_operation_id: None,

@@ -65,17 +65,11 @@ fn ids(output: &Output) -> Vec<String> {
 
 fn prepare(ledger: &SqliteLedger, ids: impl IntoIterator<Item = usize>) {
     for i in ids {
-        let op = NewOperation {
-            contract_terms: None,
-            requires_approval: false,
-            trace_context: None,
-            intent: None,
-            redacted_arguments: None,
-            contract_name: "capture".into(),
-            contract_version: "1".into(),
-            fingerprint: RequestFingerprint::of_value(&serde_json::json!({ "n": i })),
-            provider_idempotency_key: None,
-        };
+        let op = NewOperation::new(
+            "capture",
+            "1",
+            RequestFingerprint::of_value(&serde_json::json!({ "n": i })),
+        );
         ledger.prepare(&format!("op:{i}"), &op).unwrap();
     }
 }

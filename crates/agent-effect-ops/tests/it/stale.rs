@@ -29,16 +29,9 @@ fn ledger(prepared: usize) -> (TempDir, PathBuf) {
     let dir = tempfile::tempdir().unwrap();
     let db = dir.path().join("effects.sqlite3");
     let ledger = SqliteLedger::open(&db, SqliteOptions::default()).unwrap();
-    let op = |id: &str| NewOperation {
-        contract_terms: None,
-        requires_approval: false,
-        trace_context: None,
-        intent: None,
-        redacted_arguments: None,
-        contract_name: "capture_payment".into(),
-        contract_version: "1".into(),
-        fingerprint: RequestFingerprint::of_canonical(id),
-        provider_idempotency_key: Some(format!("key:{id}")),
+    let op = |id: &str| {
+        NewOperation::new("capture_payment", "1", RequestFingerprint::of_canonical(id))
+            .with_provider_idempotency_key(Some(format!("key:{id}")))
     };
     for i in 0..prepared {
         let id = format!("op-{i:03}");
@@ -49,11 +42,7 @@ fn ledger(prepared: usize) -> (TempDir, PathBuf) {
         ("live", Duration::from_secs(3600)),
     ] {
         ledger.prepare(id, &op(id)).unwrap();
-        let claim = Claim {
-            owner_token: format!("worker-{id}"),
-            lease,
-            budgets: Vec::new(),
-        };
+        let claim = Claim::new(format!("worker-{id}"), lease);
         assert!(ledger.claim_dispatch(id, &claim).unwrap());
     }
     (dir, db)

@@ -119,18 +119,18 @@ fn db_takes_a_file_memory_or_a_url_and_the_old_spellings_still_work() {
         stderr(&output)
     );
 
-    // memory: and the deprecated spellings, which say so.
-    for (db, deprecated) in [("memory:", false), ("memory", true), ("sqlite", true)] {
+    // memory: runs in memory; the bare words are refused, saying what to write.
+    let output = agent_effect(&[&scenario[..], &["--db", "memory:"]].concat());
+    assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
+    let report: Value = serde_json::from_str(&stdout(&output)).unwrap();
+    assert_eq!(report["committed_effect_count"], 1, "{report}");
+    for (db, hint) in [("memory", "--db memory:"), ("sqlite", "leave --db out")] {
         let output = agent_effect(&[&scenario[..], &["--db", db]].concat());
-        assert_eq!(output.status.code(), Some(0), "{db}: {}", stderr(&output));
-        let report: Value = serde_json::from_str(&stdout(&output)).unwrap();
-        assert_eq!(report["committed_effect_count"], 1, "{db}: {report}");
-        assert_eq!(
-            stderr(&output).contains(&format!("warning: --db {db} is deprecated")),
-            deprecated,
-            "{db}: {}",
-            stderr(&output)
-        );
+        assert_eq!(output.status.code(), Some(2), "{db}: {}", stderr(&output));
+        assert!(stdout(&output).is_empty(), "{db}: nothing ran");
+        let err = stderr(&output);
+        assert_eq!(err.lines().count(), 1, "{db}: one line: {err}");
+        assert!(err.contains(hint), "{db}: {err}");
     }
 }
 

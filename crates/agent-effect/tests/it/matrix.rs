@@ -8,7 +8,7 @@ use crate::{agent_effect, stderr, stdout};
 #[test]
 fn matrix_table_shows_every_cell_and_the_naive_baseline() {
     // --ledger is the earlier spelling of --db, still accepted.
-    let output = agent_effect(&["--matrix", "--ledger", "memory"]);
+    let output = agent_effect(&["--matrix", "--ledger", "memory:"]);
     assert!(output.status.success(), "{}", stderr(&output));
     let table = stdout(&output);
     assert!(table.contains("with the ledger: 1 capture; naive retry: 2 captures"));

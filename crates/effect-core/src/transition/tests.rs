@@ -43,25 +43,16 @@ fn record(status: S, expired: bool) -> EffectRecord {
 }
 
 fn new_operation() -> NewOperation {
-    NewOperation {
-        contract_terms: None,
-        requires_approval: false,
-        trace_context: None,
-        intent: None,
-        redacted_arguments: None,
-        contract_name: "capture_payment".into(),
-        contract_version: "1".into(),
-        fingerprint: RequestFingerprint::of_value(&json!({"invoice_id": "INV-1"})),
-        provider_idempotency_key: Some("capture:INV-1".into()),
-    }
+    NewOperation::new(
+        "capture_payment",
+        "1",
+        RequestFingerprint::of_value(&json!({"invoice_id": "INV-1"})),
+    )
+    .with_provider_idempotency_key(Some("capture:INV-1".into()))
 }
 
 fn claim() -> Claim {
-    Claim {
-        owner_token: "new owner".into(),
-        lease: Duration::from_secs(30),
-        budgets: Vec::new(),
-    }
+    Claim::new("new owner", Duration::from_secs(30))
 }
 
 fn evidence(value: Value) -> Evidence {
@@ -88,12 +79,10 @@ fn unknown(owner: Option<&str>) -> Transition {
 }
 
 fn manual(action: ManualAction) -> Transition {
-    Transition::Resolve(ManualResolution {
+    Transition::Resolve(ManualResolution::new(
         action,
-        actor: "ops@example.com".into(),
-        reason: "checked the dashboard".into(),
-        evidence_reference: "TICKET-1".into(),
-    })
+        crate::transition::Audit::new("ops@example.com", "checked the dashboard", "TICKET-1"),
+    ))
 }
 
 /// What a row expects.
@@ -508,12 +497,10 @@ fn manual_rows() {
     // A record another writer left uncertain with its lease still running.
     let mut leased = record(S::Quarantined, LIVE);
     leased.lease_until = Some(unix_seconds(now()) + 60.0);
-    let blank_actor = Transition::Resolve(ManualResolution {
-        action: ManualAction::Reject,
-        actor: " ".into(),
-        reason: "r".into(),
-        evidence_reference: "e".into(),
-    });
+    let blank_actor = Transition::Resolve(ManualResolution::new(
+        ManualAction::Reject,
+        crate::transition::Audit::new(" ", "r", "e"),
+    ));
     let confirm = || {
         manual(ManualAction::Confirm {
             output: json!({"payment_id": "pay-9"}),

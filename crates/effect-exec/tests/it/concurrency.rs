@@ -223,22 +223,13 @@ fn reconcile_settles_an_expired_dispatch_without_running_the_handler() {
         .apply(
             "invoice:INV-26:capture",
             &effect_core::Transition::PrepareAndClaim(
-                effect_core::NewOperation {
-                    contract_terms: None,
-                    requires_approval: false,
-                    trace_context: None,
-                    intent: None,
-                    redacted_arguments: None,
-                    contract_name: "capture_payment".into(),
-                    contract_version: "1".into(),
-                    fingerprint: effect_core::RequestFingerprint::of_value(&invoice("INV-26")),
-                    provider_idempotency_key: Some("capture:INV-26".into()),
-                },
-                effect_core::Claim {
-                    owner_token: "dead-worker".into(),
-                    lease: Duration::ZERO,
-                    budgets: Vec::new(),
-                },
+                effect_core::NewOperation::new(
+                    "capture_payment",
+                    "1",
+                    effect_core::RequestFingerprint::of_value(&invoice("INV-26")),
+                )
+                .with_provider_idempotency_key(Some("capture:INV-26".into())),
+                effect_core::Claim::new("dead-worker", Duration::ZERO),
             ),
         )
         .unwrap();
@@ -267,24 +258,15 @@ fn the_bounded_wait_for_a_live_owner_runs_on_the_injected_clock() {
     ledger
         .prepare(
             id,
-            &effect_core::NewOperation {
-                contract_terms: None,
-                requires_approval: false,
-                trace_context: None,
-                intent: None,
-                redacted_arguments: None,
-                contract_name: "capture_payment".into(),
-                contract_version: "1".into(),
-                fingerprint: effect_core::RequestFingerprint::of_value(&invoice("INV-WAIT")),
-                provider_idempotency_key: Some("capture:INV-WAIT".into()),
-            },
+            &effect_core::NewOperation::new(
+                "capture_payment",
+                "1",
+                effect_core::RequestFingerprint::of_value(&invoice("INV-WAIT")),
+            )
+            .with_provider_idempotency_key(Some("capture:INV-WAIT".into())),
         )
         .unwrap();
-    let held = Claim {
-        owner_token: "elsewhere".into(),
-        lease: Duration::from_secs(3600),
-        budgets: Vec::new(),
-    };
+    let held = Claim::new("elsewhere", Duration::from_secs(3600));
     assert!(ledger.claim_dispatch(id, &held).unwrap());
     let options = ExecutorOptions::default().wait_for_in_progress(Some(Duration::from_secs(120)));
     let exec = effect_exec::EffectExecutor::with_clock(Arc::clone(&ledger), options, clock.clone())

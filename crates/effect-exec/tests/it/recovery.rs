@@ -132,23 +132,15 @@ impl World {
     fn abandoned(&self, contract: &EffectContract, args: &Value, sent: bool) -> String {
         let id = contract.operation_id(args).unwrap();
         let key = contract.provider_idempotency_key(args).unwrap();
-        let op = NewOperation {
-            contract_terms: None,
-            requires_approval: false,
-            trace_context: None,
-            intent: Some(args.clone()),
-            redacted_arguments: None,
-            contract_name: contract.name().to_owned(),
-            contract_version: contract.version().to_owned(),
-            fingerprint: RequestFingerprint::of_value(args),
-            provider_idempotency_key: key.clone(),
-        };
+        let op = NewOperation::new(
+            contract.name().to_owned(),
+            contract.version().to_owned(),
+            RequestFingerprint::of_value(args),
+        )
+        .with_provider_idempotency_key(key.clone())
+        .with_intent(Some(args.clone()));
         self.ledger.prepare(&id, &op).unwrap();
-        let claim = Claim {
-            owner_token: format!("dead-caller-{id}"),
-            lease: LEASE,
-            budgets: Vec::new(),
-        };
+        let claim = Claim::new(format!("dead-caller-{id}"), LEASE);
         assert!(self.ledger.claim_dispatch(&id, &claim).unwrap());
         if sent {
             let context = HandlerContext::new(&id, contract.name(), contract.version(), 1, key);
@@ -461,17 +453,13 @@ fn stored_intent_deriving_another_operation_is_not_dispatched() {
         // The operation of INV-1 holds the arguments of INV-2, as a writer
         // with a bug (or a hand-edited file) might leave it.
         let id = capture.operation_id(&invoice("INV-1")).unwrap();
-        let op = NewOperation {
-            contract_terms: None,
-            requires_approval: false,
-            trace_context: None,
-            intent: Some(invoice("INV-2")),
-            redacted_arguments: None,
-            contract_name: capture.name().to_owned(),
-            contract_version: capture.version().to_owned(),
-            fingerprint: RequestFingerprint::of_value(&invoice("INV-1")),
-            provider_idempotency_key: Some("capture:INV-1".to_owned()),
-        };
+        let op = NewOperation::new(
+            capture.name().to_owned(),
+            capture.version().to_owned(),
+            RequestFingerprint::of_value(&invoice("INV-1")),
+        )
+        .with_provider_idempotency_key(Some("capture:INV-1".to_owned()))
+        .with_intent(Some(invoice("INV-2")));
         w.ledger.prepare(&id, &op).unwrap();
         let worker = w.worker(&capture);
 
@@ -495,17 +483,15 @@ fn stored_intent_with_another_fingerprint_is_not_dispatched() {
     let capture = w.capture(true);
     // Same operation id, but the amount differs from what was fingerprinted.
     let id = capture.operation_id(&invoice("INV-1")).unwrap();
-    let op = NewOperation {
-        contract_terms: None,
-        requires_approval: false,
-        trace_context: None,
-        intent: Some(json!({"invoice_id": "INV-1", "amount_cents": 999_999})),
-        redacted_arguments: None,
-        contract_name: capture.name().to_owned(),
-        contract_version: capture.version().to_owned(),
-        fingerprint: RequestFingerprint::of_value(&invoice("INV-1")),
-        provider_idempotency_key: Some("capture:INV-1".to_owned()),
-    };
+    let op = NewOperation::new(
+        capture.name().to_owned(),
+        capture.version().to_owned(),
+        RequestFingerprint::of_value(&invoice("INV-1")),
+    )
+    .with_provider_idempotency_key(Some("capture:INV-1".to_owned()))
+    .with_intent(Some(
+        json!({"invoice_id": "INV-1", "amount_cents": 999_999}),
+    ));
     w.ledger.prepare(&id, &op).unwrap();
 
     let report = w.worker(&capture).run_once().unwrap();

@@ -100,28 +100,17 @@ const TABLE: [Row; 24] = {
 /// Records `state` for the operation of `args`, as another caller would
 /// have left it: its handler never committed anything.
 fn leave(ledger: &Arc<dyn EffectLedger>, id: &str, args: &Value, variant: Variant, state: State) {
-    let operation = NewOperation {
-        contract_terms: None,
-        requires_approval: false,
-        intent: None,
-        redacted_arguments: None,
-        trace_context: None,
-        contract_name: "capture_payment".into(),
-        contract_version: "1".into(),
-        fingerprint: RequestFingerprint::of_value(args),
-        provider_idempotency_key: variant
-            .key
-            .then(|| format!("capture:{}", args["invoice_id"].as_str().unwrap())),
-    };
+    let operation = NewOperation::new("capture_payment", "1", RequestFingerprint::of_value(args))
+        .with_provider_idempotency_key(
+            variant
+                .key
+                .then(|| format!("capture:{}", args["invoice_id"].as_str().unwrap())),
+        );
     let lease = match state {
         State::LeaseExpired => Duration::ZERO,
         _ => Duration::from_secs(3600),
     };
-    let claim = Claim {
-        owner_token: "elsewhere".into(),
-        lease,
-        budgets: Vec::new(),
-    };
+    let claim = Claim::new("elsewhere", lease);
     let claimed = ledger
         .apply(id, &Transition::PrepareAndClaim(operation, claim))
         .unwrap();

@@ -41,23 +41,14 @@ impl World {
     fn abandoned(&self, contract: &EffectContract, args: &Value, sent: bool) -> String {
         let id = contract.operation_id(args).unwrap();
         let key = contract.provider_idempotency_key(args).unwrap();
-        let op = NewOperation {
-            contract_terms: None,
-            requires_approval: false,
-            trace_context: None,
-            intent: None,
-            redacted_arguments: None,
-            contract_name: contract.name().to_owned(),
-            contract_version: contract.version().to_owned(),
-            fingerprint: RequestFingerprint::of_value(args),
-            provider_idempotency_key: key.clone(),
-        };
+        let op = NewOperation::new(
+            contract.name().to_owned(),
+            contract.version().to_owned(),
+            RequestFingerprint::of_value(args),
+        )
+        .with_provider_idempotency_key(key.clone());
         self.ledger.prepare(&id, &op).unwrap();
-        let claim = Claim {
-            owner_token: format!("dead-worker-{id}"),
-            lease: LEASE,
-            budgets: Vec::new(),
-        };
+        let claim = Claim::new(format!("dead-worker-{id}"), LEASE);
         assert!(self.ledger.claim_dispatch(&id, &claim).unwrap());
         if sent {
             let context = HandlerContext::new(&id, contract.name(), contract.version(), 1, key);

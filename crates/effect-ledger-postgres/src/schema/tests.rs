@@ -41,17 +41,11 @@ fn history(version: i32) -> Option<&'static str> {
 }
 
 fn operation(n: usize) -> NewOperation {
-    NewOperation {
-        contract_terms: None,
-        intent: None,
-        redacted_arguments: None,
-        requires_approval: false,
-        trace_context: None,
-        contract_name: "capture_payment".into(),
-        contract_version: "1".into(),
-        fingerprint: RequestFingerprint::of_canonical(&format!(r#"{{"invoice_id":"INV-{n}"}}"#)),
-        provider_idempotency_key: None,
-    }
+    NewOperation::new(
+        "capture_payment",
+        "1",
+        RequestFingerprint::of_canonical(&format!(r#"{{"invoice_id":"INV-{n}"}}"#)),
+    )
 }
 
 /// The columns of the schema's events table.
@@ -280,11 +274,7 @@ fn a_version_3_schema_migrates_only_when_asked() -> TestResult {
         .collect();
     assert_eq!(old, ["old-1", "old-2"]);
 
-    let claim = effect_core::Claim {
-        owner_token: "owner".into(),
-        lease: std::time::Duration::from_secs(60),
-        budgets: Vec::new(),
-    };
+    let claim = effect_core::Claim::new("owner", std::time::Duration::from_secs(60));
     let claimed = ledger.apply(
         "new-1",
         &effect_core::Transition::PrepareAndClaim(operation(1), claim),

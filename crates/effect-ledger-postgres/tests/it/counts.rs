@@ -54,11 +54,7 @@ fn the_counters_equal_a_full_count_after_a_random_mix_of_writes() -> TestResult 
     let ledger = schema.ledger()?;
     let q = schema.q();
     let mut admin = schema.admin()?;
-    let claim = Claim {
-        owner_token: "w".into(),
-        lease: Duration::from_secs(60),
-        budgets: Vec::new(),
-    };
+    let claim = Claim::new("w", Duration::from_secs(60));
     let confirmation = Confirmation {
         output: serde_json::json!({"ok": true}),
         provider_operation_id: None,

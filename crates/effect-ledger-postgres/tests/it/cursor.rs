@@ -666,11 +666,7 @@ fn cursor_readers_see_every_event_once_under_concurrent_writers() -> TestResult 
                             let n = (round * WRITERS + w) * PER_WRITER + i;
                             let id = format!("op-{n}");
                             let owner = format!("owner-{n}");
-                            let claim = Claim {
-                                owner_token: owner.clone(),
-                                lease: Duration::from_secs(60),
-                                budgets: Vec::new(),
-                            };
+                            let claim = Claim::new(owner.clone(), Duration::from_secs(60));
                             ledger.apply(
                                 &id,
                                 &Transition::PrepareAndClaim(new_operation(n), claim),

@@ -20,11 +20,7 @@ const CHILD_LEASE: Duration = Duration::from_secs(2);
 const LIVE_LEASE: Duration = Duration::from_secs(3600);
 
 fn claim(token: &str, lease: Duration) -> Claim {
-    Claim {
-        owner_token: token.to_owned(),
-        lease,
-        budgets: Vec::new(),
-    }
+    Claim::new(token.to_owned(), lease)
 }
 
 /// Applies `ExpireLease`; true when it took the lease.

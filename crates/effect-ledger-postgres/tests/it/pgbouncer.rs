@@ -94,11 +94,7 @@ fn racing_claims_through_pgbouncer_have_one_winner_each() -> TestResult {
                 .map(|r| {
                     let (id, barrier, ledger) = (&id, &barrier, &ledger);
                     scope.spawn(move || {
-                        let claim = Claim {
-                            owner_token: format!("racer-{r}"),
-                            lease: Duration::from_secs(60),
-                            budgets: Vec::new(),
-                        };
+                        let claim = Claim::new(format!("racer-{r}"), Duration::from_secs(60));
                         barrier.wait();
                         ledger
                             .apply(id, &Transition::PrepareAndClaim(new_operation(n), claim))
@@ -215,11 +211,8 @@ fn falls_back_in_a_transaction(server: &str, bouncer: &str) -> TestResult {
     let ledger = PostgresLedger::connect(bouncer, schema.options().pool_size(1))?;
     let claim = |n: usize| -> Result<Transition, Box<dyn std::error::Error>> {
         let budget = Budget::total("captures").max_count(1000);
-        let claim = Claim {
-            owner_token: format!("owner-{n}"),
-            lease: Duration::from_secs(60),
-            budgets: vec![budget.charge(&json!({}))?],
-        };
+        let claim = Claim::new(format!("owner-{n}"), Duration::from_secs(60))
+            .with_budgets(vec![budget.charge(&json!({}))?]);
         Ok(Transition::PrepareAndClaim(new_operation(n), claim))
     };
     let confirm = |n: usize| Transition::MarkConfirmed {

@@ -24,11 +24,7 @@ fn named(url: &str, name: &str) -> String {
 /// A fresh effect (claim and confirmation) and two reads of it.
 fn effect(ledger: &PostgresLedger, n: usize) -> TestResult {
     let id = format!("op-{n}");
-    let claim = Claim {
-        owner_token: format!("owner-{n}"),
-        lease: Duration::from_secs(60),
-        budgets: Vec::new(),
-    };
+    let claim = Claim::new(format!("owner-{n}"), Duration::from_secs(60));
     let claimed = ledger.apply(&id, &Transition::PrepareAndClaim(new_operation(n), claim))?;
     assert!(claimed.applied);
     let confirm = Transition::MarkConfirmed {
@@ -121,11 +117,7 @@ fn values_run_by_name_read_back_as_written() -> TestResult {
     let schema = TestSchema::new(&url, "prepared_values")?;
     let ledger = PostgresLedger::connect(&url, schema.options().pool_size(1))?;
     let id = r"op-'quoted'\back$1";
-    let claim = Claim {
-        owner_token: "owner-'\\".to_owned(),
-        lease: Duration::from_millis(60_125),
-        budgets: Vec::new(),
-    };
+    let claim = Claim::new("owner-'\\", Duration::from_millis(60_125));
     let claimed = ledger.apply(id, &Transition::PrepareAndClaim(new_operation(1), claim))?;
     assert_eq!(ledger.get(id)?, Some(claimed.record), "the claim as stored");
     let output = json!({"text": "it's \\ E'x' $1 \n ü 日本 😀", "n": -1.5e-7});

@@ -23,11 +23,7 @@ fn prune_archives_then_deletes_old_terminal_operations_only() -> TestResult {
         provider_operation_id: None,
         evidence: Evidence::new(),
     };
-    let claim = Claim {
-        owner_token: "w".into(),
-        lease: Duration::from_secs(60),
-        budgets: Vec::new(),
-    };
+    let claim = Claim::new("w", Duration::from_secs(60));
     ledger.prepare("old confirmed", &new_operation(1))?;
     ledger.mark_confirmed("old confirmed", None, &confirmation)?;
     ledger.prepare("old rejected", &new_operation(2))?;

@@ -37,11 +37,7 @@ fn a_recovery_worker_applies_the_policy_in_bounded_passes_and_leaves_unresolved_
     };
     let schema = TestSchema::new(&url, "retention")?;
     let ledger = Arc::new(schema.ledger()?);
-    let claim = Claim {
-        owner_token: "w".into(),
-        lease: Duration::from_secs(600),
-        budgets: Vec::new(),
-    };
+    let claim = Claim::new("w", Duration::from_secs(600));
     let confirmation = Confirmation {
         output: serde_json::json!({"ok": true}),
         provider_operation_id: None,

@@ -245,11 +245,7 @@ fn the_operator_role_of_the_guide_resolves_and_prunes() -> TestResult {
     let roles = Roles::create(&url, "operator")?;
     let schema = roles.schema()?;
     let writer = roles.ledger("writer", &schema)?;
-    let claim = Claim {
-        owner_token: "w".into(),
-        lease: Duration::from_secs(60),
-        budgets: Vec::new(),
-    };
+    let claim = Claim::new("w", Duration::from_secs(60));
     writer.prepare("invoice:INV-1:capture", &new_operation(1))?;
     assert!(writer.claim_dispatch("invoice:INV-1:capture", &claim)?);
     writer.mark_outcome_unknown(
@@ -263,15 +259,13 @@ fn the_operator_role_of_the_guide_resolves_and_prunes() -> TestResult {
     let operator = roles.ledger("operator", &schema)?;
     let resolved = operator.resolve_manually(
         "invoice:INV-1:capture",
-        &ManualResolution {
-            action: ManualAction::Confirm {
+        &ManualResolution::new(
+            ManualAction::Confirm {
                 output: serde_json::json!({"payment_id": "pay-1"}),
                 provider_operation_id: Some("pay-1".into()),
             },
-            actor: "on-call".into(),
-            reason: "seen in the provider dashboard".into(),
-            evidence_reference: "INC-1".into(),
-        },
+            effect_core::Audit::new("on-call", "seen in the provider dashboard", "INC-1"),
+        ),
     )?;
     assert_eq!(resolved.status, EffectStatus::Confirmed);
 

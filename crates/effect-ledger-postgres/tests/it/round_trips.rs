@@ -19,11 +19,7 @@ use crate::support::{TestResult, TestSchema, new_operation, server_url};
 const ID: &str = "invoice:INV-1:capture";
 
 fn claim(owner: &str, lease: Duration) -> Claim {
-    Claim {
-        owner_token: owner.to_owned(),
-        lease,
-        budgets: Vec::new(),
-    }
+    Claim::new(owner.to_owned(), lease)
 }
 
 fn confirm(owner: &str, output: serde_json::Value) -> Transition {

@@ -105,11 +105,7 @@ fn values_use_the_sqlite_formats() -> TestResult {
     };
     let schema = TestSchema::new(&url, "sqlite_formats")?;
     let ledger = schema.ledger()?;
-    let claim = Claim {
-        owner_token: "owner-1".into(),
-        lease: Duration::from_secs(30),
-        budgets: Vec::new(),
-    };
+    let claim = Claim::new("owner-1", Duration::from_secs(30));
     ledger.prepare("op-1", &new_operation(1))?;
     assert!(ledger.claim_dispatch("op-1", &claim)?);
     let mut admin = schema.admin()?;
@@ -207,11 +203,7 @@ fn race_claims(
                 .map(|r| {
                     let (id, barrier) = (&id, &barrier);
                     scope.spawn(move || {
-                        let claim = Claim {
-                            owner_token: format!("racer-{r}"),
-                            lease: Duration::from_secs(60),
-                            budgets: Vec::new(),
-                        };
+                        let claim = Claim::new(format!("racer-{r}"), Duration::from_secs(60));
                         barrier.wait();
                         ledger.apply(
                             id,

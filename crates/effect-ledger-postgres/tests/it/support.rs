@@ -97,17 +97,12 @@ impl Drop for TestSchema {
 
 /// The identity of test operation `n`.
 pub fn new_operation(n: usize) -> NewOperation {
-    NewOperation {
-        contract_terms: None,
-        requires_approval: false,
-        trace_context: None,
-        intent: None,
-        redacted_arguments: None,
-        contract_name: "capture_payment".into(),
-        contract_version: "1".into(),
-        fingerprint: RequestFingerprint::of_canonical(&format!(r#"{{"invoice_id":"INV-{n}"}}"#)),
-        provider_idempotency_key: Some(format!("capture:INV-{n}")),
-    }
+    NewOperation::new(
+        "capture_payment",
+        "1",
+        RequestFingerprint::of_canonical(&format!(r#"{{"invoice_id":"INV-{n}"}}"#)),
+    )
+    .with_provider_idempotency_key(Some(format!("capture:INV-{n}")))
 }
 
 /// The database server's clock, in seconds since the epoch.

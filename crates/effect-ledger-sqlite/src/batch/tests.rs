@@ -12,25 +12,11 @@ use super::*;
 use crate::temp::TempLedger;
 
 fn op(args: serde_json::Value) -> NewOperation {
-    NewOperation {
-        contract_terms: None,
-        requires_approval: false,
-        trace_context: None,
-        intent: None,
-        redacted_arguments: None,
-        contract_name: "capture_payment".into(),
-        contract_version: "1".into(),
-        fingerprint: RequestFingerprint::of_value(&args),
-        provider_idempotency_key: None,
-    }
+    NewOperation::new("capture_payment", "1", RequestFingerprint::of_value(&args))
 }
 
 fn claim(token: &str) -> Claim {
-    Claim {
-        owner_token: token.into(),
-        lease: Duration::from_secs(60),
-        budgets: Vec::new(),
-    }
+    Claim::new(token, Duration::from_secs(60))
 }
 
 /// [`write_batch`] of transitions whose callers knew nothing of the rows.

@@ -99,17 +99,11 @@ fn apply_in_composes_inside_one_outer_transaction() {
     let tx = conn
         .transaction_with_behavior(TransactionBehavior::Immediate)
         .unwrap();
-    let op = effect_core::NewOperation {
-        contract_terms: None,
-        requires_approval: false,
-        trace_context: None,
-        intent: None,
-        redacted_arguments: None,
-        contract_name: "c".into(),
-        contract_version: "1".into(),
-        fingerprint: effect_core::RequestFingerprint::of_value(&json!({})),
-        provider_idempotency_key: None,
-    };
+    let op = effect_core::NewOperation::new(
+        "c",
+        "1",
+        effect_core::RequestFingerprint::of_value(&json!({})),
+    );
     let clock = ledger.clock.as_ref();
     for id in ["a", "b"] {
         assert!(
@@ -131,22 +125,12 @@ fn apply_in_composes_inside_one_outer_transaction() {
 fn confirmed_records_are_replayed_without_a_transaction() {
     let options = SqliteOptions::default().busy_timeout(Duration::from_millis(10));
     let ledger = TempLedger::with_options(options).unwrap();
-    let op = effect_core::NewOperation {
-        contract_terms: None,
-        requires_approval: false,
-        trace_context: None,
-        intent: None,
-        redacted_arguments: None,
-        contract_name: "c".into(),
-        contract_version: "1".into(),
-        fingerprint: effect_core::RequestFingerprint::of_value(&json!({})),
-        provider_idempotency_key: None,
-    };
-    let claim = effect_core::Claim {
-        owner_token: "t".into(),
-        lease: Duration::from_secs(60),
-        budgets: Vec::new(),
-    };
+    let op = effect_core::NewOperation::new(
+        "c",
+        "1",
+        effect_core::RequestFingerprint::of_value(&json!({})),
+    );
+    let claim = effect_core::Claim::new("t", Duration::from_secs(60));
     let again = Transition::PrepareAndClaim(op.clone(), claim.clone());
     ledger.apply("done", &again).unwrap();
     let confirmation = effect_core::Confirmation {
@@ -170,12 +154,9 @@ fn confirmed_records_are_replayed_without_a_transaction() {
     assert!(!replay.applied);
     assert_eq!(replay.record.output, Some(json!({"ok": 1})));
     // A conflicting identity is refused from the cache, as from the file.
-    let other = Transition::Prepare(effect_core::NewOperation {
-        contract_terms: None,
-        requires_approval: false,
-        contract_version: "2".into(),
-        ..op
-    });
+    let mut other_version = op;
+    other_version.contract_version = "2".into();
+    let other = Transition::Prepare(other_version);
     assert!(matches!(
         ledger.apply("done", &other),
         Err(LedgerError::Conflict { .. })
@@ -198,17 +179,11 @@ fn the_immutable_uri_escapes_what_a_uri_path_reserves() {
 }
 
 fn operation() -> effect_core::NewOperation {
-    effect_core::NewOperation {
-        contract_terms: None,
-        requires_approval: false,
-        trace_context: None,
-        intent: None,
-        redacted_arguments: None,
-        contract_name: "c".into(),
-        contract_version: "1".into(),
-        fingerprint: effect_core::RequestFingerprint::of_value(&json!({})),
-        provider_idempotency_key: None,
-    }
+    effect_core::NewOperation::new(
+        "c",
+        "1",
+        effect_core::RequestFingerprint::of_value(&json!({})),
+    )
 }
 
 fn synchronous_of(ledger: &TempLedger) -> i64 {
@@ -222,11 +197,7 @@ fn a_deferrable_batch_commits_at_normal_and_a_durable_one_at_full() {
     // One connection, so every batch runs on the one whose level is read.
     let ledger = TempLedger::with_options(SqliteOptions::default().pool_size(1)).unwrap();
     const FULL: i64 = 2;
-    let claim = effect_core::Claim {
-        owner_token: "w".into(),
-        lease: Duration::from_secs(60),
-        budgets: Vec::new(),
-    };
+    let claim = effect_core::Claim::new("w", Duration::from_secs(60));
     ledger
         .apply(
             "a",
@@ -281,7 +252,7 @@ fn a_ledger_opened_read_only_where_it_can_share_the_wal_is_not_a_snapshot() {
 fn a_normal_ledger_ignores_deferral() {
     let options = SqliteOptions::default()
         .pool_size(1)
-        .durability(Durability::Normal);
+        .synchronous(Synchronous::Normal);
     let ledger = TempLedger::with_options(options).unwrap();
     ledger
         .apply_with(

@@ -287,12 +287,10 @@ fn failed_transitions_write_nothing() -> TestResult {
         .expect_err("conflict");
     assert_eq!(conflict.kind(), LedgerErrorKind::Conflict);
     let manual = |actor: &str| {
-        Transition::Resolve(ManualResolution {
-            action: ManualAction::Reject,
-            actor: actor.into(),
-            reason: "r".into(),
-            evidence_reference: "e".into(),
-        })
+        Transition::Resolve(ManualResolution::new(
+            ManualAction::Reject,
+            effect_core::Audit::new(actor, "r", "e"),
+        ))
     };
     let blank = ledger.apply(id, &manual(" ")).expect_err("blank actor");
     assert_eq!(blank.kind(), LedgerErrorKind::InvalidInput);

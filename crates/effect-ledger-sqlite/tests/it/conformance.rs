@@ -36,7 +36,7 @@ fn passes_the_suite_with_one_connection_and_normal_durability() {
     let options = || {
         effect_ledger_sqlite::SqliteOptions::default()
             .pool_size(1)
-            .durability(effect_ledger_sqlite::Durability::Normal)
+            .synchronous(effect_ledger_sqlite::Synchronous::Normal)
     };
     let factory = || -> Arc<dyn EffectLedger> {
         Arc::new(

@@ -5,7 +5,7 @@ use std::sync::Arc;
 use std::time::{Duration, UNIX_EPOCH};
 
 use effect_core::{EffectLedger, EffectStatus, ListQuery, ManualClock, Transition};
-use effect_ledger_sqlite::{Durability, SqliteLedger, SqliteOptions};
+use effect_ledger_sqlite::{SqliteLedger, SqliteOptions, Synchronous};
 use serde_json::json;
 
 use crate::support::{TestResult, claim, confirmation, evidence, op};
@@ -41,10 +41,10 @@ fn populate(ledger: &SqliteLedger) -> Result<Vec<String>, Box<dyn std::error::Er
 
 #[test]
 fn records_and_events_survive_reopening() -> TestResult {
-    for durability in [Durability::Full, Durability::Normal] {
+    for durability in [Synchronous::Full, Synchronous::Normal] {
         let dir = tempfile::tempdir()?;
         let path = dir.path().join("ledger.sqlite3");
-        let options = || SqliteOptions::default().durability(durability);
+        let options = || SqliteOptions::default().synchronous(durability);
         let ledger = SqliteLedger::open(&path, options())?;
         let ids = populate(&ledger)?;
         let records: Vec<_> = ids

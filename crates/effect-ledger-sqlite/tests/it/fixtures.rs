@@ -147,17 +147,12 @@ fn python_v1_ledger_survives_reopening_and_keeps_its_layout() -> TestResult {
 fn python_sha256_fingerprint_is_not_a_conflict() -> TestResult {
     let (_dir, path) = copy_fixture("python-ledger-v1.sqlite3")?;
     let ledger = SqliteLedger::open(&path, SqliteOptions::default())?;
-    let same = NewOperation {
-        contract_terms: None,
-        requires_approval: false,
-        trace_context: None,
-        intent: None,
-        redacted_arguments: None,
-        contract_name: "capture_payment".into(),
-        contract_version: "1".into(),
-        fingerprint: RequestFingerprint::of_value(&json!({"invoice_id": "INV-1"})),
-        provider_idempotency_key: Some("capture:INV-1".into()),
-    };
+    let same = NewOperation::new(
+        "capture_payment",
+        "1",
+        RequestFingerprint::of_value(&json!({"invoice_id": "INV-1"})),
+    )
+    .with_provider_idempotency_key(Some("capture:INV-1".into()));
     let record = ledger.prepare("invoice:INV-1:capture", &same)?;
     assert_eq!(record.status, EffectStatus::Confirmed);
     // The stored fingerprint keeps Python's format; no event is added.
@@ -167,12 +162,8 @@ fn python_sha256_fingerprint_is_not_a_conflict() -> TestResult {
     );
     assert_eq!(ledger.events("invoice:INV-1:capture")?.len(), 4);
 
-    let other_args = NewOperation {
-        contract_terms: None,
-        requires_approval: false,
-        fingerprint: RequestFingerprint::of_value(&json!({"invoice_id": "INV-9"})),
-        ..same
-    };
+    let mut other_args = same;
+    other_args.fingerprint = RequestFingerprint::of_value(&json!({"invoice_id": "INV-9"}));
     let error = ledger
         .prepare("invoice:INV-1:capture", &other_args)
         .expect_err("different arguments must conflict");
@@ -239,12 +230,10 @@ fn legacy_ledger_is_migrated_once() -> TestResult {
     assert_eq!(record.contract_version, "1");
     let resolved = ledger.resolve_manually(
         "legacy-operation",
-        &effect_core::ManualResolution {
-            action: effect_core::ManualAction::Reject,
-            actor: "on-call".into(),
-            reason: "never reached the provider".into(),
-            evidence_reference: "INC-1".into(),
-        },
+        &effect_core::ManualResolution::new(
+            effect_core::ManualAction::Reject,
+            effect_core::Audit::new("on-call", "never reached the provider", "INC-1"),
+        ),
     )?;
     assert_eq!(resolved.status, EffectStatus::Rejected);
     let types: Vec<String> = ledger

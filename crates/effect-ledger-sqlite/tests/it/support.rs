@@ -11,26 +11,12 @@ pub type TestResult = Result<(), Box<dyn std::error::Error>>;
 
 /// The identity of an operation of contract `capture_payment` v1 on `args`.
 pub fn op(args: Value) -> NewOperation {
-    NewOperation {
-        contract_terms: None,
-        requires_approval: false,
-        trace_context: None,
-        intent: None,
-        redacted_arguments: None,
-        contract_name: "capture_payment".into(),
-        contract_version: "1".into(),
-        fingerprint: RequestFingerprint::of_value(&args),
-        provider_idempotency_key: None,
-    }
+    NewOperation::new("capture_payment", "1", RequestFingerprint::of_value(&args))
 }
 
 /// A 60 s claim for `token`.
 pub fn claim(token: &str) -> Claim {
-    Claim {
-        owner_token: token.into(),
-        lease: Duration::from_secs(60),
-        budgets: Vec::new(),
-    }
+    Claim::new(token, Duration::from_secs(60))
 }
 
 /// A confirmation with `output` and no evidence.

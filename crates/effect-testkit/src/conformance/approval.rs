@@ -72,14 +72,7 @@ pub fn approval_required_operation_waits(factory: LedgerFactory<'_>) {
     let both = c.ok(
         c.ledger.apply(
             "refund",
-            &Transition::PrepareAndClaim(
-                approval_operation(),
-                Claim {
-                    owner_token: "worker".into(),
-                    lease: LIVE,
-                    budgets: Vec::new(),
-                },
-            ),
+            &Transition::PrepareAndClaim(approval_operation(), Claim::new("worker", LIVE)),
         ),
         "PrepareAndClaim awaiting approval",
     );
@@ -394,11 +387,7 @@ pub fn concurrent_claims_use_one_approval(factory: LedgerFactory<'_>) {
     c.prepare_awaiting("contended");
     approve(&c, "contended");
     let results = race(&c, RACERS, |i| {
-        let claim = Claim {
-            owner_token: format!("racer {i}"),
-            lease: LIVE,
-            budgets: Vec::new(),
-        };
+        let claim = Claim::new(format!("racer {i}"), LIVE);
         c.ledger
             .apply(
                 "contended",

@@ -256,11 +256,7 @@ pub fn cancel_races_a_claim(factory: LedgerFactory<'_>) {
         c.prepare(&id);
         let results = race(&c, 2, |i| {
             if i == 0 {
-                let claim = Claim {
-                    owner_token: format!("worker {round}"),
-                    lease: LIVE,
-                    budgets: Vec::new(),
-                };
+                let claim = Claim::new(format!("worker {round}"), LIVE);
                 (Some(c.ledger.claim_dispatch(&id, &claim)), None)
             } else {
                 (None, Some(apply_cancel(&c, &id)))

@@ -23,15 +23,8 @@ use super::harness::{Check, LIVE, new_operation};
 pub fn prepare_and_claim_with_terms_leaves_existing(factory: LedgerFactory<'_>) {
     let c = Check::new("prepare_and_claim_with_terms_leaves_existing", factory);
     let contract = capture(false);
-    let op = NewOperation {
-        contract_terms: Some(ContractTerms::of(&contract)),
-        ..new_operation()
-    };
-    let claim = |token: &str| Claim {
-        owner_token: token.into(),
-        lease: LIVE,
-        budgets: Vec::new(),
-    };
+    let op = new_operation().with_contract_terms(Some(ContractTerms::of(&contract)));
+    let claim = |token: &str| Claim::new(token, LIVE);
     let fresh = c.ok(
         c.ledger.apply(
             "fresh",
@@ -147,17 +140,12 @@ pub fn stored_terms_refuse_a_weakened_contract(factory: LedgerFactory<'_>) {
     // Stored without terms, as the Python package writes: the running
     // contract decides, as before the terms were stored.
     let legacy = json!({"invoice_id": "INV-41", "amount": 4100});
-    let op = NewOperation {
-        contract_terms: None,
-        requires_approval: false,
-        trace_context: None,
-        intent: None,
-        redacted_arguments: None,
-        contract_name: "capture_payment".into(),
-        contract_version: "1".into(),
-        fingerprint: RequestFingerprint::of_value(&legacy),
-        provider_idempotency_key: Some("capture:INV-41".into()),
-    };
+    let op = NewOperation::new(
+        "capture_payment",
+        "1",
+        RequestFingerprint::of_value(&legacy),
+    )
+    .with_provider_idempotency_key(Some("capture:INV-41".into()));
     c.ok(c.ledger.prepare("invoice:INV-41:capture", &op), "prepare");
     match executor.execute(&flipped, &legacy, committing(&sent)) {
         Ok(result) => c.same(result.status, S::Confirmed, "a call on a legacy record"),
@@ -294,11 +282,7 @@ pub fn probe_conflict_is_quarantined(factory: LedgerFactory<'_>) {
 /// nothing.
 pub fn late_observation_is_appended_without_a_transition(factory: LedgerFactory<'_>) {
     let c = Check::new("late_observation_is_appended_without_a_transition", factory);
-    let claim = |token: &str, lease| Claim {
-        owner_token: token.into(),
-        lease,
-        budgets: Vec::new(),
-    };
+    let claim = |token: &str, lease| Claim::new(token, lease);
     c.ok(c.ledger.prepare("late", &new_operation()), "prepare");
     c.applied(
         c.ledger

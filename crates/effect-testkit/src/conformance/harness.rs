@@ -205,11 +205,7 @@ impl Check {
     }
 
     pub(crate) fn claim(&self, id: &str, token: &str, lease: Duration) -> bool {
-        let claim = Claim {
-            owner_token: token.to_owned(),
-            lease,
-            budgets: Vec::new(),
-        };
+        let claim = Claim::new(token.to_owned(), lease);
         self.ok(
             self.ledger.claim_dispatch(id, &claim),
             format_args!("claim_dispatch({id:?}, {token:?})"),
@@ -368,26 +364,17 @@ pub(crate) fn owner_of(id: &str) -> String {
 
 /// The identity every check prepares unless it tests identities.
 pub(crate) fn new_operation() -> NewOperation {
-    NewOperation {
-        contract_terms: None,
-        requires_approval: false,
-        trace_context: None,
-        intent: None,
-        redacted_arguments: None,
-        contract_name: "conformance.capture_payment".into(),
-        contract_version: "1".into(),
-        fingerprint: RequestFingerprint::of_value(&json!({"amount": 1200, "invoice_id": "INV-1"})),
-        provider_idempotency_key: Some("capture:INV-1".into()),
-    }
+    NewOperation::new(
+        "conformance.capture_payment",
+        "1",
+        RequestFingerprint::of_value(&json!({"amount": 1200, "invoice_id": "INV-1"})),
+    )
+    .with_provider_idempotency_key(Some("capture:INV-1".into()))
 }
 
 /// [`new_operation`] under a contract that requires approval.
 pub(crate) fn approval_operation() -> NewOperation {
-    NewOperation {
-        contract_terms: None,
-        requires_approval: true,
-        ..new_operation()
-    }
+    new_operation().with_requires_approval(true)
 }
 
 /// A JSON object as evidence (anything else is empty evidence).
@@ -407,12 +394,14 @@ pub(crate) fn confirmation(output: Value) -> Confirmation {
 }
 
 pub(crate) fn manual(action: ManualAction) -> ManualResolution {
-    ManualResolution {
+    ManualResolution::new(
         action,
-        actor: "operator@example.com".into(),
-        reason: "checked the provider dashboard".into(),
-        evidence_reference: "TICKET-42".into(),
-    }
+        effect_core::Audit::new(
+            "operator@example.com",
+            "checked the provider dashboard",
+            "TICKET-42",
+        ),
+    )
 }
 
 /// Statuses other than the ones listed.

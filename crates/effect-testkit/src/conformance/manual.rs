@@ -185,10 +185,10 @@ pub fn manual_requires_audit_fields(factory: LedgerFactory<'_>) {
     c.in_status("op", S::Quarantined);
     let before = c.snapshot("op");
     let blanked: [(&str, Blank); 3] = [
-        ("actor", |r, v| r.actor = v.to_owned()),
-        ("reason", |r, v| r.reason = v.to_owned()),
+        ("actor", |r, v| r.audit.actor = v.to_owned()),
+        ("reason", |r, v| r.audit.reason = v.to_owned()),
         ("evidence reference", |r, v| {
-            r.evidence_reference = v.to_owned()
+            r.audit.evidence_reference = v.to_owned()
         }),
     ];
     for (what, action) in actions() {

@@ -228,14 +228,8 @@ pub fn prepare_rejects_blank_operation_id(factory: LedgerFactory<'_>) {
 }
 
 fn prepare_and_claim(c: &Check, id: &str, token: &str) -> (bool, effect_core::EffectRecord) {
-    let transition = Transition::PrepareAndClaim(
-        new_operation(),
-        Claim {
-            owner_token: token.to_owned(),
-            lease: LIVE,
-            budgets: Vec::new(),
-        },
-    );
+    let transition =
+        Transition::PrepareAndClaim(new_operation(), Claim::new(token.to_owned(), LIVE));
     let outcome = c.ok(
         c.ledger.apply(id, &transition),
         format_args!("PrepareAndClaim({id:?}, {token:?})"),
@@ -354,14 +348,7 @@ pub fn prepare_and_claim_conflicts(factory: LedgerFactory<'_>) {
     let before = c.snapshot("taken");
     let mut op = new_operation();
     op.contract_version = "2".into();
-    let transition = Transition::PrepareAndClaim(
-        op,
-        Claim {
-            owner_token: "worker-1".into(),
-            lease: LIVE,
-            budgets: Vec::new(),
-        },
-    );
+    let transition = Transition::PrepareAndClaim(op, Claim::new("worker-1", LIVE));
     c.err(
         c.ledger.apply("taken", &transition),
         LedgerErrorKind::Conflict,

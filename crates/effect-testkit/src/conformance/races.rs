@@ -57,11 +57,7 @@ pub fn concurrent_claims_have_one_winner(factory: LedgerFactory<'_>) {
     let c = Check::new("concurrent_claims_have_one_winner", factory);
     c.prepare("contended");
     let results = race(&c, RACERS, |i| {
-        let claim = Claim {
-            owner_token: format!("racer {i}"),
-            lease: LIVE,
-            budgets: Vec::new(),
-        };
+        let claim = Claim::new(format!("racer {i}"), LIVE);
         c.ledger.claim_dispatch("contended", &claim)
     });
     let won = winners(&c, results, "claim_dispatch");
@@ -83,14 +79,8 @@ pub fn concurrent_claims_have_one_winner(factory: LedgerFactory<'_>) {
 pub fn concurrent_prepare_and_claim_has_one_winner(factory: LedgerFactory<'_>) {
     let c = Check::new("concurrent_prepare_and_claim_has_one_winner", factory);
     let results = race(&c, RACERS, |i| {
-        let transition = Transition::PrepareAndClaim(
-            new_operation(),
-            Claim {
-                owner_token: format!("racer {i}"),
-                lease: LIVE,
-                budgets: Vec::new(),
-            },
-        );
+        let transition =
+            Transition::PrepareAndClaim(new_operation(), Claim::new(format!("racer {i}"), LIVE));
         c.ledger
             .apply("fresh", &transition)
             .map(|outcome| outcome.applied)
@@ -150,11 +140,7 @@ pub fn confirmation_beats_claim(factory: LedgerFactory<'_>) {
                 c.ledger
                     .mark_confirmed(&id, None, &confirmation(json!({"round": round})))
             } else {
-                let claim = Claim {
-                    owner_token: "worker".into(),
-                    lease: LIVE,
-                    budgets: Vec::new(),
-                };
+                let claim = Claim::new("worker", LIVE);
                 c.ledger.claim_dispatch(&id, &claim)
             }
         });

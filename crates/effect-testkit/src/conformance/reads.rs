@@ -34,14 +34,7 @@ pub fn missing_operation_transitions(factory: LedgerFactory<'_>) {
         (
             "claim_dispatch",
             c.ledger
-                .claim_dispatch(
-                    id,
-                    &Claim {
-                        owner_token: "w".into(),
-                        lease: LIVE,
-                        budgets: Vec::new(),
-                    },
-                )
+                .claim_dispatch(id, &Claim::new("w", LIVE))
                 .map(drop),
         ),
         ("renew_lease", c.ledger.renew_lease(id, "w", LIVE).map(drop)),

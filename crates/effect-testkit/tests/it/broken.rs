@@ -538,7 +538,7 @@ impl Mutant {
             }
             (Bug::BlankAuditAllowed, Transition::Resolve(r)) => {
                 let mut r = r.clone();
-                for field in [&mut r.actor, &mut r.reason, &mut r.evidence_reference] {
+                for field in [&mut r.audit.actor, &mut r.audit.reason, &mut r.audit.evidence_reference] {
                     if field.trim().is_empty() {
                         *field = "unknown".into();
                     }
@@ -566,17 +566,8 @@ impl Mutant {
                 Ok(outcome(true, inner.apply(id, t)?.record))
             }
             (Bug::UpsertsMissing, _) if current.is_none() => {
-                let op = NewOperation {
-                    contract_terms: None,
-                    requires_approval: false,
-                    trace_context: None,
-                    intent: None,
-                    redacted_arguments: None,
-                    contract_name: "upserted".into(),
-                    contract_version: "1".into(),
-                    fingerprint: RequestFingerprint::of_value(&json!({})),
-                    provider_idempotency_key: None,
-                };
+                let op =
+                    NewOperation::new("upserted", "1", RequestFingerprint::of_value(&json!({})));
                 inner.prepare(id, &op)?;
                 inner.apply(id, t)
             }

@@ -12,25 +12,16 @@ use effect_testkit::conformance;
 use effect_testkit::faults::{CallKind, Fault, FaultyLedger, InjectedFault};
 
 fn op() -> NewOperation {
-    NewOperation {
-        contract_terms: None,
-        requires_approval: false,
-        trace_context: None,
-        intent: None,
-        redacted_arguments: None,
-        contract_name: "capture_payment".into(),
-        contract_version: "1".into(),
-        fingerprint: RequestFingerprint::of_canonical(r#"{"invoice_id":"INV-1"}"#),
-        provider_idempotency_key: Some("capture:INV-1".into()),
-    }
+    NewOperation::new(
+        "capture_payment",
+        "1",
+        RequestFingerprint::of_canonical(r#"{"invoice_id":"INV-1"}"#),
+    )
+    .with_provider_idempotency_key(Some("capture:INV-1".into()))
 }
 
 fn claim(token: &str) -> Claim {
-    Claim {
-        owner_token: token.into(),
-        lease: Duration::from_secs(60),
-        budgets: Vec::new(),
-    }
+    Claim::new(token, Duration::from_secs(60))
 }
 
 #[test]
@@ -151,12 +142,10 @@ fn every_transition_method_is_counted_once() -> Result<(), Box<dyn std::error::E
             evidence: Evidence::new(),
         },
     )?;
-    let resolution = ManualResolution {
-        action: ManualAction::Reject,
-        actor: "ops".into(),
-        reason: "r".into(),
-        evidence_reference: "e".into(),
-    };
+    let resolution = ManualResolution::new(
+        ManualAction::Reject,
+        effect_core::Audit::new("ops", "r", "e"),
+    );
     let err = ledger
         .resolve_manually("b", &resolution)
         .expect_err("confirmed is final");

@@ -16,9 +16,10 @@ use std::process::{Child, Command};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use production_agent_systems::recovery::Audit;
 use production_agent_systems::{
-    Audit, EffectContract, EffectExecutor, EffectLedger, EffectStatus, ExecutorOptions,
-    HandlerContext, HandlerError, OutcomeProbeResult, ProbeStatus, SqliteLedger, SqliteOptions,
+    EffectContract, EffectExecutor, EffectLedger, EffectStatus, ExecutorOptions, HandlerContext,
+    HandlerError, OutcomeProbeResult, ProbeStatus, SqliteLedger, SqliteOptions,
 };
 use serde_json::{Value, json};
 

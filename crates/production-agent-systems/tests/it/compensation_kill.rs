@@ -10,10 +10,11 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use effect_test_support::time::past_every_lease;
-use production_agent_systems::core::compensation;
+use production_agent_systems::effect_core::compensation;
+use production_agent_systems::recovery::RecoveryWorker;
 use production_agent_systems::{
     EffectContract, EffectExecutor, EffectLedger, EffectStatus, ExecutorOptions, HandlerContext,
-    HandlerError, RecoveryWorker, SqliteLedger, SqliteOptions,
+    HandlerError, SqliteLedger, SqliteOptions,
 };
 use serde_json::{Value, json};
 

@@ -10,11 +10,12 @@ use std::sync::Arc;
 use std::time::{Duration, UNIX_EPOCH};
 
 use effect_test_support::time::past_every_lease;
-use production_agent_systems::core::{Clock, ManualClock};
+use production_agent_systems::effect_core::{Clock, ManualClock};
 
+use production_agent_systems::recovery::Sweeper;
 use production_agent_systems::{
     EffectExecutor, EffectLedger, EffectRecord, EffectStatus, ExecutorOptions, HandlerError,
-    SqliteLedger, SqliteOptions, Sweeper,
+    SqliteLedger, SqliteOptions,
 };
 use serde_json::{Value, json};
 

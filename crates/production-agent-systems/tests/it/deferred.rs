@@ -12,9 +12,10 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use effect_test_support::time::past_every_lease;
+use production_agent_systems::recovery::Sweeper;
 use production_agent_systems::{
     EffectContract, EffectExecutor, EffectLedger, EffectStatus, ExecutorOptions, HandlerError,
-    SqliteLedger, SqliteOptions, Sweeper,
+    SqliteLedger, SqliteOptions,
 };
 use serde_json::{Value, json};
 

@@ -7,17 +7,11 @@ use effect_core::{EffectLedgerExt as _, NewOperation, PruneRequest, RequestFinge
 use production_agent_systems::open::{Ledger, LedgerUrl, OpenOptions, open, open_fresh};
 
 fn op(n: u64) -> NewOperation {
-    NewOperation {
-        contract_terms: None,
-        requires_approval: false,
-        trace_context: None,
-        intent: None,
-        redacted_arguments: None,
-        contract_name: "capture_payment".into(),
-        contract_version: "1".into(),
-        fingerprint: RequestFingerprint::of_value(&serde_json::json!({"n": n})),
-        provider_idempotency_key: None,
-    }
+    NewOperation::new(
+        "capture_payment",
+        "1",
+        RequestFingerprint::of_value(&serde_json::json!({"n": n})),
+    )
 }
 
 #[test]
@@ -90,11 +84,7 @@ fn a_read_only_ledger_reopens_writable_and_backs_up_and_prunes() {
     assert!(copied.as_dyn().get("op-2").unwrap().is_some());
 
     // A confirmed operation is pruned, into the archive; a prepared one stays.
-    let claim = effect_core::Claim {
-        owner_token: "owner".into(),
-        lease: std::time::Duration::from_secs(60),
-        budgets: Vec::new(),
-    };
+    let claim = effect_core::Claim::new("owner", std::time::Duration::from_secs(60));
     assert!(writable.as_dyn().claim_dispatch("op-1", &claim).unwrap());
     let confirmation = effect_core::Confirmation {
         output: serde_json::json!({"ok": true}),

@@ -10,10 +10,12 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
+use production_agent_systems::recovery::RecoveryWorker;
+use production_agent_systems::secrets::{Keyring, SealingKey, Secret};
+use production_agent_systems::typed::{TypedContract, TypedProbe};
 use production_agent_systems::{
     EffectExecutor, EffectLedger, EffectStatus, ExecutorOptions, HandlerContext, HandlerError,
-    Keyring, RecoveryWorker, SealingKey, Secret, SqliteLedger, SqliteOptions, TypedContract,
-    TypedProbe,
+    SqliteLedger, SqliteOptions,
 };
 use serde::{Deserialize, Serialize};
 
@@ -211,8 +213,8 @@ fn a_recovery_worker_captures_once_and_the_ledger_holds_no_card_token() {
     // The stored intent is sealed, and nothing the ledger wrote holds the
     // token in clear: the file, its WAL and its shared memory, byte by byte.
     let events = ledger.events(ids[0]).unwrap();
-    let intent = production_agent_systems::core::intent::stored(&events).unwrap();
-    assert!(production_agent_systems::core::sealed_info(intent).is_some());
+    let intent = production_agent_systems::effect_core::intent::stored(&events).unwrap();
+    assert!(production_agent_systems::effect_core::sealed_info(intent).is_some());
     drop(worker);
     drop(executor);
     let mut checked = 0;

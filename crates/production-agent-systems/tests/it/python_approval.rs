@@ -12,7 +12,7 @@ use std::process::Command;
 use std::sync::Arc;
 use std::time::Duration;
 
-use production_agent_systems::core::{Approval, Clock as _, SystemClock};
+use production_agent_systems::effect_core::{Approval, Clock as _, SystemClock};
 use production_agent_systems::{
     EffectContract, EffectExecutor, EffectLedger, EffectStatus, HandlerContext, HandlerError,
     SqliteLedger, SqliteOptions,

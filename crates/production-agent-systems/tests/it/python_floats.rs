@@ -7,7 +7,7 @@
 use std::path::Path;
 use std::sync::Arc;
 
-use production_agent_systems::core::canonical::python_json;
+use production_agent_systems::effect_core::canonical::python_json;
 use production_agent_systems::{EffectExecutor, EffectLedger, SqliteLedger, SqliteOptions};
 use serde_json::Value;
 

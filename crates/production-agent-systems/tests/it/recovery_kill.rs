@@ -19,13 +19,14 @@ use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use production_agent_systems::core::{LedgerErrorKind, ListQuery, intent};
+use production_agent_systems::effect_core::{LedgerErrorKind, ListQuery, intent};
 #[cfg(feature = "postgres")]
 use production_agent_systems::open::{LedgerUrl, open_fresh};
 use production_agent_systems::open::{OpenOptions, open};
+use production_agent_systems::recovery::{Audit, RecoveryReport, RecoveryWorker, WaitingFor};
 use production_agent_systems::{
-    Audit, EffectContract, EffectExecutor, EffectLedger, EffectStatus, ExecutorOptions,
-    HandlerContext, HandlerError, RecoveryReport, RecoveryWorker, SqliteOptions, WaitingFor,
+    EffectContract, EffectExecutor, EffectLedger, EffectStatus, ExecutorOptions, HandlerContext,
+    HandlerError, SqliteOptions,
 };
 use serde_json::{Value, json};
 
@@ -686,7 +687,7 @@ fn an_authorized_retry_is_carried_out_once_by_a_recovery_worker() {
         .unwrap();
     assert_eq!(authorized.status, EffectStatus::Prepared);
     // Not silently waiting: the operator sees it is the worker's to do.
-    let waiting = production_agent_systems::waiting(ledger.as_ref()).unwrap();
+    let waiting = production_agent_systems::recovery::waiting(ledger.as_ref()).unwrap();
     assert_eq!(waiting.len(), 1);
     assert_eq!(waiting[0].operation_id, id);
     assert_eq!(waiting[0].waiting_for, WaitingFor::RecoveryWorker);

@@ -99,7 +99,7 @@ fn a_deleted_ledger_file_fails_the_call_before_any_dispatch() {
             send(&provider, "R-2"),
         )
         .expect_err("a call on a deleted ledger must fail");
-    let chain = production_agent_systems::core::error_chain(&err);
+    let chain = production_agent_systems::effect_core::error_chain(&err);
     assert!(chain.contains("was deleted while open"), "{chain}");
     assert_eq!(
         provider.commits(),

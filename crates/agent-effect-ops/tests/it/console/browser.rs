@@ -234,17 +234,10 @@ fn add_refund(ledger: &dyn EffectLedger) {
     ledger
         .prepare(
             REFUND,
-            &NewOperation {
-                requires_approval: true,
-                contract_name: "refund_payment".into(),
-                contract_version: "1".into(),
-                fingerprint: RequestFingerprint::of_value(&refund),
-                provider_idempotency_key: Some("refund-key-INV-1042".into()),
-                intent: Some(refund),
-                trace_context: None,
-                redacted_arguments: None,
-                contract_terms: None,
-            },
+            &NewOperation::new("refund_payment", "1", RequestFingerprint::of_value(&refund))
+                .with_provider_idempotency_key(Some("refund-key-INV-1042".into()))
+                .with_intent(Some(refund))
+                .with_requires_approval(true),
         )
         .unwrap();
 }

@@ -102,17 +102,10 @@ pub fn seed(ledger: &dyn EffectLedger) {
     ledger
         .prepare(
             REFUND,
-            &NewOperation {
-                requires_approval: true,
-                contract_name: "refund_payment".into(),
-                contract_version: "1".into(),
-                fingerprint: RequestFingerprint::of_value(&refund),
-                provider_idempotency_key: Some("refund-key-INV-1042".into()),
-                intent: Some(refund),
-                trace_context: None,
-                redacted_arguments: None,
-                contract_terms: None,
-            },
+            &NewOperation::new("refund_payment", "1", RequestFingerprint::of_value(&refund))
+                .with_provider_idempotency_key(Some("refund-key-INV-1042".into()))
+                .with_intent(Some(refund))
+                .with_requires_approval(true),
         )
         .unwrap();
 }
@@ -134,24 +127,14 @@ pub fn quarantined_with(
     ledger
         .prepare(
             id,
-            &NewOperation {
-                requires_approval: false,
-                contract_name: contract.into(),
-                contract_version: "1".into(),
-                fingerprint: RequestFingerprint::of_value(&json!({"id": id})),
-                provider_idempotency_key: None,
-                intent: None,
-                trace_context: None,
-                redacted_arguments: None,
-                contract_terms: None,
-            },
+            &NewOperation::new(
+                contract,
+                "1",
+                RequestFingerprint::of_value(&json!({"id": id})),
+            ),
         )
         .unwrap();
-    let claim = Claim {
-        owner_token: format!("owner-{id}"),
-        lease: Duration::from_secs(30),
-        budgets: Vec::new(),
-    };
+    let claim = Claim::new(format!("owner-{id}"), Duration::from_secs(30));
     assert!(ledger.claim_dispatch(id, &claim).unwrap());
     let mut evidence = Evidence::new();
     evidence.insert("dispatch_interruption".into(), "handler_exception".into());

@@ -94,15 +94,13 @@ fn an_operation_shows_its_state_timeline_and_arguments_never_its_output() {
     ledger
         .resolve_manually(
             CAPTURE,
-            &effect_core::ManualResolution {
-                action: effect_core::ManualAction::Confirm {
+            &effect_core::ManualResolution::new(
+                effect_core::ManualAction::Confirm {
                     output: json!({"payment_id": "pay-SECRET-OUTPUT"}),
                     provider_operation_id: Some("pay-1".into()),
                 },
-                actor: "alice".into(),
-                reason: "seen".into(),
-                evidence_reference: "INC-1".into(),
-            },
+                effect_core::Audit::new("alice", "seen", "INC-1"),
+            ),
         )
         .unwrap();
     let confirmed = site.get("/operations/invoice%3AINV-1042%3Acapture", &[]);

@@ -218,12 +218,10 @@ fn the_link_back_survives_confirmation_and_resolution() -> Result<(), LedgerErro
     assert_eq!(confirmed.compensates(), Some("original"));
     let mut unknown = linked;
     unknown.status = EffectStatus::OutcomeUnknown;
-    let resolve = Transition::Resolve(crate::transition::ManualResolution {
-        action: crate::transition::ManualAction::Reject,
-        actor: "a".into(),
-        reason: "r".into(),
-        evidence_reference: "e".into(),
-    });
+    let resolve = Transition::Resolve(crate::transition::ManualResolution::new(
+        crate::transition::ManualAction::Reject,
+        crate::transition::Audit::new("a", "r", "e"),
+    ));
     let (resolved, _) = run(unknown.clone(), &[resolve])?;
     assert_eq!(resolved.compensates(), Some("original"));
     assert!(matches!(

@@ -24,17 +24,11 @@ fn a_live_process_ledger_passes_the_conformance_suite() {
 #[test]
 fn after_the_crash_no_call_reaches_the_store() {
     let ledger = process_ledger(false);
-    let op = NewOperation {
-        contract_terms: None,
-        requires_approval: false,
-        trace_context: None,
-        intent: None,
-        redacted_arguments: None,
-        contract_name: "capture_payment".into(),
-        contract_version: "1".into(),
-        fingerprint: RequestFingerprint::of_canonical(r#"{"invoice_id":"INV-1"}"#),
-        provider_idempotency_key: None,
-    };
+    let op = NewOperation::new(
+        "capture_payment",
+        "1",
+        RequestFingerprint::of_canonical(r#"{"invoice_id":"INV-1"}"#),
+    );
     ledger.prepare("op-1", &op).unwrap();
     ledger.crashed.store(true, Ordering::SeqCst);
     let err = ledger.prepare("op-2", &op).unwrap_err();
