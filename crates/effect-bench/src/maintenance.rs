@@ -3,9 +3,10 @@
 //! month old) is filled directly in the ledger's layout (its triggers keep
 //! the status counters as the rows go in), then: `stats` and the queue
 //! listing are timed; a writer executing fresh effects on a second handle
-//! of the file (as another process would) is timed alone, then beside a
-//! prune of every confirmed operation, whose throughput is measured. The
-//! correctness check: the archive holds exactly the operations deleted
+//! of the file (as another process would) is timed alone; the older half
+//! of the confirmed operations is pruned with no writer, then the rest
+//! beside the writer, and both prunes' throughput is measured. The
+//! correctness check: each archive holds exactly the operations deleted
 //! (the dry run's count), `stats` equals a full count, and every one of the
 //! writer's effects was confirmed.
 
@@ -25,6 +26,11 @@ use rusqlite::{Connection, params};
 
 use crate::Workload;
 use crate::report::Line;
+
+/// The fill starts at 2026-01-01T00:00:00Z (microseconds since the epoch).
+const FILL_START_MICROS: u64 = 1_767_225_600_000_000;
+/// Each operation of the fill has four events, one millisecond apart.
+const EVENTS: u64 = 4;
 
 /// How many times `stats` and the queue listing are timed.
 const READ_CALLS: usize = 20;
@@ -60,7 +66,26 @@ fn measure(n: u64, writer_effects: u64) -> anyhow::Result<Line> {
         alone.push(effect(&writer, &format!("alone:{i}"))?);
     }
 
-    // The prune, with the writer beside it until it ends.
+    // The older half of the confirmed operations, pruned with no writer.
+    let half = PruneRequest::before(format_timestamp(
+        UNIX_EPOCH + Duration::from_micros(FILL_START_MICROS + n / 2 * EVENTS * 1000),
+    ))
+    .statuses(vec![EffectStatus::Confirmed]);
+    let expected_alone = ledger.prune(&half.clone().dry_run(true), &mut std::io::sink())?;
+    let mut archive_alone = ArchiveFile::create(&dir.path().join("archive-alone.jsonl"))?;
+    let start = Instant::now();
+    let alone_report = ledger.prune(&half, &mut archive_alone)?;
+    let alone_elapsed = start.elapsed();
+    ensure!(
+        alone_report.operations == expected_alone.operations
+            && archive_alone.lines() == expected_alone.operations,
+        "pruned {} operations alone with {} archive lines; the dry run counted {}",
+        alone_report.operations,
+        archive_alone.lines(),
+        expected_alone.operations
+    );
+
+    // The rest, with the writer beside the prune until it ends.
     let request = PruneRequest::before("2026-02-01T00:00:00.000000+00:00")
         .statuses(vec![EffectStatus::Confirmed]);
     let expected = ledger.prune(&request.clone().dry_run(true), &mut std::io::sink())?;
@@ -128,6 +153,11 @@ fn measure(n: u64, writer_effects: u64) -> anyhow::Result<Line> {
         .with("queue_list_ms", queue_ms)
         .with("waiting_list_ms", waiting_ms)
         .with("batches", report.batches)
+        .with("prune_alone_operations", alone_report.operations)
+        .with(
+            "prune_alone_per_second",
+            crate::report::per_second(alone_report.operations, alone_elapsed.as_secs_f64()),
+        )
         .with("writer_p99_ms", p99_alone)
         .with("writer_p99_ms_during_prune", p99_beside)
         .with("writer_p99_ratio", p99_beside / p99_alone.max(f64::EPSILON))
@@ -222,8 +252,8 @@ fn fill(path: &Path, n: u64) -> anyhow::Result<()> {
              VALUES (?1, ?2, ?3, ?4, ?5)",
         )?;
         let mut sequence: i64 = 0;
-        // 2026-01-01T00:00:00Z on, one millisecond per event.
-        let mut micros: u64 = 1_767_225_600_000_000;
+        // One millisecond per event.
+        let mut micros: u64 = FILL_START_MICROS;
         let mut stamp = || {
             micros += 1000;
             format_timestamp(UNIX_EPOCH + Duration::from_micros(micros))

@@ -7,14 +7,16 @@
 //! call again later prepares and dispatches it anew, so prune only what is
 //! past every retry horizon.
 //!
-//! A store prunes in batches ([`PruneLimits`]): each batch is one short write
-//! transaction that selects the oldest operations left (at most
-//! [`PruneLimits::batch_rows`], and no more than fit in
-//! [`PruneLimits::batch_time`]), appends them to the archive, waits until the
-//! archive says they are durable ([`PruneArchive::append`]), deletes them and
-//! commits. Between batches the store pauses at least as long as the batch
-//! held its write lock, so agents writing beside a prune wait for one batch
-//! at most. The archive is ordered by `(updated_at, operation_id)` across
+//! A store prunes in batches ([`PruneLimits`]): it selects the oldest
+//! operations left (at most [`PruneLimits::batch_rows`]), appends them to the
+//! archive, waits until the archive says they are durable
+//! ([`PruneArchive::append`]), and deletes them in short transactions
+//! (SQLite reads the batch without its write lock and deletes it in
+//! transactions of at most [`PruneLimits::batch_time`]; PostgreSQL locks
+//! the batch's rows in one transaction bounded by the same time). After
+//! each write transaction the store pauses at least as long as it held its
+//! write lock, so agents writing beside a prune wait for one short
+//! transaction at most. The archive is ordered by `(updated_at, operation_id)` across
 //! batches. A prune stopped anywhere (a crash, [`PruneLimits::max_duration`])
 //! loses nothing: an operation is deleted only in the transaction after its
 //! line was durable, and a resumed archive ([`ArchiveFile::resume`]) names the
@@ -74,9 +76,10 @@ pub struct PruneRequest {
 pub struct PruneLimits {
     /// At most this many operations per batch (1..=[`MAX_BATCH_ROWS`]).
     pub batch_rows: usize,
-    /// A batch stops selecting once it has held the write lock this long;
-    /// the archive's sync and the deletion come on top, so keep it well
-    /// under the busy timeout of the agents writing beside the prune.
+    /// How long one write transaction of a prune may hold the lock: SQLite
+    /// commits its deletions after this long and goes on in another;
+    /// PostgreSQL stops selecting. Keep it well under the busy timeout of
+    /// the agents writing beside the prune.
     pub batch_time: Duration,
     /// The shortest pause between two batches (the pause is at least as long
     /// as the batch held the lock, too).
@@ -114,7 +117,7 @@ impl PruneLimits {
         self
     }
 
-    /// Batches that stop selecting after `time` under the write lock.
+    /// Write transactions that hold the lock about `time` at most.
     #[must_use]
     pub fn batch_time(mut self, time: Duration) -> Self {
         self.batch_time = time;

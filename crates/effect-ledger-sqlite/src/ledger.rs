@@ -77,13 +77,13 @@ pub struct SqliteLedger {
     immutable: bool,
     /// Whether a deferrable batch commits at `synchronous = NORMAL`: only a
     /// ledger whose commits are otherwise `FULL`.
-    defers: bool,
+    pub(crate) defers: bool,
     /// Makes those commits durable (see `deferred`).
     syncer: Arc<Syncer>,
     /// Set should a connection fail to return to `FULL` after a deferred
     /// batch: from then on every batch sets its connection's level first,
     /// since a pooled connection may have been left at `NORMAL`.
-    levels_unknown: Arc<AtomicBool>,
+    pub(crate) levels_unknown: Arc<AtomicBool>,
     /// Set once a commit of this ledger failed to sync (see `is_poisoned`).
     poisoned: Arc<AtomicBool>,
     /// Opened with [`SqliteOptions::read_only`].
