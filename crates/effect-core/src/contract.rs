@@ -37,6 +37,10 @@ pub type ApprovalRuleFn = Arc<dyn Fn(&Value) -> Result<bool, CallbackError> + Se
 /// reject the operation with that reason, nothing sent.
 pub type PreconditionFn =
     Arc<dyn Fn(&Value) -> Result<Option<String>, CallbackError> + Send + Sync>;
+/// Reads the arguments an earlier version of a contract stored as this
+/// version's arguments ([`EffectContractBuilder::reads_intent_of`]): pure and
+/// deterministic, JSON in, JSON out.
+pub type IntentMigrationFn = Arc<dyn Fn(&Value) -> Result<Value, CallbackError> + Send + Sync>;
 /// Checks that an output is what the effect should have produced: arguments, output.
 pub type PostconditionFn = Arc<dyn Fn(&Value, &Value) -> Result<bool, CallbackError> + Send + Sync>;
 
@@ -64,6 +68,44 @@ pub struct EffectContract {
     provider_key_ttl: Option<std::time::Duration>,
     settle: Option<std::time::Duration>,
     compensation: Option<Arc<Compensation>>,
+    reads_intent_of: Vec<Arc<IntentMigration>>,
+}
+
+/// How a contract version reads the intent an earlier version of the same
+/// contract stored (docs/spec.md §5c): the earlier contract, whose
+/// derivation checks that the stored arguments are the operation's, and a
+/// migration of those arguments into this version's. The stored bytes are
+/// never rewritten; the operation keeps the id, request fingerprint and
+/// provider key it was claimed with.
+#[derive(Clone)]
+pub struct IntentMigration {
+    earlier: EffectContract,
+    migrate: IntentMigrationFn,
+}
+
+impl fmt::Debug for IntentMigration {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("IntentMigration")
+            .field("earlier", &self.earlier.version)
+            .finish_non_exhaustive()
+    }
+}
+
+impl IntentMigration {
+    /// The earlier version's contract.
+    pub fn earlier(&self) -> &EffectContract {
+        &self.earlier
+    }
+
+    /// The earlier version's stored arguments as this version's.
+    ///
+    /// # Errors
+    ///
+    /// The migration's error: the stored arguments cannot be read as this
+    /// version's.
+    pub fn migrate(&self, stored: &Value) -> Result<Value, CallbackError> {
+        (self.migrate)(stored)
+    }
 }
 
 impl fmt::Debug for EffectContract {
@@ -90,6 +132,14 @@ impl fmt::Debug for EffectContract {
             .field(
                 "compensation",
                 &self.compensation.as_ref().map(|c| c.contract().name()),
+            )
+            .field(
+                "reads_intent_of",
+                &self
+                    .reads_intent_of
+                    .iter()
+                    .map(|m| m.earlier.version.as_str())
+                    .collect::<Vec<_>>(),
             )
             .finish()
     }
@@ -122,6 +172,7 @@ impl EffectContract {
                 provider_key_ttl: None,
                 settle: None,
                 compensation: None,
+                reads_intent_of: Vec::new(),
             },
             invalid_redaction: None,
         }
@@ -237,6 +288,22 @@ impl EffectContract {
     /// ([`EffectContractBuilder::compensation`]).
     pub fn compensation(&self) -> Option<&Compensation> {
         self.compensation.as_deref()
+    }
+
+    /// How this version reads the intent `version` of the same contract
+    /// stored, if it declares it ([`EffectContractBuilder::reads_intent_of`]).
+    pub fn intent_migration(&self, version: &str) -> Option<&IntentMigration> {
+        self.reads_intent_of
+            .iter()
+            .find(|migration| migration.earlier.version == version)
+            .map(Arc::as_ref)
+    }
+
+    /// The earlier versions whose stored intent this version reads.
+    pub fn reads_intent_of_versions(&self) -> impl Iterator<Item = &str> {
+        self.reads_intent_of
+            .iter()
+            .map(|migration| migration.earlier.version.as_str())
     }
 
     /// Derives and validates the operation id.
@@ -500,6 +567,36 @@ impl EffectContractBuilder {
         self
     }
 
+    /// Declares how this version reads the intent stored by `earlier`, an
+    /// earlier version of the same contract (docs/spec.md §5c): a recovery
+    /// worker with only this version's handler registered recovers the
+    /// earlier version's operations. The worker checks that the stored
+    /// arguments derive the operation's id and request fingerprint under
+    /// `earlier`, then runs this version's handler, probe and checks on
+    /// `migrate`'s output, under the id, fingerprint and provider key the
+    /// operation was claimed with. `migrate` must be pure and deterministic;
+    /// its error leaves the operation unreadable, surfaced in
+    /// `effect_exec::waiting`. The stored terms still govern: a version
+    /// that weakens them is refused. A later declaration for the same
+    /// earlier version replaces the first.
+    #[must_use]
+    pub fn reads_intent_of<F>(mut self, earlier: EffectContract, migrate: F) -> Self
+    where
+        F: Fn(&Value) -> Result<Value, CallbackError> + Send + Sync + 'static,
+    {
+        let version = earlier.version.clone();
+        self.contract
+            .reads_intent_of
+            .retain(|migration| migration.earlier.version != version);
+        self.contract
+            .reads_intent_of
+            .push(Arc::new(IntentMigration {
+                earlier,
+                migrate: Arc::new(migrate),
+            }));
+        self
+    }
+
     /// Sets what happens to an operation whose outcome cannot be settled.
     #[must_use]
     pub fn unknown_outcome(mut self, policy: UnknownOutcomePolicy) -> Self {
@@ -513,7 +610,8 @@ impl EffectContractBuilder {
     ///
     /// A blank name or version; a guarantee without a key function; a
     /// budget without a name or a limit, declared twice, or with a sliding
-    /// window shorter than a second.
+    /// window shorter than a second; an intent migration from a contract of
+    /// another name, of this version, or that does not store its intent.
     pub fn build(self) -> Result<EffectContract, ContractError> {
         let contract = self.contract;
         if let Some(source) = self.invalid_redaction {
@@ -534,6 +632,25 @@ impl EffectContractBuilder {
             return Err(ContractError::GuaranteeWithoutKey {
                 name: contract.name,
             });
+        }
+        for migration in &contract.reads_intent_of {
+            let earlier = &migration.earlier;
+            let why = if earlier.name != contract.name {
+                Some("the earlier contract has another name")
+            } else if earlier.version == contract.version {
+                Some("the earlier contract is this version")
+            } else if !earlier.stores_intent {
+                Some("the earlier contract does not store its intent")
+            } else {
+                None
+            };
+            if let Some(why) = why {
+                return Err(ContractError::InvalidIntentMigration {
+                    name: contract.name,
+                    earlier: earlier.version.clone(),
+                    why,
+                });
+            }
         }
         for (i, budget) in contract.budgets.iter().enumerate() {
             let why = budget.invalid().or_else(|| {

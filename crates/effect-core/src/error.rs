@@ -76,6 +76,17 @@ pub enum ContractError {
         /// What is wrong.
         why: &'static str,
     },
+    /// An intent migration cannot be declared
+    /// ([`EffectContractBuilder::reads_intent_of`](crate::EffectContractBuilder::reads_intent_of)).
+    #[error("contract {name:?}: reading the intent of version {earlier:?}: {why}")]
+    InvalidIntentMigration {
+        /// The contract name.
+        name: String,
+        /// The earlier version named.
+        earlier: String,
+        /// What is wrong.
+        why: &'static str,
+    },
 }
 
 /// An error raised by a user callback (operation id, key, probe, postcondition).

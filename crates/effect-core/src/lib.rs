@@ -66,8 +66,9 @@ pub use canonical::{FingerprintForm, RequestFingerprint};
 pub use clock::{Clock, ManualClock, Sleeper, StopSignal, SystemClock, ThreadSleeper};
 pub use compensation::{Compensated, Compensation, CompensationLink, CompensationStep};
 pub use contract::{
-    ApprovalRuleFn, AsyncProbeFn, BoxFuture, EffectContract, EffectContractBuilder, KeyFn,
-    OperationIdFn, PostconditionFn, PreconditionFn, ProbeFn,
+    ApprovalRuleFn, AsyncProbeFn, BoxFuture, EffectContract, EffectContractBuilder,
+    IntentMigration, IntentMigrationFn, KeyFn, OperationIdFn, PostconditionFn, PreconditionFn,
+    ProbeFn,
 };
 pub use error::{
     BoxError, CallbackError, CanonicalError, ContractError, KeyError, LedgerError, LedgerErrorKind,

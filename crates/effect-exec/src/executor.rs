@@ -288,6 +288,24 @@ impl EffectExecutor {
         )
     }
 
+    /// [`identity_of`](Self::identity_of) for an operation recorded with its
+    /// intent: the intent is not sealed again, and with `known_id` the id
+    /// is not derived again.
+    pub(crate) fn identity_of_recorded<A: Serialize + ?Sized>(
+        &self,
+        contract: &EffectContract,
+        arguments: &A,
+        known_id: Option<&str>,
+    ) -> Result<Identified, ExecError> {
+        derive(
+            contract,
+            arguments,
+            self.options.fingerprint_form,
+            &self.keys,
+            known_id.map_or(Stored::Recorded, Stored::RecordedAs),
+        )
+    }
+
     /// True when the ledger time `at` (ISO-8601 UTC, docs/spec.md §8) is at
     /// least `age` before the executor's clock. Timestamps of one format
     /// order as text; an unreadable one counts as old.
@@ -1164,6 +1182,31 @@ pub(crate) fn identify<A: Serialize + ?Sized>(
     form: FingerprintForm,
     keys: &Keys,
 ) -> Result<Identified, ExecError> {
+    derive(contract, arguments, form, keys, Stored::New)
+}
+
+/// What [`derive`] knows of the operation it derives.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum Stored<'a> {
+    /// Maybe not recorded yet: everything is derived, and the intent sealed
+    /// for the operation the first round may create.
+    New,
+    /// Recorded with its intent (a recovery worker's dispatch): everything
+    /// is derived, and the intent, stored already, is not sealed again.
+    Recorded,
+    /// Recorded under this id by an earlier version of the contract: the
+    /// id is not derived again, and the intent is not sealed.
+    RecordedAs(&'a str),
+}
+
+/// [`identify`] for an operation `stored` says may be recorded already.
+pub(crate) fn derive<A: Serialize + ?Sized>(
+    contract: &EffectContract,
+    arguments: &A,
+    form: FingerprintForm,
+    keys: &Keys,
+    stored: Stored<'_>,
+) -> Result<Identified, ExecError> {
     let invalid = |source| ExecError::InvalidArguments { source };
     let (revealed, any_secret) = effect_core::secret::reveal_counted(|| to_json_value(arguments));
     let revealed = revealed.map_err(invalid)?;
@@ -1180,7 +1223,10 @@ pub(crate) fn identify<A: Serialize + ?Sized>(
     };
     let redacted = redacted.filter(|redacted| *redacted != revealed);
     let secrets = redacted.is_some();
-    let operation_id = operation_id_of(contract, &revealed)?;
+    let operation_id = match stored {
+        Stored::RecordedAs(id) => id.to_owned(),
+        Stored::New | Stored::Recorded => operation_id_of(contract, &revealed)?,
+    };
     let key = provider_key_of(contract, &revealed)?;
     let budgets = budget_charges_of(contract, &revealed)?;
     let requires_approval =
@@ -1198,7 +1244,7 @@ pub(crate) fn identify<A: Serialize + ?Sized>(
         )),
         None => RequestFingerprint::of_value(&revealed),
     };
-    let intent = if contract.stores_intent() {
+    let intent = if contract.stores_intent() && matches!(stored, Stored::New) {
         Some(match &keys.keyring {
             Some(keyring) => {
                 keyring

@@ -62,7 +62,7 @@ use std::time::Duration;
 use effect_core::evidence::PROBE_STATUS;
 use effect_core::{
     EffectContract, EffectLedger, EffectRecord, EffectResult, EffectStatus, ListQuery,
-    MAX_LIST_LIMIT, RetentionReport, intent,
+    MAX_LIST_LIMIT, NewOperation, RetentionReport, intent,
 };
 use serde::Serialize;
 use serde::de::DeserializeOwned;
@@ -70,8 +70,9 @@ use serde_json::Value;
 
 use crate::context::HandlerContext;
 use crate::error::{ExecError, HandlerError};
-use crate::executor::{EffectExecutor, identify};
+use crate::executor::EffectExecutor;
 use crate::observe::{self, ContractRef, EffectEvent};
+use crate::options::CallOptions;
 use crate::pages::{DEFAULT_PAGE_SIZE, Pages};
 use crate::periodic::Periodic;
 use crate::retention::Retention;
@@ -81,17 +82,23 @@ use crate::typed::TypedContract;
 type DurableHandler =
     Arc<dyn Fn(Value, HandlerContext) -> Result<Value, HandlerError> + Send + Sync>;
 
-/// Runs one operation from its stored arguments: `None` when they do not
-/// describe the stored record (another id or fingerprint, or they do not
-/// decode as the contract's argument type).
+/// Runs one operation from its stored arguments (opened, not yet decoded);
+/// `Err` with the reason when they cannot be used for the stored record
+/// (they derive another id or fingerprint, do not decode as the contract's
+/// argument type, or an earlier version's migration refuses them).
 type Run = Arc<
-    dyn Fn(&EffectExecutor, &EffectRecord, &Value) -> Option<Result<EffectResult, ExecError>>
+    dyn Fn(
+            &EffectExecutor,
+            &EffectRecord,
+            &Value,
+        ) -> Result<Result<EffectResult, ExecError>, String>
         + Send
         + Sync,
 >;
 
 #[derive(Clone)]
 struct Durable {
+    contract: EffectContract,
     run: Run,
 }
 
@@ -283,26 +290,67 @@ impl RecoveryWorker {
         A: Serialize + DeserializeOwned + 'static,
     {
         let key = (contract.name().to_owned(), contract.version().to_owned());
+        let running = contract.clone();
         let run: Run = Arc::new(move |executor, record, stored| {
-            let id = record.operation_id.as_str();
-            let arguments = match A::deserialize(stored) {
-                Ok(arguments) => arguments,
-                Err(err) => {
-                    tracing::warn!(operation_id = id, error = %err, "stored intent does not decode");
-                    return None;
+            let (arguments, earlier) = read_intent(executor, &running, record, stored)?;
+            let arguments = A::deserialize(&arguments).map_err(|err| {
+                format!(
+                    "stored intent does not decode as {}: {err}",
+                    std::any::type_name::<A>()
+                )
+            })?;
+            // The identity is derived once, here, and the execution runs
+            // under it: the contract's callbacks run once per operation.
+            let known_id = earlier.is_some().then_some(record.operation_id.as_str());
+            let derived = executor
+                .identity_of_recorded(&running, &arguments, known_id)
+                .map_err(|err| format!("stored intent cannot be identified: {err}"))?;
+            let operation = match earlier {
+                Some(operation) => operation,
+                None if derived.describes(record) => derived.operation,
+                None => {
+                    return Err(format!(
+                        "stored intent derives operation {:?} or another request fingerprint",
+                        derived.identity.operation_id
+                    ));
                 }
             };
-            if !describes(executor, &contract, record, &arguments) {
-                return None;
-            }
             let handler = Arc::clone(&handler);
-            Some(
-                executor.execute(&contract, &arguments, move |args, context| {
-                    handler(args, context)
-                }),
-            )
+            Ok(executor.execute_identity(
+                &running,
+                &derived.identity,
+                operation,
+                CallOptions::default(),
+                move |args, context| handler(args, context),
+            ))
         });
-        self.handlers.insert(key, Durable { run });
+        self.handlers.insert(key, Durable { contract, run });
+    }
+
+    /// The registered handler that reads `record`'s intent: its own
+    /// contract's, or else one of a version of that contract that declares
+    /// it reads `record`'s version's intent
+    /// ([`EffectContractBuilder::reads_intent_of`](effect_core::EffectContractBuilder::reads_intent_of)),
+    /// the latest such version first.
+    fn handler_for(&self, record: &EffectRecord) -> Option<&Durable> {
+        let key = (
+            record.contract_name.clone(),
+            record.contract_version.clone(),
+        );
+        if let Some(durable) = self.handlers.get(&key) {
+            return Some(durable);
+        }
+        self.handlers
+            .iter()
+            .filter(|((name, _), durable)| {
+                *name == record.contract_name
+                    && durable
+                        .contract
+                        .intent_migration(&record.contract_version)
+                        .is_some()
+            })
+            .max_by(|((_, a), _), ((_, b), _)| a.cmp(b))
+            .map(|(_, durable)| durable)
     }
 
     /// Registers the handler of the compensation `contract` names
@@ -634,11 +682,7 @@ impl RecoveryWorker {
 
     fn recover_one(&self, record: &EffectRecord, report: &mut RecoveryReport) {
         let id = record.operation_id.as_str();
-        let key = (
-            record.contract_name.clone(),
-            record.contract_version.clone(),
-        );
-        let Some(durable) = self.handlers.get(&key) else {
+        let Some(durable) = self.handler_for(record) else {
             tracing::warn!(
                 operation_id = id,
                 contract = record.contract_name,
@@ -672,12 +716,16 @@ impl RecoveryWorker {
         };
         // Traced as a recovery, linked to the trace that created the operation.
         let linked = effect_core::trace::stored(&events);
-        let Some(executed) =
-            observe::recovering(linked, || (durable.run)(&self.executor, record, &arguments))
-        else {
-            report.unusable_intent += 1;
-            return;
-        };
+        let executed =
+            match observe::recovering(linked, || (durable.run)(&self.executor, record, &arguments))
+            {
+                Ok(executed) => executed,
+                Err(reason) => {
+                    tracing::warn!(operation_id = id, reason, "stored intent cannot be used");
+                    report.unusable_intent += 1;
+                    return;
+                }
+            };
         let counted = |outcome: &'static str| {
             self.executor.emit(&EffectEvent::RecoveryDispatched {
                 contract: ContractRef {
@@ -755,35 +803,42 @@ fn output_json<O: Serialize>(output: O) -> Result<Value, HandlerError> {
     })
 }
 
-/// True when the stored arguments derive this very operation: its id and
-/// its request fingerprint.
-fn describes<A: Serialize>(
+/// The arguments `running`'s handler receives for `record`, from its stored
+/// intent (opened), and, for an operation an earlier version of the
+/// contract claimed, the operation as that version recorded it: the stored
+/// arguments must derive its id and request fingerprint under the earlier
+/// version (docs/spec.md §5c), and are then migrated.
+fn read_intent(
     executor: &EffectExecutor,
-    contract: &EffectContract,
+    running: &EffectContract,
     record: &EffectRecord,
-    arguments: &A,
-) -> bool {
-    let id = record.operation_id.as_str();
-    match identify(
-        contract,
-        arguments,
-        executor.options.fingerprint_form,
-        &executor.keys,
-    ) {
-        Ok(derived) if derived.describes(record) => true,
-        Ok(derived) => {
-            tracing::warn!(
-                operation_id = id,
-                derived = derived.identity.operation_id,
-                "stored intent does not describe the stored operation"
-            );
-            false
-        }
-        Err(err) => {
-            tracing::warn!(operation_id = id, error = %err, "stored intent cannot be identified");
-            false
-        }
+    stored: &Value,
+) -> Result<(Value, Option<NewOperation>), String> {
+    if record.contract_version == running.version() {
+        return Ok((stored.clone(), None));
     }
+    let version = &record.contract_version;
+    let migration = running
+        .intent_migration(version)
+        .ok_or_else(|| format!("no registered version reads the intent of version {version:?}"))?;
+    let earlier = executor
+        .identity_of_recorded(migration.earlier(), stored, None)
+        .map_err(|err| {
+            format!("stored intent cannot be identified under version {version:?}: {err}")
+        })?;
+    if !earlier.describes(record) {
+        return Err(format!(
+            "stored intent derives operation {:?} or another request fingerprint under version {version:?}",
+            earlier.identity.operation_id
+        ));
+    }
+    let migrated = migration.migrate(stored).map_err(|err| {
+        format!(
+            "version {:?} cannot read the intent of version {version:?}: {err}",
+            running.version()
+        )
+    })?;
+    Ok((migrated, Some(earlier.operation)))
 }
 
 /// Why an operation waits ([`waiting`]).

@@ -349,6 +349,34 @@ where
         })
     }
 
+    /// Declares how this version reads the intent stored by `earlier`, an
+    /// earlier version of the same contract
+    /// ([`EffectContractBuilder::reads_intent_of`]): `migrate` turns the
+    /// earlier version's typed arguments into this version's. The stored
+    /// arguments are checked against the operation under `earlier`'s
+    /// derivation, as JSON.
+    #[must_use]
+    pub fn reads_intent_of<P, PO, F>(self, earlier: &TypedContract<P, PO>, migrate: F) -> Self
+    where
+        P: DeserializeOwned,
+        F: Fn(P) -> Result<A, CallbackError> + Send + Sync + 'static,
+    {
+        let earlier = earlier.contract.clone();
+        self.map(move |builder| {
+            builder.reads_intent_of(earlier, move |stored| {
+                let stored = P::deserialize(stored).map_err(|err| {
+                    CallbackError::new(format!(
+                        "the stored arguments do not decode as {}: {err}",
+                        std::any::type_name::<P>()
+                    ))
+                })?;
+                to_json_value(&migrate(stored)?).map_err(|err| {
+                    CallbackError::new(format!("migrated arguments cannot be recorded: {err}"))
+                })
+            })
+        })
+    }
+
     /// Builds the contract.
     ///
     /// # Errors

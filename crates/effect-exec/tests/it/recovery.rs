@@ -500,6 +500,146 @@ fn stored_intent_with_another_fingerprint_is_not_dispatched() {
     assert_eq!((w.provider.handler_calls(), w.provider.committed()), (0, 0));
 }
 
+/// The worker derives a recovered operation's identity once and executes
+/// under it: the contract's operation-id callback runs once per operation
+/// the pass dispatches, not once to check the stored intent and again to
+/// execute it.
+#[test]
+fn the_worker_derives_each_recovered_operation_s_identity_once() {
+    for w in worlds() {
+        let derived = Arc::new(AtomicUsize::new(0));
+        let counter = Arc::clone(&derived);
+        let provider = Arc::clone(&w.provider);
+        let capture = EffectContract::builder("capture_payment", move |args| {
+            counter.fetch_add(1, Ordering::SeqCst);
+            Ok(format!(
+                "invoice:{}:capture",
+                args["invoice_id"].as_str().ok_or("missing invoice_id")?
+            ))
+        })
+        .provider_idempotency_key(|args| {
+            Ok(args["invoice_id"].as_str().map(|i| format!("capture:{i}")))
+        })
+        .outcome_probe(move |_args, key| provider.probe(key))
+        .store_intent(true)
+        .build()
+        .unwrap();
+        for invoice_id in ["INV-1", "INV-2", "INV-3"] {
+            w.left_prepared(&capture, &invoice(invoice_id));
+        }
+        let before = derived.load(Ordering::SeqCst);
+
+        let report = w.worker(&capture).run_once().unwrap();
+        check(w.store, &report, &[("examined", 3), ("confirmed", 3)]);
+        assert_eq!(
+            derived.load(Ordering::SeqCst) - before,
+            3,
+            "{}: operation-id derivations for three recovered operations",
+            w.store
+        );
+        assert_eq!(
+            (w.provider.handler_calls(), w.provider.committed()),
+            (3, 3),
+            "{}",
+            w.store
+        );
+    }
+}
+
+/// A typed version 2 declares how it reads version 1's typed intent; with
+/// only version 2's handler registered, the worker dispatches version 1's
+/// operation once, its handler receiving the migrated arguments, and the
+/// record keeps the version and fingerprint it was claimed with.
+#[test]
+fn a_typed_version_reads_the_intent_an_earlier_version_stored() {
+    #[derive(Serialize, Deserialize)]
+    struct CaptureV1 {
+        invoice_id: String,
+        cents: u64,
+    }
+    #[derive(Serialize, Deserialize)]
+    struct CaptureV2 {
+        invoice_id: String,
+        amount: Money,
+    }
+    #[derive(Serialize, Deserialize)]
+    struct Money {
+        minor: u64,
+        currency: String,
+    }
+    for w in worlds() {
+        let v1 = TypedContract::<CaptureV1, Value>::builder("capture_payment", |args| {
+            Ok(format!("invoice:{}:capture", args.invoice_id))
+        })
+        .store_intent(true)
+        .build()
+        .unwrap();
+        let v2 = TypedContract::<CaptureV2, Value>::builder("capture_payment", |args| {
+            Ok(format!("invoice:{}:capture", args.invoice_id))
+        })
+        .version("2")
+        .store_intent(true)
+        .reads_intent_of(&v1, |old: CaptureV1| {
+            Ok(CaptureV2 {
+                invoice_id: old.invoice_id,
+                amount: Money {
+                    minor: old.cents,
+                    currency: "EUR".into(),
+                },
+            })
+        })
+        .build()
+        .unwrap();
+        let args = CaptureV1 {
+            invoice_id: "INV-7".into(),
+            cents: 700,
+        };
+        let left = w
+            .executor()
+            .execute_typed(&v1, &args, |_: CaptureV1, _| {
+                Err::<Value, _>(HandlerError::not_sent("the agent stopped before sending"))
+            })
+            .unwrap();
+        let before = w.ledger.get(&left.operation_id).unwrap().unwrap();
+        let received = Arc::new(std::sync::Mutex::new(Vec::new()));
+        let seen = Arc::clone(&received);
+        let worker = RecoveryWorker::new(w.executor())
+            .register_typed(&v2, move |args: CaptureV2, _ctx| {
+                seen.lock().unwrap().push((
+                    args.invoice_id.clone(),
+                    args.amount.minor,
+                    args.amount.currency,
+                ));
+                Ok::<_, HandlerError>(json!({"captured": args.invoice_id}))
+            })
+            .unwrap()
+            .min_age(Duration::ZERO);
+
+        let report = worker.run_once().unwrap();
+        check(w.store, &report, &[("examined", 1), ("confirmed", 1)]);
+        assert_eq!(
+            *received.lock().unwrap(),
+            [("INV-7".to_owned(), 700, "EUR".to_owned())],
+            "{}",
+            w.store
+        );
+        let after = w.ledger.get(&left.operation_id).unwrap().unwrap();
+        assert_eq!(
+            (after.status, after.contract_version.as_str()),
+            (EffectStatus::Confirmed, "1"),
+            "{}",
+            w.store
+        );
+        assert_eq!(
+            after.request_fingerprint, before.request_fingerprint,
+            "{}",
+            w.store
+        );
+        check(w.store, &worker.run_once().unwrap(), &[]);
+        assert_eq!(received.lock().unwrap().len(), 1, "{}", w.store);
+    }
+}
+
 #[test]
 fn registering_a_contract_that_stores_no_intent_is_refused() {
     let w = memory();

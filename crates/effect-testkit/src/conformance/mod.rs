@@ -59,6 +59,7 @@ mod paging;
 mod prepare;
 mod races;
 mod reads;
+mod versions;
 
 pub use approval::{
     approval_allows_one_dispatch, approval_refusals_write_nothing,
@@ -121,6 +122,7 @@ pub use reads::{
     events_after_pages, events_are_ordered, list_filters_by_status, list_limits,
     list_newest_update_first, missing_operation_reads, missing_operation_transitions, stats_counts,
 };
+pub use versions::recovery_reads_an_earlier_versions_intent;
 
 /// Makes a fresh, empty ledger for one check.
 pub type LedgerFactory<'a> = &'a dyn Fn() -> Arc<dyn EffectLedger>;
@@ -342,6 +344,10 @@ pub const CHECKS: &[NamedCheck] = &[
     (
         "precondition_rejects_before_the_first_dispatch",
         precondition_rejects_before_the_first_dispatch,
+    ),
+    (
+        "recovery_reads_an_earlier_versions_intent",
+        recovery_reads_an_earlier_versions_intent,
     ),
     ("large_output_round_trips", large_output_round_trips),
     (

@@ -139,6 +139,10 @@ const CAUGHT_BY: &[(&str, Bug)] = &[
         Bug::StripEventField("precondition_failed", "error"),
     ),
     (
+        "recovery_reads_an_earlier_versions_intent",
+        Bug::StripEventField("prepared", "intent"),
+    ),
+    (
         "prepare_conflicts_on_contract_name",
         Bug::SwallowConflict("contract name"),
     ),
