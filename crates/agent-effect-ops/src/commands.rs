@@ -502,6 +502,15 @@ pub(crate) fn stats_from(
             .iter()
             .filter(|w| w.waiting_for == WaitingFor::Budget)
             .count() as u64,
+        recovery_blocked: waiting
+            .iter()
+            .filter(|w| {
+                matches!(
+                    w.waiting_for,
+                    WaitingFor::UnreadableIntent | WaitingFor::ContractWeakened
+                )
+            })
+            .count() as u64,
         oldest_waiting_age_seconds: waiting
             .first()
             .and_then(|w| age_seconds(&w.since, clock.now())),

@@ -254,6 +254,13 @@ pub fn stats(stats: &Stats) -> String {
         "prepared, waiting for their caller: {}; for a recovery worker: {}; deferred by a budget: {}",
         stats.waiting_for_caller, stats.waiting_for_recovery_worker, stats.waiting_for_budget
     );
+    if stats.recovery_blocked > 0 {
+        let _ = writeln!(
+            out,
+            "blocked for a recovery worker (intent no version reads, or weakened terms): {}",
+            stats.recovery_blocked
+        );
+    }
     match (
         &stats.oldest_waiting_since,
         stats.oldest_waiting_age_seconds,

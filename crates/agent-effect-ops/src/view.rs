@@ -287,6 +287,12 @@ pub struct Stats {
     /// room, rejected after their bound. Not counted in the two above.
     #[serde(default)]
     pub waiting_for_budget: u64,
+    /// Operations a recovery worker cannot dispatch and said why (a
+    /// `recovery_blocked` event, docs/spec.md §5c): no registered version
+    /// reads their stored intent, or the running contract weakens their
+    /// stored terms. Counted in their status too; an operator acts.
+    #[serde(default)]
+    pub recovery_blocked: u64,
     /// `updated_at` of the longest-waiting `prepared` operation, or null.
     pub oldest_waiting_since: Option<String>,
     /// Its age in whole seconds when the command ran, or null.

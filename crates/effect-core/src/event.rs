@@ -19,6 +19,15 @@ pub const QUARANTINED: &str = "quarantined";
 /// moved on: untrusted evidence beside the decision, never a status change
 /// (docs/spec.md §4). Not written by the Python package.
 pub const LATE_OBSERVATION: &str = "late_observation";
+/// A recovery worker cannot dispatch the operation: no registered version
+/// reads its stored intent, or the running contract weakens its stored
+/// terms (docs/spec.md §5c); never a status change. Not written by the
+/// Python package, which lists it like any event.
+pub const RECOVERY_BLOCKED: &str = "recovery_blocked";
+/// `recovery_blocked`'s reason: no registered version reads the stored intent.
+pub const BLOCKED_INTENT_UNREADABLE: &str = "intent_unreadable";
+/// `recovery_blocked`'s reason: the running contract weakens the stored terms.
+pub const BLOCKED_CONTRACT_WEAKENED: &str = "contract_weakened";
 /// The contract's precondition failed before the first dispatch: the
 /// operation is rejected, nothing sent. Not written by the Python package.
 pub const PRECONDITION_FAILED: &str = "precondition_failed";

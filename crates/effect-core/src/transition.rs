@@ -404,6 +404,21 @@ pub enum Transition {
         /// What it observed (outcome, output, error, evidence), redacted.
         observation: Evidence,
     },
+    /// A recovery worker cannot dispatch the operation (docs/spec.md §5c):
+    /// no registered version reads its stored intent, or the running
+    /// contract weakens its stored terms. Appended as a `recovery_blocked`
+    /// event with `reason`, `error` and the running `contract_version`,
+    /// never changing the record, its `updated_at` included. The worker
+    /// appends it once per reason, not on every pass.
+    RecordRecoveryBlocked {
+        /// [`event::BLOCKED_INTENT_UNREADABLE`] or
+        /// [`event::BLOCKED_CONTRACT_WEAKENED`].
+        reason: &'static str,
+        /// What blocks it, without the operation's arguments.
+        error: String,
+        /// The version of the contract the worker ran.
+        contract_version: String,
+    },
     /// The contract's precondition failed before the operation's first
     /// dispatch (`prepared` or `awaiting_approval`, never dispatched): it
     /// becomes `rejected` with the reason (event `precondition_failed`),
@@ -450,6 +465,7 @@ impl Transition {
             Transition::Cancel { .. } => "cancel",
             Transition::Compensation(step) => step.name(),
             Transition::RecordLateObservation { .. } => "record a late observation of",
+            Transition::RecordRecoveryBlocked { .. } => "record why recovery is blocked for",
             Transition::RejectByPrecondition { .. } => "reject by precondition",
             Transition::Guarded(_, inner) => inner.name(),
         }
@@ -662,7 +678,10 @@ pub fn plan_with_budgets(
     // between uncertain statuses appends events but does not renew
     // `updated_at`, so the age an operator alerts on keeps growing.
     planner.keep_updated_at = (was_uncertain && record.status.is_uncertain())
-        || matches!(transition, Transition::RecordLateObservation { .. });
+        || matches!(
+            transition,
+            Transition::RecordLateObservation { .. } | Transition::RecordRecoveryBlocked { .. }
+        );
     Ok(planner.finish(applied, record, false))
 }
 
@@ -1319,6 +1338,22 @@ impl Planner {
                 let mut data = observation.clone();
                 data.insert("status_when_observed".into(), status.as_str().into());
                 self.event(event::LATE_OBSERVATION, Value::Object(data));
+                true
+            }
+            Transition::RecordRecoveryBlocked {
+                reason,
+                error,
+                contract_version,
+            } => {
+                self.event(
+                    event::RECOVERY_BLOCKED,
+                    json!({
+                        "reason": reason,
+                        "error": error,
+                        "contract_version": contract_version,
+                        "status_when_blocked": status.as_str(),
+                    }),
+                );
                 true
             }
             Transition::Cancel {

@@ -64,6 +64,7 @@ use effect_core::{
     EffectContract, EffectLedger, EffectRecord, EffectResult, EffectStatus, ListQuery,
     MAX_LIST_LIMIT, NewOperation, RetentionReport, intent,
 };
+use effect_core::{LedgerEvent, Transition, event};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 use serde_json::Value;
@@ -91,10 +92,28 @@ type Run = Arc<
             &EffectExecutor,
             &EffectRecord,
             &Value,
-        ) -> Result<Result<EffectResult, ExecError>, String>
+        ) -> Result<Result<EffectResult, ExecError>, Unreadable>
         + Send
         + Sync,
 >;
+
+/// Why a registered handler cannot use an operation's stored intent.
+struct Unreadable {
+    /// What the ledger records (docs/spec.md §5c): never the arguments.
+    recorded: String,
+    /// What the log says: the error itself too.
+    logged: String,
+}
+
+impl Unreadable {
+    fn new(recorded: impl Into<String>, error: impl fmt::Display) -> Self {
+        let recorded = recorded.into();
+        Unreadable {
+            logged: format!("{recorded}: {error}"),
+            recorded,
+        }
+    }
+}
 
 #[derive(Clone)]
 struct Durable {
@@ -166,8 +185,15 @@ pub struct RecoveryReport {
     /// a live caller may still finish it.
     pub too_recent: u64,
     /// Not touched: the stored intent no longer derives this operation (its
-    /// id or fingerprint differ), or could not be read.
+    /// id or fingerprint differ), could not be read, or no registered
+    /// version of its contract reads its version's intent. Recorded once
+    /// as a `recovery_blocked` event and listed by [`waiting`].
     pub unusable_intent: u64,
+    /// Not dispatched: the registered version of its contract weakens the
+    /// terms stored with it (docs/spec.md §3.1); recorded once as a
+    /// `recovery_blocked` event and listed by [`waiting`]. Tried again at
+    /// the next pass, writing nothing more.
+    pub contract_weakened: u64,
     /// Failed on a store error; tried again at the next pass.
     pub failed: u64,
     /// Not dispatched: deferred by a budget that has no room yet
@@ -294,9 +320,12 @@ impl RecoveryWorker {
         let run: Run = Arc::new(move |executor, record, stored| {
             let (arguments, earlier) = read_intent(executor, &running, record, stored)?;
             let arguments = A::deserialize(&arguments).map_err(|err| {
-                format!(
-                    "stored intent does not decode as {}: {err}",
-                    std::any::type_name::<A>()
+                Unreadable::new(
+                    format!(
+                        "the stored arguments do not decode as {}",
+                        std::any::type_name::<A>()
+                    ),
+                    err,
                 )
             })?;
             // The identity is derived once, here, and the execution runs
@@ -304,14 +333,14 @@ impl RecoveryWorker {
             let known_id = earlier.is_some().then_some(record.operation_id.as_str());
             let derived = executor
                 .identity_of_recorded(&running, &arguments, known_id)
-                .map_err(|err| format!("stored intent cannot be identified: {err}"))?;
+                .map_err(|err| Unreadable::new("the stored arguments cannot be identified", err))?;
             let operation = match earlier {
                 Some(operation) => operation,
                 None if derived.describes(record) => derived.operation,
                 None => {
-                    return Err(format!(
-                        "stored intent derives operation {:?} or another request fingerprint",
-                        derived.identity.operation_id
+                    return Err(Unreadable::new(
+                        "the stored arguments derive another operation id or request fingerprint",
+                        format_args!("derived {:?}", derived.identity.operation_id),
                     ));
                 }
             };
@@ -508,6 +537,8 @@ impl RecoveryWorker {
             quarantined = report.quarantined,
             waiting_for_caller = report.waiting_for_caller,
             unregistered = report.unregistered,
+            unusable_intent = report.unusable_intent,
+            contract_weakened = report.contract_weakened,
             deferred = report.deferred,
             failed = report.failed,
             pruned = report.pruned,
@@ -680,9 +711,65 @@ impl RecoveryWorker {
         }
     }
 
+    /// Records why the worker cannot dispatch `record` (a `recovery_blocked`
+    /// event, docs/spec.md §5c), unless its last event already says so: once
+    /// per reason, not once per pass. The record itself does not change.
+    fn block(
+        &self,
+        record: &EffectRecord,
+        events: &[LedgerEvent],
+        reason: &'static str,
+        recorded: &str,
+        logged: &str,
+    ) {
+        let id = record.operation_id.as_str();
+        if let Some(known) = blocked(events)
+            && known.reason == reason
+            && known.error == recorded
+        {
+            tracing::debug!(
+                operation_id = id,
+                reason,
+                error = logged,
+                "recovery still blocked"
+            );
+            return;
+        }
+        tracing::warn!(
+            operation_id = id,
+            reason,
+            error = logged,
+            "recovery blocked; recorded for an operator"
+        );
+        let version = self
+            .handlers
+            .keys()
+            .filter(|(name, _)| *name == record.contract_name)
+            .map(|(_, version)| version.as_str())
+            .max()
+            .unwrap_or(record.contract_version.as_str());
+        let transition = Transition::RecordRecoveryBlocked {
+            reason,
+            error: recorded.to_owned(),
+            contract_version: version.to_owned(),
+        };
+        if let Err(err) = self.executor.apply(id, transition) {
+            tracing::warn!(operation_id = id, error = %err, "why recovery is blocked could not be recorded");
+        }
+    }
+
     fn recover_one(&self, record: &EffectRecord, report: &mut RecoveryReport) {
         let id = record.operation_id.as_str();
-        let Some(durable) = self.handler_for(record) else {
+        let durable = self.handler_for(record);
+        // A worker that holds no version of the contract leaves the
+        // operation to one that does; one that holds another version which
+        // does not read this version's intent records why (below).
+        let knows_name = durable.is_some()
+            || self
+                .handlers
+                .keys()
+                .any(|(name, _)| *name == record.contract_name);
+        if !knows_name {
             tracing::warn!(
                 operation_id = id,
                 contract = record.contract_name,
@@ -692,7 +779,7 @@ impl RecoveryWorker {
             );
             report.unregistered += 1;
             return;
-        };
+        }
         let events = match self.executor.ledger().events(id) {
             Ok(events) => events,
             Err(err) => {
@@ -704,6 +791,21 @@ impl RecoveryWorker {
         let Some(arguments) = intent::stored(&events) else {
             tracing::info!(operation_id = id, status = %record.status, "no stored intent; waiting for its caller");
             report.waiting_for_caller += 1;
+            return;
+        };
+        let Some(durable) = durable else {
+            let recorded = format!(
+                "no registered version reads the intent of version {:?}",
+                record.contract_version
+            );
+            report.unusable_intent += 1;
+            self.block(
+                record,
+                &events,
+                event::BLOCKED_INTENT_UNREADABLE,
+                &recorded,
+                &recorded,
+            );
             return;
         };
         let arguments = match self.executor.open_intent(id, arguments) {
@@ -720,9 +822,15 @@ impl RecoveryWorker {
             match observe::recovering(linked, || (durable.run)(&self.executor, record, &arguments))
             {
                 Ok(executed) => executed,
-                Err(reason) => {
-                    tracing::warn!(operation_id = id, reason, "stored intent cannot be used");
+                Err(unreadable) => {
                     report.unusable_intent += 1;
+                    self.block(
+                        record,
+                        &events,
+                        event::BLOCKED_INTENT_UNREADABLE,
+                        &unreadable.recorded,
+                        &unreadable.logged,
+                    );
                     return;
                 }
             };
@@ -786,6 +894,20 @@ impl RecoveryWorker {
                 report.rejected += 1;
                 counted("rejected");
             }
+            Err(err @ ExecError::ContractWeakened { .. }) => {
+                // Nothing was written or sent: the stored terms forbid what
+                // the running contract allows. Recorded once, for an operator.
+                report.contract_weakened += 1;
+                counted("contract_weakened");
+                let message = err.to_string();
+                self.block(
+                    record,
+                    &events,
+                    event::BLOCKED_CONTRACT_WEAKENED,
+                    &message,
+                    &message,
+                );
+            }
             Err(err) => {
                 tracing::warn!(operation_id = id, error = %err, "recovery of an operation failed");
                 report.failed += 1;
@@ -813,29 +935,41 @@ fn read_intent(
     running: &EffectContract,
     record: &EffectRecord,
     stored: &Value,
-) -> Result<(Value, Option<NewOperation>), String> {
+) -> Result<(Value, Option<NewOperation>), Unreadable> {
     if record.contract_version == running.version() {
         return Ok((stored.clone(), None));
     }
     let version = &record.contract_version;
-    let migration = running
-        .intent_migration(version)
-        .ok_or_else(|| format!("no registered version reads the intent of version {version:?}"))?;
+    let Some(migration) = running.intent_migration(version) else {
+        let recorded = format!("no registered version reads the intent of version {version:?}");
+        return Err(Unreadable {
+            logged: recorded.clone(),
+            recorded,
+        });
+    };
     let earlier = executor
         .identity_of_recorded(migration.earlier(), stored, None)
         .map_err(|err| {
-            format!("stored intent cannot be identified under version {version:?}: {err}")
+            Unreadable::new(
+                format!("the stored arguments cannot be identified under version {version:?}"),
+                err,
+            )
         })?;
     if !earlier.describes(record) {
-        return Err(format!(
-            "stored intent derives operation {:?} or another request fingerprint under version {version:?}",
-            earlier.identity.operation_id
+        return Err(Unreadable::new(
+            format!(
+                "the stored arguments derive another operation id or request fingerprint under version {version:?}"
+            ),
+            format_args!("derived {:?}", earlier.identity.operation_id),
         ));
     }
     let migrated = migration.migrate(stored).map_err(|err| {
-        format!(
-            "version {:?} cannot read the intent of version {version:?}: {err}",
-            running.version()
+        Unreadable::new(
+            format!(
+                "version {:?}'s migration refuses the intent of version {version:?}",
+                running.version()
+            ),
+            err,
         )
     })?;
     Ok((migrated, Some(earlier.operation)))
@@ -844,6 +978,7 @@ fn read_intent(
 /// Why an operation waits ([`waiting`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
+#[non_exhaustive]
 pub enum WaitingFor {
     /// No stored intent: only its caller, calling again, can dispatch it.
     Caller,
@@ -854,9 +989,43 @@ pub enum WaitingFor {
     /// deferral's bound ([`Waiting::deferred_until`]), after which a claim
     /// rejects it.
     Budget,
+    /// A recovery worker holds its contract but no registered version reads
+    /// its stored intent (no migration from its version, or one that
+    /// refuses it, or intent that does not derive the operation;
+    /// docs/spec.md §5c): an operator, or a deploy that reads it. The
+    /// reason is in [`Waiting::reason`].
+    UnreadableIntent,
+    /// The recovery worker's version of its contract weakens the terms
+    /// stored with it (docs/spec.md §3.1): an operator, or a deploy that
+    /// restores them. The terms are in [`Waiting::reason`].
+    ContractWeakened,
 }
 
-/// A `prepared` operation that nobody is dispatching right now.
+/// What the last `recovery_blocked` event of an operation says.
+struct Blocked<'a> {
+    reason: &'a str,
+    error: &'a str,
+}
+
+/// Why a recovery worker last found the operation blocked, when that is its
+/// last event: any later event (a dispatch, a resolution) supersedes it.
+fn blocked(events: &[LedgerEvent]) -> Option<Blocked<'_>> {
+    let last = events.last()?;
+    if last.event_type != event::RECOVERY_BLOCKED {
+        return None;
+    }
+    Some(Blocked {
+        reason: last
+            .data
+            .get("reason")
+            .and_then(Value::as_str)
+            .unwrap_or(""),
+        error: last.data.get("error").and_then(Value::as_str).unwrap_or(""),
+    })
+}
+
+/// An operation that nobody is dispatching right now: `prepared`, or one
+/// a recovery worker found blocked.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 #[non_exhaustive]
 pub struct Waiting {
@@ -868,6 +1037,12 @@ pub struct Waiting {
     pub contract_version: String,
     /// Who can dispatch it.
     pub waiting_for: WaitingFor,
+    /// Its status: `prepared`, or for one a worker found blocked, the
+    /// status it was left in (`outcome_unknown`, `dispatched`).
+    pub status: EffectStatus,
+    /// Why a recovery worker cannot dispatch it, as recorded
+    /// ([`WaitingFor::UnreadableIntent`], [`WaitingFor::ContractWeakened`]).
+    pub reason: Option<String>,
     /// Since when it waits: its last status change (ISO-8601 UTC).
     pub since: String,
     /// For an operation deferred by a budget: the bound of its deferral
@@ -875,25 +1050,43 @@ pub struct Waiting {
     pub deferred_until: Option<String>,
 }
 
-/// Every `prepared` operation of the ledger, oldest first, with who it waits
-/// for, so that an operator can alert on work that nobody will do. Reads
-/// only.
+/// Every `prepared` operation of the ledger, and every `outcome_unknown` or
+/// expired `dispatched` one a recovery worker found blocked (its last event
+/// `recovery_blocked`), oldest first, with who it waits for, so that an
+/// operator can alert on work that nobody will do. Reads only.
 ///
 /// # Errors
 ///
 /// [`ExecError::Ledger`] when the ledger cannot list or read operations.
 pub fn waiting(ledger: &dyn EffectLedger) -> Result<Vec<Waiting>, ExecError> {
-    let prepared = list_all(
+    let mut listed = list_all(
         ledger,
         ListQuery::with_status(EffectStatus::Prepared, MAX_LIST_LIMIT),
     )?;
-    let mut waiting = Vec::with_capacity(prepared.len());
-    for record in prepared {
+    let prepared = listed.len();
+    listed.extend(list_all(
+        ledger,
+        ListQuery::with_status(EffectStatus::OutcomeUnknown, MAX_LIST_LIMIT),
+    )?);
+    listed.extend(list_all(ledger, ListQuery::stale(MAX_LIST_LIMIT))?);
+    let mut waiting = Vec::with_capacity(prepared);
+    for record in listed {
         let events = ledger
             .events(&record.operation_id)
             .map_err(|source| ExecError::ledger(&record.operation_id, source))?;
+        let blocked = blocked(&events);
+        if blocked.is_none() && record.status != EffectStatus::Prepared {
+            continue;
+        }
+        let reason = blocked.as_ref().map(|b| b.error.to_owned());
         let deferral = record.evidence.get(effect_core::evidence::BUDGET_DEFERRAL);
-        let waiting_for = if deferral.is_some() {
+        let waiting_for = if let Some(blocked) = &blocked {
+            if blocked.reason == event::BLOCKED_CONTRACT_WEAKENED {
+                WaitingFor::ContractWeakened
+            } else {
+                WaitingFor::UnreadableIntent
+            }
+        } else if deferral.is_some() {
             WaitingFor::Budget
         } else if intent::is_stored(&events) {
             WaitingFor::RecoveryWorker
@@ -909,6 +1102,8 @@ pub fn waiting(ledger: &dyn EffectLedger) -> Result<Vec<Waiting>, ExecError> {
             contract_name: record.contract_name,
             contract_version: record.contract_version,
             waiting_for,
+            status: record.status,
+            reason,
             since: record.updated_at,
             deferred_until,
         });

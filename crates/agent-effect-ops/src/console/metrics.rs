@@ -65,6 +65,11 @@ pub(crate) fn render(stats: &Stats) -> String {
         ],
     );
     family(
+        "effect_recovery_blocked_operations",
+        "Operations a recovery worker cannot dispatch: no registered version reads their stored intent, or the running contract weakens their stored terms.",
+        &plain(stats.recovery_blocked),
+    );
+    family(
         "effect_oldest_waiting_age_seconds",
         "Age of the longest-waiting prepared operation (0 when none).",
         &plain(stats.oldest_waiting_age_seconds.unwrap_or(0)),

@@ -20,10 +20,11 @@ pub(crate) enum Kind {
     DeferredByBudget,
     WaitingForCaller,
     WaitingForRecoveryWorker,
+    RecoveryBlocked,
 }
 
 impl Kind {
-    pub(crate) const ALL: [Kind; 7] = [
+    pub(crate) const ALL: [Kind; 8] = [
         Kind::Quarantined,
         Kind::OutcomeUnknown,
         Kind::StaleDispatch,
@@ -31,6 +32,7 @@ impl Kind {
         Kind::DeferredByBudget,
         Kind::WaitingForCaller,
         Kind::WaitingForRecoveryWorker,
+        Kind::RecoveryBlocked,
     ];
 
     /// The name in URLs and metrics.
@@ -43,6 +45,7 @@ impl Kind {
             Kind::DeferredByBudget => "deferred_by_budget",
             Kind::WaitingForCaller => "waiting_for_caller",
             Kind::WaitingForRecoveryWorker => "waiting_for_recovery_worker",
+            Kind::RecoveryBlocked => "recovery_blocked",
         }
     }
 
@@ -56,6 +59,9 @@ impl Kind {
             Kind::DeferredByBudget => "deferred by a budget",
             Kind::WaitingForCaller => "prepared: waiting for its caller",
             Kind::WaitingForRecoveryWorker => "prepared: waiting for a recovery worker",
+            Kind::RecoveryBlocked => {
+                "recovery blocked: no registered version reads its intent, or weakened terms"
+            }
         }
     }
 
@@ -121,6 +127,7 @@ pub(crate) fn counts(stats: &Stats) -> BTreeMap<Kind, u64> {
                 Kind::DeferredByBudget => stats.waiting_for_budget,
                 Kind::WaitingForCaller => stats.waiting_for_caller,
                 Kind::WaitingForRecoveryWorker => stats.waiting_for_recovery_worker,
+                Kind::RecoveryBlocked => stats.recovery_blocked,
             };
             (kind, count)
         })
@@ -137,7 +144,21 @@ pub(crate) fn read(
     let now_unix = effect_core::clock::unix_seconds(now);
     let mut items = Vec::new();
     let mut truncated = false;
+    // Who will dispatch each prepared operation (a budget deferred them, a
+    // recovery worker or their caller), and which ones a recovery worker
+    // found blocked, with why; read once for the counts too.
+    let waiting_list = effect_exec::waiting(ledger)?;
+    let stats = crate::commands::stats_from(ledger.stats()?, &waiting_list, clock);
+    let blocked: BTreeMap<String, String> = waiting_list
+        .iter()
+        .filter_map(|w| Some((w.operation_id.clone(), w.reason.clone()?)))
+        .collect();
     let mut push = |kind: Kind, record: &EffectRecord, decide_by: Option<String>| {
+        // A worker cannot dispatch it: that is why it is in the queue.
+        let (kind, error) = match blocked.get(&record.operation_id) {
+            Some(reason) => (Kind::RecoveryBlocked, Some(reason.clone())),
+            None => (kind, record.error.clone()),
+        };
         items.push(Item {
             kind,
             operation_id: record.operation_id.clone(),
@@ -147,7 +168,7 @@ pub(crate) fn read(
             updated_at: record.updated_at.clone(),
             age_seconds: age_seconds(&record.updated_at, now),
             decide_by,
-            error: record.error.clone(),
+            error,
         });
     };
     for (kind, query) in [
@@ -183,10 +204,6 @@ pub(crate) fn read(
             push(kind, record, decide_by);
         }
     }
-    // Prepared operations: who will dispatch them (a budget deferred them,
-    // a recovery worker or their caller), read once for the counts too.
-    let waiting_list = effect_exec::waiting(ledger)?;
-    let stats = crate::commands::stats_from(ledger.stats()?, &waiting_list, clock);
     let waiting: BTreeMap<String, WaitingFor> = waiting_list
         .into_iter()
         .map(|w| (w.operation_id, w.waiting_for))

@@ -3,6 +3,7 @@
 
 mod approval;
 mod approval_view;
+mod blocked;
 mod budget;
 mod cancel;
 mod cli;

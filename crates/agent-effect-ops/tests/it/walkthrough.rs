@@ -188,6 +188,7 @@ fn the_stats_reference_names_every_field() {
         waiting_for_caller: 0,
         waiting_for_recovery_worker: 0,
         waiting_for_budget: 0,
+        recovery_blocked: 0,
         oldest_waiting_since: None,
         oldest_waiting_age_seconds: None,
         budgets: vec![effect_core::BudgetUse {
@@ -206,7 +207,7 @@ fn the_stats_reference_names_every_field() {
         .and_then(|rest| rest.split("\n\n").next())
         .expect("docs/operations.md has a **`stats`** reference paragraph");
     let fields: Vec<String> = value.as_object().unwrap().keys().cloned().collect();
-    assert_eq!(fields.len(), 12, "{fields:?}");
+    assert_eq!(fields.len(), 13, "{fields:?}");
     for field in fields {
         assert!(
             reference.contains(&format!("`{field}`")),

@@ -7,8 +7,11 @@
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
-use effect_core::{EffectContract, EffectContractBuilder, EffectStatus as S, intent};
-use effect_exec::{EffectExecutor, HandlerContext, HandlerError, RecoveryReport, RecoveryWorker};
+use effect_core::{EffectContract, EffectContractBuilder, EffectStatus as S, event, intent};
+use effect_exec::{
+    EffectExecutor, HandlerContext, HandlerError, RecoveryReport, RecoveryWorker, WaitingFor,
+    waiting,
+};
 use serde_json::{Value, json};
 
 use super::LedgerFactory;
@@ -25,7 +28,8 @@ type Received = Arc<Mutex<Vec<(Value, Option<String>)>>>;
 /// arguments and the key the operation was claimed with; the record keeps
 /// its version, fingerprint and stored intent. A migration that refuses
 /// the stored arguments, a version 2 that weakens the stored terms, and a
-/// version 2 that declares no migration send nothing.
+/// version 2 that declares no migration send nothing; each is recorded once
+/// as a `recovery_blocked` event, and `waiting` lists it with its reason.
 pub fn recovery_reads_an_earlier_versions_intent(factory: LedgerFactory<'_>) {
     let c = Check::new("recovery_reads_an_earlier_versions_intent", factory);
     let executor = EffectExecutor::new(Arc::clone(&c.ledger));
@@ -118,38 +122,130 @@ pub fn recovery_reads_an_earlier_versions_intent(factory: LedgerFactory<'_>) {
         "the unreadable operation's status",
     );
 
-    // Version 2 claiming a guarantee version 1 did not: refused by the
-    // stored terms, nothing sent.
-    let weakened = left(&c, "INV-52", json!(5200));
-    let report = pass(&c, v2(true));
+    // Why the worker cannot read it is recorded once, not once per pass.
     c.same(
-        report.confirmed,
-        0,
-        "operations confirmed under weakened terms",
+        blocked(&c, &unreadable),
+        Some((
+            event::BLOCKED_INTENT_UNREADABLE.to_owned(),
+            "version \"2\"'s migration refuses the intent of version \"1\"".to_owned(),
+        )),
+        "why the unreadable operation waits",
     );
+    let unreadable_events = c.events(&unreadable).len();
+
+    // Version 2 claiming a guarantee version 1 did not: refused by the
+    // stored terms, nothing sent, recorded once.
+    let weakened = left(&c, "INV-52", json!(5200));
+    for _ in 0..2 {
+        let report = pass(&c, v2(true));
+        c.same(
+            report.confirmed,
+            0,
+            "operations confirmed under weakened terms",
+        );
+        c.same(
+            report.contract_weakened,
+            1,
+            "operations refused by their stored terms",
+        );
+        c.same(
+            report.unusable_intent,
+            1,
+            "operations whose intent version 2 cannot read",
+        );
+    }
     c.same(
         sent(&received),
         1,
-        "requests after the weakened version's pass",
+        "requests after the weakened version's passes",
     );
     c.same(
         c.status(&weakened),
         S::OutcomeUnknown,
         "the refused operation's status",
     );
+    c.same(
+        blocked(&c, &weakened).map(|(reason, _)| reason),
+        Some(event::BLOCKED_CONTRACT_WEAKENED.to_owned()),
+        "why the refused operation waits",
+    );
+    c.same(
+        c.event_types(&weakened)
+            .iter()
+            .filter(|kind| *kind == event::RECOVERY_BLOCKED)
+            .count(),
+        1,
+        "recovery_blocked events after two passes",
+    );
+    c.same(
+        c.events(&unreadable).len(),
+        unreadable_events,
+        "events of the unreadable operation after two more passes",
+    );
+    match waiting(c.ledger.as_ref()) {
+        Ok(listed) => {
+            let mut got: Vec<(String, WaitingFor, S, bool)> = listed
+                .into_iter()
+                .map(|w| (w.operation_id, w.waiting_for, w.status, w.reason.is_some()))
+                .collect();
+            got.sort_by(|a, b| a.0.cmp(&b.0));
+            c.same(
+                got,
+                vec![
+                    (
+                        unreadable.clone(),
+                        WaitingFor::UnreadableIntent,
+                        S::OutcomeUnknown,
+                        true,
+                    ),
+                    (
+                        weakened.clone(),
+                        WaitingFor::ContractWeakened,
+                        S::OutcomeUnknown,
+                        true,
+                    ),
+                ],
+                "what waiting lists",
+            );
+        }
+        Err(err) => c.fail(format_args!("waiting: {err}")),
+    }
 
-    // A version 2 that does not declare version 1: not its operation.
+    // A version 2 that does not declare version 1: no registered version
+    // reads their intent.
     let report = pass(&c, built(&c, capture("2").store_intent(true)));
     c.same(
-        report.unregistered,
+        report.unusable_intent,
         2,
         "operations no registered version reads",
+    );
+    c.same(
+        report.unregistered,
+        0,
+        "operations of an unregistered contract",
     );
     c.same(
         sent(&received),
         1,
         "requests after the undeclared version's pass",
     );
+    c.same(
+        blocked(&c, &weakened),
+        Some((
+            event::BLOCKED_INTENT_UNREADABLE.to_owned(),
+            "no registered version reads the intent of version \"1\"".to_owned(),
+        )),
+        "why the operation waits now",
+    );
+}
+
+/// The reason and error of `id`'s last event when it is `recovery_blocked`.
+fn blocked(c: &Check, id: &str) -> Option<(String, String)> {
+    let last = c.events(id).pop()?;
+    (last.event_type == event::RECOVERY_BLOCKED).then(|| {
+        let field = |name: &str| last.data[name].as_str().unwrap_or_default().to_owned();
+        (field("reason"), field("error"))
+    })
 }
 
 /// Version 1's arguments (an amount in cents) as version 2's (an amount with
