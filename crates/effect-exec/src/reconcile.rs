@@ -507,7 +507,8 @@ impl EffectExecutor {
         operation_id: &str,
         resolution: &ManualResolution,
     ) -> Result<EffectRecord, ExecError> {
-        let span = tracing::info_span!("effect.resolve", operation_id, actor = %resolution.audit.actor);
+        let span =
+            tracing::info_span!("effect.resolve", operation_id, actor = %resolution.audit.actor);
         let _entered = span.enter();
         if let ManualAction::Confirm { output, .. } = &resolution.action {
             // An output the ledger could not read back is refused, not stored.
@@ -538,7 +539,8 @@ impl EffectExecutor {
         resolution: &ManualResolution,
         seen: &EffectRecord,
     ) -> Result<Option<EffectRecord>, ExecError> {
-        let span = tracing::info_span!("effect.resolve", operation_id, actor = %resolution.audit.actor);
+        let span =
+            tracing::info_span!("effect.resolve", operation_id, actor = %resolution.audit.actor);
         let _entered = span.enter();
         let guarded = Transition::Guarded(
             Guard::unchanged(seen),

@@ -3,8 +3,7 @@
 
 use effect_core::EffectLedgerExt as _;
 use std::panic::{self, AssertUnwindSafe};
-use std::sync::Arc;
-use std::thread;
+use std::sync::{Arc, Condvar, Mutex, PoisonError};
 use std::time::Duration;
 
 use effect_core::{
@@ -351,7 +350,15 @@ fn panic_message(payload: &(dyn std::any::Any + Send)) -> String {
 struct Mutant {
     inner: MemoryLedger,
     bug: Bug,
+    /// How many transitions have returned, for the non-atomic bugs' window.
+    finished: Mutex<u64>,
+    finished_changed: Condvar,
 }
+
+/// How long a non-atomic bug holds its window open when no other
+/// transition comes (a check that does not race): only a bound, never what
+/// a racing check relies on.
+const WINDOW_BOUND: Duration = Duration::from_secs(1);
 
 fn outcome(applied: bool, record: EffectRecord) -> TransitionOutcome {
     TransitionOutcome { applied, record }
@@ -362,7 +369,22 @@ impl Mutant {
         Mutant {
             inner: MemoryLedger::new(),
             bug,
+            finished: Mutex::new(0),
+            finished_changed: Condvar::new(),
         }
+    }
+
+    /// The window of a non-atomic bug, between its check of the status and
+    /// its write: open until another transition has returned (a racer's,
+    /// which then acted on the status this one checked), so that a race
+    /// lands in it whatever the scheduler does.
+    fn window(&self) {
+        let finished = self.finished.lock().unwrap_or_else(PoisonError::into_inner);
+        let start = *finished;
+        let _unused = self
+            .finished_changed
+            .wait_timeout_while(finished, WINDOW_BOUND, |n| *n == start)
+            .unwrap_or_else(PoisonError::into_inner);
     }
 
     fn id<'a>(&self, id: &'a str) -> &'a str {
@@ -542,7 +564,11 @@ impl Mutant {
             }
             (Bug::BlankAuditAllowed, Transition::Resolve(r)) => {
                 let mut r = r.clone();
-                for field in [&mut r.audit.actor, &mut r.audit.reason, &mut r.audit.evidence_reference] {
+                for field in [
+                    &mut r.audit.actor,
+                    &mut r.audit.reason,
+                    &mut r.audit.evidence_reference,
+                ] {
                     if field.trim().is_empty() {
                         *field = "unknown".into();
                     }
@@ -552,7 +578,7 @@ impl Mutant {
             (Bug::NonAtomicClaim, Transition::Claim(_))
                 if status == Some(EffectStatus::Prepared) =>
             {
-                thread::sleep(Duration::from_millis(20));
+                self.window();
                 Ok(outcome(true, inner.apply(id, t)?.record))
             }
             (Bug::NonAtomicPrepareAndClaim, Transition::PrepareAndClaim(..))
@@ -560,13 +586,13 @@ impl Mutant {
                     matches!(s, EffectStatus::Prepared | EffectStatus::AwaitingApproval)
                 }) =>
             {
-                thread::sleep(Duration::from_millis(20));
+                self.window();
                 Ok(outcome(true, inner.apply(id, t)?.record))
             }
             (Bug::NonAtomicExpiry, Transition::ExpireLease)
                 if status == Some(EffectStatus::Dispatched) =>
             {
-                thread::sleep(Duration::from_millis(20));
+                self.window();
                 Ok(outcome(true, inner.apply(id, t)?.record))
             }
             (Bug::UpsertsMissing, _) if current.is_none() => {
@@ -626,7 +652,10 @@ impl EffectLedger for Mutant {
     ) -> Result<TransitionOutcome, LedgerError> {
         let id = self.id(id);
         let current = self.inner.get(id)?;
-        self.mutate(id, transition, current)
+        let result = self.mutate(id, transition, current);
+        *self.finished.lock().unwrap_or_else(PoisonError::into_inner) += 1;
+        self.finished_changed.notify_all();
+        result
     }
 
     fn get(&self, id: &str) -> Result<Option<EffectRecord>, LedgerError> {
