@@ -71,6 +71,7 @@
 mod approval;
 #[cfg(feature = "tokio")]
 mod asynchronous;
+mod blocked;
 mod compensation;
 mod context;
 mod dispatch;

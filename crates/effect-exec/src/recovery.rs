@@ -64,11 +64,12 @@ use effect_core::{
     EffectContract, EffectLedger, EffectRecord, EffectResult, EffectStatus, ListQuery,
     MAX_LIST_LIMIT, NewOperation, RetentionReport, intent,
 };
-use effect_core::{LedgerEvent, Transition, event};
+use effect_core::{LedgerEvent, event};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 use serde_json::Value;
 
+use crate::blocked::{self, blocked};
 use crate::context::HandlerContext;
 use crate::error::{ExecError, HandlerError};
 use crate::executor::EffectExecutor;
@@ -722,25 +723,6 @@ impl RecoveryWorker {
         recorded: &str,
         logged: &str,
     ) {
-        let id = record.operation_id.as_str();
-        if let Some(known) = blocked(events)
-            && known.reason == reason
-            && known.error == recorded
-        {
-            tracing::debug!(
-                operation_id = id,
-                reason,
-                error = logged,
-                "recovery still blocked"
-            );
-            return;
-        }
-        tracing::warn!(
-            operation_id = id,
-            reason,
-            error = logged,
-            "recovery blocked; recorded for an operator"
-        );
         let version = self
             .handlers
             .keys()
@@ -748,14 +730,17 @@ impl RecoveryWorker {
             .map(|(_, version)| version.as_str())
             .max()
             .unwrap_or(record.contract_version.as_str());
-        let transition = Transition::RecordRecoveryBlocked {
-            reason,
-            error: recorded.to_owned(),
-            contract_version: version.to_owned(),
-        };
-        if let Err(err) = self.executor.apply(id, transition) {
-            tracing::warn!(operation_id = id, error = %err, "why recovery is blocked could not be recorded");
-        }
+        blocked::record(
+            &self.executor,
+            record,
+            events,
+            &blocked::Block {
+                reason,
+                recorded,
+                logged,
+                contract_version: version,
+            },
+        );
     }
 
     fn recover_one(&self, record: &EffectRecord, report: &mut RecoveryReport) {
@@ -999,29 +984,6 @@ pub enum WaitingFor {
     /// stored with it (docs/spec.md §3.1): an operator, or a deploy that
     /// restores them. The terms are in [`Waiting::reason`].
     ContractWeakened,
-}
-
-/// What the last `recovery_blocked` event of an operation says.
-struct Blocked<'a> {
-    reason: &'a str,
-    error: &'a str,
-}
-
-/// Why a recovery worker last found the operation blocked, when that is its
-/// last event: any later event (a dispatch, a resolution) supersedes it.
-fn blocked(events: &[LedgerEvent]) -> Option<Blocked<'_>> {
-    let last = events.last()?;
-    if last.event_type != event::RECOVERY_BLOCKED {
-        return None;
-    }
-    Some(Blocked {
-        reason: last
-            .data
-            .get("reason")
-            .and_then(Value::as_str)
-            .unwrap_or(""),
-        error: last.data.get("error").and_then(Value::as_str).unwrap_or(""),
-    })
 }
 
 /// An operation that nobody is dispatching right now: `prepared`, or one

@@ -20,7 +20,10 @@
 //!   using them, and skips the operation when they do not.
 //!
 //! Operations of contracts not registered (by name and version) are counted
-//! and logged, never touched.
+//! and logged, never touched. One whose registered contract weakens the
+//! safety terms stored with it (docs/spec.md §3.1) is not reconciled: it is
+//! counted, and recorded once as a `recovery_blocked` event, as the
+//! recovery worker does.
 
 use std::collections::HashMap;
 use std::fmt;
@@ -28,11 +31,12 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use effect_core::{
-    CallbackError, EffectContract, EffectRecord, EffectStatus, ListQuery, MAX_LIST_LIMIT,
+    CallbackError, EffectContract, EffectRecord, EffectStatus, ListQuery, MAX_LIST_LIMIT, event,
 };
 use serde::Serialize;
 use serde_json::Value;
 
+use crate::blocked;
 use crate::error::ExecError;
 use crate::executor::{EffectExecutor, Identity, identify};
 use crate::pages::{DEFAULT_PAGE_SIZE, Pages};
@@ -112,6 +116,11 @@ pub struct SweepReport {
     pub skipped: u64,
     /// Of the skipped, those whose contract is not registered.
     pub unregistered: u64,
+    /// Of the skipped, those whose registered contract weakens the safety
+    /// terms stored with them (docs/spec.md §3.1): nothing probed or
+    /// written but, once, a `recovery_blocked` event that
+    /// [`waiting`](crate::waiting) lists. Tried again at the next sweep.
+    pub contract_weakened: u64,
     /// Of the skipped, those whose reconciliation failed (a store error);
     /// a page of operations that could not be read counts once here (and
     /// in `skipped`), and its listing waits for the next sweep.
@@ -226,6 +235,7 @@ impl Sweeper {
             still_unknown = report.still_unknown,
             skipped = report.skipped,
             unregistered = report.unregistered,
+            contract_weakened = report.contract_weakened,
             failed = report.failed,
             "sweep finished"
         );
@@ -300,12 +310,45 @@ impl Sweeper {
                 // A lease renewed meanwhile, or another caller settled it.
                 EffectStatus::Dispatched | EffectStatus::Rejected => report.skipped += 1,
             },
+            Err(err @ ExecError::ContractWeakened { .. }) => {
+                // Nothing was probed or written: the stored terms forbid
+                // what the registered contract allows. Recorded once, for
+                // an operator, as the recovery worker does.
+                report.skipped += 1;
+                report.contract_weakened += 1;
+                self.block_weakened(&registered.contract, record, &err);
+            }
             Err(err) => {
                 tracing::warn!(operation_id = id, error = %err, "reconciliation failed");
                 report.skipped += 1;
                 report.failed += 1;
             }
         }
+    }
+
+    /// Records that `contract` weakens the terms stored with `record` (a
+    /// `recovery_blocked` event), unless its last event already says so.
+    fn block_weakened(&self, contract: &EffectContract, record: &EffectRecord, err: &ExecError) {
+        let id = record.operation_id.as_str();
+        let events = match self.executor.ledger().events(id) {
+            Ok(events) => events,
+            Err(source) => {
+                tracing::warn!(operation_id = id, error = %source, "events could not be read");
+                return;
+            }
+        };
+        let message = err.to_string();
+        blocked::record(
+            &self.executor,
+            record,
+            &events,
+            &blocked::Block {
+                reason: event::BLOCKED_CONTRACT_WEAKENED,
+                recorded: &message,
+                logged: &message,
+                contract_version: contract.version(),
+            },
+        );
     }
 
     /// The identity to reconcile `record` under; `None` to skip it.

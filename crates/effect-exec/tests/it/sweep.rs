@@ -4,14 +4,15 @@
 use std::sync::{Arc, Mutex, mpsc};
 use std::time::{Duration, SystemTime};
 
+use effect_core::event;
 use effect_core::{
     Claim, EffectContract, EffectLedger, EffectLedgerExt, EffectStatus, ManualClock, MemoryLedger,
     NewOperation, RequestFingerprint, Sleeper, UnknownOutcomePolicy,
 };
-use effect_exec::{EffectExecutor, HandlerContext, SweepReport, Sweeper};
+use effect_exec::{EffectExecutor, HandlerContext, SweepReport, Sweeper, WaitingFor, waiting};
 use serde_json::{Value, json};
 
-use crate::provider::{FakeProvider, PROBE_ONLY, contract, handler, invoice};
+use crate::provider::{FakeProvider, Fault, PROBE_ONLY, contract, handler, invoice};
 
 const LEASE: Duration = Duration::from_secs(30);
 /// How long a test waits for the spawned sweeper before it fails, rather
@@ -322,4 +323,71 @@ fn a_sweep_over_more_operations_than_a_page_reconciles_each_once() {
     let again = sweeper.sweep().unwrap();
     check(&again, [13, 0, 0, 0, 13, 0]);
     assert_eq!(w.provider.probe_calls(), 26);
+}
+
+#[test]
+fn an_operation_whose_registered_contract_weakens_its_stored_terms_is_recorded_once_and_left() {
+    let w = world();
+    // Claimed under a key the provider does not guarantee, no probe, and a
+    // policy that keeps an uncertain outcome for someone to settle.
+    let kept = |guaranteed: bool| {
+        effect_test_support::contracts::capture_payment_without_key()
+            .provider_idempotency_key(|args| {
+                Ok(args["invoice_id"].as_str().map(|i| format!("capture:{i}")))
+            })
+            .provider_idempotency_guaranteed(guaranteed)
+            .unknown_outcome(UnknownOutcomePolicy::KeepUnknown)
+            .build()
+            .unwrap()
+    };
+    let claimed = kept(false);
+    w.provider.script(&[Fault::BeforeCommit]);
+    let executor = EffectExecutor::new(Arc::clone(&w.ledger));
+    let args = invoice("INV-7");
+    let result = executor
+        .execute(&claimed, &args, handler(&w.provider))
+        .unwrap();
+    assert_eq!(result.status, EffectStatus::OutcomeUnknown);
+    let id = result.operation_id.clone();
+    let events_before = w.ledger.events(&id).unwrap().len();
+
+    // The same name and version deployed again claiming the key is
+    // guaranteed: under it a retry would look safe. The stored terms say
+    // otherwise, so the sweep touches nothing, pass after pass.
+    let sweeper = w.sweeper().register(kept(true));
+    for pass in 0..3 {
+        let report = sweeper.sweep().unwrap();
+        check(&report, [1, 0, 0, 0, 0, 1]);
+        assert_eq!(report.contract_weakened, 1, "pass {pass}: {report:?}");
+        assert_eq!(report.failed, 0, "pass {pass}: {report:?}");
+        assert_eq!(report.unregistered, 0, "pass {pass}: {report:?}");
+    }
+    assert_eq!(w.status(&id), EffectStatus::OutcomeUnknown);
+    let events = w.ledger.events(&id).unwrap();
+    assert_eq!(events.len(), events_before + 1, "one event in three passes");
+    let last = events.last().unwrap();
+    assert_eq!(last.event_type, event::RECOVERY_BLOCKED);
+    assert_eq!(last.data["reason"], event::BLOCKED_CONTRACT_WEAKENED);
+    assert_eq!(
+        w.provider.handler_calls(),
+        1,
+        "only the first call reached the provider"
+    );
+    assert_eq!(w.provider.committed(), 0, "nothing committed");
+    assert_eq!(w.provider.probe_calls(), 0, "nothing probed");
+
+    // `waiting` lists it for an operator, with the weakened term.
+    let listed = waiting(w.ledger.as_ref()).unwrap();
+    assert_eq!(listed.len(), 1, "{listed:?}");
+    assert_eq!(listed[0].operation_id, id);
+    assert_eq!(listed[0].waiting_for, WaitingFor::ContractWeakened);
+    let reason = listed[0].reason.as_deref().unwrap_or_default();
+    assert!(reason.contains("stronger terms"), "{reason}");
+
+    // The stored terms deployed again: the sweep reconciles it under them
+    // (no probe, no guarantee: the policy keeps it uncertain).
+    let report = w.sweeper().register(claimed).sweep().unwrap();
+    check(&report, [1, 0, 0, 0, 1, 0]);
+    assert_eq!(report.contract_weakened, 0, "{report:?}");
+    assert_eq!(w.provider.handler_calls(), 1, "the sweep ran no handler");
 }
