@@ -1000,7 +1000,8 @@ pub struct Waiting {
     /// Who can dispatch it.
     pub waiting_for: WaitingFor,
     /// Its status: `prepared`, or for one a worker found blocked, the
-    /// status it was left in (`outcome_unknown`, `dispatched`).
+    /// status it was left in (`outcome_unknown`, `dispatched`, or
+    /// `awaiting_approval` for an approved one).
     pub status: EffectStatus,
     /// Why a recovery worker cannot dispatch it, as recorded
     /// ([`WaitingFor::UnreadableIntent`], [`WaitingFor::ContractWeakened`]).
@@ -1012,10 +1013,12 @@ pub struct Waiting {
     pub deferred_until: Option<String>,
 }
 
-/// Every `prepared` operation of the ledger, and every `outcome_unknown` or
-/// expired `dispatched` one a recovery worker found blocked (its last event
-/// `recovery_blocked`), oldest first, with who it waits for, so that an
-/// operator can alert on work that nobody will do. Reads only.
+/// Every `prepared` operation of the ledger, and every `outcome_unknown`,
+/// expired `dispatched` or `awaiting_approval` one a recovery worker or a
+/// sweep found blocked (its last event `recovery_blocked`), oldest first,
+/// with who it waits for, so that an operator can alert on work that nobody
+/// will do. An `awaiting_approval` operation nobody found blocked waits for
+/// a human and is not listed. Reads only.
 ///
 /// # Errors
 ///
@@ -1031,6 +1034,13 @@ pub fn waiting(ledger: &dyn EffectLedger) -> Result<Vec<Waiting>, ExecError> {
         ListQuery::with_status(EffectStatus::OutcomeUnknown, MAX_LIST_LIMIT),
     )?);
     listed.extend(list_all(ledger, ListQuery::stale(MAX_LIST_LIMIT))?);
+    // An approved operation a worker found blocked still awaits its
+    // dispatch; one without a `recovery_blocked` event awaits a human and
+    // has its own listing (`list --status awaiting_approval`).
+    listed.extend(list_all(
+        ledger,
+        ListQuery::with_status(EffectStatus::AwaitingApproval, MAX_LIST_LIMIT),
+    )?);
     let mut waiting = Vec::with_capacity(prepared);
     for record in listed {
         let events = ledger

@@ -11,7 +11,7 @@ use effect_core::{
     Approval, Clock, EffectContract, EffectLedger, EffectStatus, LedgerErrorKind, ManualClock,
     MemoryLedger, Outcome,
 };
-use effect_exec::{EffectExecutor, ExecutorOptions, RecoveryWorker};
+use effect_exec::{EffectExecutor, ExecutorOptions, RecoveryWorker, WaitingFor, waiting};
 use effect_ledger_sqlite::{SqliteLedger, SqliteOptions};
 use serde_json::{Value, json};
 
@@ -297,6 +297,96 @@ fn the_recovery_worker_waits_for_the_approval_then_dispatches_once() {
         assert_eq!(
             w.ledger.get(&id).unwrap().unwrap().status,
             EffectStatus::Confirmed
+        );
+    }
+}
+
+#[test]
+fn an_approved_operation_refused_for_weakened_terms_is_listed_as_waiting_once_blocked() {
+    for w in worlds() {
+        let contract = w.contract(true);
+        let approved = w.call(&contract, &invoice("INV-1")).operation_id;
+        let unapproved = w.call(&contract, &invoice("INV-2")).operation_id;
+        w.executor()
+            .approve(&approved, w.approval(&approved, HOUR))
+            .unwrap();
+        // The same name and version deployed claiming the key is guaranteed,
+        // which the stored terms deny: the worker dispatches nothing.
+        let provider = Arc::clone(&w.provider);
+        let weakened = effect_test_support::contracts::capture_payment()
+            .provider_idempotency_guaranteed(true)
+            .outcome_probe(move |_args, key| provider.probe(key))
+            .store_intent(true)
+            .requires_approval(true)
+            .build()
+            .unwrap();
+        let worker = RecoveryWorker::new(w.executor())
+            .register(weakened, handler(&w.provider))
+            .unwrap()
+            .min_age(Duration::ZERO);
+        for pass in 0..2 {
+            let report = worker.run_once().unwrap();
+            assert_eq!(
+                report.contract_weakened, 1,
+                "{} pass {pass}: {report:?}",
+                w.store
+            );
+            assert_eq!(
+                report.awaiting_approval, 1,
+                "{} pass {pass}: {report:?}",
+                w.store
+            );
+            assert_eq!(report.confirmed, 0, "{} pass {pass}: {report:?}", w.store);
+        }
+        assert_eq!(w.provider.handler_calls(), 0, "{}: nothing sent", w.store);
+        assert_eq!(w.provider.committed(), 0, "{}", w.store);
+        assert_eq!(
+            event_types(&w.ledger, &approved),
+            ["prepared", "approved", "recovery_blocked"],
+            "{}: recorded once in two passes",
+            w.store
+        );
+
+        // `waiting` lists the blocked one, still awaiting_approval; the one
+        // waiting for a human is not listed.
+        let listed = waiting(w.ledger.as_ref()).unwrap();
+        let got: Vec<(&str, WaitingFor, EffectStatus, bool)> = listed
+            .iter()
+            .map(|l| {
+                (
+                    l.operation_id.as_str(),
+                    l.waiting_for,
+                    l.status,
+                    l.reason.is_some(),
+                )
+            })
+            .collect();
+        assert_eq!(
+            got,
+            [(
+                approved.as_str(),
+                WaitingFor::ContractWeakened,
+                EffectStatus::AwaitingApproval,
+                true
+            )],
+            "{}",
+            w.store
+        );
+        assert_ne!(unapproved, approved);
+
+        // The stored terms deployed again: the worker dispatches it once,
+        // and it leaves the listing.
+        let restored = RecoveryWorker::new(w.executor())
+            .register(contract.clone(), handler(&w.provider))
+            .unwrap()
+            .min_age(Duration::ZERO);
+        let report = restored.run_once().unwrap();
+        assert_eq!(report.confirmed, 1, "{}: {report:?}", w.store);
+        assert_eq!(w.provider.committed(), 1, "{}", w.store);
+        assert!(
+            waiting(w.ledger.as_ref()).unwrap().is_empty(),
+            "{}",
+            w.store
         );
     }
 }
