@@ -81,12 +81,14 @@ pub struct EffectContract {
 pub struct IntentMigration {
     earlier: EffectContract,
     migrate: IntentMigrationFn,
+    mark_secrets: Option<IntentMigrationFn>,
 }
 
 impl fmt::Debug for IntentMigration {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("IntentMigration")
             .field("earlier", &self.earlier.version)
+            .field("marks_secrets", &self.mark_secrets.is_some())
             .finish_non_exhaustive()
     }
 }
@@ -105,6 +107,21 @@ impl IntentMigration {
     /// version's.
     pub fn migrate(&self, stored: &Value) -> Result<Value, CallbackError> {
         (self.migrate)(stored)
+    }
+
+    /// The earlier version's stored arguments as its callers serialized
+    /// them, each [`Secret`](crate::secret::Secret) field as the marker
+    /// ([`EffectContractBuilder::reads_intent_of_with_secrets`]): what the
+    /// request fingerprint of an operation whose arguments held secrets
+    /// was derived from. `None` when the migration does not declare it:
+    /// the stored arguments are then fingerprinted as plain JSON.
+    ///
+    /// # Errors
+    ///
+    /// The declared function's error: the stored arguments cannot be read
+    /// as the earlier version's.
+    pub fn mark_secrets(&self, stored: &Value) -> Option<Result<Value, CallbackError>> {
+        self.mark_secrets.as_ref().map(|mark| mark(stored))
     }
 }
 
@@ -580,10 +597,44 @@ impl EffectContractBuilder {
     /// that weakens them is refused. A later declaration for the same
     /// earlier version replaces the first.
     #[must_use]
-    pub fn reads_intent_of<F>(mut self, earlier: EffectContract, migrate: F) -> Self
+    pub fn reads_intent_of<F>(self, earlier: EffectContract, migrate: F) -> Self
     where
         F: Fn(&Value) -> Result<Value, CallbackError> + Send + Sync + 'static,
     {
+        self.declare_migration(earlier, Arc::new(migrate), None)
+    }
+
+    /// [`reads_intent_of`](Self::reads_intent_of) for an earlier version
+    /// whose callers passed arguments with
+    /// [`Secret`](crate::secret::Secret) fields: their request fingerprint
+    /// holds a keyed digest of each secret, not the secret, so the stored
+    /// arguments (opened with the executor's keyring) derive it only when
+    /// the worker knows which fields were secrets. `mark_secrets` returns
+    /// the stored arguments as those callers serialized them, each secret
+    /// as the marker (decode them as the earlier argument type and
+    /// serialize that); it must be pure and deterministic, and its error
+    /// leaves the operation unreadable. The typed builder declares it
+    /// itself (`TypedContractBuilder::reads_intent_of` in effect-exec).
+    #[must_use]
+    pub fn reads_intent_of_with_secrets<M, F>(
+        self,
+        earlier: EffectContract,
+        mark_secrets: M,
+        migrate: F,
+    ) -> Self
+    where
+        M: Fn(&Value) -> Result<Value, CallbackError> + Send + Sync + 'static,
+        F: Fn(&Value) -> Result<Value, CallbackError> + Send + Sync + 'static,
+    {
+        self.declare_migration(earlier, Arc::new(migrate), Some(Arc::new(mark_secrets)))
+    }
+
+    fn declare_migration(
+        mut self,
+        earlier: EffectContract,
+        migrate: IntentMigrationFn,
+        mark_secrets: Option<IntentMigrationFn>,
+    ) -> Self {
         let version = earlier.version.clone();
         self.contract
             .reads_intent_of
@@ -592,7 +643,8 @@ impl EffectContractBuilder {
             .reads_intent_of
             .push(Arc::new(IntentMigration {
                 earlier,
-                migrate: Arc::new(migrate),
+                migrate,
+                mark_secrets,
             }));
         self
     }

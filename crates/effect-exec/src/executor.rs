@@ -306,6 +306,29 @@ impl EffectExecutor {
         )
     }
 
+    /// [`identity_of_recorded`](Self::identity_of_recorded) of stored
+    /// arguments (`revealed`, opened) whose callers passed
+    /// [`Secret`](effect_core::secret::Secret) fields, with `marked`, the
+    /// same arguments each secret as the marker: the request fingerprint
+    /// is derived as it was then (a keyed digest of each secret).
+    pub(crate) fn identity_of_marked(
+        &self,
+        contract: &EffectContract,
+        revealed: &Value,
+        marked: &Value,
+    ) -> Result<Identified, ExecError> {
+        let marked =
+            to_json_value(marked).map_err(|source| ExecError::InvalidArguments { source })?;
+        derive_forms(
+            contract,
+            revealed.clone(),
+            Some(&marked),
+            self.options.fingerprint_form,
+            &self.keys,
+            Stored::Recorded,
+        )
+    }
+
     /// True when the ledger time `at` (ISO-8601 UTC, docs/spec.md §8) is at
     /// least `age` before the executor's clock. Timestamps of one format
     /// order as text; an unreadable one counts as old.
@@ -1212,16 +1235,28 @@ pub(crate) fn derive<A: Serialize + ?Sized>(
     let revealed = revealed.map_err(invalid)?;
     // Without a Secret field or a redaction path the two forms are one:
     // the common call serializes once.
-    let redacted = if any_secret || !contract.redaction().is_empty() {
-        Some(
-            contract
-                .redaction()
-                .apply(&to_json_value(arguments).map_err(invalid)?),
-        )
+    let marked = if any_secret || !contract.redaction().is_empty() {
+        Some(to_json_value(arguments).map_err(invalid)?)
     } else {
         None
     };
-    let redacted = redacted.filter(|redacted| *redacted != revealed);
+    derive_forms(contract, revealed, marked.as_ref(), form, keys, stored)
+}
+
+/// [`derive`] from the arguments' two forms: `revealed`, secrets in clear,
+/// and `marked`, each [`Secret`](effect_core::secret::Secret) field as the
+/// marker (`None`: the same as `revealed`).
+pub(crate) fn derive_forms(
+    contract: &EffectContract,
+    revealed: Value,
+    marked: Option<&Value>,
+    form: FingerprintForm,
+    keys: &Keys,
+    stored: Stored<'_>,
+) -> Result<Identified, ExecError> {
+    let redacted = marked
+        .map(|marked| contract.redaction().apply(marked))
+        .filter(|redacted| *redacted != revealed);
     let secrets = redacted.is_some();
     let operation_id = match stored {
         Stored::RecordedAs(id) => id.to_owned(),

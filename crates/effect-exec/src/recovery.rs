@@ -62,7 +62,7 @@ use std::time::Duration;
 use effect_core::evidence::PROBE_STATUS;
 use effect_core::{
     EffectContract, EffectLedger, EffectRecord, EffectResult, EffectStatus, ListQuery,
-    MAX_LIST_LIMIT, NewOperation, RetentionReport, intent,
+    MAX_LIST_LIMIT, RetentionReport, intent,
 };
 use effect_core::{LedgerEvent, event};
 use serde::Serialize;
@@ -72,7 +72,7 @@ use serde_json::Value;
 use crate::blocked::{self, blocked};
 use crate::context::HandlerContext;
 use crate::error::{ExecError, HandlerError};
-use crate::executor::EffectExecutor;
+use crate::executor::{EffectExecutor, Identified};
 use crate::observe::{self, ContractRef, EffectEvent};
 use crate::options::CallOptions;
 use crate::pages::{DEFAULT_PAGE_SIZE, Pages};
@@ -332,11 +332,18 @@ impl RecoveryWorker {
             // The identity is derived once, here, and the execution runs
             // under it: the contract's callbacks run once per operation.
             let known_id = earlier.is_some().then_some(record.operation_id.as_str());
-            let derived = executor
+            let mut derived = executor
                 .identity_of_recorded(&running, &arguments, known_id)
                 .map_err(|err| Unreadable::new("the stored arguments cannot be identified", err))?;
             let operation = match earlier {
-                Some(operation) => operation,
+                Some(earlier) => {
+                    // The earlier version's secrets are scrubbed from what
+                    // is written when this version's arguments mark none.
+                    if derived.identity.redactor.is_none() {
+                        derived.identity.redactor = earlier.identity.redactor;
+                    }
+                    earlier.operation
+                }
                 None if derived.describes(record) => derived.operation,
                 None => {
                     return Err(Unreadable::new(
@@ -920,7 +927,7 @@ fn read_intent(
     running: &EffectContract,
     record: &EffectRecord,
     stored: &Value,
-) -> Result<(Value, Option<NewOperation>), Unreadable> {
+) -> Result<(Value, Option<Identified>), Unreadable> {
     if record.contract_version == running.version() {
         return Ok((stored.clone(), None));
     }
@@ -932,14 +939,20 @@ fn read_intent(
             recorded,
         });
     };
-    let earlier = executor
-        .identity_of_recorded(migration.earlier(), stored, None)
-        .map_err(|err| {
-            Unreadable::new(
-                format!("the stored arguments cannot be identified under version {version:?}"),
-                err,
-            )
-        })?;
+    let unidentified = |err: &dyn fmt::Display| {
+        Unreadable::new(
+            format!("the stored arguments cannot be identified under version {version:?}"),
+            err,
+        )
+    };
+    // Arguments whose callers passed secrets were fingerprinted with a
+    // keyed digest of each: the migration says which fields they were.
+    let earlier = match migration.mark_secrets(stored) {
+        None => executor.identity_of_recorded(migration.earlier(), stored, None),
+        Some(Ok(marked)) => executor.identity_of_marked(migration.earlier(), stored, &marked),
+        Some(Err(err)) => return Err(unidentified(&err)),
+    }
+    .map_err(|err| unidentified(&err))?;
     if !earlier.describes(record) {
         return Err(Unreadable::new(
             format!(
@@ -957,7 +970,7 @@ fn read_intent(
             err,
         )
     })?;
-    Ok((migrated, Some(earlier.operation)))
+    Ok((migrated, Some(earlier)))
 }
 
 /// Why an operation waits ([`waiting`]).

@@ -354,26 +354,37 @@ where
     /// ([`EffectContractBuilder::reads_intent_of`]): `migrate` turns the
     /// earlier version's typed arguments into this version's. The stored
     /// arguments are checked against the operation under `earlier`'s
-    /// derivation, as JSON.
+    /// derivation, decoded as `P`, so that `P`'s
+    /// [`Secret`](effect_core::secret::Secret) fields fingerprint as they
+    /// did when the operation was claimed
+    /// ([`EffectContractBuilder::reads_intent_of_with_secrets`]).
     #[must_use]
     pub fn reads_intent_of<P, PO, F>(self, earlier: &TypedContract<P, PO>, migrate: F) -> Self
     where
-        P: DeserializeOwned,
+        P: Serialize + DeserializeOwned,
         F: Fn(P) -> Result<A, CallbackError> + Send + Sync + 'static,
     {
         let earlier = earlier.contract.clone();
         self.map(move |builder| {
-            builder.reads_intent_of(earlier, move |stored| {
-                let stored = P::deserialize(stored).map_err(|err| {
-                    CallbackError::new(format!(
-                        "the stored arguments do not decode as {}: {err}",
-                        std::any::type_name::<P>()
-                    ))
-                })?;
-                to_json_value(&migrate(stored)?).map_err(|err| {
-                    CallbackError::new(format!("migrated arguments cannot be recorded: {err}"))
-                })
-            })
+            builder.reads_intent_of_with_secrets(
+                earlier,
+                |stored| {
+                    // Serialized outside a reveal scope: each secret as the
+                    // marker, as the earlier callers' arguments were.
+                    to_json_value(&decode::<P>(stored)?).map_err(|err| {
+                        CallbackError::new(format!("stored arguments cannot be re-encoded: {err}"))
+                    })
+                },
+                move |stored| {
+                    let migrated = migrate(decode::<P>(stored)?)?;
+                    // In clear: the worker decodes them as `A` for the
+                    // handler, and derives from that value which of them
+                    // are secrets; they are never stored.
+                    effect_core::secret::reveal(|| to_json_value(&migrated)).map_err(|err| {
+                        CallbackError::new(format!("migrated arguments cannot be recorded: {err}"))
+                    })
+                },
+            )
         })
     }
 
@@ -719,6 +730,16 @@ fn decode_result<O: DeserializeOwned>(result: EffectResult) -> Result<TypedResul
         None => None,
     };
     Ok(TypedResult { output, result })
+}
+
+/// Stored arguments decoded as an earlier version's argument type.
+fn decode<P: DeserializeOwned>(stored: &Value) -> Result<P, CallbackError> {
+    P::deserialize(stored).map_err(|err| {
+        CallbackError::new(format!(
+            "the stored arguments do not decode as {}: {err}",
+            std::any::type_name::<P>()
+        ))
+    })
 }
 
 #[cfg(test)]

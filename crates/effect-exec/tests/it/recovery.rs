@@ -6,9 +6,10 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Barrier, OnceLock};
 use std::time::{Duration, SystemTime};
 
+use effect_core::secret::Secret;
 use effect_core::{
-    Claim, Clock, EffectContract, EffectLedger, EffectLedgerExt, EffectStatus, ManualClock,
-    MemoryLedger, NewOperation, RequestFingerprint,
+    Claim, Clock, EffectContract, EffectLedger, EffectLedgerExt, EffectStatus, FingerprintKey,
+    Keyring, ManualClock, MemoryLedger, NewOperation, RequestFingerprint, SealingKey,
 };
 use effect_exec::{
     Audit, CallOptions, EffectExecutor, ExecError, ExecutorOptions, HandlerContext, HandlerError,
@@ -635,6 +636,125 @@ fn a_typed_version_reads_the_intent_an_earlier_version_stored() {
             "{}",
             w.store
         );
+        check(w.store, &worker.run_once().unwrap(), &[]);
+        assert_eq!(received.lock().unwrap().len(), 1, "{}", w.store);
+    }
+}
+
+/// Version 1's arguments held a `Secret` card token: its intent is stored
+/// sealed, and its request fingerprint holds a keyed digest of the token.
+/// A worker with only version 2 registered opens the intent with the
+/// executor's keyring, checks it under version 1's derivation with the
+/// token marked as a secret, and sends one request with the migrated
+/// arguments; the token is nowhere in the ledger in clear.
+#[test]
+fn a_typed_version_reads_sealed_intent_whose_earlier_arguments_held_secrets() {
+    #[derive(Serialize, Deserialize)]
+    struct CaptureV1 {
+        invoice_id: String,
+        cents: u64,
+        card_token: Secret<String>,
+    }
+    #[derive(Serialize, Deserialize)]
+    struct CaptureV2 {
+        invoice_id: String,
+        minor: u64,
+        currency: String,
+        card_token: Secret<String>,
+    }
+    const TOKEN: &str = "tok_live_4242424242";
+    for w in worlds() {
+        let executor = || {
+            w.executor()
+                .with_keyring(Keyring::new("k1", SealingKey::from_bytes([3; 32])).unwrap())
+                .with_fingerprint_key(FingerprintKey::from_bytes([7; 32]))
+        };
+        let v1 = TypedContract::<CaptureV1, Value>::builder("capture_payment", |args| {
+            Ok(format!("invoice:{}:capture", args.invoice_id))
+        })
+        .store_intent(true)
+        .build()
+        .unwrap();
+        let v2 = TypedContract::<CaptureV2, Value>::builder("capture_payment", |args| {
+            Ok(format!("invoice:{}:capture", args.invoice_id))
+        })
+        .version("2")
+        .store_intent(true)
+        .reads_intent_of(&v1, |old: CaptureV1| {
+            Ok(CaptureV2 {
+                invoice_id: old.invoice_id,
+                minor: old.cents,
+                currency: "EUR".into(),
+                card_token: old.card_token,
+            })
+        })
+        .build()
+        .unwrap();
+        let args = CaptureV1 {
+            invoice_id: "INV-8".into(),
+            cents: 800,
+            card_token: Secret::new(TOKEN.to_owned()),
+        };
+        let left = executor()
+            .execute_typed(&v1, &args, |_: CaptureV1, _| {
+                Err::<Value, _>(HandlerError::not_sent("the agent stopped before sending"))
+            })
+            .unwrap();
+        let id = left.operation_id.clone();
+        let before = w.ledger.get(&id).unwrap().unwrap();
+        let stored = effect_core::intent::stored(&w.ledger.events(&id).unwrap())
+            .cloned()
+            .unwrap();
+        assert!(
+            effect_core::sealed_info(&stored).is_some(),
+            "{}: the intent is sealed",
+            w.store
+        );
+
+        let received = Arc::new(std::sync::Mutex::new(Vec::new()));
+        let seen = Arc::clone(&received);
+        let worker = RecoveryWorker::new(executor())
+            .register_typed(&v2, move |args: CaptureV2, _ctx| {
+                seen.lock().unwrap().push((
+                    args.invoice_id.clone(),
+                    args.minor,
+                    args.currency,
+                    args.card_token.expose().clone(),
+                ));
+                Ok::<_, HandlerError>(json!({"captured": args.invoice_id}))
+            })
+            .unwrap()
+            .min_age(Duration::ZERO);
+        let report = worker.run_once().unwrap();
+        check(w.store, &report, &[("examined", 1), ("confirmed", 1)]);
+        assert_eq!(
+            *received.lock().unwrap(),
+            [("INV-8".to_owned(), 800, "EUR".to_owned(), TOKEN.to_owned())],
+            "{}",
+            w.store
+        );
+        let after = w.ledger.get(&id).unwrap().unwrap();
+        assert_eq!(
+            (after.status, after.contract_version.as_str()),
+            (EffectStatus::Confirmed, "1"),
+            "{}",
+            w.store
+        );
+        assert_eq!(
+            after.request_fingerprint, before.request_fingerprint,
+            "{}",
+            w.store
+        );
+        let events = w.ledger.events(&id).unwrap();
+        assert!(
+            !events
+                .iter()
+                .any(|event| event.event_type == effect_core::event::RECOVERY_BLOCKED),
+            "{}",
+            w.store
+        );
+        let written = format!("{after:?} {events:?}");
+        assert!(!written.contains(TOKEN), "{}: {written}", w.store);
         check(w.store, &worker.run_once().unwrap(), &[]);
         assert_eq!(received.lock().unwrap().len(), 1, "{}", w.store);
     }
