@@ -24,6 +24,10 @@ const TASKS: &[(&str, &str)] = &[
     ),
     ("features", "cargo check with --no-default-features"),
     (
+        "hack",
+        "cargo hack check --each-feature --no-dev-deps on every published crate",
+    ),
+    (
         "msrv",
         "the pinned toolchain is the declared rust-version, which every crate inherits and no dependency exceeds",
     ),
@@ -53,6 +57,10 @@ const TASKS: &[(&str, &str)] = &[
         "every published crate's metadata, license and readme; cargo publish --workspace --dry-run",
     ),
     (
+        "install",
+        "the README's quick start and cargo install of both CLIs, built from the packaged crates only",
+    ),
+    (
         "deny",
         "cargo deny check: licenses, bans, advisories, sources (fails when cargo-deny is not installed)",
     ),
@@ -63,23 +71,10 @@ const TASKS: &[(&str, &str)] = &[
 ];
 
 /// Tasks that `ci` does not run.
-/// `install` and `hack` each build every published crate again (from its
-/// package, or once per feature): release-time checks, too slow for the
-/// CI's 2-core budget.
-const MANUAL_TASKS: &[(&str, &str)] = &[
-    (
-        "multihost",
-        "the multi-host run with its own arguments: --duration 30m --seed N (root; see docs/production.md)",
-    ),
-    (
-        "install",
-        "the README's quick start and cargo install of both CLIs, built from the packaged crates only",
-    ),
-    (
-        "hack",
-        "cargo hack check --each-feature --no-dev-deps on every published crate",
-    ),
-];
+const MANUAL_TASKS: &[(&str, &str)] = &[(
+    "multihost",
+    "the multi-host run with its own arguments: --duration 30m --seed N (root; see docs/production.md)",
+)];
 
 /// The seed and length of the CI's multi-host run, and the calls each of its
 /// two phases must at least run (a phase runs thousands on a loaded 2-core
@@ -91,6 +86,7 @@ const CI_STEPS: &[&str] = &[
     "fmt",
     "lint",
     "features",
+    "hack",
     "msrv",
     "test",
     "snapshots",
@@ -99,6 +95,7 @@ const CI_STEPS: &[&str] = &[
     "links",
     "docs",
     "package",
+    "install",
     "deny",
     "multihost-ci",
 ];
