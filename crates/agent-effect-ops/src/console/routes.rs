@@ -183,21 +183,32 @@ fn not_found(console: &Console, identity: &Identity, id: &str) -> Response {
         .into_response()
 }
 
+/// One operation rendered by `view`: its page or one of its regions, or
+/// "not found" in the console's frame.
+async fn operation_view(
+    console: &Console,
+    identity: &Identity,
+    id: String,
+    view: impl FnOnce(&operation::Detail) -> Markup,
+) -> Response {
+    match read_operation(console, id.clone()).await {
+        Ok(Some(detail)) => render(view(&detail)),
+        Ok(None) => not_found(console, identity, &id),
+        Err(err) => failed(&err),
+    }
+}
+
 async fn operation_page(
     State(console): State<Console>,
     Viewer(identity): Viewer,
     Path(id): Path<String>,
 ) -> Response {
-    match read_operation(&console, id.clone()).await {
-        Ok(Some(detail)) => render(operation::render(
-            &console.frame(&identity),
-            &detail,
-            console.actions_enabled(),
-            None,
-        )),
-        Ok(None) => not_found(&console, &identity, &id),
-        Err(err) => failed(&err),
-    }
+    let frame = console.frame(&identity);
+    let actions = console.actions_enabled();
+    operation_view(&console, &identity, id, |detail| {
+        operation::render(&frame, detail, actions, None)
+    })
+    .await
 }
 
 async fn operation_state(
@@ -205,11 +216,7 @@ async fn operation_state(
     Viewer(identity): Viewer,
     Path(id): Path<String>,
 ) -> Response {
-    match read_operation(&console, id.clone()).await {
-        Ok(Some(detail)) => render(operation::state_region(&detail)),
-        Ok(None) => not_found(&console, &identity, &id),
-        Err(err) => failed(&err),
-    }
+    operation_view(&console, &identity, id, operation::state_region).await
 }
 
 async fn operation_timeline(
@@ -217,11 +224,10 @@ async fn operation_timeline(
     Viewer(identity): Viewer,
     Path(id): Path<String>,
 ) -> Response {
-    match read_operation(&console, id.clone()).await {
-        Ok(Some(detail)) => render(pages::timeline(&detail.events)),
-        Ok(None) => not_found(&console, &identity, &id),
-        Err(err) => failed(&err),
-    }
+    operation_view(&console, &identity, id, |detail| {
+        pages::timeline(&detail.events)
+    })
+    .await
 }
 
 /// An action: refused unless actions are enabled, the identity may take

@@ -309,26 +309,12 @@ fn retention_child(role: &str, db: &std::path::Path) -> TestResult {
 /// Runs this test again as a child in `role` on `db`; true when it was
 /// killed (aborted) rather than finished.
 fn run_child(role: &str, db: &std::path::Path) -> Result<bool, Box<dyn std::error::Error>> {
-    let output = std::process::Command::new(std::env::current_exe()?)
-        .args([KILL_TEST, "--exact", "--nocapture", "--test-threads=1"])
-        .env(KILL_ROLE, role)
-        .env(KILL_DB, db)
-        .output()?;
-    if output.status.success() {
-        return Ok(false);
+    crate::support::KillableChild {
+        test: KILL_TEST,
+        role_var: KILL_ROLE,
+        db_var: KILL_DB,
     }
-    #[cfg(unix)]
-    {
-        use std::os::unix::process::ExitStatusExt as _;
-        if output.status.signal() == Some(6) {
-            return Ok(true);
-        }
-    }
-    Err(format!(
-        "the recovery child ({role}) failed: {}",
-        String::from_utf8_lossy(&output.stderr)
-    )
-    .into())
+    .run("recovery", role, db)
 }
 
 /// A worker is killed while its retention has archived a batch but not yet

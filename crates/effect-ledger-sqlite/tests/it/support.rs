@@ -90,3 +90,44 @@ pub fn wait_for(path: &Path) -> TestResult {
     }
     Ok(())
 }
+
+/// The environment of a child that runs one killable test again: the test's
+/// name, and the variables that carry its role and its ledger file.
+pub struct KillableChild {
+    pub test: &'static str,
+    pub role_var: &'static str,
+    pub db_var: &'static str,
+}
+
+impl KillableChild {
+    /// Runs the test again as a child in `role` on `db`; true when it was
+    /// killed (aborted) rather than finished, an error naming `what` when it
+    /// failed.
+    pub fn run(
+        &self,
+        what: &str,
+        role: &str,
+        db: &Path,
+    ) -> Result<bool, Box<dyn std::error::Error>> {
+        let output = std::process::Command::new(std::env::current_exe()?)
+            .args([self.test, "--exact", "--nocapture", "--test-threads=1"])
+            .env(self.role_var, role)
+            .env(self.db_var, db)
+            .output()?;
+        if output.status.success() {
+            return Ok(false);
+        }
+        #[cfg(unix)]
+        {
+            use std::os::unix::process::ExitStatusExt as _;
+            if output.status.signal() == Some(6) {
+                return Ok(true);
+            }
+        }
+        Err(format!(
+            "the {what} child ({role}) failed: {}",
+            String::from_utf8_lossy(&output.stderr)
+        )
+        .into())
+    }
+}
