@@ -5,65 +5,21 @@
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Barrier};
-use std::time::{Duration, SystemTime};
+use std::time::Duration;
 
 use effect_core::{
-    Approval, Clock, EffectContract, EffectLedger, EffectStatus, LedgerErrorKind, ManualClock,
-    MemoryLedger, Outcome,
+    Approval, Clock, EffectContract, EffectLedger, EffectStatus, LedgerErrorKind, Outcome,
 };
-use effect_exec::{EffectExecutor, ExecutorOptions, RecoveryWorker, WaitingFor, waiting};
-use effect_ledger_sqlite::{SqliteLedger, SqliteOptions};
+use effect_exec::{RecoveryWorker, WaitingFor, waiting};
 use serde_json::{Value, json};
 
 use crate::event_types;
-use crate::provider::{FakeProvider, Fault, handler, invoice};
+use crate::provider::{Fault, handler, invoice};
+use crate::world::{World, worlds};
 
 const HOUR: Duration = Duration::from_secs(3600);
 
-struct World {
-    store: &'static str,
-    clock: Arc<ManualClock>,
-    ledger: Arc<dyn EffectLedger>,
-    provider: Arc<FakeProvider>,
-}
-
-fn worlds() -> Vec<World> {
-    let clock = || {
-        Arc::new(ManualClock::new(
-            SystemTime::UNIX_EPOCH + Duration::from_secs(1_800_000_000),
-        ))
-    };
-    let memory = clock();
-    let sqlite = clock();
-    vec![
-        World {
-            store: "memory",
-            ledger: Arc::new(MemoryLedger::with_clock(memory.clone())),
-            clock: memory,
-            provider: FakeProvider::new(false),
-        },
-        World {
-            store: "sqlite",
-            ledger: Arc::new(
-                SqliteLedger::open_temporary_with(SqliteOptions::default().clock(sqlite.clone()))
-                    .unwrap(),
-            ),
-            clock: sqlite,
-            provider: FakeProvider::new(false),
-        },
-    ]
-}
-
 impl World {
-    fn executor(&self) -> EffectExecutor {
-        EffectExecutor::with_clock(
-            Arc::clone(&self.ledger),
-            ExecutorOptions::default(),
-            self.clock.clone(),
-        )
-        .with_sleeper(self.clock.clone())
-    }
-
     /// A refund-like capture that requires approval, with a probe.
     fn contract(&self, store_intent: bool) -> EffectContract {
         let provider = Arc::clone(&self.provider);

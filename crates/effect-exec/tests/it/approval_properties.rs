@@ -12,14 +12,13 @@ use std::time::{Duration, SystemTime};
 use proptest::prelude::*;
 
 use effect_core::{
-    Approval, Clock, EffectContract, EffectLedger, EffectStatus, ManualClock, MemoryLedger,
-    RequestFingerprint, Sleeper,
+    Approval, Clock, EffectContract, EffectLedger, EffectStatus, RequestFingerprint, Sleeper,
 };
 use effect_exec::{EffectExecutor, ExecutorOptions};
-use effect_ledger_sqlite::{SqliteLedger, SqliteOptions};
 use serde_json::{Value, json};
 
-use crate::provider::{FakeProvider, handler};
+use crate::provider::handler;
+use crate::world::{self, World};
 
 const ID: &str = "invoice:INV-1:capture";
 
@@ -86,43 +85,32 @@ impl Sleeper for Yield {
     }
 }
 
-struct World {
-    clock: Arc<ManualClock>,
-    ledger: Arc<dyn EffectLedger>,
-    provider: Arc<FakeProvider>,
+/// The shared world and the contract every step calls.
+struct Case {
+    world: World,
     contract: EffectContract,
 }
 
-impl World {
+impl Case {
     fn new(sqlite: bool) -> Self {
-        let clock = Arc::new(ManualClock::new(
-            SystemTime::UNIX_EPOCH + Duration::from_secs(1_800_000_000),
-        ));
-        let ledger: Arc<dyn EffectLedger> = if sqlite {
-            Arc::new(
-                SqliteLedger::open_temporary_with(SqliteOptions::default().clock(clock.clone()))
-                    .unwrap(),
-            )
+        let world = if sqlite {
+            world::sqlite()
         } else {
-            Arc::new(MemoryLedger::with_clock(clock.clone()))
+            world::memory()
         };
         let contract = effect_test_support::contracts::capture_payment()
             .requires_approval(true)
             .build()
             .unwrap();
-        World {
-            clock,
-            ledger,
-            provider: FakeProvider::new(false),
-            contract,
-        }
+        Case { world, contract }
     }
 
+    /// An executor on the world's clock that yields instead of sleeping.
     fn executor(&self) -> EffectExecutor {
         EffectExecutor::with_clock(
-            Arc::clone(&self.ledger),
+            Arc::clone(&self.world.ledger),
             ExecutorOptions::default(),
-            self.clock.clone(),
+            self.world.clock.clone(),
         )
         .with_sleeper(Arc::new(Yield))
     }
@@ -138,8 +126,8 @@ impl World {
     fn call(&self, changed: bool) -> Result<effect_core::EffectResult, effect_exec::ExecError> {
         self.executor().execute(
             &self.contract,
-            &World::args(changed),
-            handler(&self.provider),
+            &Case::args(changed),
+            handler(&self.world.provider),
         )
     }
 
@@ -148,12 +136,17 @@ impl World {
             request_fingerprint: fingerprint,
             actor: "lead@example.com".into(),
             reason: "matches ticket T-9".into(),
-            expires_at: self.clock.now() + valid,
+            expires_at: self.world.clock.now() + valid,
         }
     }
 
     fn stored_fingerprint(&self) -> String {
-        self.ledger.get(ID).unwrap().unwrap().request_fingerprint
+        self.world
+            .ledger
+            .get(ID)
+            .unwrap()
+            .unwrap()
+            .request_fingerprint
     }
 }
 
@@ -170,15 +163,15 @@ fn expected_status(model: &Model) -> EffectStatus {
 
 fn run_sequence(sqlite: bool, steps: &[Step]) -> Result<(), TestCaseError> {
     let store = if sqlite { "sqlite" } else { "memory" };
-    let w = World::new(sqlite);
+    let w = Case::new(sqlite);
     let mut model = Model::default();
     // The first call records the operation waiting, and sends nothing.
     let first = w.call(false).unwrap();
     prop_assert_eq!(first.status, EffectStatus::AwaitingApproval);
-    prop_assert_eq!(w.provider.committed(), 0);
+    prop_assert_eq!(w.world.provider.committed(), 0);
     for (i, step) in steps.iter().enumerate() {
-        let before = w.provider.committed();
-        let now = w.clock.now();
+        let before = w.world.provider.committed();
+        let now = w.world.clock.now();
         let at = format!("{store}: step {i} {step:?} of {steps:?}");
         match step {
             Step::Call => {
@@ -194,7 +187,7 @@ fn run_sequence(sqlite: bool, steps: &[Step]) -> Result<(), TestCaseError> {
                 }
                 prop_assert_eq!(result.status, expected_status(&model), "{}", at);
                 prop_assert_eq!(
-                    w.provider.committed(),
+                    w.world.provider.committed(),
                     before + usize::from(dispatch),
                     "{}",
                     at
@@ -203,7 +196,7 @@ fn run_sequence(sqlite: bool, steps: &[Step]) -> Result<(), TestCaseError> {
             Step::CallChanged => {
                 let err = w.call(true).unwrap_err();
                 prop_assert!(err.is_conflict(), "{}: {:?}", at, err);
-                prop_assert_eq!(w.provider.committed(), before, "{}", at);
+                prop_assert_eq!(w.world.provider.committed(), before, "{}", at);
             }
             Step::Race { callers } => {
                 let dispatch = model.waiting() && model.valid_approval(now);
@@ -220,7 +213,7 @@ fn run_sequence(sqlite: bool, steps: &[Step]) -> Result<(), TestCaseError> {
                     model.approval = None;
                 }
                 prop_assert_eq!(
-                    w.provider.committed(),
+                    w.world.provider.committed(),
                     before + usize::from(dispatch),
                     "{}",
                     at
@@ -249,10 +242,10 @@ fn run_sequence(sqlite: bool, steps: &[Step]) -> Result<(), TestCaseError> {
                     model.approval = Some(now + valid);
                     model.approvals += 1;
                 }
-                prop_assert_eq!(w.provider.committed(), before, "{}", at);
+                prop_assert_eq!(w.world.provider.committed(), before, "{}", at);
             }
             Step::ApproveChanged => {
-                let other = RequestFingerprint::of_value(&World::args(true)).stored();
+                let other = RequestFingerprint::of_value(&Case::args(true)).stored();
                 let answer = w
                     .executor()
                     .approve(ID, w.approval(other, Duration::from_secs(3600)));
@@ -260,7 +253,7 @@ fn run_sequence(sqlite: bool, steps: &[Step]) -> Result<(), TestCaseError> {
                 if model.waiting() {
                     prop_assert!(answer.unwrap_err().is_conflict(), "{}", at);
                 }
-                prop_assert_eq!(w.provider.committed(), before, "{}", at);
+                prop_assert_eq!(w.world.provider.committed(), before, "{}", at);
             }
             Step::Deny => {
                 let answer = w.executor().deny(ID, "lead@example.com", "not this one");
@@ -269,16 +262,16 @@ fn run_sequence(sqlite: bool, steps: &[Step]) -> Result<(), TestCaseError> {
                     model.denied = true;
                     model.approval = None;
                 }
-                prop_assert_eq!(w.provider.committed(), before, "{}", at);
+                prop_assert_eq!(w.world.provider.committed(), before, "{}", at);
             }
-            Step::Advance { tens } => w.clock.advance(Duration::from_secs(tens * 10)),
+            Step::Advance { tens } => w.world.clock.advance(Duration::from_secs(tens * 10)),
         }
-        let record = w.ledger.get(ID).unwrap().unwrap();
+        let record = w.world.ledger.get(ID).unwrap().unwrap();
         prop_assert_eq!(record.status, expected_status(&model), "{}", at);
         prop_assert_eq!(record.attempts, u32::from(model.confirmed), "{}", at);
     }
     // Overall: one effect at most, and only after an approval of the request.
-    let committed = w.provider.committed();
+    let committed = w.world.provider.committed();
     prop_assert_eq!(committed, usize::from(model.confirmed), "{}", store);
     prop_assert!(
         committed <= model.approvals.min(1),

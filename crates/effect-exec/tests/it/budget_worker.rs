@@ -5,107 +5,31 @@
 //! one never; and passes that change nothing write nothing.
 
 use std::sync::Arc;
-use std::time::{Duration, SystemTime};
+use std::time::Duration;
 
-use effect_core::{
-    Budget, BudgetDeferral, Clock as _, EffectContract, EffectLedger, EffectStatus, ManualClock,
-    MemoryLedger,
-};
-use effect_exec::{
-    Audit, EffectExecutor, ExecError, ExecutorOptions, RecoveryReport, RecoveryWorker, WaitingFor,
-    waiting,
-};
-use effect_ledger_sqlite::{SqliteLedger, SqliteOptions};
+use effect_core::{Budget, BudgetDeferral, Clock as _, EffectContract, EffectLedger, EffectStatus};
+use effect_exec::{Audit, ExecError, RecoveryReport, RecoveryWorker, WaitingFor, waiting};
 
-use crate::provider::{FakeProvider, handler, invoice};
+use crate::provider::{handler, invoice};
+use crate::world::{World, worlds};
 
-/// 2027-01-15 08:00 UTC: sixteen hours before the daily window rolls over.
-const START: u64 = 1_800_000_000;
 const HOUR: Duration = Duration::from_secs(3600);
 
-struct World {
-    store: &'static str,
-    clock: Arc<ManualClock>,
-    ledger: Arc<dyn EffectLedger>,
-    provider: Arc<FakeProvider>,
-}
-
-fn worlds() -> [World; 2] {
-    let memory = {
-        let clock = Arc::new(ManualClock::new(
-            SystemTime::UNIX_EPOCH + Duration::from_secs(START),
-        ));
-        World {
-            store: "memory",
-            ledger: Arc::new(MemoryLedger::with_clock(clock.clone())),
-            clock,
-            provider: FakeProvider::new(false),
-        }
-    };
-    let sqlite = {
-        let clock = Arc::new(ManualClock::new(
-            SystemTime::UNIX_EPOCH + Duration::from_secs(START),
-        ));
-        let temp = SqliteLedger::open_temporary_with(SqliteOptions::default().clock(clock.clone()))
-            .unwrap();
-        World {
-            store: "sqlite",
-            ledger: Arc::new(temp),
-            clock,
-            provider: FakeProvider::new(false),
-        }
-    };
-    [memory, sqlite]
-}
-
 impl World {
-    fn executor(&self) -> EffectExecutor {
-        EffectExecutor::with_clock(
-            Arc::clone(&self.ledger),
-            ExecutorOptions::default(),
-            self.clock.clone(),
-        )
-        .with_sleeper(self.clock.clone())
-    }
-
     /// The capture contract, storing its intent, with one capture a day;
     /// `defer` makes its refusals wait instead of ending the capture.
-    fn capture(&self, defer: Option<BudgetDeferral>) -> EffectContract {
+    fn daily_capture(&self, defer: Option<BudgetDeferral>) -> EffectContract {
         let mut budget = Budget::per_day("captures").max_count(1);
         if let Some(bound) = defer {
             budget = budget.defer(bound);
         }
         let provider = Arc::clone(&self.provider);
-        EffectContract::builder("capture_payment", |args| {
-            Ok(format!(
-                "invoice:{}:capture",
-                args["invoice_id"].as_str().ok_or("missing invoice_id")?
-            ))
-        })
-        .provider_idempotency_key(|args| {
-            Ok(args["invoice_id"].as_str().map(|i| format!("capture:{i}")))
-        })
-        .outcome_probe(move |_args, key| provider.probe(key))
-        .budget(budget)
-        .store_intent(true)
-        .build()
-        .unwrap()
-    }
-
-    fn worker(&self, contract: &EffectContract) -> RecoveryWorker {
-        RecoveryWorker::new(self.executor())
-            .register(contract.clone(), handler(&self.provider))
+        effect_test_support::contracts::capture_payment()
+            .outcome_probe(move |_args, key| provider.probe(key))
+            .budget(budget)
+            .store_intent(true)
+            .build()
             .unwrap()
-            .min_age(Duration::ZERO)
-    }
-
-    fn event_types(&self, id: &str) -> Vec<String> {
-        self.ledger
-            .events(id)
-            .unwrap()
-            .into_iter()
-            .map(|e| e.event_type)
-            .collect()
     }
 
     /// INV-1 uses the day's one capture; INV-2 is then refused.
@@ -147,7 +71,7 @@ const ID: &str = "invoice:INV-2:capture";
 #[test]
 fn a_refused_capture_is_rejected_and_never_dispatched_past_the_next_window() {
     for w in worlds() {
-        let contract = w.capture(None);
+        let contract = w.daily_capture(None);
         let refused = w.fill_the_day(&contract).unwrap_err();
         assert!(
             matches!(refused, ExecError::BudgetExceeded { .. }),
@@ -204,7 +128,7 @@ fn a_refused_capture_is_rejected_and_never_dispatched_past_the_next_window() {
 #[test]
 fn a_deferred_capture_waits_silently_and_goes_out_in_the_next_window() {
     for w in worlds() {
-        let contract = w.capture(Some(BudgetDeferral::For(36 * HOUR)));
+        let contract = w.daily_capture(Some(BudgetDeferral::For(36 * HOUR)));
         let deferred = w.fill_the_day(&contract).unwrap_err();
         assert!(deferred.is_budget_deferred(), "{}: {deferred}", w.store);
         let listed = waiting(w.ledger.as_ref()).unwrap();
@@ -267,7 +191,7 @@ fn a_deferred_capture_waits_silently_and_goes_out_in_the_next_window() {
 #[test]
 fn a_deferral_past_its_bound_is_rejected_by_the_worker_not_dispatched() {
     for w in worlds() {
-        let contract = w.capture(Some(BudgetDeferral::For(HOUR)));
+        let contract = w.daily_capture(Some(BudgetDeferral::For(HOUR)));
         assert!(w.fill_the_day(&contract).unwrap_err().is_budget_deferred());
         let worker = w.worker(&contract);
         let reports = w.passes(&worker, Duration::from_secs(600), 48 * HOUR);
@@ -309,7 +233,7 @@ fn a_deferral_past_its_bound_is_rejected_by_the_worker_not_dispatched() {
 #[test]
 fn a_cancelled_deferral_is_never_dispatched() {
     for w in worlds() {
-        let contract = w.capture(Some(BudgetDeferral::For(36 * HOUR)));
+        let contract = w.daily_capture(Some(BudgetDeferral::For(36 * HOUR)));
         assert!(w.fill_the_day(&contract).unwrap_err().is_budget_deferred());
         let record = w
             .executor()

@@ -281,7 +281,7 @@ fn only_a_confirmed_original_is_compensated_and_nothing_is_written_otherwise() {
         }
     );
     // Under another contract than the one recorded, or one without a compensation.
-    let other_version = EffectContract::builder("capture_payment", |_| Ok("x".into()))
+    let other_version = effect_test_support::contracts::capture_payment()
         .version("2")
         .build()
         .unwrap();

@@ -8,7 +8,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, mpsc};
 use std::time::Duration;
 
-use effect_core::{Clock, EffectContract, EffectLedger, EffectStatus, ManualClock, MemoryLedger};
+use effect_core::{Clock, EffectLedger, EffectStatus, ManualClock, MemoryLedger};
 use effect_exec::{EffectExecutor, ExecutorOptions, HandlerContext, HandlerError};
 use serde_json::{Value, json};
 
@@ -31,18 +31,10 @@ fn a_handler_that_returns_after_losing_its_lease_leaves_a_late_observation() {
     );
     let worker =
         EffectExecutor::with_clock(Arc::clone(&ledger), options, Arc::clone(&ledger_clock));
-    let contract = EffectContract::builder("capture_payment", |args| {
-        Ok(format!(
-            "invoice:{}:capture",
-            args["invoice_id"].as_str().ok_or("missing invoice_id")?
-        ))
-    })
-    .provider_idempotency_key(|args| {
-        Ok(args["invoice_id"].as_str().map(|i| format!("capture:{i}")))
-    })
-    .redact(["/card"])
-    .build()
-    .unwrap();
+    let contract = effect_test_support::contracts::capture_payment()
+        .redact(["/card"])
+        .build()
+        .unwrap();
     let args = json!({"invoice_id": "INV-55", "amount": 5500, "card": "4242424242424242"});
     let id = "invoice:INV-55:capture";
 

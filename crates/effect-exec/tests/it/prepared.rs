@@ -10,7 +10,8 @@ use serde_json::{Value, json};
 
 use crate::{event_types, executor, ledger};
 
-/// A capture contract that counts how often its identity function runs.
+/// A capture contract that counts how often its identity function runs
+/// (hand-built: the shared contract's identity function counts nothing).
 fn counted_contract(derivations: &Arc<AtomicUsize>) -> EffectContract {
     let counter = Arc::clone(derivations);
     EffectContract::builder("capture_payment", move |args| {
@@ -120,6 +121,7 @@ fn a_call_prepared_by_an_executor_with_other_keys_is_refused_before_anything_is_
 fn a_panicking_identity_function_is_refused_by_prepare() {
     let ledger = ledger();
     let executor = executor(&ledger);
+    // Hand-built: an identity function that panics, which the shared contract's does not.
     let contract = EffectContract::builder("capture_payment", |_args| panic!("identity bug"))
         .build()
         .unwrap();

@@ -9,84 +9,30 @@ use std::time::{Duration, SystemTime};
 use effect_core::secret::Secret;
 use effect_core::{
     Claim, Clock, EffectContract, EffectLedger, EffectLedgerExt, EffectStatus, FingerprintKey,
-    Keyring, ManualClock, MemoryLedger, NewOperation, RequestFingerprint, SealingKey,
+    Keyring, MemoryLedger, NewOperation, RequestFingerprint, SealingKey,
 };
 use effect_exec::{
-    Audit, CallOptions, EffectExecutor, ExecError, ExecutorOptions, HandlerContext, HandlerError,
-    RecoveryReport, RecoveryWorker, TypedContract, WaitingFor, waiting,
+    Audit, CallOptions, EffectExecutor, ExecError, HandlerContext, HandlerError, RecoveryReport,
+    RecoveryWorker, TypedContract, WaitingFor, waiting,
 };
-use effect_ledger_sqlite::{SqliteLedger, SqliteOptions};
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
 use crate::provider::{FakeProvider, Fault, ProbeAnswer, handler, invoice};
+use crate::world::{World, memory, worlds};
 
 const LEASE: Duration = Duration::from_secs(30);
 
-/// A ledger on a manual clock, with an executor on the same clock.
-struct World {
-    store: &'static str,
-    clock: Arc<ManualClock>,
-    ledger: Arc<dyn EffectLedger>,
-    provider: Arc<FakeProvider>,
-}
-
-fn clock() -> Arc<ManualClock> {
-    Arc::new(ManualClock::new(
-        SystemTime::UNIX_EPOCH + Duration::from_secs(1_800_000_000),
-    ))
-}
-
-fn memory() -> World {
-    let clock = clock();
-    World {
-        store: "memory",
-        ledger: Arc::new(MemoryLedger::with_clock(clock.clone())),
-        clock,
-        provider: FakeProvider::new(false),
-    }
-}
-
-fn sqlite() -> World {
-    let clock = clock();
-    let temp =
-        SqliteLedger::open_temporary_with(SqliteOptions::default().clock(clock.clone())).unwrap();
-    World {
-        store: "sqlite",
-        ledger: Arc::new(temp),
-        clock,
-        provider: FakeProvider::new(false),
-    }
-}
-
-/// Both stores: the behaviour must not depend on the store.
-fn worlds() -> [World; 2] {
-    [memory(), sqlite()]
-}
-
 impl World {
-    fn executor(&self) -> EffectExecutor {
-        EffectExecutor::with_clock(
-            Arc::clone(&self.ledger),
-            ExecutorOptions::default(),
-            self.clock.clone(),
-        )
-        .with_sleeper(self.clock.clone())
-    }
-
     /// The capture contract of the fake provider, with a probe and a key
     /// that is not guaranteed.
     fn capture(&self, store_intent: bool) -> EffectContract {
-        capture_contract(&self.provider, "capture_payment", store_intent)
-    }
-
-    /// A worker on this world's executor with the provider's handler for
-    /// `contract`, taking prepared operations at once.
-    fn worker(&self, contract: &EffectContract) -> RecoveryWorker {
-        RecoveryWorker::new(self.executor())
-            .register(contract.clone(), handler(&self.provider))
+        let provider = Arc::clone(&self.provider);
+        effect_test_support::contracts::capture_payment()
+            .outcome_probe(move |_args, key| provider.probe(key))
+            .store_intent(store_intent)
+            .build()
             .unwrap()
-            .min_age(Duration::ZERO)
     }
 
     /// The caller's dispatch fails before anything is sent, every time it
@@ -149,12 +95,10 @@ impl World {
         }
         id
     }
-
-    fn status(&self, id: &str) -> EffectStatus {
-        self.ledger.get(id).unwrap().unwrap().status
-    }
 }
 
+/// The capture contract's shape under another name (a second contract
+/// beside the capture in one ledger).
 fn capture_contract(
     provider: &Arc<FakeProvider>,
     name: &str,
@@ -511,6 +455,7 @@ fn the_worker_derives_each_recovered_operation_s_identity_once() {
         let derived = Arc::new(AtomicUsize::new(0));
         let counter = Arc::clone(&derived);
         let provider = Arc::clone(&w.provider);
+        // Hand-built: the shared contract's identity function counts nothing.
         let capture = EffectContract::builder("capture_payment", move |args| {
             counter.fetch_add(1, Ordering::SeqCst);
             Ok(format!(
@@ -940,6 +885,8 @@ fn a_typed_durable_handler_receives_the_stored_arguments_decoded() {
     for w in worlds() {
         let probe = Arc::clone(&w.provider);
         let contract: TypedContract<Capture, Captured> = TypedContract::from_contract(
+            // The capture's shape under its own name: a typed contract
+            // beside the untyped one.
             EffectContract::builder("capture_typed", |args| {
                 Ok(format!(
                     "invoice:{}:capture",

@@ -120,15 +120,10 @@ fn same_id_with_different_arguments_key_or_version_conflicts_before_dispatch() {
         .unwrap_err();
     assert!(err.is_conflict(), "{err}");
 
-    let other_key = EffectContract::builder("capture_payment", |args| {
-        Ok(format!(
-            "invoice:{}:capture",
-            args["invoice_id"].as_str().ok_or("missing")?
-        ))
-    })
-    .provider_idempotency_key(|_| Ok(Some("another-key".into())))
-    .build()
-    .unwrap();
+    let other_key = effect_test_support::contracts::capture_payment_without_key()
+        .provider_idempotency_key(|_| Ok(Some("another-key".into())))
+        .build()
+        .unwrap();
     assert!(
         exec.execute(&other_key, &invoice("INV-4"), handler(&provider))
             .unwrap_err()

@@ -2,44 +2,28 @@
 //! without the same call coming back, and without running a handler.
 
 use std::sync::{Arc, Mutex, mpsc};
-use std::time::{Duration, SystemTime};
+use std::time::Duration;
 
 use effect_core::event;
 use effect_core::{
-    Claim, EffectContract, EffectLedger, EffectLedgerExt, EffectStatus, ManualClock, MemoryLedger,
-    NewOperation, RequestFingerprint, Sleeper, UnknownOutcomePolicy,
+    Claim, EffectContract, EffectLedger, EffectLedgerExt, EffectStatus, NewOperation,
+    RequestFingerprint, Sleeper, UnknownOutcomePolicy,
 };
 use effect_exec::{EffectExecutor, HandlerContext, SweepReport, Sweeper, WaitingFor, waiting};
 use serde_json::{Value, json};
 
-use crate::provider::{FakeProvider, Fault, PROBE_ONLY, contract, handler, invoice};
+use crate::provider::{Fault, PROBE_ONLY, contract, handler, invoice};
+use crate::world::{World, memory};
 
 const LEASE: Duration = Duration::from_secs(30);
 /// How long a test waits for the spawned sweeper before it fails, rather
 /// than hang.
 const PATIENCE: Duration = Duration::from_secs(60);
 
-struct World {
-    clock: Arc<ManualClock>,
-    ledger: Arc<dyn EffectLedger>,
-    provider: Arc<FakeProvider>,
-}
-
-fn world() -> World {
-    let clock = Arc::new(ManualClock::new(
-        SystemTime::UNIX_EPOCH + Duration::from_secs(1_800_000_000),
-    ));
-    World {
-        ledger: Arc::new(MemoryLedger::with_clock(clock.clone())),
-        clock,
-        provider: FakeProvider::new(false),
-    }
-}
-
 impl World {
     /// A worker claims the dispatch of `args` under `contract` and dies; when
     /// `sent`, its request reached the provider first.
-    fn abandoned(&self, contract: &EffectContract, args: &Value, sent: bool) -> String {
+    fn abandoned_by_worker(&self, contract: &EffectContract, args: &Value, sent: bool) -> String {
         let id = contract.operation_id(args).unwrap();
         let key = contract.provider_idempotency_key(args).unwrap();
         let op = NewOperation::new(
@@ -62,10 +46,6 @@ impl World {
         let executor = EffectExecutor::new(Arc::clone(&self.ledger));
         Sweeper::new(executor)
     }
-
-    fn status(&self, id: &str) -> EffectStatus {
-        self.ledger.get(id).unwrap().unwrap().status
-    }
 }
 
 fn check(report: &SweepReport, expected: [u64; 6]) {
@@ -85,16 +65,16 @@ fn check(report: &SweepReport, expected: [u64; 6]) {
 
 #[test]
 fn stale_dispatches_are_reconciled_and_live_ones_left_alone() {
-    let w = world();
+    let w = memory();
     let capture = contract(&w.provider, PROBE_ONLY);
-    let committed = w.abandoned(&capture, &invoice("INV-1"), true);
-    let lost = w.abandoned(&capture, &invoice("INV-2"), false);
+    let committed = w.abandoned_by_worker(&capture, &invoice("INV-1"), true);
+    let lost = w.abandoned_by_worker(&capture, &invoice("INV-2"), false);
     let sweeper = w.sweeper().register(capture.clone());
 
     // While the leases are live nothing is stuck.
     check(&sweeper.sweep().unwrap(), [0, 0, 0, 0, 0, 0]);
     w.clock.advance(LEASE + Duration::from_secs(1));
-    let live = w.abandoned(&capture, &invoice("INV-3"), false);
+    let live = w.abandoned_by_worker(&capture, &invoice("INV-3"), false);
 
     let report = sweeper.sweep().unwrap();
     // INV-1 committed: confirmed from the probe. INV-2 did not, but the dead
@@ -112,11 +92,11 @@ fn stale_dispatches_are_reconciled_and_live_ones_left_alone() {
 
 #[test]
 fn operations_of_unregistered_contracts_are_reported_and_never_touched() {
-    let w = world();
+    let w = memory();
     let capture = contract(&w.provider, PROBE_ONLY);
-    let id = w.abandoned(&capture, &invoice("INV-1"), true);
+    let id = w.abandoned_by_worker(&capture, &invoice("INV-1"), true);
     w.clock.advance(LEASE + Duration::from_secs(1));
-    let other_version = EffectContract::builder("capture_payment", |_| Ok("x".into()))
+    let other_version = effect_test_support::contracts::capture_payment()
         .version("2")
         .build()
         .unwrap();
@@ -130,7 +110,7 @@ fn operations_of_unregistered_contracts_are_reported_and_never_touched() {
 
 #[test]
 fn outcome_unknown_operations_follow_the_contract_policy() {
-    let w = world();
+    let w = memory();
     let keep = EffectContract::builder("notify", |args| {
         Ok(format!(
             "notify:{}",
@@ -140,7 +120,7 @@ fn outcome_unknown_operations_follow_the_contract_policy() {
     .unknown_outcome(UnknownOutcomePolicy::KeepUnknown)
     .build()
     .unwrap();
-    let id = w.abandoned(&keep, &json!({"to": "ada"}), false);
+    let id = w.abandoned_by_worker(&keep, &json!({"to": "ada"}), false);
     // The worker recorded the failure, then its run was abandoned.
     let owner = format!("dead-worker-{id}");
     let marked = w
@@ -157,9 +137,9 @@ fn outcome_unknown_operations_follow_the_contract_policy() {
 
 #[test]
 fn looked_up_arguments_must_describe_the_stored_operation() {
-    let w = world();
+    let w = memory();
     let capture = contract(&w.provider, PROBE_ONLY);
-    let id = w.abandoned(&capture, &invoice("INV-1"), true);
+    let id = w.abandoned_by_worker(&capture, &invoice("INV-1"), true);
     w.clock.advance(LEASE + Duration::from_secs(1));
 
     // Arguments with another amount do not match the stored fingerprint.
@@ -208,9 +188,9 @@ impl Sleeper for SteppedSleeper {
 
 #[test]
 fn a_spawned_sweeper_pauses_through_the_executor_s_sleeper_until_stopped() {
-    let w = world();
+    let w = memory();
     let capture = contract(&w.provider, PROBE_ONLY);
-    let first = w.abandoned(&capture, &invoice("INV-1"), true);
+    let first = w.abandoned_by_worker(&capture, &invoice("INV-1"), true);
     w.clock.advance(LEASE + Duration::from_secs(1));
     let (sleeper, pauses, tick) = SteppedSleeper::new();
     let executor = EffectExecutor::new(Arc::clone(&w.ledger)).with_sleeper(Arc::new(sleeper));
@@ -223,7 +203,7 @@ fn a_spawned_sweeper_pauses_through_the_executor_s_sleeper_until_stopped() {
     assert_eq!(pauses.recv_timeout(PATIENCE).unwrap(), every);
     assert_eq!(w.status(&first), EffectStatus::Confirmed);
     // What is abandoned during the pause waits for the next tick.
-    let second = w.abandoned(&capture, &invoice("INV-2"), true);
+    let second = w.abandoned_by_worker(&capture, &invoice("INV-2"), true);
     w.clock.advance(LEASE + Duration::from_secs(1));
     assert_eq!(w.status(&second), EffectStatus::Dispatched);
     tick.send(()).unwrap();
@@ -245,7 +225,7 @@ fn a_spawned_sweeper_pauses_through_the_executor_s_sleeper_until_stopped() {
 
 #[test]
 fn stopping_a_spawned_sweeper_ends_its_pause() {
-    let w = world();
+    let w = memory();
     let capture = contract(&w.provider, PROBE_ONLY);
     // The thread sleeper: were the stop to wait the pause out, this test
     // would take an hour.
@@ -260,11 +240,11 @@ fn stopping_a_spawned_sweeper_ends_its_pause() {
 
 #[test]
 fn a_sweep_reaches_more_stuck_operations_than_one_list_page() {
-    let w = world();
+    let w = memory();
     let capture = contract(&w.provider, PROBE_ONLY);
     let count = effect_core::MAX_LIST_LIMIT + 5;
     for i in 0..count {
-        w.abandoned(&capture, &invoice(&format!("INV-{i}")), true);
+        w.abandoned_by_worker(&capture, &invoice(&format!("INV-{i}")), true);
     }
     w.clock.advance(LEASE + Duration::from_secs(1));
     let report = w.sweeper().register(capture).sweep().unwrap();
@@ -278,7 +258,7 @@ fn a_sweep_reaches_more_stuck_operations_than_one_list_page() {
 /// again from the second listing in the same sweep.
 #[test]
 fn a_sweep_over_more_operations_than_a_page_reconciles_each_once() {
-    let w = world();
+    let w = memory();
     let keep = {
         let provider = Arc::clone(&w.provider);
         effect_test_support::contracts::capture_payment_without_key()
@@ -292,7 +272,7 @@ fn a_sweep_over_more_operations_than_a_page_reconciles_each_once() {
     };
     let mut ids = Vec::new();
     for i in 0..5 {
-        let id = w.abandoned(&keep, &invoice(&format!("UNKNOWN-{i}")), false);
+        let id = w.abandoned_by_worker(&keep, &invoice(&format!("UNKNOWN-{i}")), false);
         let owner = format!("dead-worker-{id}");
         assert!(
             w.ledger
@@ -302,7 +282,7 @@ fn a_sweep_over_more_operations_than_a_page_reconciles_each_once() {
         ids.push(id);
     }
     for i in 0..8 {
-        ids.push(w.abandoned(&keep, &invoice(&format!("STALE-{i}")), false));
+        ids.push(w.abandoned_by_worker(&keep, &invoice(&format!("STALE-{i}")), false));
     }
     w.clock.advance(LEASE + Duration::from_secs(1));
     w.provider
@@ -327,7 +307,7 @@ fn a_sweep_over_more_operations_than_a_page_reconciles_each_once() {
 
 #[test]
 fn an_operation_whose_registered_contract_weakens_its_stored_terms_is_recorded_once_and_left() {
-    let w = world();
+    let w = memory();
     // Claimed under a key the provider does not guarantee, no probe, and a
     // policy that keeps an uncertain outcome for someone to settle.
     let kept = |guaranteed: bool| {
