@@ -62,7 +62,16 @@ pub enum CertifyError {
         /// The counter's error.
         cause: BoxError,
     },
-    /// A request never finished.
+    /// [`Certification::conflicting`](super::Certification::conflicting)
+    /// could not make the conflicting effect.
+    #[error("certify {fault}: making the conflicting effect failed: {}", error_chain(cause.as_ref()))]
+    Conflicting {
+        /// The fault.
+        fault: CertifyFault,
+        /// The error it returned.
+        cause: BoxError,
+    },
+    /// A request never finished, or the conflicting effect was not counted.
     #[error("certify {fault}: {message}")]
     Harness {
         /// The fault.

@@ -43,17 +43,26 @@ pub enum CertifyFault {
     /// reaches the ledger, and a new executor takes over on the same ledger
     /// once the dead worker's lease has run out.
     CrashAfterCommit,
+    /// The provider already holds an effect for the operation's business
+    /// identity that contradicts the request (the invoice captured with
+    /// another amount, planted by [`Certification::conflicting`](super::Certification::conflicting)),
+    /// and the first request fails before it is sent: the contract must not
+    /// take that effect for its own, nor send the request beside it.
+    ConflictingProvider,
 }
 
 impl CertifyFault {
     /// Every fault, in the report's order.
-    pub const ALL: [CertifyFault; 6] = [
+    /// [`ConflictingProvider`](CertifyFault::ConflictingProvider) runs only
+    /// when the certification has a conflicting effect to plant.
+    pub const ALL: [CertifyFault; 7] = [
         CertifyFault::None,
         CertifyFault::FailureBeforeSend,
         CertifyFault::LostAck,
         CertifyFault::TimeoutAfterCommit,
         CertifyFault::LateCommit,
         CertifyFault::CrashAfterCommit,
+        CertifyFault::ConflictingProvider,
     ];
 
     /// The fault's name, as in the report and on the command line.
@@ -65,6 +74,7 @@ impl CertifyFault {
             CertifyFault::TimeoutAfterCommit => "timeout-after-commit",
             CertifyFault::LateCommit => "late-commit",
             CertifyFault::CrashAfterCommit => "crash-after-commit",
+            CertifyFault::ConflictingProvider => "conflicting-provider",
         }
     }
 
@@ -84,6 +94,9 @@ impl CertifyFault {
             }
             CertifyFault::CrashAfterCommit => {
                 "the worker dies right after the provider committed; a new one takes over"
+            }
+            CertifyFault::ConflictingProvider => {
+                "the provider holds a conflicting effect; the first request fails before it is sent"
             }
         }
     }
@@ -209,6 +222,12 @@ impl Injector {
                 fire();
                 Err(HandlerError::unknown(
                     "injected: the request failed before it was sent",
+                ))
+            }
+            CertifyFault::ConflictingProvider => {
+                fire();
+                Err(HandlerError::unknown(
+                    "injected: the request failed before it was sent, beside a conflicting effect",
                 ))
             }
             CertifyFault::LostAck => {

@@ -15,6 +15,20 @@
 //! probe agreeing with the count, and a declared guaranteed key that never
 //! produced two effects.
 //!
+//! # A conflicting provider
+//!
+//! [`CertifyFault::ConflictingProvider`] needs one more thing from you: an
+//! effect that contradicts the request, made at the provider under the same
+//! business identity ([`conflicting`](Certification::conflicting): capture
+//! the cell's invoice with another amount, as another client would). The
+//! cell plants it, then fails the first request before it is sent. The
+//! contract passes when the operation is not confirmed (the effect is not
+//! its own), nothing new reaches the provider beside it, and its probe, if
+//! it has one, answers `conflict` (the library then quarantines the
+//! operation for an operator). Without [`conflicting`](Certification::conflicting)
+//! the cell is not run, and the report lists it in
+//! [`not_run`](CertificationReport::not_run).
+//!
 //! # How effects are counted, and the limits
 //!
 //! The library cannot see inside your provider. It counts through
@@ -96,6 +110,7 @@ pub const DEFAULT_DEADLINE: Duration = Duration::from_millis(200);
 
 type ArgumentsFn = Arc<dyn Fn(CertifyFault) -> Value + Send + Sync>;
 type CounterFn = Arc<dyn Fn(&Value) -> Result<usize, BoxError> + Send + Sync>;
+type PlantFn = Arc<dyn Fn(&Value) -> Result<(), BoxError> + Send + Sync>;
 
 /// A user's contract, handler and effect counter, to be run against the
 /// faults. See the [module docs](self).
@@ -105,6 +120,7 @@ pub struct Certification {
     handler: CertifyHandler,
     arguments: ArgumentsFn,
     counter: Option<CounterFn>,
+    conflicting: Option<PlantFn>,
     on_crash: Option<CrashHook>,
     faults: Vec<CertifyFault>,
     deadline: Duration,
@@ -119,6 +135,7 @@ impl std::fmt::Debug for Certification {
         f.debug_struct("Certification")
             .field("contract", &self.contract.name())
             .field("counts_effects", &self.counter.is_some())
+            .field("plants_conflict", &self.conflicting.is_some())
             .field("faults", &self.faults)
             .field("deadline", &self.deadline)
             .field("resumes", &self.resumes)
@@ -144,6 +161,7 @@ impl Certification {
             handler: Arc::new(handler),
             arguments: Arc::new(|_| Value::Object(serde_json::Map::new())),
             counter: None,
+            conflicting: None,
             on_crash: None,
             faults: CertifyFault::ALL.to_vec(),
             deadline: DEFAULT_DEADLINE,
@@ -177,6 +195,20 @@ impl Certification {
         self
     }
 
+    /// Makes, at the provider, an effect that contradicts a cell's
+    /// arguments under the same business identity (the same invoice with
+    /// another amount), as another client would: without the operation's
+    /// provider key. [`CertifyFault::ConflictingProvider`] runs only with
+    /// one. See the [module docs](self#a-conflicting-provider).
+    #[must_use]
+    pub fn conflicting<F>(mut self, plant: F) -> Self
+    where
+        F: Fn(&Value) -> Result<(), BoxError> + Send + Sync + 'static,
+    {
+        self.conflicting = Some(Arc::new(plant));
+        self
+    }
+
     /// Called when [`CertifyFault::CrashAfterCommit`] kills the worker,
     /// right after the provider committed: whatever dies with a worker
     /// process dies here (the CLI kills the MCP server it spawned over
@@ -190,7 +222,10 @@ impl Certification {
         self
     }
 
-    /// The faults to run, in this order (default [`CertifyFault::ALL`]).
+    /// The faults to run, in this order (default [`CertifyFault::ALL`];
+    /// [`CertifyFault::ConflictingProvider`] is not run, and is listed in
+    /// the report's [`not_run`](CertificationReport::not_run), without
+    /// [`conflicting`](Self::conflicting)).
     #[must_use]
     pub fn faults(mut self, faults: impl IntoIterator<Item = CertifyFault>) -> Self {
         self.faults = faults.into_iter().collect();
@@ -257,10 +292,15 @@ impl Certification {
     /// [`CertifyError`] when a cell could not run: the contract cannot derive
     /// an operation id from a fault's arguments, two faults share one, the
     /// executor or the ledger failed (not an uncertain outcome: that is a
-    /// cell), the counter failed, or a held request never finished.
+    /// cell), the counter failed, the conflicting effect could not be made
+    /// or was not counted, or a held request never finished.
     pub fn run(&self) -> Result<CertificationReport, CertifyError> {
+        let (faults, not_run): (Vec<CertifyFault>, Vec<CertifyFault>) =
+            self.faults.iter().partition(|&&fault| {
+                fault != CertifyFault::ConflictingProvider || self.conflicting.is_some()
+            });
         let mut seen: Vec<(CertifyFault, String)> = Vec::new();
-        for &fault in &self.faults {
+        for &fault in &faults {
             let id = self.operation_id(fault, &(self.arguments)(fault))?;
             if let Some((other, _)) = seen.iter().find(|(_, seen)| *seen == id) {
                 return Err(CertifyError::SharedOperation {
@@ -272,8 +312,7 @@ impl Certification {
             seen.push((fault, id));
         }
         let declared = self.declared()?;
-        let cells = self
-            .faults
+        let cells = faults
             .iter()
             .map(|&fault| {
                 self.run_cell(fault)
@@ -285,6 +324,7 @@ impl Certification {
             declared,
             self.counter.is_some(),
             cells,
+            not_run,
         ))
     }
 
@@ -316,6 +356,7 @@ impl Certification {
         // operation the provider has seen (an earlier run with the same
         // arguments) dispatches nothing new to fault, and must not pass.
         let before = self.count(fault, &arguments)?;
+        let conflicting = self.plant(fault, &arguments, before)?;
         let clock = Arc::new(ManualClock::new(scenario_start()));
         let store: Arc<dyn EffectLedger> =
             Arc::new(MemoryLedger::with_clock(clock.clone() as Arc<dyn Clock>));
@@ -385,7 +426,11 @@ impl Certification {
                 message: format!("operation {operation_id:?} was never recorded"),
             })?;
         let events = store.events(&operation_id).map_err(ledger_error)?;
-        let committed = self.count(fault, &arguments)?;
+        // The cell's own effects: what the provider holds beyond the
+        // conflicting effect it was given.
+        let committed = self
+            .count(fault, &arguments)?
+            .map(|n| n.saturating_sub(conflicting.unwrap_or(0)));
         Ok(Observed {
             fault,
             operation_id,
@@ -394,6 +439,7 @@ impl Certification {
             attempts: record.attempts,
             handler_calls: injector.calls(),
             committed,
+            conflicting,
             before: before.unwrap_or(0),
             blind_retry: has_blind_retry(&events),
             probe_after: self.probe_after(fault, &arguments)?,
@@ -407,6 +453,35 @@ impl Certification {
             .as_ref()
             .map(|count| count(arguments).map_err(|cause| CertifyError::Counter { fault, cause }))
             .transpose()
+    }
+
+    /// For [`CertifyFault::ConflictingProvider`], makes the conflicting
+    /// effect and counts it (`None` without a counter, or for another fault).
+    fn plant(
+        &self,
+        fault: CertifyFault,
+        arguments: &Value,
+        before: Option<usize>,
+    ) -> Result<Option<usize>, CertifyError> {
+        let Some(plant) = self
+            .conflicting
+            .as_ref()
+            .filter(|_| fault == CertifyFault::ConflictingProvider)
+        else {
+            return Ok(None);
+        };
+        plant(arguments).map_err(|cause| CertifyError::Conflicting { fault, cause })?;
+        let Some(after) = self.count(fault, arguments)? else {
+            return Ok(None);
+        };
+        let planted = after.saturating_sub(before.unwrap_or(0));
+        if planted == 0 {
+            return Err(CertifyError::Harness {
+                fault,
+                message: "the conflicting effect is not counted: after `conflicting` ran, the counter finds nothing more for the cell's arguments; make it under the same business identity (the same invoice)".to_owned(),
+            });
+        }
+        Ok(Some(planted))
     }
 
     /// The contract's (sync) probe, asked once more.

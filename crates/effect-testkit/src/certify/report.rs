@@ -21,6 +21,10 @@ pub struct CertificationReport {
     pub effects_counted: bool,
     /// One cell per fault, in the order they ran.
     pub cells: Vec<CertifyCell>,
+    /// Faults asked for and not run: [`CertifyFault::ConflictingProvider`]
+    /// without a conflicting effect to plant.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub not_run: Vec<CertifyFault>,
     /// Every cell passed: the contract is certified against these faults.
     pub certified: bool,
     /// Some cell failed: a guarantee was broken (the CLI exits non-zero).
@@ -57,8 +61,13 @@ pub struct CertifyCell {
     /// Times the executor called the user's handler.
     pub handler_calls: usize,
     /// Effects the provider holds for this cell's arguments, as the user's
-    /// counter reports them; `None` without a counter.
+    /// counter reports them (less the conflicting effect the cell planted);
+    /// `None` without a counter.
     pub committed_effects: Option<usize>,
+    /// [`CertifyFault::ConflictingProvider`]: the conflicting effects the
+    /// cell planted, as counted; `None` for other faults or without a counter.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub conflicting_effects: Option<usize>,
     /// Whether the provider ended with at most one effect; `None` without a
     /// counter.
     pub at_most_one_effect: Option<bool>,
@@ -69,7 +78,8 @@ pub struct CertifyCell {
     /// probe (or with an async-only one).
     pub probe_after: Option<ProbeAnswer>,
     /// Whether that answer matches the counted effects; `None` when either
-    /// is missing or the probe answered `pending`/`unknown`.
+    /// is missing or the probe answered `pending`/`unknown`. Beside a
+    /// conflicting effect, whether it answered `conflict`.
     pub probe_agrees: Option<bool>,
     /// The declared key guarantee, checked against the counted effects.
     pub key_guarantee: KeyGuarantee,
@@ -178,6 +188,8 @@ pub(crate) struct Observed {
     pub(crate) attempts: u32,
     pub(crate) handler_calls: usize,
     pub(crate) committed: Option<usize>,
+    /// The conflicting effects planted before the cell ran.
+    pub(crate) conflicting: Option<usize>,
     /// Effects the provider held for the cell's arguments before it ran.
     pub(crate) before: usize,
     pub(crate) blind_retry: bool,
@@ -195,13 +207,27 @@ impl CertifyCell {
             attempts,
             handler_calls,
             committed,
+            conflicting,
             before,
             blind_retry,
             probe_after,
         } = observed;
+        let beside_conflict = fault == CertifyFault::ConflictingProvider;
         let mut findings = Vec::new();
         let at_most_one = committed.map(|n| n <= 1);
-        if let Some(n) = committed.filter(|n| *n > 1) {
+        if beside_conflict {
+            if let Some(n) = committed.filter(|n| *n > 0) {
+                findings.push(format!(
+                    "the request was sent beside an effect that contradicts it: the provider holds {n} new effect(s) besides the conflicting one"
+                ));
+            }
+            if status == EffectStatus::Confirmed {
+                findings.push(
+                    "the operation was confirmed by an effect that contradicts the request: a probe that finds one must answer conflict"
+                        .to_owned(),
+                );
+            }
+        } else if let Some(n) = committed.filter(|n| *n > 1) {
             findings.push(format!("the provider holds {n} effects for one operation"));
         }
         let key_guarantee = match (declared.key_guaranteed, committed) {
@@ -220,11 +246,17 @@ impl CertifyCell {
             findings.push("an uncertain dispatch was sent again without a basis".to_owned());
         }
         let probe_agrees = match (probe_after, committed) {
+            (Some(answer), _) if beside_conflict => Some(answer == ProbeAnswer::Conflict),
             (Some(ProbeAnswer::Committed), Some(n)) => Some(n >= 1),
             (Some(ProbeAnswer::NotCommitted), Some(n)) => Some(n == 0),
             _ => None,
         };
-        if probe_agrees == Some(false) {
+        if beside_conflict && probe_agrees == Some(false) {
+            let answer = probe_after.map_or("nothing", ProbeAnswer::name);
+            findings.push(format!(
+                "the probe answers {answer} where the provider holds an effect that contradicts the request (expected conflict)"
+            ));
+        } else if probe_agrees == Some(false) {
             let answer = probe_after.map_or("nothing", ProbeAnswer::name);
             let count = committed.unwrap_or(0);
             findings.push(format!(
@@ -263,6 +295,7 @@ impl CertifyCell {
             attempts,
             handler_calls,
             committed_effects: committed,
+            conflicting_effects: conflicting,
             at_most_one_effect: at_most_one,
             blind_retry,
             probe_after,
@@ -280,6 +313,7 @@ impl CertificationReport {
         declared: Declared,
         effects_counted: bool,
         cells: Vec<CertifyCell>,
+        not_run: Vec<CertifyFault>,
     ) -> Self {
         let certified = !cells.is_empty() && cells.iter().all(|c| c.verdict == Verdict::Pass);
         let failed = cells.iter().any(|c| c.verdict == Verdict::Fail);
@@ -288,6 +322,7 @@ impl CertificationReport {
             declared,
             effects_counted,
             cells,
+            not_run,
             certified,
             failed,
         }
@@ -339,6 +374,11 @@ impl CertificationReport {
             for finding in &cell.findings {
                 out.push_str(&format!("{}: {finding}\n", cell.fault));
             }
+        }
+        for fault in &self.not_run {
+            out.push_str(&format!(
+                "{fault}: not run: no conflicting effect to plant (Certification::conflicting; agent-effect certify --conflicting-arguments)\n"
+            ));
         }
         if !self.effects_counted {
             out.push_str(

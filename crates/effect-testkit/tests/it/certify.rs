@@ -15,7 +15,8 @@ use effect_testkit::provider::FakePaymentProvider;
 use serde_json::{Value, json};
 
 /// The contract a user writes: an id and key from the invoice, a guaranteed
-/// key and/or a probe that looks the capture up by key, then by invoice.
+/// key and/or a probe that looks the invoice's captures up: one of the
+/// requested amount is the operation's, one of another amount a conflict.
 fn contract(provider: &Arc<FakePaymentProvider>, guaranteed: bool, probe: bool) -> EffectContract {
     let mut builder = EffectContract::builder("capture_payment", |args| {
         let invoice = args["invoice_id"].as_str().ok_or("missing invoice_id")?;
@@ -32,15 +33,35 @@ fn contract(provider: &Arc<FakePaymentProvider>, guaranteed: bool, probe: bool) 
             let found = provider
                 .lookup_by_invoice(invoice)
                 .map_err(|e| e.to_string())?;
-            Ok(match found.first() {
-                Some(capture) => {
-                    OutcomeProbeResult::committed(json!({"payment_id": capture.payment_id}))
-                }
-                None => OutcomeProbeResult::not_committed(),
-            })
+            let amount = args["amount_cents"].as_u64();
+            Ok(
+                match found.iter().find(|c| Some(c.amount_cents) == amount) {
+                    Some(capture) => {
+                        OutcomeProbeResult::committed(json!({"payment_id": capture.payment_id}))
+                    }
+                    None => match found.first() {
+                        Some(other) => OutcomeProbeResult::conflict()
+                            .evidence("payment_id", other.payment_id.clone())
+                            .evidence("amount_cents", other.amount_cents.to_string()),
+                        None => OutcomeProbeResult::not_committed(),
+                    },
+                },
+            )
         });
     }
     builder.build().unwrap()
+}
+
+/// The same invoice captured with another amount, by another client (no key).
+fn plant_conflict(
+    provider: &Arc<FakePaymentProvider>,
+) -> impl Fn(&Value) -> Result<(), effect_core::BoxError> + Send + Sync + 'static {
+    let provider = Arc::clone(provider);
+    move |args| {
+        let invoice = args["invoice_id"].as_str().ok_or("missing invoice_id")?;
+        provider.capture(invoice, 999, None)?;
+        Ok(())
+    }
 }
 
 fn certification(provider: &Arc<FakePaymentProvider>, contract: EffectContract) -> Certification {
@@ -60,9 +81,11 @@ fn certification(provider: &Arc<FakePaymentProvider>, contract: EffectContract) 
 }
 
 /// The provider's own count of each fault's captures, beside the report's.
-fn provider_counts(provider: &FakePaymentProvider) -> Vec<(String, usize)> {
-    CertifyFault::ALL
-        .iter()
+fn provider_counts(
+    provider: &FakePaymentProvider,
+    faults: impl Iterator<Item = CertifyFault>,
+) -> Vec<(String, usize)> {
+    faults
         .map(|fault| {
             let invoice = format!("INV-{fault}");
             (
@@ -94,7 +117,10 @@ fn check(
         .collect();
     assert_eq!(cells, expected, "{}", report.to_table());
     let counted: Vec<_> = expected.iter().map(|e| (e.0.to_string(), e.2)).collect();
-    assert_eq!(provider_counts(provider), counted);
+    assert_eq!(
+        provider_counts(provider, expected.iter().map(|e| e.0)),
+        counted
+    );
     assert!(
         report.cells.iter().all(|c| c.fault_fired),
         "{}",
@@ -382,7 +408,9 @@ fn fresh_arguments_per_run_exercise_the_faults_again() {
             .run()
             .unwrap();
         assert!(report.certified, "{run}: {}", report.to_table());
-        for fault in CertifyFault::ALL {
+        assert_eq!(report.cells.len(), 6);
+        assert_eq!(report.not_run, [CertifyFault::ConflictingProvider]);
+        for fault in report.cells.iter().map(|c| c.fault) {
             let invoice = format!("INV-{run}-{fault}");
             assert_eq!(provider.lookup_by_invoice(&invoice).unwrap().len(), 1);
         }
@@ -479,4 +507,185 @@ fn a_counter_that_fails_says_why_in_words() {
     );
     // Nothing was dispatched: the count before the cell failed first.
     assert_eq!(provider.committed_count().unwrap(), 0);
+}
+
+/// One conflicting-provider cell of `contract`, beside a capture of the
+/// same invoice for 999 cents; the provider's captures of that invoice.
+fn beside_a_conflict(
+    contract: EffectContract,
+    provider: &Arc<FakePaymentProvider>,
+) -> (effect_testkit::certify::CertifyCell, Vec<u64>) {
+    let report = certification(provider, contract)
+        .conflicting(plant_conflict(provider))
+        .faults([CertifyFault::ConflictingProvider])
+        .run()
+        .unwrap();
+    assert!(report.not_run.is_empty());
+    assert_eq!(report.cells.len(), 1, "{}", report.to_table());
+    let amounts = provider
+        .lookup_by_invoice("INV-conflicting-provider")
+        .unwrap()
+        .iter()
+        .map(|c| c.amount_cents)
+        .collect();
+    (report.cells[0].clone(), amounts)
+}
+
+#[test]
+fn a_probe_that_finds_a_conflicting_effect_quarantines_and_is_certified() {
+    let provider = Arc::new(FakePaymentProvider::new());
+    let (cell, amounts) = beside_a_conflict(contract(&provider, true, true), &provider);
+    // Only the planted capture: nothing was sent beside it, nothing confirmed.
+    assert_eq!(amounts, [999]);
+    assert_eq!(
+        (
+            cell.status,
+            cell.handler_calls,
+            cell.committed_effects,
+            cell.conflicting_effects,
+        ),
+        (EffectStatus::Quarantined, 1, Some(0), Some(1)),
+        "{cell:?}"
+    );
+    assert_eq!(
+        (cell.probe_after, cell.probe_agrees, cell.verdict),
+        (Some(ProbeAnswer::Conflict), Some(true), Verdict::Pass),
+        "{cell:?}"
+    );
+    assert!(cell.findings.is_empty(), "{cell:?}");
+}
+
+#[test]
+fn a_probe_that_takes_any_capture_of_the_invoice_for_its_own_is_flagged() {
+    let provider = Arc::new(FakePaymentProvider::new());
+    let lookup = Arc::clone(&provider);
+    let naive = contract_builder()
+        .provider_idempotency_guaranteed(false)
+        .outcome_probe(move |args, _key| {
+            let invoice = args["invoice_id"].as_str().ok_or("missing invoice_id")?;
+            let found = lookup
+                .lookup_by_invoice(invoice)
+                .map_err(|e| e.to_string())?;
+            Ok(match found.first() {
+                Some(c) => OutcomeProbeResult::committed(json!({"payment_id": c.payment_id})),
+                None => OutcomeProbeResult::not_committed(),
+            })
+        })
+        .build()
+        .unwrap();
+    let (cell, amounts) = beside_a_conflict(naive, &provider);
+    // Nothing new was sent, but the operation now claims another client's capture.
+    assert_eq!(amounts, [999]);
+    assert_eq!(
+        (cell.status, cell.handler_calls, cell.committed_effects),
+        (EffectStatus::Confirmed, 1, Some(0)),
+        "{cell:?}"
+    );
+    assert_eq!(
+        (cell.probe_after, cell.probe_agrees, cell.verdict),
+        (Some(ProbeAnswer::Committed), Some(false), Verdict::Fail),
+        "{cell:?}"
+    );
+    assert!(
+        cell.findings
+            .iter()
+            .any(|f| f.contains("confirmed by an effect that contradicts")),
+        "{cell:?}"
+    );
+    assert!(
+        cell.findings
+            .iter()
+            .any(|f| f.contains("probe answers committed") && f.contains("expected conflict")),
+        "{cell:?}"
+    );
+}
+
+#[test]
+fn a_guaranteed_key_alone_cannot_see_a_conflicting_effect() {
+    // The planted capture has no key: the resend under the operation's key
+    // is a new capture beside it.
+    let provider = Arc::new(FakePaymentProvider::new());
+    let (cell, amounts) = beside_a_conflict(contract(&provider, true, false), &provider);
+    assert_eq!(amounts, [999, 1250]);
+    assert_eq!(
+        (
+            cell.status,
+            cell.handler_calls,
+            cell.committed_effects,
+            cell.conflicting_effects,
+            cell.verdict,
+        ),
+        (EffectStatus::Confirmed, 2, Some(1), Some(1), Verdict::Fail),
+        "{cell:?}"
+    );
+    assert!(
+        cell.findings
+            .iter()
+            .any(|f| f.contains("sent beside an effect that contradicts it")),
+        "{cell:?}"
+    );
+}
+
+#[test]
+fn without_a_conflicting_effect_the_conflict_cell_is_not_run_and_says_so() {
+    let provider = Arc::new(FakePaymentProvider::new());
+    let report = certification(&provider, contract(&provider, true, true))
+        .faults([CertifyFault::None, CertifyFault::ConflictingProvider])
+        .run()
+        .unwrap();
+    assert_eq!(report.cells.len(), 1);
+    assert_eq!(report.not_run, [CertifyFault::ConflictingProvider]);
+    assert!(report.certified, "{}", report.to_table());
+    assert!(
+        report
+            .to_table()
+            .contains("conflicting-provider: not run: no conflicting effect to plant"),
+        "{}",
+        report.to_table()
+    );
+    assert_eq!(provider.committed_count().unwrap(), 1);
+}
+
+#[test]
+fn a_conflicting_effect_that_is_not_made_or_not_counted_stops_the_run() {
+    let provider = Arc::new(FakePaymentProvider::new());
+    let err = certification(&provider, contract(&provider, true, true))
+        .conflicting(|_| Err("the sandbox refused the second capture".into()))
+        .faults([CertifyFault::ConflictingProvider])
+        .run()
+        .unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "certify conflicting-provider: making the conflicting effect failed: the sandbox refused the second capture"
+    );
+    // Planted under another invoice: the counter cannot see it.
+    let elsewhere = Arc::clone(&provider);
+    let err = certification(&provider, contract(&provider, true, true))
+        .conflicting(move |_| {
+            elsewhere.capture("INV-somewhere-else", 999, None)?;
+            Ok(())
+        })
+        .faults([CertifyFault::ConflictingProvider])
+        .run()
+        .unwrap_err();
+    assert!(
+        matches!(
+            err,
+            CertifyError::Harness {
+                fault: CertifyFault::ConflictingProvider,
+                ..
+            }
+        ) && err
+            .to_string()
+            .contains("the conflicting effect is not counted"),
+        "{err}"
+    );
+    // Nothing of the operation's was ever sent.
+    assert_eq!(provider.committed_count().unwrap(), 1);
+    assert!(
+        provider
+            .lookup_by_invoice("INV-conflicting-provider")
+            .unwrap()
+            .is_empty()
+    );
 }

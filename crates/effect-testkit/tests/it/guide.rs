@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use effect_core::{BoxError, EffectContract, EffectStatus, OutcomeProbeResult};
 use effect_test_support::snapshots;
-use effect_testkit::certify::{Certification, KeyGuarantee, Verdict};
+use effect_testkit::certify::{Certification, CertifyFault, KeyGuarantee, Verdict};
 use effect_testkit::matrix::Matrix;
 use effect_testkit::provider::FakePaymentProvider;
 use effect_testkit::scenario::{
@@ -186,6 +186,36 @@ fn a_guaranteed_key_the_provider_ignores_is_caught() {
         .map(|cell| (cell.fault.name(), cell.committed_effects, cell.verdict))
         .collect();
     assert_eq!(broken, [("late-commit", Some(2), Verdict::Fail)]);
+}
+
+#[test]
+fn a_probe_by_key_cannot_see_a_conflicting_capture() {
+    let provider = Arc::new(FakePaymentProvider::new());
+    let other_client = Arc::clone(&provider);
+    let report = certify(&provider, quick_start_contract(&provider, false))
+        // Another client captured the invoice for another amount, without our key.
+        .conflicting(move |args| {
+            let invoice = args["invoice_id"].as_str().ok_or("missing invoice_id")?;
+            other_client.capture(invoice, 999, None)?;
+            Ok(())
+        })
+        .faults([CertifyFault::ConflictingProvider])
+        .run()
+        .unwrap();
+    let cell = &report.cells[0];
+    // The probe by key found nothing, so the capture went out beside the other one.
+    assert_eq!(
+        (
+            cell.conflicting_effects,
+            cell.committed_effects,
+            cell.verdict
+        ),
+        (Some(1), Some(1), Verdict::Fail)
+    );
+    let invoice = provider
+        .lookup_by_invoice("INV-conflicting-provider")
+        .unwrap();
+    assert_eq!(invoice.len(), 2);
 }
 
 #[test]

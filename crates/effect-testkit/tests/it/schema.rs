@@ -106,6 +106,8 @@ struct CertificationReport {
     declared: Declared,
     effects_counted: bool,
     cells: Vec<CertifyCell>,
+    #[serde(default)]
+    not_run: Vec<String>,
     certified: bool,
     failed: bool,
 }
@@ -130,6 +132,8 @@ struct CertifyCell {
     attempts: u32,
     handler_calls: usize,
     committed_effects: Option<usize>,
+    #[serde(default)]
+    conflicting_effects: Option<usize>,
     at_most_one_effect: Option<bool>,
     blind_retry: bool,
     probe_after: Option<String>,
