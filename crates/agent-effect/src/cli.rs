@@ -142,6 +142,21 @@ pub struct CertifyArgs {
     #[arg(long)]
     pub probe_authoritative: bool,
 
+    /// A top-level argument the probe's answer must carry with the
+    /// request's value (repeatable): an effect found with another value
+    /// (the invoice captured with another amount) is a `conflict`, which
+    /// the library quarantines instead of confirming.
+    #[arg(long, value_name = "NAME")]
+    pub probe_match: Vec<String>,
+
+    /// The arguments of a request that contradicts --arguments under the
+    /// same operation (the same invoice, another amount), as JSON with
+    /// `{run}` and `{fault}`: the conflicting-provider fault sends it first,
+    /// as another client would (without the provider key). Without it that
+    /// fault is not run.
+    #[arg(long, value_name = "JSON")]
+    pub conflicting_arguments: Option<String>,
+
     /// The contract's name.
     #[arg(long, default_value = "capture_payment", value_name = "NAME")]
     pub contract_name: String,

@@ -7,11 +7,13 @@ mod template;
 
 use std::collections::HashMap;
 use std::io::Write;
+use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::{Context, anyhow, bail};
 use effect_core::{
-    CallbackError, EffectContract, FingerprintKey, Keyring, OutcomeProbeResult, SealingKey,
+    CallbackError, EffectContract, FingerprintKey, Keyring, OutcomeProbeResult, ProbeStatus,
+    SealingKey,
 };
 use effect_exec::{HandlerContext, HandlerError};
 use effect_testkit::certify::{Certification, CertifyFault};
@@ -63,6 +65,9 @@ pub fn run(args: &CertifyArgs, out: &mut dyn Write) -> Result<Outcome, CliError>
 pub(crate) struct Spec {
     name: String,
     arguments: HashMap<CertifyFault, Value>,
+    /// `--conflicting-arguments`, for the conflicting-provider fault.
+    conflicting: Option<Value>,
+    probe_match: Vec<String>,
     operation_id: Template,
     key: Option<Template>,
     key_guaranteed: bool,
@@ -86,18 +91,47 @@ impl Spec {
             Some(run) => run.clone(),
             None => uuid::Uuid::new_v4().simple().to_string()[..12].to_owned(),
         };
-        let mut arguments = HashMap::new();
-        for &fault in &faults {
-            let text = args
-                .arguments
+        let render = |flag: &str, template: &str, fault: CertifyFault| -> anyhow::Result<Value> {
+            let text = template
                 .replace("{run}", &run)
                 .replace("{fault}", fault.name());
             let value: Value = serde_json::from_str(&text)
-                .with_context(|| format!("--arguments is not JSON: {text}"))?;
+                .with_context(|| format!("{flag} is not JSON: {text}"))?;
             if !value.is_object() {
-                bail!("--arguments must be a JSON object, not {text}");
+                bail!("{flag} must be a JSON object, not {text}");
             }
-            arguments.insert(fault, value);
+            Ok(value)
+        };
+        let mut arguments = HashMap::new();
+        for &fault in &faults {
+            arguments.insert(fault, render("--arguments", &args.arguments, fault)?);
+        }
+        let conflicting = args
+            .conflicting_arguments
+            .as_deref()
+            .map(|text| {
+                render(
+                    "--conflicting-arguments",
+                    text,
+                    CertifyFault::ConflictingProvider,
+                )
+            })
+            .transpose()?;
+        if !args.faults.is_empty()
+            && args.faults.contains(&CertifyFault::ConflictingProvider)
+            && conflicting.is_none()
+        {
+            bail!(
+                "the conflicting-provider fault needs --conflicting-arguments: a request that contradicts --arguments under the same operation (the same invoice, another amount)"
+            );
+        }
+        if !args.probe_match.is_empty() && args.probe_url.is_none() && args.probe_tool.is_none() {
+            bail!("--probe-match needs a probe: give --probe-url or --probe-tool");
+        }
+        for name in &args.probe_match {
+            if arguments.values().any(|a| a.get(name).is_none()) {
+                bail!("--probe-match {name}: --arguments has no {name:?} to compare");
+            }
         }
         let identity = |flag: &str, text: &str| -> anyhow::Result<Template> {
             let template = Template::plain(text).map_err(|e| anyhow!("{flag}: {e}"))?;
@@ -141,6 +175,8 @@ impl Spec {
             key_guaranteed: args.key_guaranteed,
             deadline: Duration::from_millis(args.deadline_ms),
             arguments,
+            conflicting,
+            probe_match: args.probe_match.clone(),
             faults,
         };
         for arguments in spec.arguments.values() {
@@ -150,6 +186,23 @@ impl Spec {
             if let Some(key) = &spec.key {
                 key.render(arguments, None)
                     .map_err(|e| anyhow!("--key: {e}"))?;
+            }
+        }
+        if let Some(conflicting) = &spec.conflicting {
+            let theirs = spec
+                .operation_id
+                .render(conflicting, None)
+                .map_err(|e| anyhow!("--conflicting-arguments: --operation-id: {e}"))?;
+            let fault = CertifyFault::ConflictingProvider;
+            let ours = render("--arguments", &args.arguments, fault)?;
+            let ours = spec
+                .operation_id
+                .render(&ours, None)
+                .map_err(|e| anyhow!("--operation-id: {e}"))?;
+            if theirs != ours {
+                bail!(
+                    "--conflicting-arguments name operation {theirs:?}, not {ours:?}: keep the business identity of --arguments and change what the request says"
+                );
             }
         }
         Ok(spec)
@@ -175,7 +228,10 @@ impl Spec {
                 .provider_idempotency_guaranteed(self.key_guaranteed);
         }
         if let Some(probe) = probe {
-            builder = builder.outcome_probe(probe);
+            let fields = self.probe_match.clone();
+            builder = builder.outcome_probe(move |arguments: &Value, key: Option<&str>| {
+                Ok(matched(probe(arguments, key)?, arguments, &fields))
+            });
         }
         builder = builder
             .store_intent(self.store_intent)
@@ -189,10 +245,23 @@ impl Spec {
         H: Fn(Value, HandlerContext) -> Result<Value, HandlerError> + Send + Sync + 'static,
     {
         let arguments = self.arguments.clone();
-        let mut certification = Certification::new(contract, handler)
-            .arguments(move |fault| arguments.get(&fault).cloned().unwrap_or(Value::Null))
-            .faults(self.faults.clone())
-            .deadline(self.deadline);
+        let handler = Arc::new(handler);
+        let dispatch = Arc::clone(&handler);
+        let mut certification = Certification::new(contract, move |arguments, context| {
+            dispatch(arguments, context)
+        })
+        .arguments(move |fault| arguments.get(&fault).cloned().unwrap_or(Value::Null))
+        .faults(self.faults.clone())
+        .deadline(self.deadline);
+        if let Some(conflicting) = self.conflicting.clone() {
+            let name = self.name.clone();
+            certification = certification.conflicting(move |_arguments| {
+                // Another client's request: its own operation, no provider key.
+                let context = HandlerContext::new("certify:another-client", &*name, "1", 1, None);
+                handler(conflicting.clone(), context)?;
+                Ok(())
+            });
+        }
         if let Some(keyring) = &self.keyring {
             certification = certification.keyring(keyring.clone());
         }
@@ -201,6 +270,26 @@ impl Spec {
         }
         certification
     }
+}
+
+/// `--probe-match`: an effect found whose answer differs from the request
+/// in one of `fields` is not the operation's own but a conflict.
+fn matched(found: OutcomeProbeResult, arguments: &Value, fields: &[String]) -> OutcomeProbeResult {
+    if found.status != ProbeStatus::Committed {
+        return found;
+    }
+    let output = found.output.as_ref().unwrap_or(&Value::Null);
+    let Some(field) = fields.iter().find(|f| output.get(f) != arguments.get(f)) else {
+        return found;
+    };
+    let mut conflict = OutcomeProbeResult::conflict()
+        .evidence("field", field.as_str())
+        .evidence("requested", arguments[field].clone())
+        .evidence("found", output.get(field).cloned().unwrap_or(Value::Null));
+    for (key, value) in found.evidence {
+        conflict.evidence.entry(key).or_insert(value);
+    }
+    conflict
 }
 
 /// A count URL or tool that would count by key.

@@ -74,13 +74,19 @@ fn row(
     )
 }
 
+/// The faults certify runs without `--conflicting-arguments`.
+fn run_by_default() -> impl Iterator<Item = CertifyFault> {
+    CertifyFault::ALL
+        .into_iter()
+        .filter(|fault| *fault != CertifyFault::ConflictingProvider)
+}
+
 /// The charges the fake HTTP provider holds for each fault's invoice.
 fn http_counts(provider: &FakeHttpProvider) -> Vec<usize> {
     let charges = provider.charges();
-    CertifyFault::ALL
-        .iter()
+    run_by_default()
         .map(|fault| {
-            let invoice = invoice(*fault);
+            let invoice = invoice(fault);
             charges
                 .iter()
                 .filter(|c| c.request["invoice_id"] == invoice.as_str())
@@ -214,9 +220,8 @@ fn server_binary() -> &'static Path {
 /// The captures the example server's file holds for each fault's invoice.
 fn mcp_counts(dir: &Path) -> Vec<usize> {
     let provider = FakePaymentProvider::open(dir.join("provider.jsonl")).unwrap();
-    CertifyFault::ALL
-        .iter()
-        .map(|fault| provider.lookup_by_invoice(&invoice(*fault)).unwrap().len())
+    run_by_default()
+        .map(|fault| provider.lookup_by_invoice(&invoice(fault)).unwrap().len())
         .collect()
 }
 
@@ -356,6 +361,48 @@ fn certify_refuses_what_it_cannot_run_with_one_line() {
             vec!["certify", "--mcp-command", &command, "--tool", "refund"],
             "no tool \"refund\"",
         ),
+        (
+            vec![
+                "certify",
+                "--url",
+                "http://127.0.0.1:9/x",
+                "--faults",
+                "conflicting-provider",
+            ],
+            "needs --conflicting-arguments",
+        ),
+        (
+            vec![
+                "certify",
+                "--url",
+                "http://127.0.0.1:9/x",
+                "--conflicting-arguments",
+                r#"{"invoice_id": "INV-other", "amount_cents": 999}"#,
+            ],
+            "keep the business identity of --arguments",
+        ),
+        (
+            vec![
+                "certify",
+                "--url",
+                "http://127.0.0.1:9/x",
+                "--probe-match",
+                "amount_cents",
+            ],
+            "--probe-match needs a probe",
+        ),
+        (
+            vec![
+                "certify",
+                "--url",
+                "http://127.0.0.1:9/x",
+                "--probe-url",
+                "http://127.0.0.1:9/{key}",
+                "--probe-match",
+                "currency",
+            ],
+            "--arguments has no \"currency\"",
+        ),
     ] {
         let output = agent_effect(&args);
         assert_eq!(
@@ -482,4 +529,107 @@ fn a_contract_with_secrets_and_stored_intent_needs_the_sealing_key() {
     let report: Value = serde_json::from_str(&stdout(&output)).unwrap();
     assert_eq!(report["certified"], true, "{report}");
     assert_eq!(provider.committed_count(), 2);
+}
+
+/// The conflicting-provider fault over HTTP: the probe looks the charge up
+/// by the arguments' reference, and another client has charged the same
+/// reference for 999 cents. `extra` is added to the command line.
+fn beside_a_conflicting_charge(
+    provider: &FakeHttpProvider,
+    reference: &str,
+    extra: &[&str],
+    expected_exit: i32,
+) -> Value {
+    let url = provider.url("/v1/charges");
+    let probe = provider.url("/v1/charges/by-reference/{reference}");
+    let count = provider.url("/v1/charges?reference={reference}");
+    let arguments = format!(r#"{{"reference": "{reference}", "amount_cents": 1250}}"#);
+    let conflicting = format!(r#"{{"reference": "{reference}", "amount_cents": 999}}"#);
+    let mut args = vec![
+        "--url",
+        &url,
+        "--operation-id",
+        "invoice:{reference}:capture",
+        "--key",
+        "capture:{reference}",
+        "--probe-url",
+        &probe,
+        "--probe-authoritative",
+        "--count-url",
+        &count,
+        "--arguments",
+        &arguments,
+        "--conflicting-arguments",
+        &conflicting,
+        "--faults",
+        "conflicting-provider",
+    ];
+    args.extend_from_slice(extra);
+    certify(&args, expected_exit)
+}
+
+/// The amounts of the charges the provider holds for `reference`.
+fn charged(provider: &FakeHttpProvider, reference: &str) -> Vec<u64> {
+    provider
+        .charges()
+        .iter()
+        .filter(|c| c.request["reference"] == reference)
+        .map(|c| c.request["amount_cents"].as_u64().unwrap())
+        .collect()
+}
+
+#[test]
+fn a_probe_that_matches_the_amount_is_certified_beside_a_conflicting_charge() {
+    let provider = FakeHttpProvider::start().unwrap();
+    let report = beside_a_conflicting_charge(
+        &provider,
+        "REF-matched",
+        &["--probe-match", "amount_cents"],
+        0,
+    );
+    let cell = &report["cells"][0];
+    assert_eq!(
+        cells(&report),
+        [row("conflicting-provider", 1, 0, "not-declared", "pass")]
+    );
+    assert_eq!(
+        (
+            &cell["status"],
+            &cell["probe_after"],
+            &cell["conflicting_effects"]
+        ),
+        (
+            &Value::from("quarantined"),
+            &Value::from("conflict"),
+            &Value::from(1)
+        ),
+        "{cell}"
+    );
+    // The other client's charge only: nothing was sent beside it.
+    assert_eq!(charged(&provider, "REF-matched"), [999]);
+    assert_eq!(provider.committed_count(), 1);
+}
+
+#[test]
+fn a_probe_that_takes_the_conflicting_charge_for_its_own_is_flagged() {
+    let provider = FakeHttpProvider::start().unwrap();
+    let report = beside_a_conflicting_charge(&provider, "REF-naive", &[], 1);
+    let cell = &report["cells"][0];
+    assert_eq!(
+        cells(&report),
+        [row("conflicting-provider", 1, 0, "not-declared", "fail")]
+    );
+    assert_eq!(
+        (&cell["status"], &cell["probe_after"]),
+        (&Value::from("confirmed"), &Value::from("committed")),
+        "{cell}"
+    );
+    let findings = cell["findings"].to_string();
+    assert!(
+        findings.contains("confirmed by an effect that contradicts"),
+        "{findings}"
+    );
+    // Confirmed by the other client's 999-cent charge; ours was never sent.
+    assert_eq!(charged(&provider, "REF-naive"), [999]);
+    assert_eq!(provider.committed_count(), 1);
 }
