@@ -386,7 +386,7 @@ impl RecoveryWorker {
                         .intent_migration(&record.contract_version)
                         .is_some()
             })
-            .max_by(|((_, a), _), ((_, b), _)| a.cmp(b))
+            .max_by(|((_, a), _), ((_, b), _)| alphanumeric_sort::compare_str(a, b))
             .map(|(_, durable)| durable)
     }
 
@@ -735,7 +735,7 @@ impl RecoveryWorker {
             .keys()
             .filter(|(name, _)| *name == record.contract_name)
             .map(|(_, version)| version.as_str())
-            .max()
+            .max_by(|a, b| alphanumeric_sort::compare_str(a, b))
             .unwrap_or(record.contract_version.as_str());
         blocked::record(
             &self.executor,

@@ -29,6 +29,7 @@ mod sweep;
 #[cfg(feature = "metrics")]
 mod telemetry;
 mod typed_compensation;
+mod versions;
 mod world;
 
 use std::sync::Arc;
