@@ -346,6 +346,7 @@ const FORBIDDEN: &[(&str, &[&str])] = &[
             "effect-ledger-sqlite",
             "effect-ledger-postgres",
             "effect-exec",
+            "effect-conformance",
             "effect-testkit",
             "agent-runtime",
         ],
@@ -442,6 +443,30 @@ const FORBIDDEN: &[(&str, &[&str])] = &[
     ),
 ];
 
+/// Crates whose normal dependencies are exactly the listed ones, so a user
+/// of the crate compiles nothing else of the workspace: the conformance
+/// suite a store's author runs depends on the contract the store implements
+/// (effect-core) and the JSON it writes, never on the executor or a store.
+const ONLY: &[(&str, &[&str])] = &[("effect-conformance", &["effect-core", "serde_json"])];
+
+/// The direct normal dependencies `cargo tree --depth 1 --prefix none`
+/// printed for a package (its first line is the package itself).
+fn direct_dependencies(tree: &str) -> Vec<&str> {
+    tree.lines()
+        .skip(1)
+        .filter_map(|line| line.split_whitespace().next())
+        .collect()
+}
+
+/// The dependencies in `direct` that `allowed` does not list.
+fn unlisted<'a>(direct: &[&'a str], allowed: &[&str]) -> Vec<&'a str> {
+    direct
+        .iter()
+        .copied()
+        .filter(|dep| !allowed.contains(dep))
+        .collect()
+}
+
 /// What only tests may use: no crate but effect-test-support itself depends
 /// on these normally, so a user's build never compiles them.
 const TEST_ONLY: &[&str] = &["effect-test-support", "insta"];
@@ -494,6 +519,32 @@ fn deps() -> Result<()> {
                     "{package} depends on {dep}, which ARCHITECTURE.md#dependency-direction forbids"
                 );
             }
+        }
+    }
+    for (package, allowed) in ONLY {
+        let output = Command::new("cargo")
+            .args([
+                "tree",
+                "--edges",
+                "normal",
+                "--depth",
+                "1",
+                "--prefix",
+                "none",
+                "--package",
+                package,
+            ])
+            .output()
+            .with_context(|| format!("running cargo tree for {package}"))?;
+        check(output.status, "cargo tree")?;
+        let tree = String::from_utf8_lossy(&output.stdout);
+        let extra = unlisted(&direct_dependencies(&tree), allowed);
+        if !extra.is_empty() {
+            bail!(
+                "{package} depends on {} beyond {}, which ARCHITECTURE.md#dependency-direction forbids",
+                extra.join(", "),
+                allowed.join(", ")
+            );
         }
     }
     Ok(())
@@ -556,6 +607,21 @@ fn check(status: std::process::ExitStatus, what: &str) -> Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn only_the_listed_direct_dependencies_pass() {
+        let tree = "effect-conformance v0.1.0 (/x/crates/effect-conformance)\n\
+                    effect-core v0.1.0 (/x/crates/effect-core)\n\
+                    effect-exec v0.1.0 (/x/crates/effect-exec)\n\
+                    serde_json v1.0.154\n";
+        let direct = direct_dependencies(tree);
+        assert_eq!(direct, ["effect-core", "effect-exec", "serde_json"]);
+        assert_eq!(
+            unlisted(&direct, &["effect-core", "serde_json"]),
+            ["effect-exec"]
+        );
+        assert!(unlisted(&direct[..1], &["effect-core", "serde_json"]).is_empty());
+    }
 
     #[test]
     fn ci_runs_every_task_in_the_listed_order() {

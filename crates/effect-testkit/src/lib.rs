@@ -1,13 +1,17 @@
-//! Test support for production-agent-systems ledgers: the ledger conformance
-//! suite every [`EffectLedger`](effect_core::EffectLedger) implementation runs,
-//! and a fault-injecting ledger wrapper.
+//! Test support for production-agent-systems: the executor-over-a-store suite
+//! every [`EffectLedger`](effect_core::EffectLedger) implementation runs beside
+//! the ledger conformance suite (the effect-conformance crate), fault
+//! scenarios over the executor, fakes, and a fault-injecting ledger wrapper.
 //!
 //! - [`certify`]: [`Certification`](certify::Certification) runs the fault
 //!   matrix against a user's own contract, handler and provider, counted
 //!   through the user's counter, and reports per fault whether the provider
 //!   ended with at most one effect and the declared guarantees held.
-//! - [`conformance`]: docs/spec.md §4 as small, named checks. A store proves it follows
-//!   the state machine with one call to [`conformance::run_all`] from its tests.
+//! - [`executor_suite`]: the checks of a store that only the executor and the
+//!   recovery worker drive (budgets, stored terms, pre- and postconditions,
+//!   intent across versions). A store runs [`executor_suite::run_all`] beside
+//!   `effect_conformance::run_all`, which checks the ledger's state machine
+//!   (docs/spec.md §4) on effect-core alone.
 //! - [`faults`]: [`FaultyLedger`](faults::FaultyLedger), a decorator that fails
 //!   scripted calls (before the inner ledger runs, or after it committed), for
 //!   testing how callers survive a ledger that is down or loses replies.
@@ -26,9 +30,9 @@
 //! - [`matrix`]: every fault point against every contract variant, with the
 //!   naive baseline; see `docs/testkit.md`.
 //!
-//! It depends on effect-core and effect-exec (for scenario runners over the
-//! executor). The conformance suite and the fault injector use effect-core
-//! only. The workspace's own test plumbing (the PostgreSQL proxy, server
+//! It depends on effect-core, effect-exec (the scenario runners and the
+//! executor suite drive the executor) and effect-conformance (the executor
+//! suite is written in its harness). The workspace's own test plumbing (the PostgreSQL proxy, server
 //! discovery, snapshot settings, clocks, the shared contracts) is the
 //! unpublished effect-test-support crate. It never depends on a store: stores
 //! take this crate as a path-only dev-dependency, so a dependency the other way
@@ -42,7 +46,9 @@
 //! use effect_core::{EffectLedger, MemoryLedger};
 //!
 //! // A store's test module does the same with its own fresh ledger.
-//! effect_testkit::conformance::run_all(&|| -> Arc<dyn EffectLedger> { Arc::new(MemoryLedger::new()) });
+//! let factory = || -> Arc<dyn EffectLedger> { Arc::new(MemoryLedger::new()) };
+//! effect_conformance::run_all(&factory);
+//! effect_testkit::executor_suite::run_all(&factory);
 //! ```
 //!
 //! # Feature flags
@@ -52,7 +58,7 @@
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
 pub mod certify;
-pub mod conformance;
+pub mod executor_suite;
 pub mod faults;
 #[cfg(feature = "http")]
 #[cfg_attr(docsrs, doc(cfg(feature = "http")))]

@@ -34,7 +34,7 @@
 //! | [`sqlite`] | `effect-ledger-sqlite` | [`SqliteLedger`], the embedded durable store |
 //! | `postgres` | `effect-ledger-postgres` | `PostgresLedger`, one ledger for several hosts |
 //! | `runtime` | `agent-runtime` | tools, permission policy, runs that wait on uncertain effects |
-//! | `testkit` | `effect-testkit` | fakes, fault scenarios, the ledger conformance suite |
+//! | `testkit` | `effect-testkit` | fakes, fault scenarios, the executor suite every store runs |
 //! | `rig` | `effect-rig` | `EffectTool`: rig tools whose calls go through the executor |
 //! | `mcp` | `effect-mcp` | effect-backed MCP tools, served and called (rmcp) |
 //! | `http` | `effect-http` | HTTP requests as effects: key header, failure classes, `Retry-After`, lookups (reqwest, rustls) |

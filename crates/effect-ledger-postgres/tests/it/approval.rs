@@ -5,7 +5,7 @@
 use std::sync::Arc;
 
 use effect_core::EffectLedger;
-use effect_testkit::conformance::callers_dispatch_each_approved_operation_once;
+use effect_testkit::executor_suite::callers_dispatch_each_approved_operation_once;
 
 use crate::support::{TestResult, TestSchema, server_url};
 

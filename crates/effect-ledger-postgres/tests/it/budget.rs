@@ -5,7 +5,7 @@
 use std::sync::Arc;
 
 use effect_core::EffectLedger;
-use effect_testkit::conformance::callers_never_exceed_a_budget;
+use effect_testkit::executor_suite::callers_never_exceed_a_budget;
 
 use crate::support::{TestResult, TestSchema, server_url};
 

@@ -1,4 +1,5 @@
-//! The shared ledger conformance suite, each check in a fresh schema.
+//! The shared ledger conformance suite and the executor suite, each check in
+//! a fresh schema.
 
 use std::sync::{Arc, Mutex, PoisonError};
 
@@ -47,7 +48,10 @@ fn passes_the_ledger_conformance_suite() -> TestResult {
     run_in_fresh_schemas(
         "passes_the_ledger_conformance_suite",
         "conformance",
-        |factory| effect_testkit::conformance::run_all(factory),
+        |factory| {
+            effect_conformance::run_all(factory);
+            effect_testkit::executor_suite::run_all(factory);
+        },
     )
 }
 
@@ -56,7 +60,10 @@ fn passes_the_ledger_conformance_suite_with_deferred_outcomes() -> TestResult {
     run_in_fresh_schemas(
         "passes_the_ledger_conformance_suite_with_deferred_outcomes",
         "conformance_deferred",
-        |factory| effect_testkit::conformance::run_all_deferred(factory),
+        |factory| {
+            effect_conformance::run_all_deferred(factory);
+            effect_testkit::executor_suite::run_all_deferred(factory);
+        },
     )
 }
 
@@ -68,7 +75,10 @@ fn passes_the_ledger_conformance_suite_with_asynchronous_commits() -> TestResult
         "passes_the_ledger_conformance_suite_with_asynchronous_commits",
         "conformance_async",
         |options| options.durable_commits(false),
-        |factory| effect_testkit::conformance::run_all(factory),
+        |factory| {
+            effect_conformance::run_all(factory);
+            effect_testkit::executor_suite::run_all(factory);
+        },
     )
 }
 
@@ -80,6 +90,9 @@ fn passes_the_ledger_conformance_suite_with_unnamed_statements() -> TestResult {
         "passes_the_ledger_conformance_suite_with_unnamed_statements",
         "conformance_unnamed",
         |options| options.prepared_statements(false),
-        |factory| effect_testkit::conformance::run_all(factory),
+        |factory| {
+            effect_conformance::run_all(factory);
+            effect_testkit::executor_suite::run_all(factory);
+        },
     )
 }

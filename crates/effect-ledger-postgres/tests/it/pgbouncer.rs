@@ -69,7 +69,8 @@ fn passes_the_conformance_suite_through_pgbouncer() -> TestResult {
             .push(schema);
         Arc::new(ledger)
     };
-    effect_testkit::conformance::run_all(&factory);
+    effect_conformance::run_all(&factory);
+    effect_testkit::executor_suite::run_all(&factory);
     Ok(())
 }
 

@@ -177,8 +177,9 @@ fn the_writer_role_of_the_guide_passes_the_conformance_suite() -> TestResult {
     // The checks that touch every table and statement kind (budgets charged
     // and refunded, approvals, events, leases, resolutions, stats): each
     // schema is migrated as the owner, so the whole suite would take minutes.
-    let checks: Vec<effect_testkit::conformance::NamedCheck> = effect_testkit::conformance::CHECKS
+    let checks: Vec<effect_conformance::NamedCheck> = effect_conformance::CHECKS
         .iter()
+        .chain(effect_testkit::executor_suite::CHECKS)
         .filter(|(name, _)| {
             [
                 "budget",
@@ -196,7 +197,7 @@ fn the_writer_role_of_the_guide_passes_the_conformance_suite() -> TestResult {
         .copied()
         .collect();
     assert!(checks.len() >= 15, "{}", checks.len());
-    let failures = effect_testkit::conformance::run_checks(&factory, &checks);
+    let failures = effect_conformance::run_checks(&factory, &checks);
     assert!(failures.is_empty(), "{}", failures.join("\n"));
     assert!(
         opened.load(Ordering::Relaxed) >= checks.len(),

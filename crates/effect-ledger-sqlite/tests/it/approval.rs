@@ -8,7 +8,7 @@ use std::sync::Arc;
 
 use effect_core::EffectLedger;
 use effect_ledger_sqlite::{SqliteLedger, SqliteOptions};
-use effect_testkit::conformance::callers_dispatch_each_approved_operation_once;
+use effect_testkit::executor_suite::callers_dispatch_each_approved_operation_once;
 
 /// Callers, each with a ledger of its own (its own connection pool).
 const CALLERS: usize = 6;

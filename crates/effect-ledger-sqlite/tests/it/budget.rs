@@ -21,7 +21,7 @@ use effect_core::{
 };
 use effect_exec::{EffectExecutor, HandlerContext, HandlerError};
 use effect_ledger_sqlite::{SqliteLedger, SqliteOptions};
-use effect_testkit::conformance::callers_never_exceed_a_budget;
+use effect_testkit::executor_suite::callers_never_exceed_a_budget;
 use serde_json::{Value, json};
 
 use crate::support::{TestResult, barrier, ready, wait_for};

@@ -1,4 +1,5 @@
-//! The shared ledger conformance suite, each check on a fresh temporary file.
+//! The shared ledger conformance suite and the executor suite, each check on
+//! a fresh temporary file.
 
 use std::sync::Arc;
 
@@ -11,7 +12,8 @@ fn passes_the_ledger_conformance_suite() {
     let factory = || -> Arc<dyn EffectLedger> {
         Arc::new(TempLedger::new().expect("a ledger in a fresh temporary directory"))
     };
-    effect_testkit::conformance::run_all(&factory);
+    effect_conformance::run_all(&factory);
+    effect_testkit::executor_suite::run_all(&factory);
 }
 
 #[test]
@@ -26,7 +28,8 @@ fn passes_the_ledger_conformance_suite_with_deferred_outcomes() {
             TempLedger::with_options(options()).expect("a ledger in a fresh temporary directory"),
         )
     };
-    effect_testkit::conformance::run_all_deferred(&factory);
+    effect_conformance::run_all_deferred(&factory);
+    effect_testkit::executor_suite::run_all_deferred(&factory);
 }
 
 #[test]
@@ -43,7 +46,8 @@ fn passes_the_suite_with_one_connection_and_normal_durability() {
             TempLedger::with_options(options()).expect("a ledger in a fresh temporary directory"),
         )
     };
-    effect_testkit::conformance::run_all(&factory);
+    effect_conformance::run_all(&factory);
+    effect_testkit::executor_suite::run_all(&factory);
 }
 
 #[test]
@@ -60,5 +64,6 @@ fn passes_the_suite_without_group_commit_or_the_confirmed_cache() {
             TempLedger::with_options(options()).expect("a ledger in a fresh temporary directory"),
         )
     };
-    effect_testkit::conformance::run_all(&factory);
+    effect_conformance::run_all(&factory);
+    effect_testkit::executor_suite::run_all(&factory);
 }

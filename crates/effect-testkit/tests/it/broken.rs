@@ -1,16 +1,18 @@
-//! The suite can fail: every check is shown to catch at least one
-//! deliberately broken ledger (a mutant of `MemoryLedger`).
+//! The suites can fail: every check of the ledger conformance suite and of
+//! the executor suite is shown to catch at least one deliberately broken
+//! ledger (a mutant of `MemoryLedger`).
 
 use effect_core::EffectLedgerExt as _;
 use std::panic::{self, AssertUnwindSafe};
 use std::sync::{Arc, Condvar, Mutex, PoisonError};
 use std::time::Duration;
 
+use effect_conformance::{self as conformance, LedgerFactory};
 use effect_core::{
     EffectLedger, EffectRecord, EffectStatus, LedgerError, LedgerEvent, LedgerStats, ListQuery,
     ManualAction, MemoryLedger, NewOperation, RequestFingerprint, Transition, TransitionOutcome,
 };
-use effect_testkit::conformance::{self, LedgerFactory};
+use effect_testkit::executor_suite;
 use serde_json::{Value, json};
 
 /// One deliberate deviation from docs/spec.md §4.
@@ -272,10 +274,15 @@ const CAUGHT_BY: &[(&str, Bug)] = &[
     ),
 ];
 
+/// The checks of both suites.
+fn every_check() -> impl Iterator<Item = &'static conformance::NamedCheck> {
+    conformance::CHECKS.iter().chain(executor_suite::CHECKS)
+}
+
 #[test]
 fn every_check_catches_its_mutant() {
     let mut missed = Vec::new();
-    for (name, check) in conformance::CHECKS {
+    for (name, check) in every_check() {
         let Some((_, bug)) = CAUGHT_BY.iter().find(|(n, _)| n == name) else {
             missed.push(format!("{name}: no mutant listed in CAUGHT_BY"));
             continue;
@@ -295,7 +302,7 @@ fn every_check_catches_its_mutant() {
         }
     }
     for (name, _) in CAUGHT_BY {
-        if !conformance::CHECKS.iter().any(|(n, _)| n == name) {
+        if !every_check().any(|(n, _)| n == name) {
             missed.push(format!("{name}: listed in CAUGHT_BY but not a check"));
         }
     }
@@ -304,14 +311,17 @@ fn every_check_catches_its_mutant() {
 
 #[test]
 fn the_mutant_wrapper_without_a_bug_passes() {
-    conformance::run_all(&|| -> Arc<dyn EffectLedger> { Arc::new(Mutant::new(Bug::Nothing)) });
+    let factory = || -> Arc<dyn EffectLedger> { Arc::new(Mutant::new(Bug::Nothing)) };
+    conformance::run_all(&factory);
+    executor_suite::run_all(&factory);
 }
 
 #[test]
 fn a_ledger_without_optional_capabilities_passes() {
-    conformance::run_all(&|| -> Arc<dyn EffectLedger> {
-        Arc::new(Mutant::new(Bug::NoOptionalCapabilities))
-    });
+    let factory =
+        || -> Arc<dyn EffectLedger> { Arc::new(Mutant::new(Bug::NoOptionalCapabilities)) };
+    conformance::run_all(&factory);
+    executor_suite::run_all(&factory);
 }
 
 #[test]

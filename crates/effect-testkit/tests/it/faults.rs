@@ -4,11 +4,12 @@ use effect_core::EffectLedgerExt as _;
 use std::sync::Arc;
 use std::time::Duration;
 
+use effect_conformance as conformance;
 use effect_core::{
     Claim, EffectLedger, EffectStatus, LedgerErrorKind, ListQuery, MemoryLedger, NewOperation,
     RequestFingerprint,
 };
-use effect_testkit::conformance;
+use effect_testkit::executor_suite;
 use effect_testkit::faults::{CallKind, Fault, FaultyLedger, InjectedFault};
 
 fn op() -> NewOperation {
@@ -26,9 +27,9 @@ fn claim(token: &str) -> Claim {
 
 #[test]
 fn without_faults_it_passes_the_whole_suite() {
-    conformance::run_all(&|| -> Arc<dyn EffectLedger> {
-        Arc::new(FaultyLedger::new(MemoryLedger::new()))
-    });
+    let factory = || -> Arc<dyn EffectLedger> { Arc::new(FaultyLedger::new(MemoryLedger::new())) };
+    conformance::run_all(&factory);
+    executor_suite::run_all(&factory);
 }
 
 #[test]

@@ -1,9 +1,11 @@
-//! The reference ledger passes the whole suite.
+//! The reference ledger passes both suites: the ledger conformance suite
+//! (effect-conformance) and the executor suite.
 
 use std::sync::Arc;
 
+use effect_conformance as conformance;
 use effect_core::{EffectLedger, MemoryLedger};
-use effect_testkit::conformance;
+use effect_testkit::executor_suite;
 
 fn memory() -> Arc<dyn EffectLedger> {
     Arc::new(MemoryLedger::new())
@@ -12,40 +14,51 @@ fn memory() -> Arc<dyn EffectLedger> {
 #[test]
 fn memory_ledger_passes_every_check() {
     conformance::run_all(&memory);
+    executor_suite::run_all(&memory);
 }
 
 #[test]
 fn memory_ledger_passes_every_check_with_deferred_outcomes() {
     conformance::run_all_deferred(&memory);
-}
-
-#[test]
-fn the_deferred_mode_defers_exactly_the_outcomes_of_dispatches() {
-    use effect_core::{Confirmation, Evidence, Transition};
-    use serde_json::json;
-    let confirmation = || Confirmation {
-        output: json!(1),
-        provider_operation_id: None,
-        evidence: Evidence::new(),
-    };
-    let outcome = Transition::MarkConfirmed {
-        owner_token: Some("w".into()),
-        confirmation: confirmation(),
-    };
-    let reconciled = Transition::MarkConfirmed {
-        owner_token: None,
-        confirmation: confirmation(),
-    };
-    assert!(conformance::is_dispatch_outcome(&outcome));
-    assert!(!conformance::is_dispatch_outcome(&reconciled));
-    assert!(!conformance::is_dispatch_outcome(&Transition::ExpireLease));
+    executor_suite::run_all_deferred(&memory);
 }
 
 #[test]
 fn checks_are_listed_once_by_their_own_names() {
-    let mut names: Vec<&str> = conformance::CHECKS.iter().map(|(name, _)| *name).collect();
+    let mut names: Vec<&str> = conformance::CHECKS
+        .iter()
+        .chain(executor_suite::CHECKS)
+        .map(|(name, _)| *name)
+        .collect();
     let count = names.len();
     names.sort_unstable();
     names.dedup();
-    assert_eq!(names.len(), count, "duplicate check names");
+    assert_eq!(
+        names.len(),
+        count,
+        "a check listed twice, or in both suites"
+    );
+    // Every check the suite had before it was split runs in one of the two.
+    assert_eq!(
+        (conformance::CHECKS.len(), executor_suite::CHECKS.len()),
+        (70, 14)
+    );
+}
+
+#[test]
+fn the_run_counts_every_check_of_the_executor_suite() {
+    // A factory that counts the ledgers it makes: each check asks for at
+    // least one, so every listed check ran.
+    let made = std::sync::atomic::AtomicUsize::new(0);
+    let factory = || -> Arc<dyn EffectLedger> {
+        made.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        memory()
+    };
+    executor_suite::run_all(&factory);
+    assert!(
+        made.load(std::sync::atomic::Ordering::SeqCst) >= executor_suite::CHECKS.len(),
+        "{} ledgers for {} checks",
+        made.load(std::sync::atomic::Ordering::SeqCst),
+        executor_suite::CHECKS.len()
+    );
 }

@@ -7,7 +7,7 @@ use effect_core::{
 };
 
 use super::ProcessLedger;
-use crate::conformance;
+use crate::executor_suite;
 
 fn process_ledger(crashed: bool) -> ProcessLedger {
     ProcessLedger {
@@ -17,8 +17,10 @@ fn process_ledger(crashed: bool) -> ProcessLedger {
 }
 
 #[test]
-fn a_live_process_ledger_passes_the_conformance_suite() {
-    conformance::run_all(&|| -> Arc<dyn EffectLedger> { Arc::new(process_ledger(false)) });
+fn a_live_process_ledger_passes_the_conformance_and_executor_suites() {
+    let factory = || -> Arc<dyn EffectLedger> { Arc::new(process_ledger(false)) };
+    effect_conformance::run_all(&factory);
+    executor_suite::run_all(&factory);
 }
 
 #[test]

@@ -14,8 +14,8 @@ use effect_exec::{
 };
 use serde_json::{Value, json};
 
-use super::LedgerFactory;
-use super::harness::Check;
+use effect_conformance::LedgerFactory;
+use effect_conformance::harness::Check;
 
 /// What the fake provider received: the arguments and the provider key of
 /// each request.

@@ -1,60 +1,80 @@
 //! The small vocabulary every check is written in: a [`Check`] owns one fresh
-//! ledger and turns every surprise into a panic naming the check.
+//! ledger and turns every surprise into a panic naming the check. Suites
+//! built on this one (effect-testkit's executor suite) are written in it too.
 
 use effect_core::EffectLedgerExt as _;
 use std::fmt::{Debug, Display};
-use std::sync::Arc;
+use std::sync::{Arc, Barrier};
+use std::thread;
 use std::time::Duration;
 
 use effect_core::{
-    Claim, Confirmation, EffectLedger, EffectRecord, EffectStatus, Evidence, LedgerError,
-    LedgerErrorKind, LedgerEvent, ManualAction, ManualResolution, NewOperation, RequestFingerprint,
+    Claim, Confirmation, EffectContract, EffectContractBuilder, EffectLedger, EffectRecord,
+    EffectStatus, Evidence, LedgerError, LedgerErrorKind, LedgerEvent, ManualAction,
+    ManualResolution, NewOperation, RequestFingerprint, Transition,
 };
 use serde_json::{Value, json};
 
 use super::LedgerFactory;
 
 /// A lease nobody will outlive during a check.
-pub(crate) const LIVE: Duration = Duration::from_secs(60);
+pub const LIVE: Duration = Duration::from_secs(60);
 /// A lease that has ended as soon as it was granted, on any clock.
-pub(crate) const EXPIRED: Duration = Duration::ZERO;
+pub const EXPIRED: Duration = Duration::ZERO;
 /// Enough to page through every event a check writes.
 const ALL_EVENTS: usize = 100_000;
 
 /// One running check: its name (for failure messages) and its ledger.
-pub(crate) struct Check {
+pub struct Check {
     name: &'static str,
-    pub(crate) ledger: Arc<dyn EffectLedger>,
+    /// The check's own ledger, fresh from the factory.
+    pub ledger: Arc<dyn EffectLedger>,
 }
 
 /// What an operation looked like, to prove a refused transition wrote nothing.
 #[derive(Debug, PartialEq)]
-pub(crate) struct Snapshot {
+pub struct Snapshot {
     record: Option<EffectRecord>,
     events: Vec<LedgerEvent>,
     /// `None` when the store does not offer `events_after`.
     ledger_events: Option<usize>,
 }
 
+impl Debug for Check {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Check")
+            .field("name", &self.name)
+            .finish_non_exhaustive()
+    }
+}
+
 impl Check {
-    pub(crate) fn new(name: &'static str, factory: LedgerFactory<'_>) -> Self {
+    /// Starts the check `name` on a fresh ledger from `factory`.
+    pub fn new(name: &'static str, factory: LedgerFactory<'_>) -> Self {
         Check {
             name,
             ledger: factory(),
         }
     }
 
-    pub(crate) fn fail(&self, message: impl Display) -> ! {
+    /// Fails the check with `message`.
+    ///
+    /// # Panics
+    ///
+    /// Always, naming the check.
+    pub fn fail(&self, message: impl Display) -> ! {
         panic!("ledger conformance check `{}` failed: {message}", self.name)
     }
 
-    pub(crate) fn ensure(&self, condition: bool, message: impl Display) {
+    /// Fails the check with `message` unless `condition` holds.
+    pub fn ensure(&self, condition: bool, message: impl Display) {
         if !condition {
             self.fail(message);
         }
     }
 
-    pub(crate) fn same<T: PartialEq + Debug>(&self, actual: T, expected: T, what: impl Display) {
+    /// Fails the check unless `actual` equals `expected`.
+    pub fn same<T: PartialEq + Debug>(&self, actual: T, expected: T, what: impl Display) {
         if actual != expected {
             self.fail(format_args!(
                 "{what}: expected {expected:?}, got {actual:?}"
@@ -62,7 +82,8 @@ impl Check {
         }
     }
 
-    pub(crate) fn ok<T>(&self, result: Result<T, LedgerError>, what: impl Display) -> T {
+    /// The value of `result`; fails the check on any error.
+    pub fn ok<T>(&self, result: Result<T, LedgerError>, what: impl Display) -> T {
         match result {
             Ok(value) => value,
             Err(err) => self.fail(format_args!(
@@ -73,7 +94,7 @@ impl Check {
     }
 
     /// Fails unless `result` is `Ok(true)`.
-    pub(crate) fn applied(&self, result: Result<bool, LedgerError>, what: impl Display) {
+    pub fn applied(&self, result: Result<bool, LedgerError>, what: impl Display) {
         if !self.ok(result, &what) {
             self.fail(format_args!(
                 "{what} must return true (applied), returned false"
@@ -81,7 +102,8 @@ impl Check {
         }
     }
 
-    pub(crate) fn err<T: Debug>(
+    /// Fails the check unless `result` is an error of `kind`.
+    pub fn err<T: Debug>(
         &self,
         result: Result<T, LedgerError>,
         kind: LedgerErrorKind,
@@ -99,11 +121,13 @@ impl Check {
         }
     }
 
-    pub(crate) fn get(&self, id: &str) -> Option<EffectRecord> {
+    /// The record of `id`, if any.
+    pub fn get(&self, id: &str) -> Option<EffectRecord> {
         self.ok(self.ledger.get(id), format_args!("get({id:?})"))
     }
 
-    pub(crate) fn record(&self, id: &str) -> EffectRecord {
+    /// The record of `id`; fails the check when there is none.
+    pub fn record(&self, id: &str) -> EffectRecord {
         match self.get(id) {
             Some(record) => record,
             None => self.fail(format_args!(
@@ -112,19 +136,23 @@ impl Check {
         }
     }
 
-    pub(crate) fn status(&self, id: &str) -> EffectStatus {
+    /// The status of `id`.
+    pub fn status(&self, id: &str) -> EffectStatus {
         self.record(id).status
     }
 
-    pub(crate) fn events(&self, id: &str) -> Vec<LedgerEvent> {
+    /// The events of `id`, in order.
+    pub fn events(&self, id: &str) -> Vec<LedgerEvent> {
         self.ok(self.ledger.events(id), format_args!("events({id:?})"))
     }
 
-    pub(crate) fn event_types(&self, id: &str) -> Vec<String> {
+    /// The types of the events of `id`, in order.
+    pub fn event_types(&self, id: &str) -> Vec<String> {
         self.events(id).into_iter().map(|e| e.event_type).collect()
     }
 
-    pub(crate) fn last_event(&self, id: &str) -> LedgerEvent {
+    /// The last event of `id`; fails the check when there is none.
+    pub fn last_event(&self, id: &str) -> LedgerEvent {
         match self.events(id).pop() {
             Some(event) => event,
             None => self.fail(format_args!("events({id:?}) is empty")),
@@ -133,7 +161,7 @@ impl Check {
 
     /// Every event of the ledger, or `None` when the store does not offer
     /// `events_after` (an optional capability).
-    pub(crate) fn all_events(&self) -> Option<Vec<LedgerEvent>> {
+    pub fn all_events(&self) -> Option<Vec<LedgerEvent>> {
         self.optional(
             self.ledger.events_after(0, ALL_EVENTS),
             "events_after(0, ..)",
@@ -142,18 +170,15 @@ impl Check {
 
     /// The value of an optional capability, or `None` when the store answers
     /// [`LedgerErrorKind::Unsupported`]; any other error fails the check.
-    pub(crate) fn optional<T>(
-        &self,
-        result: Result<T, LedgerError>,
-        what: impl Display,
-    ) -> Option<T> {
+    pub fn optional<T>(&self, result: Result<T, LedgerError>, what: impl Display) -> Option<T> {
         match result {
             Err(err) if err.kind() == LedgerErrorKind::Unsupported => None,
             other => Some(self.ok(other, what)),
         }
     }
 
-    pub(crate) fn snapshot(&self, id: &str) -> Snapshot {
+    /// What `id` looks like now, for [`unchanged`](Self::unchanged).
+    pub fn snapshot(&self, id: &str) -> Snapshot {
         Snapshot {
             record: self.get(id),
             events: self.events(id),
@@ -162,7 +187,7 @@ impl Check {
     }
 
     /// Fails unless the operation and the ledger's event count are as before.
-    pub(crate) fn unchanged(&self, id: &str, before: &Snapshot, what: impl Display) {
+    pub fn unchanged(&self, id: &str, before: &Snapshot, what: impl Display) {
         let after = self.snapshot(id);
         if after.record != before.record {
             self.fail(format_args!(
@@ -182,7 +207,8 @@ impl Check {
         }
     }
 
-    pub(crate) fn prepare(&self, id: &str) -> EffectRecord {
+    /// Prepares `id` with the suite's identity ([`new_operation`]).
+    pub fn prepare(&self, id: &str) -> EffectRecord {
         self.ok(
             self.ledger.prepare(id, &new_operation()),
             format_args!("prepare({id:?})"),
@@ -191,7 +217,7 @@ impl Check {
 
     /// Prepares `id` under a contract that requires approval: it must be
     /// created `awaiting_approval`.
-    pub(crate) fn prepare_awaiting(&self, id: &str) -> EffectRecord {
+    pub fn prepare_awaiting(&self, id: &str) -> EffectRecord {
         let record = self.ok(
             self.ledger.prepare(id, &approval_operation()),
             format_args!("prepare({id:?}) requiring approval"),
@@ -204,7 +230,8 @@ impl Check {
         record
     }
 
-    pub(crate) fn claim(&self, id: &str, token: &str, lease: Duration) -> bool {
+    /// Asks for a claim of `id` for `token`; whether it was granted.
+    pub fn claim(&self, id: &str, token: &str, lease: Duration) -> bool {
         let claim = Claim::new(token.to_owned(), lease);
         self.ok(
             self.ledger.claim_dispatch(id, &claim),
@@ -213,7 +240,7 @@ impl Check {
     }
 
     /// Claims a `prepared` operation; fails unless the claim is granted.
-    pub(crate) fn must_claim(&self, id: &str, token: &str, lease: Duration) {
+    pub fn must_claim(&self, id: &str, token: &str, lease: Duration) {
         if !self.claim(id, token, lease) {
             self.fail(format_args!(
                 "claim_dispatch({id:?}, {token:?}) of a prepared operation must return true, \
@@ -225,7 +252,7 @@ impl Check {
 
     /// Drives a fresh operation `id` into `status` through the public
     /// transitions and returns the owner token it was (or would be) dispatched with.
-    pub(crate) fn in_status(&self, id: &str, status: EffectStatus) -> String {
+    pub fn in_status(&self, id: &str, status: EffectStatus) -> String {
         let token = owner_of(id);
         if status == EffectStatus::AwaitingApproval {
             self.prepare_awaiting(id);
@@ -296,7 +323,7 @@ impl Check {
 
     /// For each status in `from`, sets up an operation in it, runs `act` and
     /// requires that `act` reports "not applied" and wrote nothing.
-    pub(crate) fn refused_from(
+    pub fn refused_from(
         &self,
         from: &[EffectStatus],
         what: &str,
@@ -316,7 +343,7 @@ impl Check {
     }
 
     /// Fails unless `event` has `event_type` and each of `fields` in its data.
-    pub(crate) fn event_is(&self, event: &LedgerEvent, event_type: &str, fields: &Value) {
+    pub fn event_is(&self, event: &LedgerEvent, event_type: &str, fields: &Value) {
         self.same(event.event_type.as_str(), event_type, "event type");
         self.ensure(
             !event.timestamp.trim().is_empty(),
@@ -338,7 +365,7 @@ impl Check {
     }
 
     /// Fails unless the record's evidence holds each entry of `expected`.
-    pub(crate) fn evidence_has(&self, actual: &Evidence, expected: &Value, what: impl Display) {
+    pub fn evidence_has(&self, actual: &Evidence, expected: &Value, what: impl Display) {
         let Some(expected) = expected.as_object() else {
             return;
         };
@@ -358,12 +385,12 @@ fn types(events: &[LedgerEvent]) -> Vec<&str> {
 }
 
 /// The token `in_status` dispatches `id` with.
-pub(crate) fn owner_of(id: &str) -> String {
+pub fn owner_of(id: &str) -> String {
     format!("owner of {id}")
 }
 
 /// The identity every check prepares unless it tests identities.
-pub(crate) fn new_operation() -> NewOperation {
+pub fn new_operation() -> NewOperation {
     NewOperation::new(
         "conformance.capture_payment",
         "1",
@@ -373,19 +400,20 @@ pub(crate) fn new_operation() -> NewOperation {
 }
 
 /// [`new_operation`] under a contract that requires approval.
-pub(crate) fn approval_operation() -> NewOperation {
+pub fn approval_operation() -> NewOperation {
     new_operation().with_requires_approval(true)
 }
 
 /// A JSON object as evidence (anything else is empty evidence).
-pub(crate) fn evidence(value: Value) -> Evidence {
+pub fn evidence(value: Value) -> Evidence {
     match value {
         Value::Object(map) => map,
         _ => Evidence::new(),
     }
 }
 
-pub(crate) fn confirmation(output: Value) -> Confirmation {
+/// A confirmation of `output` with a provider id and evidence.
+pub fn confirmation(output: Value) -> Confirmation {
     Confirmation {
         output,
         provider_operation_id: Some("ch_conformance".into()),
@@ -393,7 +421,8 @@ pub(crate) fn confirmation(output: Value) -> Confirmation {
     }
 }
 
-pub(crate) fn manual(action: ManualAction) -> ManualResolution {
+/// An operator's resolution `action` with a complete audit.
+pub fn manual(action: ManualAction) -> ManualResolution {
     ManualResolution::new(
         action,
         effect_core::Audit::new(
@@ -405,7 +434,7 @@ pub(crate) fn manual(action: ManualAction) -> ManualResolution {
 }
 
 /// Statuses other than the ones listed.
-pub(crate) fn except(allowed: &[EffectStatus]) -> Vec<EffectStatus> {
+pub fn except(allowed: &[EffectStatus]) -> Vec<EffectStatus> {
     EffectStatus::ALL
         .into_iter()
         .filter(|s| !allowed.contains(s))
@@ -413,6 +442,78 @@ pub(crate) fn except(allowed: &[EffectStatus]) -> Vec<EffectStatus> {
 }
 
 /// Waits long enough that the next write gets a later timestamp on any store.
-pub(crate) fn tick() {
+pub fn tick() {
     std::thread::sleep(Duration::from_millis(5));
+}
+
+/// Runs `act(i)` on `n` threads released together; returns the results in order.
+///
+/// # Panics
+///
+/// When a racing thread panicked, naming the check.
+pub fn race<T: Send>(c: &Check, n: usize, act: impl Fn(usize) -> T + Sync) -> Vec<T> {
+    let barrier = Barrier::new(n);
+    thread::scope(|scope| {
+        let handles: Vec<_> = (0..n)
+            .map(|i| {
+                let (barrier, act) = (&barrier, &act);
+                scope.spawn(move || {
+                    barrier.wait();
+                    act(i)
+                })
+            })
+            .collect();
+        handles
+            .into_iter()
+            .map(|handle| match handle.join() {
+                Ok(value) => value,
+                Err(_) => c.fail("a racing thread panicked"),
+            })
+            .collect()
+    })
+}
+
+/// The capture contract the checks that need one use: operation id
+/// `invoice:{invoice_id}:capture`, provider key `capture:{invoice_id}`,
+/// guaranteed when `guaranteed`; a check adds what it exercises.
+pub fn capture_builder(guaranteed: bool) -> EffectContractBuilder {
+    EffectContract::builder("capture_payment", |args| {
+        Ok(format!(
+            "invoice:{}:capture",
+            args["invoice_id"].as_str().ok_or("missing invoice_id")?
+        ))
+    })
+    .provider_idempotency_key(|args| {
+        Ok(Some(format!(
+            "capture:{}",
+            args["invoice_id"].as_str().ok_or("missing invoice_id")?
+        )))
+    })
+    .provider_idempotency_guaranteed(guaranteed)
+}
+
+/// [`capture_builder`], built.
+///
+/// # Panics
+///
+/// Never for this contract; a build error would be a bug of the suite.
+pub fn capture_contract(guaranteed: bool) -> EffectContract {
+    match capture_builder(guaranteed).build() {
+        Ok(contract) => contract,
+        Err(err) => panic!("the capture contract is valid: {err}"),
+    }
+}
+
+/// An operator's cancel, audited with `actor`, `reason` and `evidence_reference`.
+pub fn cancel(actor: &str, reason: &str, evidence_reference: &str) -> Transition {
+    Transition::Cancel {
+        actor: actor.to_owned(),
+        reason: reason.to_owned(),
+        evidence_reference: evidence_reference.to_owned(),
+    }
+}
+
+/// A complete operator's cancel.
+pub fn cancel_by_operator() -> Transition {
+    cancel("operator@example.com", "the customer withdrew", "TICKET-7")
 }

@@ -1,40 +1,15 @@
 //! Concurrent callers: exactly one claim wins, and a confirmation beats a claim.
 
 use effect_core::EffectLedgerExt as _;
-use std::sync::Barrier;
-use std::thread;
 
 use effect_core::{Claim, EffectStatus, LedgerError, Transition};
 use serde_json::json;
 
 use super::LedgerFactory;
-use super::harness::{Check, EXPIRED, LIVE, confirmation, new_operation, tick};
+use super::harness::{Check, EXPIRED, LIVE, confirmation, new_operation, race, tick};
 
 /// How many threads race.
 pub const RACERS: usize = 16;
-
-/// Runs `act(i)` on `n` threads released together; returns the results in order.
-pub(crate) fn race<T: Send>(c: &Check, n: usize, act: impl Fn(usize) -> T + Sync) -> Vec<T> {
-    let barrier = Barrier::new(n);
-    thread::scope(|scope| {
-        let handles: Vec<_> = (0..n)
-            .map(|i| {
-                let (barrier, act) = (&barrier, &act);
-                scope.spawn(move || {
-                    barrier.wait();
-                    act(i)
-                })
-            })
-            .collect();
-        handles
-            .into_iter()
-            .map(|handle| match handle.join() {
-                Ok(value) => value,
-                Err(_) => c.fail("a racing thread panicked"),
-            })
-            .collect()
-    })
-}
 
 fn winners(c: &Check, results: Vec<Result<bool, LedgerError>>, what: &str) -> Vec<usize> {
     results

@@ -9,7 +9,7 @@ use effect_core::{
     TransitionOutcome, WriteDurability,
 };
 
-use super::LedgerFactory;
+use super::{LedgerFactory, NamedCheck};
 
 /// A ledger decorator that applies the outcome of a dispatch (a
 /// confirmation, rejection or uncertain outcome by the owner of the lease)
@@ -20,7 +20,7 @@ use super::LedgerFactory;
 /// ```
 /// use std::sync::Arc;
 /// use effect_core::{EffectLedger, MemoryLedger};
-/// use effect_testkit::conformance::{self, DeferredOutcomes};
+/// use effect_conformance::{self as conformance, DeferredOutcomes};
 ///
 /// let factory = || -> Arc<dyn EffectLedger> { Arc::new(DeferredOutcomes::new(MemoryLedger::new())) };
 /// // The whole suite in this mode is `conformance::run_all_deferred`.
@@ -113,9 +113,21 @@ impl<L: EffectLedger> EffectLedger for DeferredOutcomes<L> {
 ///
 /// As [`run_all`](super::run_all).
 pub fn run_all_deferred(factory: LedgerFactory<'_>) {
-    super::run_all(&|| -> Arc<dyn EffectLedger> {
+    super::run_all(&deferring(factory));
+}
+
+/// [`run_checks`](super::run_checks) in the deferred-outcomes mode, as
+/// [`run_all_deferred`] runs them: for a subset, or another suite's checks
+/// (effect-testkit's executor suite).
+pub fn run_checks_deferred(factory: LedgerFactory<'_>, checks: &[NamedCheck]) -> Vec<String> {
+    super::run_checks(&deferring(factory), checks)
+}
+
+/// `factory`'s ledgers in [`DeferredOutcomes`], synced when a check drops them.
+fn deferring(factory: LedgerFactory<'_>) -> impl Fn() -> Arc<dyn EffectLedger> + '_ {
+    move || -> Arc<dyn EffectLedger> {
         Arc::new(SyncOnDrop(Arc::new(DeferredOutcomes::new(factory()))))
-    });
+    }
 }
 
 /// Syncs the ledger when the check drops it, and fails the check when the

@@ -18,9 +18,10 @@ use effect_core::{
 use effect_exec::{EffectExecutor, ExecError, HandlerContext, HandlerError};
 use serde_json::{Value, json};
 
-use super::LedgerFactory;
-use super::harness::Check;
-use super::races::{RACERS, race};
+use effect_conformance::LedgerFactory;
+use effect_conformance::RACERS;
+use effect_conformance::harness::Check;
+use effect_conformance::harness::race;
 
 /// A fake payment provider: the refunds it committed, `(tenant, cents)`.
 #[derive(Debug, Default, Clone)]
@@ -639,7 +640,7 @@ pub fn budget_deferral_dispatches_once_there_is_room(factory: LedgerFactory<'_>)
     );
     let rejected = c.ledger.resolve_manually(
         "order:A-1:refund",
-        &super::harness::manual(effect_core::ManualAction::Reject),
+        &effect_conformance::harness::manual(effect_core::ManualAction::Reject),
     );
     c.ok(rejected, "rejecting A-1");
     expect_confirmed(
@@ -685,7 +686,7 @@ pub fn budget_deferral_expires_to_rejected(factory: LedgerFactory<'_>) {
         match executor.execute(&contract, &refund("A-1", 500), provider.accepting()) {
             Err(err) if err.is_budget_deferred() && calls < 400 => {
                 calls += 1;
-                super::harness::tick();
+                effect_conformance::harness::tick();
             }
             other => break other,
         }

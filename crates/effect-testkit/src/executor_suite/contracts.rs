@@ -1,57 +1,19 @@
-//! The safety terms stored with an operation (docs/spec.md §3.1): the
-//! `prepared` event keeps them, a `PrepareAndClaim` with terms leaves an
-//! existing operation for its caller to check, and the executor refuses a
-//! running contract that weakens them, counting what the provider received.
+//! The executor against the safety terms stored with an operation
+//! (docs/spec.md §3.1) and the contract's checks: a running contract that
+//! weakens the stored terms is refused, a failed postcondition and a probe
+//! conflict are quarantined, a precondition rejects before the first
+//! dispatch; each counting what the provider received.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 use effect_core::EffectLedgerExt as _;
-use effect_core::terms::{self, ContractTerms};
-use effect_core::{
-    Claim, EffectContract, EffectStatus as S, NewOperation, RequestFingerprint, Transition,
-};
+use effect_core::{EffectStatus as S, NewOperation, RequestFingerprint};
 use effect_exec::{EffectExecutor, ExecError, HandlerContext, HandlerError};
 use serde_json::{Value, json};
 
-use super::LedgerFactory;
-use super::harness::{Check, LIVE, new_operation};
-
-/// `prepare` records the terms in the `prepared` event; a
-/// `PrepareAndClaim` with terms creates and claims a fresh operation but
-/// leaves an existing `prepared` one unclaimed, writing nothing.
-pub fn prepare_and_claim_with_terms_leaves_existing(factory: LedgerFactory<'_>) {
-    let c = Check::new("prepare_and_claim_with_terms_leaves_existing", factory);
-    let contract = capture(false);
-    let op = new_operation().with_contract_terms(Some(ContractTerms::of(&contract)));
-    let claim = |token: &str| Claim::new(token, LIVE);
-    let fresh = c.ok(
-        c.ledger.apply(
-            "fresh",
-            &Transition::PrepareAndClaim(op.clone(), claim("a")),
-        ),
-        "PrepareAndClaim on a fresh id",
-    );
-    c.ensure(fresh.applied, "a fresh operation is claimed at once");
-    c.same(
-        terms::stored(&c.events("fresh")).ok().flatten(),
-        Some(ContractTerms::of(&contract)),
-        "the terms the prepared event holds",
-    );
-    c.ok(c.ledger.prepare("existing", &op), "prepare");
-    let before = c.snapshot("existing");
-    let again = c.ok(
-        c.ledger
-            .apply("existing", &Transition::PrepareAndClaim(op, claim("b"))),
-        "PrepareAndClaim on an existing operation",
-    );
-    c.ensure(
-        !again.applied,
-        "an existing operation is not claimed by a PrepareAndClaim with terms",
-    );
-    c.same(again.record.status, S::Prepared, "its status");
-    c.unchanged("existing", &before, "a PrepareAndClaim that claims nothing");
-}
+use effect_conformance::LedgerFactory;
+use effect_conformance::harness::{Check, capture_builder, capture_contract};
 
 /// The stored contract (docs/spec.md §3.1) made a check: an operation claimed under a key
 /// that is not guaranteed, quarantined after an uncertain dispatch, is
@@ -66,7 +28,7 @@ pub fn stored_terms_refuse_a_weakened_contract(factory: LedgerFactory<'_>) {
     let sent = Arc::new(AtomicUsize::new(0));
     let args = json!({"invoice_id": "INV-39", "amount": 3900});
     let id = "invoice:INV-39:capture";
-    let first = match executor.execute(&capture(false), &args, failing(&sent)) {
+    let first = match executor.execute(&capture_contract(false), &args, failing(&sent)) {
         Ok(result) => result,
         Err(err) => c.fail(format_args!("the first call: {err}")),
     };
@@ -77,7 +39,7 @@ pub fn stored_terms_refuse_a_weakened_contract(factory: LedgerFactory<'_>) {
         "requests after the first call",
     );
     let before = c.snapshot(id);
-    let flipped = capture(true);
+    let flipped = capture_contract(true);
     match executor.execute(&flipped, &args, committing(&sent)) {
         Err(ExecError::ContractWeakened { weakenings, .. }) => c.same(
             weakenings.iter().map(|w| w.term).collect::<Vec<_>>(),
@@ -125,7 +87,7 @@ pub fn stored_terms_refuse_a_weakened_contract(factory: LedgerFactory<'_>) {
 
     // A confirmed operation is not replayed under weakened terms either.
     let other = json!({"invoice_id": "INV-40", "amount": 4000});
-    match executor.execute(&capture(false), &other, committing(&sent)) {
+    match executor.execute(&capture_contract(false), &other, committing(&sent)) {
         Ok(result) => c.same(result.status, S::Confirmed, "a confirmed capture"),
         Err(err) => c.fail(format_args!("a confirmed capture: {err}")),
     }
@@ -275,85 +237,6 @@ pub fn probe_conflict_is_quarantined(factory: LedgerFactory<'_>) {
     );
 }
 
-/// A late observation (docs/spec.md §4): the stale owner of an expired
-/// dispatch appends a `late_observation` event with what its handler
-/// returned and the status it found, and the record does not change, its
-/// `updated_at` included; the live owner of a dispatch is refused, writing
-/// nothing.
-pub fn late_observation_is_appended_without_a_transition(factory: LedgerFactory<'_>) {
-    let c = Check::new("late_observation_is_appended_without_a_transition", factory);
-    let claim = |token: &str, lease| Claim::new(token, lease);
-    c.ok(c.ledger.prepare("late", &new_operation()), "prepare");
-    c.applied(
-        c.ledger
-            .claim_dispatch("late", &claim("stalled", std::time::Duration::ZERO)),
-        "a claim whose lease ends at once",
-    );
-    c.ok(c.ledger.apply("late", &Transition::ExpireLease), "expire");
-    let before = c.record("late");
-    c.same(before.status, S::OutcomeUnknown, "the expired dispatch");
-    let observation = super::harness::evidence(json!({
-        "attempt": 1,
-        "outcome": "returned",
-        "output": {"charge": "ch_late"},
-    }));
-    let late = c.ok(
-        c.ledger.apply(
-            "late",
-            &Transition::RecordLateObservation {
-                owner_token: "stalled".into(),
-                observation,
-            },
-        ),
-        "a late observation",
-    );
-    c.ensure(
-        late.applied,
-        "a late observation of a stale owner is applied",
-    );
-    c.same(
-        c.record("late"),
-        before,
-        "the record after a late observation",
-    );
-    let event = c.last_event("late");
-    c.same(
-        event.event_type.as_str(),
-        "late_observation",
-        "the last event",
-    );
-    c.same(
-        (
-            event.data.get("output"),
-            event.data.get("status_when_observed"),
-        ),
-        (
-            Some(&json!({"charge": "ch_late"})),
-            Some(&json!("outcome_unknown")),
-        ),
-        "the late observation's data",
-    );
-
-    c.ok(c.ledger.prepare("live", &new_operation()), "prepare");
-    c.applied(
-        c.ledger.claim_dispatch("live", &claim("owner", LIVE)),
-        "a live claim",
-    );
-    let live = c.snapshot("live");
-    c.err(
-        c.ledger.apply(
-            "live",
-            &Transition::RecordLateObservation {
-                owner_token: "owner".into(),
-                observation: effect_core::Evidence::new(),
-            },
-        ),
-        effect_core::LedgerErrorKind::InvalidTransition,
-        "a late observation by the live owner",
-    );
-    c.unchanged("live", &live, "a refused late observation");
-}
-
 /// A precondition (docs/spec.md §5) is asked before the first dispatch and
 /// again once an approval lets the operation go: refusing, it rejects the
 /// operation with its reason and the provider receives nothing.
@@ -440,29 +323,6 @@ pub fn precondition_rejects_before_the_first_dispatch(factory: LedgerFactory<'_>
         1,
         "requests after the approved call",
     );
-}
-
-fn capture_builder(guaranteed: bool) -> effect_core::EffectContractBuilder {
-    EffectContract::builder("capture_payment", |args| {
-        Ok(format!(
-            "invoice:{}:capture",
-            args["invoice_id"].as_str().ok_or("missing invoice_id")?
-        ))
-    })
-    .provider_idempotency_key(|args| {
-        Ok(Some(format!(
-            "capture:{}",
-            args["invoice_id"].as_str().ok_or("missing invoice_id")?
-        )))
-    })
-    .provider_idempotency_guaranteed(guaranteed)
-}
-
-fn capture(guaranteed: bool) -> EffectContract {
-    match capture_builder(guaranteed).build() {
-        Ok(contract) => contract,
-        Err(err) => panic!("the capture contract is valid: {err}"),
-    }
 }
 
 /// A handler whose request leaves and whose answer is lost.
