@@ -24,8 +24,8 @@ use crate::printer::Printer;
 use crate::table;
 use crate::timestamp::age_seconds;
 use crate::view::{
-    CompensationLinks, EventView, OperationDetail, OperationSummary, Resolution, Stats,
-    StatusCounts,
+    CompensationLinks, EventView, LateObservation, OperationDetail, OperationSummary, Resolution,
+    Stats, StatusCounts,
 };
 
 /// Runs one command against the ledger named by `cli.db`, printing to `out`.
@@ -409,8 +409,9 @@ fn show(
     let stored = ledger.events(id)?;
     let mut summary = OperationSummary::from(&record);
     for_approver(ledger, &record, &stored, &mut summary)?;
-    let events = stored.iter().map(EventView::from).collect();
+    let events: Vec<EventView> = stored.iter().map(EventView::from).collect();
     let detail = OperationDetail {
+        late_observations: LateObservation::of(&stored, include_output),
         summary,
         provider_idempotency_key: record.provider_idempotency_key.clone(),
         request_fingerprint: record.request_fingerprint.clone(),

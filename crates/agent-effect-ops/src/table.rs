@@ -205,6 +205,17 @@ pub fn detail(detail: &OperationDetail) -> String {
     }
     out.push_str("evidence:\n");
     out.push_str(&indented(&Value::Object(detail.evidence.clone())));
+    if !detail.late_observations.is_empty() {
+        out.push_str(
+            "late observations (a handler came back after its attempt lost its claim; untrusted, the status did not change):\n",
+        );
+        for late in &detail.late_observations {
+            let _ = writeln!(out, "  {}:", late.headline());
+            for line in indented(&late.returned).lines() {
+                let _ = writeln!(out, "  {line}");
+            }
+        }
+    }
     match (&detail.output, detail.has_output) {
         (Some(output), _) => {
             out.push_str("output:\n");

@@ -113,6 +113,13 @@ impl From<&LedgerEvent> for EventView {
                 None => "stored".to_owned(),
             });
         }
+        // A late handler's output is printed only when asked for, as the
+        // operation's own (`show --include-output`).
+        if event.event_type == effect_core::event::LATE_OBSERVATION
+            && let Some(output) = data.get_mut("output")
+        {
+            *output = Value::String(OUTPUT_NOT_SHOWN.to_owned());
+        }
         show_sealed(&mut data);
         EventView {
             sequence: event.sequence,
@@ -121,6 +128,79 @@ impl From<&LedgerEvent> for EventView {
             timestamp: event.timestamp.clone(),
             data,
         }
+    }
+}
+
+/// What a handler returned after its attempt lost its claim (its lease
+/// ended and another caller moved the operation on): a `late_observation`
+/// event (docs/spec.md §4). Untrusted evidence for whoever decides the
+/// operation: it never changed the status.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LateObservation {
+    /// The event's sequence number.
+    pub sequence: u64,
+    /// When it was recorded (ISO-8601 UTC).
+    pub timestamp: String,
+    /// The attempt whose handler returned.
+    pub attempt: Option<u64>,
+    /// `returned`, `failed`, `rejected`, `timed_out` or `not_sent`.
+    pub outcome: String,
+    /// The operation's status when it was recorded.
+    pub status_when_observed: Option<String>,
+    /// The rest of what it returned: its output or error and its evidence,
+    /// redacted as written (sealed values shown as sealed).
+    pub returned: Value,
+}
+
+/// What a late handler's output reads as where outputs are not printed.
+const OUTPUT_NOT_SHOWN: &str = "not shown (agent-effect-ops show --include-output)";
+
+impl LateObservation {
+    /// The late observations among `events`, in sequence order; their
+    /// outputs only with `include_output`.
+    pub fn of(events: &[LedgerEvent], include_output: bool) -> Vec<LateObservation> {
+        events
+            .iter()
+            .filter(|e| e.event_type == effect_core::event::LATE_OBSERVATION)
+            .map(|e| {
+                let mut returned = e.data.as_object().cloned().unwrap_or_default();
+                if !include_output && let Some(output) = returned.get_mut("output") {
+                    *output = Value::String(OUTPUT_NOT_SHOWN.to_owned());
+                }
+                returned.values_mut().for_each(show_sealed);
+                let attempt = returned.remove("attempt").and_then(|a| a.as_u64());
+                let outcome = match returned.remove("outcome") {
+                    Some(Value::String(outcome)) => outcome,
+                    _ => "unknown".to_owned(),
+                };
+                let status_when_observed = match returned.remove("status_when_observed") {
+                    Some(Value::String(status)) => Some(status),
+                    _ => None,
+                };
+                LateObservation {
+                    sequence: e.sequence,
+                    timestamp: e.timestamp.clone(),
+                    attempt,
+                    outcome,
+                    status_when_observed,
+                    returned: Value::Object(returned),
+                }
+            })
+            .collect()
+    }
+
+    /// One line: `attempt 2: returned at T, while quarantined`.
+    pub fn headline(&self) -> String {
+        let attempt = self
+            .attempt
+            .map_or_else(|| "an attempt".to_owned(), |a| format!("attempt {a}"));
+        let status = self
+            .status_when_observed
+            .as_deref()
+            .map(|s| format!(", while {s}"))
+            .unwrap_or_default();
+        format!("{attempt}: {} at {}{status}", self.outcome, self.timestamp)
     }
 }
 
@@ -167,6 +247,11 @@ pub struct OperationDetail {
     pub output: Option<Option<Value>>,
     /// The history, in sequence order.
     pub events: Vec<EventView>,
+    /// What handlers returned after their attempt lost its claim (the
+    /// `late_observation` events, as in `events`), shown beside the status
+    /// they bear on; absent when there are none.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub late_observations: Vec<LateObservation>,
     /// Its compensation links (docs/compensation.md), when it has any.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub compensation: Option<CompensationLinks>,

@@ -12,7 +12,7 @@ use crate::console::auth::Identity;
 use crate::console::pages::{
     Frame, encode, message, operation_href, page, pretty, scalar, timeline,
 };
-use crate::view::{CompensationLinks, EventView, show_sealed};
+use crate::view::{CompensationLinks, EventView, LateObservation, show_sealed};
 
 /// What the ledger holds of an operation's arguments.
 #[derive(Debug, Clone)]
@@ -58,6 +58,8 @@ impl Arguments {
 pub(crate) struct Detail {
     pub(crate) record: EffectRecord,
     pub(crate) events: Vec<EventView>,
+    /// What handlers returned after their attempt lost its claim.
+    pub(crate) late: Vec<LateObservation>,
     pub(crate) arguments: Arguments,
     /// For a compensation: the original's stored output (what is undone).
     pub(crate) original_output: Option<Value>,
@@ -88,6 +90,7 @@ pub(crate) fn read(
     show_sealed_map(&mut record.evidence);
     Ok(Some(Detail {
         stale: record.is_stale_at(now_unix),
+        late: LateObservation::of(&events, false),
         events: events.iter().map(EventView::from).collect(),
         record,
         arguments,
@@ -138,6 +141,16 @@ pub(crate) fn render(
             h1.mono #operation-id { (record.operation_id) }
             @if let Some(notice) = notice { (notice) }
             (state_region(detail))
+            @if !detail.late.is_empty() {
+                section #late-observations {
+                    h2 { "Late observations" }
+                    (message("error", "A handler came back after its attempt lost its claim. What it returned is untrusted and changed nothing, but weigh it before you decide: check at the provider."))
+                    @for late in &detail.late {
+                        h3.mono { (late.headline()) }
+                        pre.json { (pretty(&late.returned)) }
+                    }
+                }
+            }
             h2 { "Arguments" }
             @match &detail.arguments {
                 Arguments::Redacted(arguments) => pre.json #arguments title="as recorded for approvers, secrets redacted" { (pretty(arguments)) }

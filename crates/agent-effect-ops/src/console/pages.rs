@@ -156,7 +156,12 @@ pub(crate) fn queue_region(queue: &Queue, filter: &Filter) -> Markup {
                             tr data-operation=(item.operation_id) data-kind=(item.kind.name()) {
                                 td { a.mono href=(operation_href(&item.operation_id)) { (item.operation_id) } }
                                 td { (item.contract) }
-                                td { span class=(format!("status status-{}", item.status)) { (item.kind.label()) } }
+                                td {
+                                    span class=(format!("status status-{}", item.status)) { (item.kind.label()) }
+                                    @if item.late > 0 {
+                                        " " span.late title="a handler came back after its attempt lost its claim: see the operation" { "late result ×" (item.late) }
+                                    }
+                                }
                                 td.mono { (item.decide_by.as_deref().unwrap_or("—")) }
                                 td { (item.age_seconds.map(age).unwrap_or_else(|| "—".to_owned())) }
                                 td { (item.attempts) }

@@ -85,6 +85,9 @@ pub(crate) struct Item {
     pub(crate) decide_by: Option<String>,
     /// The error the ledger holds, for uncertain operations.
     pub(crate) error: Option<String>,
+    /// Late observations on record (a handler came back after its attempt
+    /// lost its claim), for the kinds an operator decides.
+    pub(crate) late: usize,
 }
 
 /// The queue's filters, from the query string.
@@ -159,6 +162,20 @@ pub(crate) fn read(
             Some(reason) => (Kind::RecoveryBlocked, Some(reason.clone())),
             None => (kind, record.error.clone()),
         };
+        // Where an operator decides, what a stalled handler came back with
+        // bears on the decision: one read of the operation's events each.
+        let late = if matches!(
+            kind,
+            Kind::Quarantined | Kind::OutcomeUnknown | Kind::StaleDispatch
+        ) {
+            ledger
+                .events(&record.operation_id)?
+                .iter()
+                .filter(|e| e.event_type == effect_core::event::LATE_OBSERVATION)
+                .count()
+        } else {
+            0
+        };
         items.push(Item {
             kind,
             operation_id: record.operation_id.clone(),
@@ -169,7 +186,9 @@ pub(crate) fn read(
             age_seconds: age_seconds(&record.updated_at, now),
             decide_by,
             error,
+            late,
         });
+        Ok::<(), effect_core::LedgerError>(())
     };
     for (kind, query) in [
         (
@@ -201,7 +220,7 @@ pub(crate) fn read(
             if kind == Kind::StaleDispatch && !record.is_stale_at(now_unix) {
                 continue;
             }
-            push(kind, record, decide_by);
+            push(kind, record, decide_by)?;
         }
     }
     let waiting: BTreeMap<String, WaitingFor> = waiting_list
@@ -219,7 +238,7 @@ pub(crate) fn read(
             Some(WaitingFor::RecoveryWorker) => Kind::WaitingForRecoveryWorker,
             _ => Kind::WaitingForCaller,
         };
-        push(kind, record, None);
+        push(kind, record, None)?;
     }
     let contracts = items.iter().map(|item| item.contract.clone()).collect();
     let counts = counts(&stats);

@@ -15,6 +15,7 @@ mod export;
 mod fixtures;
 mod incident;
 mod intent;
+mod late;
 mod maintenance;
 mod postgres;
 mod readonly;

@@ -7,7 +7,7 @@ mod approvals;
 mod browser;
 mod live;
 mod metrics;
-mod support;
+pub mod support;
 mod views;
 
 /// A console that may act, with the tokens file of `support::tokens_file`.
