@@ -3,10 +3,11 @@
 //! built on this one (effect-testkit's executor suite) are written in it too.
 
 use effect_core::EffectLedgerExt as _;
+use effect_core::{Clock as _, SystemClock};
 use std::fmt::{Debug, Display};
 use std::sync::{Arc, Barrier};
 use std::thread;
-use std::time::Duration;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use effect_core::{
     Claim, Confirmation, EffectContract, EffectContractBuilder, EffectLedger, EffectRecord,
@@ -441,9 +442,30 @@ pub fn except(allowed: &[EffectStatus]) -> Vec<EffectStatus> {
         .collect()
 }
 
-/// Waits long enough that the next write gets a later timestamp on any store.
+/// Waits, without sleeping, until the clock has moved past the microsecond
+/// it reads now, so the next write gets a later timestamp than every write
+/// before the call on a store whose clock is the system clock or keeps pace
+/// with it (timestamps have microseconds in every store): the writes of a
+/// check are then ordered in time as they are in the check.
 pub fn tick() {
-    std::thread::sleep(Duration::from_millis(5));
+    wait_past(SystemClock.now());
+}
+
+/// Waits, without sleeping, until the system clock has passed `at`: the
+/// suite never injects a store's clock, so a check that needs a store to see
+/// a time passed (an approval's expiry, a deferral's bound) waits for the
+/// clock to pass it.
+pub fn wait_past(at: SystemTime) {
+    let at = micros(at);
+    while micros(SystemClock.now()) <= at {
+        thread::yield_now();
+    }
+}
+
+/// Microseconds since the Unix epoch (0 for earlier times).
+fn micros(time: SystemTime) -> u128 {
+    time.duration_since(UNIX_EPOCH)
+        .map_or(0, |since| since.as_micros())
 }
 
 /// Runs `act(i)` on `n` threads released together; returns the results in order.

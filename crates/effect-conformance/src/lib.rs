@@ -28,8 +28,11 @@
 //!
 //! - It never injects a clock. Expired leases are claimed with a zero lease
 //!   (expired at once on any clock); live leases last 60 s. Checks of
-//!   `list` ordering sleep a few milliseconds between writes, so the store's
-//!   clock must advance in real time (the system clock does).
+//!   `list` ordering wait, without sleeping, for the system clock to move
+//!   past the microsecond of the last write ([`harness::tick`]), and a check
+//!   of an approval's expiry waits for the clock to pass it, so the store's
+//!   clock must be the system clock or keep pace with it (a database
+//!   server's on the same host does). No check sleeps.
 //! - Timestamps are compared as strings only where any store's format agrees
 //!   with time order (one store, one format).
 //! - Errors are compared by [`LedgerErrorKind`](effect_core::LedgerErrorKind), never by message.

@@ -20,8 +20,7 @@ use serde_json::{Value, json};
 
 use effect_conformance::LedgerFactory;
 use effect_conformance::RACERS;
-use effect_conformance::harness::Check;
-use effect_conformance::harness::race;
+use effect_conformance::harness::{self, Check, race};
 
 /// A fake payment provider: the refunds it committed, `(tenant, cents)`.
 #[derive(Debug, Default, Clone)]
@@ -668,10 +667,12 @@ pub fn budget_deferral_dispatches_once_there_is_room(factory: LedgerFactory<'_>)
 /// When the ledger behaves otherwise.
 pub fn budget_deferral_expires_to_rejected(factory: LedgerFactory<'_>) {
     let c = Check::new("budget_deferral_expires_to_rejected", factory);
-    // Short enough to pass while the check polls; the ledger's own clock
-    // (a database server's, for PostgreSQL) decides.
+    // Long enough that the first call returns before it has passed on a
+    // loaded machine, short enough that the check waits little; the ledger's
+    // own clock (a database server's, for PostgreSQL) decides.
+    let bound = Duration::from_millis(300);
     let contract = refund_contract(&c, |b| {
-        b.budget(cents_per_tenant(100).defer(BudgetDeferral::For(Duration::from_millis(300))))
+        b.budget(cents_per_tenant(100).defer(BudgetDeferral::For(bound)))
     });
     let executor = EffectExecutor::new(Arc::clone(&c.ledger));
     let provider = Provider::default();
@@ -681,12 +682,22 @@ pub fn budget_deferral_expires_to_rejected(factory: LedgerFactory<'_>) {
         executor.execute(&contract, &refund("A-1", 500), provider.accepting()),
         "A-1",
     );
+    // The deferral began during that call: its bound has passed once the
+    // clock has passed `bound` after the call returned.
+    let passed = SystemClock.now() + bound;
     let mut calls = 1;
     let expired = loop {
+        let started = SystemClock.now();
         match executor.execute(&contract, &refund("A-1", 500), provider.accepting()) {
-            Err(err) if err.is_budget_deferred() && calls < 400 => {
+            // Two more refused claims within the bound, each writing nothing.
+            Err(err) if err.is_budget_deferred() && calls < 3 && started <= passed => {
                 calls += 1;
-                effect_conformance::harness::tick();
+                harness::tick();
+            }
+            // Then one past it, which must end the deferral.
+            Err(err) if err.is_budget_deferred() && started <= passed => {
+                calls += 1;
+                harness::wait_past(passed);
             }
             other => break other,
         }
