@@ -15,10 +15,12 @@ use serde::Serialize;
 use serde_json::Value;
 use tokio::runtime::Handle;
 
+use crate::call::Call;
 use crate::context::HandlerContext;
 use crate::dispatch::{HandlerOutcome, Invoke, call_guarded};
 use crate::error::{ExecError, HandlerError};
-use crate::executor::{Call, EffectExecutor, Identified};
+use crate::executor::EffectExecutor;
+use crate::identity::Identified;
 use crate::options::CallOptions;
 use crate::prepared::PreparedEffect;
 

@@ -30,10 +30,12 @@ use effect_core::{
 use serde::Serialize;
 use serde_json::Value;
 
+use crate::call::Call;
 use crate::context::HandlerContext;
 use crate::dispatch::{Invoke, SyncInvoke, call_guarded};
 use crate::error::{CompensationRefusal, ExecError, HandlerError};
-use crate::executor::{Call, EffectExecutor, Identified};
+use crate::executor::EffectExecutor;
+use crate::identity::Identified;
 use crate::options::CallOptions;
 
 impl EffectExecutor {

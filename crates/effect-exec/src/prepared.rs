@@ -8,10 +8,12 @@ use effect_core::{EffectContract, EffectResult, FingerprintForm, NewOperation};
 use serde::Serialize;
 use serde_json::Value;
 
+use crate::call::Call;
 use crate::context::HandlerContext;
 use crate::dispatch::SyncInvoke;
 use crate::error::{ExecError, HandlerError};
-use crate::executor::{Call, EffectExecutor, Identified, Identity, Keys};
+use crate::executor::EffectExecutor;
+use crate::identity::{Identified, Identity, Keys};
 use crate::options::CallOptions;
 
 /// One call's identity under its contract (operation id, request

@@ -1,8 +1,7 @@
 //! Reconciliation of uncertain operations (docs/spec.md §6) and audited manual resolution.
 //!
-//! The executor's other half: it and `executor.rs` import each other by design
-//! (one round of `execute` reconciles, and reconciliation settles through the
-//! executor's call and identity types).
+//! A round of `execute` (`round.rs`) reconciles through it; it settles through
+//! the call (`call.rs`) and identity (`identity.rs`) that round derived.
 
 use effect_core::evidence::{POSTCONDITION, PROBE_ERROR, PROBE_STATUS, RETRY_BASIS};
 use effect_core::{
@@ -13,10 +12,11 @@ use effect_core::{
 use serde::Serialize;
 use serde_json::Value;
 
+use crate::call::{Call, contract_ref, evidence_of, settled_result};
 use crate::dispatch::SyncInvoke;
 use crate::error::{ExecError, HandlerError};
-use crate::executor::contract_ref;
-use crate::executor::{Call, EffectExecutor, Identity, evidence_of, settled_result};
+use crate::executor::EffectExecutor;
+use crate::identity::Identity;
 use crate::observe::{self, EffectEvent, Step};
 use crate::retry_basis::{Facts, Learned, RetryBasis, retry_basis};
 

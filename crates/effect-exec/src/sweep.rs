@@ -38,7 +38,8 @@ use serde_json::Value;
 
 use crate::blocked;
 use crate::error::ExecError;
-use crate::executor::{EffectExecutor, Identity, identify};
+use crate::executor::EffectExecutor;
+use crate::identity::{Identity, identify};
 use crate::pages::{DEFAULT_PAGE_SIZE, Pages};
 use crate::periodic::Periodic;
 use crate::recovery::{CountsFailures, next_or_fail};

@@ -16,7 +16,8 @@ use serde_json::Value;
 
 use crate::context::HandlerContext;
 use crate::error::{ExecError, HandlerError};
-use crate::executor::{EffectExecutor, operation_id_of, provider_key_of};
+use crate::executor::EffectExecutor;
+use crate::identity::{operation_id_of, provider_key_of};
 use crate::options::CallOptions;
 
 /// An [`EffectContract`] over arguments `A` and outputs `O`.
