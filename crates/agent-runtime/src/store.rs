@@ -3,7 +3,7 @@
 //! Three traits, so each stream can live where it belongs (a log pipeline,
 //! an audit database, a durable checkpoint file), and in-memory
 //! implementations for tests and examples. A durable checkpoint store is
-//! [`SqliteCheckpointStore`] (feature
+//! [`SqliteCheckpointStore`](crate::SqliteCheckpointStore) (feature
 //! `sqlite-checkpoints`).
 
 use std::collections::HashMap;
@@ -14,9 +14,6 @@ use crate::checkpoint::Checkpoint;
 use crate::trace::{AuditRecord, TraceEvent};
 
 pub use crate::error::StoreError;
-#[cfg(feature = "sqlite-checkpoints")]
-#[cfg_attr(docsrs, doc(cfg(feature = "sqlite-checkpoints")))]
-pub use crate::sqlite::SqliteCheckpointStore;
 
 /// Stores trace events, per run, in sequence order.
 pub trait EventStore: Send + Sync + fmt::Debug {

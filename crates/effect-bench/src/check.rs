@@ -8,9 +8,9 @@
 
 use serde_json::{Value, json};
 
-use crate::Workload;
 use crate::report::Line;
 use crate::store::Store;
+use crate::workload::Workload;
 
 /// The summary line: `lines` are the medians of `runs`.
 pub(crate) fn summary(lines: &[Line], runs: &[Vec<Line>], store: &Store) -> Value {

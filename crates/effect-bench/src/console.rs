@@ -20,9 +20,9 @@ use http_body_util::BodyExt as _;
 use production_agent_systems::open::LedgerUrl;
 use tower::ServiceExt as _;
 
-use crate::Workload;
 use crate::report::Line;
 use crate::rng::Rng;
+use crate::workload::Workload;
 
 /// How many times each page is rendered (after one unmeasured render).
 const CALLS: usize = 20;

@@ -11,10 +11,10 @@ use serde_json::{Value, json};
 
 pub(crate) use effect_ledger_sqlite::Synchronous;
 
-use crate::Workload;
 use crate::report::Line;
 use crate::rng::Rng;
 use crate::store::Store;
+use crate::workload::Workload;
 
 /// The contract of every workload: `bench_capture`, operation id `op:{i}`,
 /// provider key `key:{i}`, provider idempotency guaranteed, no probe, no

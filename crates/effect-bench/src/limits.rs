@@ -9,10 +9,10 @@ use std::time::Instant;
 use anyhow::Context;
 use rusqlite::{Connection, params};
 
-use crate::Workload;
 use crate::report::Line;
 use crate::rng::Rng;
 use crate::store::Store;
+use crate::workload::Workload;
 
 /// `PRAGMA synchronous` of a commit-limit workload.
 #[derive(Debug, Clone, Copy)]

@@ -24,8 +24,8 @@ use effect_core::{
 use effect_ledger_sqlite::{SqliteLedger, SqliteOptions};
 use rusqlite::{Connection, params};
 
-use crate::Workload;
 use crate::report::Line;
+use crate::workload::Workload;
 
 /// The fill starts at 2026-01-01T00:00:00Z (microseconds since the epoch).
 const FILL_START_MICROS: u64 = 1_767_225_600_000_000;

@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use serde_json::Value;
 
-use crate::Workload;
+use crate::workload::Workload;
 
 /// The result of one workload: the fields of docs/benchmarks.md, then extras.
 #[derive(Debug, Clone)]

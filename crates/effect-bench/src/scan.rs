@@ -11,9 +11,9 @@ use effect_core::{EffectLedger, EffectStatus, ListQuery};
 use effect_ledger_sqlite::{SqliteLedger, SqliteOptions};
 use rusqlite::{Connection, params};
 
-use crate::Workload;
 use crate::report::Line;
 use crate::rng::Rng;
+use crate::workload::Workload;
 
 /// How many times the list query is timed.
 const LIST_CALLS: u32 = 50;

@@ -12,11 +12,11 @@ use clap::{Args, ValueEnum};
 use effect_ledger_sqlite::Synchronous;
 use serde_json::{Value, json};
 
-use crate::Workload;
 use crate::effects::{self, Runner};
 use crate::report::Line;
 use crate::rng::Rng;
 use crate::store::{Location, Store, Tuning};
+use crate::workload::Workload;
 
 /// Arguments of `effect-bench worker`.
 #[derive(Debug, Args)]

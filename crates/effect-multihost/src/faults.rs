@@ -12,10 +12,10 @@ use serde_json::json;
 use std::net::{SocketAddr, SocketAddrV4};
 
 use crate::cluster::{PORT, Server};
-use crate::harness::World;
 use crate::topology::Direction;
 use crate::wait::{now, until};
 use crate::worker::wall_ms;
+use crate::world::World;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum FaultKind {

@@ -4,25 +4,25 @@
 
 use std::collections::BTreeMap;
 use std::net::{SocketAddr, SocketAddrV4};
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::path::PathBuf;
 use std::time::Duration;
 
 use anyhow::{Context, bail};
 use clap::Args;
-use effect_ledger_postgres::{PostgresLedger, PostgresOptions, SslMode};
 use serde::Serialize;
 use serde_json::json;
 
 use crate::checker::{self, Findings};
-use crate::cluster::{self, PORT, Postgres, Replication, Server};
+use crate::cluster::{PORT, Postgres, Replication, Server};
 use crate::faults::{FaultKind, Faults};
 use crate::history;
+use crate::process;
 use crate::provider;
 use crate::proxy::FaultProxy;
 use crate::topology::{Host, Network};
 use crate::wait::{now, until};
 use crate::worker::wall_ms;
+use crate::world::World;
 
 /// Arguments of `effect-multihost run`.
 #[derive(Debug, Args)]
@@ -232,25 +232,6 @@ fn print_phase(phase: &Phase) {
     }
 }
 
-/// Everything a phase drives.
-pub(crate) struct World<'a> {
-    pub(crate) network: &'a Network,
-    pub(crate) postgres: &'a Postgres,
-    /// `db[0]` is the primary, `db[1]` the standby.
-    pub(crate) db: &'a mut [Server; 2],
-    pub(crate) proxy: &'a FaultProxy,
-    pub(crate) proxy_host: &'a Host,
-    pub(crate) workers: &'a [Host],
-    dir: PathBuf,
-    pub(crate) schema: String,
-    stable: SocketAddr,
-    pub(crate) seed: u64,
-    threads: usize,
-    epoch_ms: u64,
-    /// The worker process of each worker host.
-    running: Vec<Option<Child>>,
-}
-
 impl World<'_> {
     fn phase(&mut self, mode: Replication, length: Duration) -> anyhow::Result<Phase> {
         std::fs::create_dir_all(&self.dir)?;
@@ -280,7 +261,7 @@ impl World<'_> {
                 })
                 .is_err()
                 {
-                    cluster::kill9(pid);
+                    process::kill9(pid);
                     let _ = child.wait();
                 }
             }
@@ -298,125 +279,6 @@ impl World<'_> {
             proxy_connections: self.proxy.connections() - connections_before,
             findings,
         })
-    }
-
-    fn stop_file(&self) -> PathBuf {
-        self.dir.join("stop")
-    }
-
-    fn provider_file(&self) -> PathBuf {
-        self.dir.join("provider.jsonl")
-    }
-
-    pub(crate) fn clock_file(&self, host: &Host) -> PathBuf {
-        self.dir.join(format!("clock-{}", host.name))
-    }
-
-    /// The ledger's URL for a worker on `host`, which names itself to the server.
-    fn url(&self, host: &Host) -> String {
-        format!(
-            "postgres://postgres@{}/postgres?sslmode=disable&application_name={}",
-            self.stable, host.name
-        )
-    }
-
-    fn worker_command(&self, host: &Host, seed: u64) -> anyhow::Result<Command> {
-        let exe = std::env::current_exe().context("finding this binary")?;
-        let mut command = Command::new("ip");
-        command
-            .args(["netns", "exec", &host.ns])
-            .arg(exe)
-            .arg("worker")
-            .args(["--url", &self.url(host), "--schema", &self.schema])
-            .arg("--provider")
-            .arg(self.provider_file())
-            .arg("--dir")
-            .arg(&self.dir)
-            .args(["--name", &host.name])
-            .args(["--seed", &seed.to_string()])
-            .args(["--threads", &self.threads.to_string()])
-            .arg("--stop-file")
-            .arg(self.stop_file())
-            .arg("--clock-file")
-            .arg(self.clock_file(host))
-            .args(["--epoch-ms", &self.epoch_ms.to_string()]);
-        Ok(command)
-    }
-
-    /// Starts worker host `index`'s process (again, after a kill).
-    pub(crate) fn spawn_worker(&mut self, index: usize) -> anyhow::Result<()> {
-        let host = &self.workers[index];
-        let seed = self
-            .seed
-            .wrapping_mul(7919)
-            .wrapping_add(index as u64)
-            .wrapping_add(wall_ms());
-        let log = self.dir.join(format!("worker-{}.log", host.name));
-        let log = std::fs::OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(&log)?;
-        let child = self
-            .worker_command(host, seed)?
-            .stdout(log.try_clone()?)
-            .stderr(log)
-            .spawn()
-            .context("starting a worker")?;
-        self.running[index] = Some(child);
-        Ok(())
-    }
-
-    /// kill -9 of worker host `index`'s process.
-    pub(crate) fn kill_worker(&mut self, index: usize) -> anyhow::Result<()> {
-        if let Some(mut child) = self.running[index].take() {
-            cluster::kill9(i32::try_from(child.id())?);
-            child.wait()?;
-        }
-        Ok(())
-    }
-
-    /// Runs recovery from the first worker host until nothing is unsettled.
-    fn settle(&self) -> anyhow::Result<()> {
-        let host = &self.workers[0];
-        let output = self
-            .worker_command(host, self.seed)?
-            .arg("--settle")
-            .args(["--provider-faults", "0"])
-            .stdin(Stdio::null())
-            .output()
-            .context("running the settling worker")?;
-        if !output.status.success() {
-            bail!(
-                "recovery did not settle every operation: {}",
-                String::from_utf8_lossy(&output.stderr).trim()
-            );
-        }
-        Ok(())
-    }
-
-    /// The ledger on the current primary, over its Unix socket.
-    fn checker_ledger(&self) -> anyhow::Result<PostgresLedger> {
-        let url = format!(
-            "host={} port={PORT} user=postgres dbname=postgres",
-            self.db[0].dir.display()
-        );
-        let options = PostgresOptions::default()
-            .schema(self.schema.clone())
-            .migrate(false)
-            .ssl_mode(SslMode::Disable);
-        PostgresLedger::connect(&url, options).context("opening the ledger to check it")
-    }
-
-    /// The stable address's proxy now points at `db[0]`.
-    pub(crate) fn point_proxy_at_primary(&self) {
-        self.proxy.switch(SocketAddr::V4(SocketAddrV4::new(
-            self.db[0].host.addr,
-            PORT,
-        )));
-    }
-
-    pub(crate) fn phase_dir(&self) -> &Path {
-        &self.dir
     }
 }
 

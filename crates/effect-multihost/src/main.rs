@@ -24,11 +24,13 @@ mod cluster;
 mod faults;
 mod harness;
 mod history;
+mod process;
 mod provider;
 mod proxy;
 mod topology;
 mod wait;
 mod worker;
+mod world;
 
 use std::process::ExitCode;
 

@@ -177,7 +177,7 @@ fn remove_stale() -> anyhow::Result<()> {
             if let Ok(pids) = Command::new("ip").args(["netns", "pids", name]).output() {
                 for pid in String::from_utf8_lossy(&pids.stdout).split_whitespace() {
                     if let Ok(pid) = pid.parse() {
-                        crate::cluster::kill9(pid);
+                        crate::process::kill9(pid);
                     }
                 }
             }

@@ -1,9 +1,10 @@
 //! [`schema_for`]: the schema of an argument type, derived once for every
-//! adapter.
+//! adapter, and [`InputSchema::for_type`], which enforces it.
 
 use serde_json::Value;
 
-use crate::input::{INSTANCE_SCHEMA, INSTANCE_SCHEMA_MAPS, declares_object_type};
+use crate::error::SchemaError;
+use crate::input::{INSTANCE_SCHEMA, INSTANCE_SCHEMA_MAPS, InputSchema, declares_object_type};
 
 /// The JSON Schema (2020-12) of `A` to advertise to a model or an MCP client.
 ///
@@ -30,6 +31,36 @@ pub fn schema_for<A: schemars::JsonSchema>() -> Value {
     drop_integer_formats(&mut schema);
     close_plain_objects(&mut schema);
     schema
+}
+
+impl InputSchema {
+    /// The schema of `A`, derived with `schemars` and checked like any other.
+    ///
+    /// Subschemas are inlined, so every nested object is closed to unknown
+    /// fields too, and the integer `format`s schemars adds (`uint64`, ...),
+    /// which are not JSON Schema formats, are dropped (their `minimum` stays).
+    ///
+    /// ```
+    /// use effect_schema::InputSchema;
+    /// use serde_json::json;
+    ///
+    /// #[derive(schemars::JsonSchema)]
+    /// #[allow(dead_code)]
+    /// struct Capture { invoice_id: String, amount_cents: u64 }
+    ///
+    /// let schema = InputSchema::for_type::<Capture>()?;
+    /// assert!(schema.validate(&json!({"invoice_id": "INV-1", "amount_cents": 5})).is_ok());
+    /// assert!(schema.validate(&json!({"invoice_id": "INV-1", "amount_cents": -5})).is_err());
+    /// assert!(schema.validate(&json!({"invoice_id": "INV-1", "amount_cents": 5, "x": 1})).is_err());
+    /// # Ok::<(), effect_schema::SchemaError>(())
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// As [`new`](Self::new), for a type whose schema is not an object schema.
+    pub fn for_type<A: schemars::JsonSchema>() -> Result<Self, SchemaError> {
+        InputSchema::new(schema_for::<A>())
+    }
 }
 
 /// Adds `"additionalProperties": false` to object schemas that compose

@@ -113,35 +113,6 @@ impl InputSchema {
         })
     }
 
-    /// The schema of `A`, derived with `schemars` and checked like any other.
-    ///
-    /// Subschemas are inlined, so every nested object is closed to unknown
-    /// fields too, and the integer `format`s schemars adds (`uint64`, ...),
-    /// which are not JSON Schema formats, are dropped (their `minimum` stays).
-    ///
-    /// ```
-    /// use effect_schema::InputSchema;
-    /// use serde_json::json;
-    ///
-    /// #[derive(schemars::JsonSchema)]
-    /// #[allow(dead_code)]
-    /// struct Capture { invoice_id: String, amount_cents: u64 }
-    ///
-    /// let schema = InputSchema::for_type::<Capture>()?;
-    /// assert!(schema.validate(&json!({"invoice_id": "INV-1", "amount_cents": 5})).is_ok());
-    /// assert!(schema.validate(&json!({"invoice_id": "INV-1", "amount_cents": -5})).is_err());
-    /// assert!(schema.validate(&json!({"invoice_id": "INV-1", "amount_cents": 5, "x": 1})).is_err());
-    /// # Ok::<(), effect_schema::SchemaError>(())
-    /// ```
-    ///
-    /// # Errors
-    ///
-    /// As [`new`](Self::new), for a type whose schema is not an object schema.
-    #[cfg(feature = "schemars")]
-    pub fn for_type<A: schemars::JsonSchema>() -> Result<Self, SchemaError> {
-        InputSchema::new(crate::schema_for::<A>())
-    }
-
     /// The schema as declared by the tool.
     pub fn declared(&self) -> &Value {
         &self.declared
