@@ -349,6 +349,11 @@ const FORBIDDEN: &[(&str, &[&str])] = &[
             "effect-conformance",
             "effect-testkit",
             "agent-runtime",
+            // Sealing and its key handling are the executor's
+            // (effect_exec::secrets): a store keeps sealed values opaquely.
+            "chacha20poly1305",
+            "base64",
+            "zeroize",
         ],
     ),
     (

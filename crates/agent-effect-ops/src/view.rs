@@ -108,10 +108,12 @@ impl From<&LedgerEvent> for EventView {
         }
         if let Some(intent) = data.get_mut(effect_core::intent::EVENT_KEY) {
             let arguments = intent.get("arguments");
-            *intent = Value::String(match arguments.and_then(effect_core::sealed_info) {
-                Some(sealed) => sealed.to_string(),
-                None => "stored".to_owned(),
-            });
+            *intent = Value::String(
+                match arguments.and_then(effect_exec::secrets::sealed_info) {
+                    Some(sealed) => sealed.to_string(),
+                    None => "stored".to_owned(),
+                },
+            );
         }
         // A late handler's output is printed only when asked for, as the
         // operation's own (`show --include-output`).
@@ -207,7 +209,7 @@ impl LateObservation {
 /// Replaces every sealed envelope in `value` by what it says of itself
 /// (`sealed (key k1)`), never its ciphertext.
 pub(crate) fn show_sealed(value: &mut Value) {
-    if let Some(sealed) = effect_core::sealed_info(value) {
+    if let Some(sealed) = effect_exec::secrets::sealed_info(value) {
         *value = Value::String(sealed.to_string());
         return;
     }

@@ -8,16 +8,15 @@
 //! docs/spec.md §2, the ledger state machine ([`transition::plan`]) and the
 //! [`EffectLedger`] trait that durable stores implement.
 //!
-//! It also holds the building blocks that keep secrets out of the ledger
-//! (docs/security-boundaries.md): the [`Secret`] argument wrapper, field-path
-//! [`Redaction`], the [`Redactor`] that scrubs what a call writes, the
-//! [`fingerprint_view`] that fingerprints secrets without storing them, and
-//! the [`Keyring`] that seals stored values at rest.
+//! It also says which arguments are secret (docs/security-boundaries.md): the
+//! [`Secret`] argument wrapper and field-path [`Redaction`]. A store keeps
+//! what the executor gives it, sealed values included, without opening it:
+//! sealing, secret fingerprints and scrubbing are effect-exec's (its
+//! `secrets` module).
 //!
-//! It depends on serde, serde_json, blake3, sha2, thiserror, and for sealing
-//! chacha20poly1305, base64 and zeroize only. It never touches a database and
-//! never dispatches anything: stores live in their own crates
-//! (`effect-ledger-sqlite`, ...) and execution in `effect-exec`.
+//! It depends on serde, serde_json, blake3, sha2 and thiserror only. It never
+//! touches a database and never dispatches anything: stores live in their own
+//! crates (`effect-ledger-sqlite`, ...) and execution in `effect-exec`.
 //! [`MemoryLedger`] is the reference implementation, for examples and tests.
 //!
 //! ```
@@ -47,14 +46,12 @@ mod error;
 pub mod event;
 pub mod evidence;
 pub mod intent;
-mod key;
 mod ledger;
 mod memory;
 mod prune;
 mod record;
 pub mod redaction;
 mod retention;
-pub mod seal;
 pub mod secret;
 mod status;
 pub mod terms;
@@ -71,10 +68,9 @@ pub use contract::{
     ProbeFn,
 };
 pub use error::{
-    BoxError, CallbackError, CanonicalError, ContractError, KeyError, LedgerError, LedgerErrorKind,
-    RedactionError, SealError, error_chain,
+    BoxError, CallbackError, CanonicalError, ContractError, LedgerError, LedgerErrorKind,
+    RedactionError, error_chain,
 };
-pub use key::{FingerprintKey, SealingKey};
 pub use ledger::{
     EffectLedger, EffectLedgerExt, LedgerStats, ListQuery, MAX_LIST_LIMIT, WriteDurability,
 };
@@ -86,14 +82,11 @@ pub use prune::{
 pub use record::{
     EffectRecord, EffectResult, Evidence, LedgerEvent, Outcome, OutcomeProbeResult, Revision,
 };
-pub use redaction::{
-    ProtectedField, Protection, Redaction, Redactor, fingerprint_view, protected_fields,
-};
+pub use redaction::Redaction;
 pub use retention::{
     DEFAULT_MIN_RETENTION, ParseRetentionError, PruneLedger, RetentionPolicy, RetentionReport,
     RetentionRule, RulePruned,
 };
-pub use seal::{Keyring, SealedInfo, sealed_info};
 pub use secret::{REDACTED, Secret, is_redacted, reveal};
 pub use status::{EffectStatus, ParseStatusError, ProbeStatus, UnknownOutcomePolicy};
 pub use transition::{

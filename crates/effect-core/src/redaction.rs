@@ -1,30 +1,21 @@
-//! Keeping secret arguments out of what is written: field-path
-//! [`Redaction`], the [`Redactor`] that scrubs outputs, evidence, error text
-//! and event data, and the [`fingerprint_view`] that fingerprints secrets
-//! without storing them.
+//! Field-path [`Redaction`]: which parts of a call's arguments are replaced
+//! by [`REDACTED`] before they are stored.
 //!
 //! A call has two copies of its arguments: the *revealed* one (serialized
 //! inside [`reveal`](crate::secret::reveal), what the handler gets) and the
 //! *redacted* one ([`Secret`](crate::secret::Secret) fields and the
-//! contract's [`Redaction`] paths replaced by
-//! [`REDACTED`], what may be stored). Everything
-//! else is derived from the pair:
+//! contract's [`Redaction`] paths replaced by [`REDACTED`], what may be
+//! stored). The executor derives the rest from the pair (effect-exec's
+//! `secrets` module: the scrubbing `Redactor`, the `fingerprint_view`).
 //!
 //! ```
-//! use effect_core::redaction::{fingerprint_view, Redaction, Redactor};
+//! use effect_core::redaction::Redaction;
 //! use effect_core::secret::REDACTED;
 //! use serde_json::json;
 //!
 //! let revealed = json!({"invoice_id": "INV-1", "card": {"token": "tok_4242"}});
 //! let redacted = Redaction::new(["/card/token"])?.apply(&revealed);
 //! assert_eq!(redacted, json!({"invoice_id": "INV-1", "card": {"token": REDACTED}}));
-//!
-//! let redactor = Redactor::new(&revealed, &redacted);
-//! assert_eq!(redactor.scrub_str("card tok_4242 declined"), "card [redacted] declined");
-//!
-//! let view = fingerprint_view(&revealed, &redacted, None);
-//! assert!(!view.to_string().contains("tok_4242"));
-//! assert_ne!(view, fingerprint_view(&json!({"invoice_id": "INV-1", "card": {"token": "tok_1881"}}), &redacted, None));
 //! # Ok::<(), effect_core::RedactionError>(())
 //! ```
 
@@ -32,15 +23,7 @@ use serde_json::Value;
 
 use crate::canonical::MAX_DEPTH;
 use crate::error::RedactionError;
-use crate::seal::{SealedInfo, sealed_info};
-use crate::secret::{REDACTED, is_redacted};
-
-mod fingerprint;
-mod scrub;
-
-pub use crate::key::FingerprintKey;
-pub use fingerprint::{SECRET_DIGEST, fingerprint_view};
-pub use scrub::{MIN_SCRUB_CHARS, Redactor};
+use crate::secret::REDACTED;
 
 /// Field paths whose values are replaced by [`REDACTED`] before arguments are
 /// stored: JSON Pointers (RFC 6901), where a `*` segment matches every element
@@ -70,27 +53,6 @@ pub use scrub::{MIN_SCRUB_CHARS, Redactor};
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Redaction {
     paths: Vec<Path>,
-}
-
-/// Where a value holds something that is not shown in clear: found by
-/// [`protected_fields`].
-#[derive(Debug, Clone, PartialEq, Eq)]
-#[non_exhaustive]
-pub struct ProtectedField {
-    /// The JSON Pointer of the field (`""` for the whole value).
-    pub pointer: String,
-    /// How it is protected.
-    pub protection: Protection,
-}
-
-/// How a field is protected.
-#[derive(Debug, Clone, PartialEq, Eq)]
-#[non_exhaustive]
-pub enum Protection {
-    /// The field holds [`REDACTED`]: the value was never stored.
-    Redacted,
-    /// The field is a sealed envelope ([`Keyring::seal`](crate::seal::Keyring::seal)).
-    Sealed(SealedInfo),
 }
 
 /// One parsed path.
@@ -180,56 +142,6 @@ impl Redaction {
     }
 }
 
-/// Every field of `value` that is [`REDACTED`] or a sealed envelope, in
-/// the order of their pointers' text: what an operator's view shows as "redacted" or
-/// "sealed (key k1)" instead of the text stored.
-///
-/// ```
-/// use effect_core::redaction::{protected_fields, Protection};
-/// use serde_json::json;
-///
-/// let stored = json!({"invoice_id": "INV-1", "card": {"token": "[redacted]"}});
-/// let fields = protected_fields(&stored);
-/// assert_eq!(fields.len(), 1);
-/// assert_eq!(fields[0].pointer, "/card/token");
-/// assert_eq!(fields[0].protection, Protection::Redacted);
-/// ```
-pub fn protected_fields(value: &Value) -> Vec<ProtectedField> {
-    let mut found = Vec::new();
-    let mut stack: Vec<(String, &Value)> = vec![(String::new(), value)];
-    while let Some((pointer, node)) = stack.pop() {
-        if is_redacted(node) {
-            found.push(ProtectedField {
-                pointer,
-                protection: Protection::Redacted,
-            });
-            continue;
-        }
-        if let Some(info) = sealed_info(node) {
-            found.push(ProtectedField {
-                pointer,
-                protection: Protection::Sealed(info),
-            });
-            continue;
-        }
-        match node {
-            Value::Array(items) => {
-                for (index, item) in items.iter().enumerate() {
-                    stack.push((format!("{pointer}/{index}"), item));
-                }
-            }
-            Value::Object(map) => {
-                for (name, item) in map {
-                    stack.push((format!("{pointer}/{}", escape_token(name)), item));
-                }
-            }
-            _ => {}
-        }
-    }
-    found.sort_by(|a, b| a.pointer.cmp(&b.pointer));
-    found
-}
-
 fn parse_path(text: &str) -> Result<Path, RedactionError> {
     let invalid = |reason| RedactionError::InvalidPath {
         path: text.to_owned(),
@@ -275,10 +187,6 @@ fn unescape_token(raw: &str) -> Option<String> {
         }
     }
     Some(out)
-}
-
-fn escape_token(name: &str) -> String {
-    name.replace('~', "~0").replace('/', "~1")
 }
 
 /// An array index as RFC 6901 spells it: `0`, or digits without a leading zero.

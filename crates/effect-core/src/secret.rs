@@ -4,10 +4,9 @@
 //! Every serialization of a contract's arguments that may reach a ledger, a
 //! log or an error message happens outside [`reveal`] and so writes the
 //! marker. The executor serializes the real arguments only inside
-//! [`reveal`]: for the request fingerprint (through
-//! [`fingerprint_view`](crate::redaction::fingerprint_view), which keeps no
-//! secret in clear), for the handler, and for sealing
-//! ([`Keyring::seal`](crate::seal::Keyring::seal)).
+//! [`reveal`]: for the request fingerprint (through effect-exec's
+//! `secrets::fingerprint_view`, which keeps no secret in clear), for the
+//! handler, and for sealing (effect-exec's `secrets::Keyring`).
 //!
 //! The scope is per thread: a serialization on another thread (a pool the
 //! closure hands work to) is outside it and redacts. A scope cannot span an

@@ -4,7 +4,6 @@
 
 use std::time::Duration;
 
-use effect_core::Redactor;
 use effect_core::{
     Confirmation, EffectContract, EffectRecord, EffectResult, EffectStatus, Evidence, Transition,
 };
@@ -14,6 +13,7 @@ use crate::context::HandlerContext;
 use crate::dispatch::Invoke;
 use crate::identity::Identity;
 use crate::observe::ContractRef;
+use crate::secrets::Redactor;
 
 /// One execution in flight.
 pub(crate) struct Call<'a> {

@@ -118,7 +118,7 @@ pub enum ExecError {
         operation_id: String,
         /// Why.
         #[source]
-        source: effect_core::SealError,
+        source: crate::secrets::SealError,
     },
     /// The stored intent is sealed and the executor has no keyring to open it.
     #[error(

@@ -13,7 +13,6 @@ use effect_core::{
     Clock, EffectContract, EffectLedger, EffectRecord, EffectResult, EffectStatus, Sleeper,
     SystemClock, ThreadSleeper,
 };
-use effect_core::{FingerprintKey, Keyring};
 use serde::Serialize;
 use serde_json::Value;
 
@@ -23,6 +22,7 @@ use crate::heartbeat::LeaseKeeper;
 use crate::identity::{Identified, Keys, Stored, derive, derive_forms, identify};
 use crate::observe::EffectObserver;
 use crate::options::{CallOptions, ExecutorOptions};
+use crate::secrets::{FingerprintKey, Keyring};
 use crate::token::TokenSource;
 
 /// Executes effects through a ledger so that each operation is dispatched only
@@ -231,7 +231,7 @@ impl EffectExecutor {
         operation_id: &str,
         stored: &Value,
     ) -> Result<Value, ExecError> {
-        if effect_core::sealed_info(stored).is_none() {
+        if crate::secrets::sealed_info(stored).is_none() {
             return Ok(stored.clone());
         }
         match &self.keys.keyring {

@@ -5,9 +5,9 @@
 
 use std::sync::Arc;
 
+use effect_core::BudgetCharge;
 use effect_core::canonical::to_json_value;
 use effect_core::terms::ContractTerms;
-use effect_core::{BudgetCharge, FingerprintKey, Keyring, Redactor};
 use effect_core::{
     EffectContract, EffectRecord, FingerprintForm, NewOperation, RequestFingerprint,
 };
@@ -16,6 +16,7 @@ use serde_json::Value;
 
 use crate::dispatch::call_guarded;
 use crate::error::ExecError;
+use crate::secrets::{FingerprintKey, Keyring, Redactor};
 
 /// The keys that protect secrets: sealing of stored intent, and the keyed
 /// digest of secret arguments in the request fingerprint.
@@ -161,7 +162,7 @@ pub(crate) fn derive_forms(
             }
         })?;
     let fingerprint = match &redacted {
-        Some(redacted) => RequestFingerprint::of_value(&effect_core::redaction::fingerprint_view(
+        Some(redacted) => RequestFingerprint::of_value(&crate::secrets::fingerprint_view(
             &revealed,
             redacted,
             keys.fingerprint.as_deref(),

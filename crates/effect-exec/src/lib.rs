@@ -92,6 +92,7 @@ mod recovery;
 mod retention;
 mod retry_basis;
 mod round;
+pub mod secrets;
 mod sweep;
 mod telemetry;
 mod token;

@@ -52,10 +52,11 @@ use std::fmt;
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
-use effect_core::{EffectResult, Redactor};
+use effect_core::EffectResult;
 use serde_json::Value;
 
 use crate::error::ExecError;
+use crate::secrets::Redactor;
 
 /// Receives what executions do, for metrics and traces.
 pub trait EffectObserver: Send + Sync + fmt::Debug {

@@ -41,7 +41,7 @@ impl Arguments {
         }
         match effect_core::intent::stored(events) {
             None => Arguments::NotStored,
-            Some(stored) => match effect_core::sealed_info(stored) {
+            Some(stored) => match effect_exec::secrets::sealed_info(stored) {
                 Some(sealed) => Arguments::Sealed(sealed.to_string()),
                 None => {
                     let mut shown = stored.clone();

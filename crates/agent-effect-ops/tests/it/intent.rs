@@ -1,7 +1,8 @@
 //! Operations with stored intent: what an operator sees of them.
 
 use agent_effect_ops::view::{EventView, Stats};
-use effect_core::{EffectLedgerExt as _, Keyring, NewOperation, RequestFingerprint, SealingKey};
+use effect_core::{EffectLedgerExt as _, NewOperation, RequestFingerprint};
+use effect_exec::secrets::{Keyring, SealingKey};
 use effect_ledger_sqlite::{SqliteLedger, SqliteOptions};
 use serde_json::json;
 

@@ -11,10 +11,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::{Context, anyhow, bail};
-use effect_core::{
-    CallbackError, EffectContract, FingerprintKey, Keyring, OutcomeProbeResult, ProbeStatus,
-    SealingKey,
-};
+use effect_core::{CallbackError, EffectContract, OutcomeProbeResult, ProbeStatus};
+use effect_exec::secrets::{FingerprintKey, Keyring, SealingKey};
 use effect_exec::{HandlerContext, HandlerError};
 use effect_testkit::certify::{Certification, CertifyFault};
 use serde_json::Value;

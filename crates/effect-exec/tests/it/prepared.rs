@@ -4,7 +4,8 @@
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
-use effect_core::{EffectContract, EffectStatus, FingerprintKey, ListQuery};
+use effect_core::{EffectContract, EffectStatus, ListQuery};
+use effect_exec::secrets::FingerprintKey;
 use effect_exec::{CallOptions, ExecError, HandlerContext, HandlerError};
 use serde_json::{Value, json};
 

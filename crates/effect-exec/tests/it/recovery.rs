@@ -8,9 +8,10 @@ use std::time::{Duration, SystemTime};
 
 use effect_core::secret::Secret;
 use effect_core::{
-    Claim, Clock, EffectContract, EffectLedger, EffectLedgerExt, EffectStatus, FingerprintKey,
-    Keyring, MemoryLedger, NewOperation, RequestFingerprint, SealingKey,
+    Claim, Clock, EffectContract, EffectLedger, EffectLedgerExt, EffectStatus, MemoryLedger,
+    NewOperation, RequestFingerprint,
 };
+use effect_exec::secrets::{FingerprintKey, Keyring, SealingKey};
 use effect_exec::{
     Audit, CallOptions, EffectExecutor, ExecError, HandlerContext, HandlerError, RecoveryReport,
     RecoveryWorker, TypedContract, WaitingFor, waiting,
@@ -651,7 +652,7 @@ fn a_typed_version_reads_sealed_intent_whose_earlier_arguments_held_secrets() {
             .cloned()
             .unwrap();
         assert!(
-            effect_core::sealed_info(&stored).is_some(),
+            effect_exec::secrets::sealed_info(&stored).is_some(),
             "{}: the intent is sealed",
             w.store
         );

@@ -90,9 +90,9 @@ use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use effect_core::{
-    BoxError, Clock, EffectContract, EffectLedger, EffectStatus, FingerprintKey, Keyring,
-    ManualClock, MemoryLedger,
+    BoxError, Clock, EffectContract, EffectLedger, EffectStatus, ManualClock, MemoryLedger,
 };
+use effect_exec::secrets::{FingerprintKey, Keyring};
 use effect_exec::{CallOptions, EffectExecutor, ExecutorOptions, HandlerContext, HandlerError};
 use serde_json::Value;
 

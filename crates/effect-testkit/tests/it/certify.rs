@@ -450,7 +450,7 @@ fn contract_builder() -> effect_core::EffectContractBuilder {
 
 #[test]
 fn a_contract_with_secrets_and_stored_intent_is_certified_with_a_keyring() {
-    use effect_core::{FingerprintKey, Keyring, SealingKey};
+    use effect_exec::secrets::{FingerprintKey, Keyring, SealingKey};
     let secret = |provider: &Arc<FakePaymentProvider>| {
         certification(
             provider,

@@ -214,7 +214,7 @@ fn a_recovery_worker_captures_once_and_the_ledger_holds_no_card_token() {
     // token in clear: the file, its WAL and its shared memory, byte by byte.
     let events = ledger.events(ids[0]).unwrap();
     let intent = production_agent_systems::effect_core::intent::stored(&events).unwrap();
-    assert!(production_agent_systems::effect_core::sealed_info(intent).is_some());
+    assert!(production_agent_systems::exec::secrets::sealed_info(intent).is_some());
     drop(worker);
     drop(executor);
     let mut checked = 0;

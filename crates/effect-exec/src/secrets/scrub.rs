@@ -6,7 +6,7 @@ use std::fmt;
 
 use serde_json::Value;
 
-use crate::secret::{REDACTED, is_redacted};
+use effect_core::secret::{REDACTED, is_redacted};
 
 /// The shortest secret text, in characters, that [`Redactor::scrub_str`]
 /// replaces inside longer text. A shorter secret (a 3-digit CVV) would match
@@ -26,7 +26,7 @@ pub const MIN_SCRUB_CHARS: usize = 4;
 /// reformatted copy of it (URL-encoded, base64, `**** 4242`) is not found.
 ///
 /// ```
-/// use effect_core::redaction::Redactor;
+/// use effect_exec::secrets::Redactor;
 /// use serde_json::json;
 ///
 /// let revealed = json!({"card": {"number": "4111111111111111", "cvv": 737}, "amount": 5});

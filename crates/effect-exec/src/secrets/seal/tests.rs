@@ -1,8 +1,8 @@
 use serde_json::json;
 
 use super::*;
-use crate::FingerprintKey;
-use crate::canonical::MAX_DEPTH;
+use crate::secrets::FingerprintKey;
+use effect_core::canonical::MAX_DEPTH;
 
 const OP: &str = "invoice:INV-1:capture";
 
@@ -266,7 +266,7 @@ fn values_past_the_canonical_depth_limit_are_not_sealed() -> Result<(), SealErro
         matches!(
             err,
             SealError::Canonical {
-                source: crate::CanonicalError::TooDeep { .. }
+                source: effect_core::CanonicalError::TooDeep { .. }
             }
         ),
         "{err}"

@@ -17,7 +17,7 @@
 //! another key, does not open.
 //!
 //! ```
-//! use effect_core::seal::{sealed_info, Keyring, SealingKey};
+//! use effect_exec::secrets::{sealed_info, Keyring, SealingKey};
 //! use serde_json::json;
 //!
 //! let old = Keyring::new("k1", SealingKey::from_bytes([1; 32]))?;
@@ -42,10 +42,10 @@ use chacha20poly1305::{Key, XChaCha20Poly1305, XNonce};
 use serde_json::{Map, Value, json};
 use zeroize::Zeroizing;
 
-use crate::canonical::{canonical_json, check_depth};
-use crate::error::{KeyError, SealError};
+use effect_core::canonical::{canonical_json, check_depth};
+use effect_core::{BoxError, CanonicalError};
 
-pub use crate::key::{KEY_LEN, SealingKey};
+use super::key::{KeyError, SealingKey};
 
 /// The member name of a sealed envelope.
 pub const SEALED: &str = "$sealed";
@@ -63,14 +63,14 @@ const AAD_DOMAIN: &[u8] = b"production-agent-systems sealed value\0";
 /// every retired key open what they sealed. `Debug` prints key ids only.
 ///
 /// ```
-/// use effect_core::seal::{Keyring, SealingKey};
+/// use effect_exec::secrets::{Keyring, SealingKey};
 ///
 /// let keyring = Keyring::new("2026-12", SealingKey::from_bytes([9; 32]))?
 ///     .with_retired("2026-06", SealingKey::from_bytes([8; 32]))?;
 /// assert_eq!(keyring.current_key_id(), "2026-12");
 /// assert_eq!(keyring.key_ids().collect::<Vec<_>>(), ["2026-12", "2026-06"]);
 /// assert_eq!(format!("{keyring:?}"), r#"Keyring { current: "2026-12", retired: ["2026-06"] }"#);
-/// # Ok::<(), effect_core::KeyError>(())
+/// # Ok::<(), effect_exec::secrets::KeyError>(())
 /// ```
 #[derive(Clone)]
 pub struct Keyring {
@@ -88,6 +88,75 @@ pub struct SealedInfo {
     pub alg: String,
     /// The envelope format version.
     pub version: u64,
+}
+
+/// A value that cannot be sealed or opened by a [`Keyring`].
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum SealError {
+    /// The value to seal is outside the canonical-JSON limits, so it could
+    /// never be stored or opened again.
+    #[error("value cannot be sealed")]
+    Canonical {
+        /// What limit it breaks.
+        #[source]
+        source: CanonicalError,
+    },
+    /// The operating system's random number generator gave no nonce.
+    #[error("no nonce: the operating system's random number generator failed")]
+    Random {
+        /// The generator's error.
+        #[source]
+        source: BoxError,
+    },
+    /// The cipher refused to encrypt (the value is longer than it can seal).
+    #[error("encryption failed")]
+    Encrypt,
+    /// The value is not a sealed envelope (`{"$sealed": {...}}`).
+    #[error("value is not a sealed envelope")]
+    NotSealed,
+    /// The value looks like a sealed envelope but a field is missing or invalid.
+    #[error("sealed envelope is malformed: {reason}")]
+    Malformed {
+        /// Which field is wrong.
+        reason: String,
+    },
+    /// The envelope was written by a newer format version.
+    #[error("sealed envelope has format version {version}; this build opens version 1")]
+    UnsupportedVersion {
+        /// The envelope's version.
+        version: u64,
+    },
+    /// The envelope names an algorithm this build does not implement.
+    #[error("sealed envelope uses algorithm {alg:?}; this build opens xchacha20poly1305")]
+    UnsupportedAlgorithm {
+        /// The envelope's algorithm.
+        alg: String,
+    },
+    /// The envelope names a key the keyring does not hold: add it with
+    /// [`Keyring::with_retired`].
+    #[error("value was sealed with key {key_id:?}, which is not in the keyring")]
+    UnknownKey {
+        /// The key id the envelope names.
+        key_id: String,
+    },
+    /// Authentication failed: the ciphertext or its header was altered, the
+    /// additional data differs (the value was sealed for another record), or
+    /// the key under this id is not the one that sealed it.
+    #[error(
+        "sealed value does not open with key {key_id:?}: it was altered, sealed for another record, or sealed under another key with this id"
+    )]
+    Authentication {
+        /// The key id the envelope names.
+        key_id: String,
+    },
+    /// The envelope opened but does not hold a storable JSON value.
+    #[error("sealed value opened but holds no storable JSON")]
+    Plaintext {
+        /// The decoding or limit error.
+        #[source]
+        source: BoxError,
+    },
 }
 
 impl Keyring {
@@ -140,7 +209,7 @@ impl Keyring {
     /// # Errors
     ///
     /// [`SealError::Canonical`] for a value nested deeper than
-    /// [`MAX_DEPTH`](crate::canonical::MAX_DEPTH), [`SealError::Random`] when
+    /// [`MAX_DEPTH`](effect_core::canonical::MAX_DEPTH), [`SealError::Random`] when
     /// the operating system gives no randomness, [`SealError::Encrypt`] for a
     /// value too long for the cipher.
     pub fn seal(&self, value: &Value, aad: &str) -> Result<Value, SealError> {
@@ -276,7 +345,7 @@ impl fmt::Display for SealedInfo {
 /// operator's view shows `sealed (key k1)` for it, rather than ciphertext).
 ///
 /// ```
-/// # use effect_core::seal::sealed_info;
+/// # use effect_exec::secrets::sealed_info;
 /// assert!(sealed_info(&serde_json::json!({"card_token": "[redacted]"})).is_none());
 /// ```
 pub fn sealed_info(value: &Value) -> Option<SealedInfo> {

@@ -2,9 +2,10 @@
 
 use serde_json::{Map, Value};
 
-use crate::canonical::canonical_json;
-use crate::key::FingerprintKey;
-use crate::secret::is_redacted;
+use effect_core::canonical::canonical_json;
+use effect_core::secret::is_redacted;
+
+use super::key::FingerprintKey;
 
 /// The member name of the object that stands for a secret in a
 /// [`fingerprint_view`]: `{"$secret_digest": "<hex>"}`.
@@ -14,7 +15,7 @@ pub const SECRET_DIGEST: &str = "$secret_digest";
 const UNKEYED_CONTEXT: &str = "production-agent-systems 2026-12 unkeyed secret argument digest";
 
 /// What the request fingerprint of a call with secrets hashes: the redacted
-/// arguments with each [`REDACTED`](crate::secret::REDACTED) replaced by
+/// arguments with each [`REDACTED`](effect_core::secret::REDACTED) replaced by
 /// `{"$secret_digest": "<hex>"}`, a digest of the canonical JSON of the
 /// secret value at that place.
 ///
@@ -30,10 +31,10 @@ const UNKEYED_CONTEXT: &str = "production-agent-systems 2026-12 unkeyed secret a
 /// earlier version computed (and that the Python package computes).
 ///
 /// `redacted` must be derived from `revealed` (by serialization outside
-/// [`reveal`](crate::secret::reveal) and a [`Redaction`](super::Redaction)).
+/// [`reveal`](effect_core::secret::reveal) and a [`Redaction`](effect_core::redaction::Redaction)).
 ///
 /// ```
-/// use effect_core::redaction::{fingerprint_view, FingerprintKey};
+/// use effect_exec::secrets::{fingerprint_view, FingerprintKey};
 /// use effect_core::RequestFingerprint;
 /// use serde_json::json;
 ///

@@ -10,8 +10,6 @@ use std::fmt;
 use base64::Engine as _;
 use zeroize::{Zeroize, Zeroizing};
 
-use crate::error::KeyError;
-
 /// The length of every key, in bytes.
 pub const KEY_LEN: usize = 32;
 
@@ -20,15 +18,15 @@ pub const KEY_LEN: usize = 32;
 const FINGERPRINT_CONTEXT: &str = "production-agent-systems 2026-12 secret argument digest key";
 
 /// A key that seals stored values (XChaCha20-Poly1305), held in a
-/// [`Keyring`](crate::seal::Keyring) under a key id.
+/// [`Keyring`](super::Keyring) under a key id.
 ///
 /// ```
-/// use effect_core::seal::SealingKey;
+/// use effect_exec::secrets::SealingKey;
 ///
 /// let key = SealingKey::parse("000102030405060708090a0b0c0d0e0f101112131415161718191a1b1c1d1e1f")?;
 /// assert_eq!(format!("{key:?}"), "SealingKey([redacted])");
 /// assert!(SealingKey::parse("too short").is_err());
-/// # Ok::<(), effect_core::KeyError>(())
+/// # Ok::<(), effect_exec::secrets::KeyError>(())
 /// ```
 #[derive(Clone)]
 pub struct SealingKey {
@@ -36,7 +34,7 @@ pub struct SealingKey {
 }
 
 /// The key of the digests that stand for secret arguments in the request
-/// fingerprint ([`fingerprint_view`](crate::redaction::fingerprint_view)).
+/// fingerprint ([`fingerprint_view`](super::fingerprint_view)).
 ///
 /// Keep it stable for the life of the ledger: a new key changes every
 /// fingerprint of an operation with a secret, so a retry of an older
@@ -44,11 +42,11 @@ pub struct SealingKey {
 /// rotate.
 ///
 /// ```
-/// use effect_core::redaction::FingerprintKey;
+/// use effect_exec::secrets::FingerprintKey;
 ///
 /// let key = FingerprintKey::parse("AAECAwQFBgcICQoLDA0ODxAREhMUFRYXGBkaGxwdHh8=")?;
 /// assert_eq!(format!("{key:?}"), "FingerprintKey([redacted])");
-/// # Ok::<(), effect_core::KeyError>(())
+/// # Ok::<(), effect_exec::secrets::KeyError>(())
 /// ```
 #[derive(Clone)]
 pub struct FingerprintKey {
@@ -134,6 +132,30 @@ impl fmt::Debug for FingerprintKey {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str("FingerprintKey([redacted])")
     }
+}
+
+/// Key material or a key id that cannot be used for sealing or fingerprinting.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum KeyError {
+    /// The key is not 32 bytes long.
+    #[error("a key must be 32 bytes, got {len}")]
+    WrongLength {
+        /// The number of bytes given.
+        len: usize,
+    },
+    /// The text is neither 64 hex digits nor base64 of 32 bytes.
+    #[error("a key must be 64 hex digits or the base64 of 32 bytes")]
+    Unparseable,
+    /// The key id is empty or only whitespace.
+    #[error("a key id must not be blank")]
+    BlankId,
+    /// The keyring already holds a key under this id.
+    #[error("key id {key_id:?} is already in the keyring")]
+    DuplicateId {
+        /// The key id.
+        key_id: String,
+    },
 }
 
 fn key_bytes(bytes: &[u8]) -> Result<[u8; KEY_LEN], KeyError> {
