@@ -9,6 +9,8 @@ use serde_json::{Value, json};
 
 use super::*;
 use crate::EffectStatus as S;
+use crate::canonical::RequestFingerprint;
+use crate::clock::unix_seconds;
 
 /// The planner's clock in every row.
 fn now() -> SystemTime {
