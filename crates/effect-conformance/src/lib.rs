@@ -132,8 +132,9 @@ pub use races::{
     expiry_races_owner_confirmation,
 };
 pub use reads::{
-    events_after_pages, events_are_ordered, list_filters_by_status, list_limits,
-    list_newest_update_first, missing_operation_reads, missing_operation_transitions, stats_counts,
+    count_events_counts_per_operation, events_after_pages, events_are_ordered,
+    list_filters_by_status, list_limits, list_newest_update_first, missing_operation_reads,
+    missing_operation_transitions, stats_counts,
 };
 
 /// Makes a fresh, empty ledger for one check.
@@ -253,6 +254,10 @@ pub const CHECKS: &[NamedCheck] = &[
     ("list_filters_by_status", list_filters_by_status),
     ("events_after_pages", events_after_pages),
     ("stats_counts", stats_counts),
+    (
+        "count_events_counts_per_operation",
+        count_events_counts_per_operation,
+    ),
     ("list_pages_after_cursor", list_pages_after_cursor),
     ("list_stale_dispatches", list_stale_dispatches),
     ("stats_counts_stale", stats_counts_stale),

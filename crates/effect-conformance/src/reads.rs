@@ -9,6 +9,72 @@ use serde_json::json;
 use super::LedgerFactory;
 use super::harness::{Check, LIVE, confirmation, evidence, manual, tick};
 
+/// `count_events` answers, for each id in the order given (repeats and
+/// missing ids included, more ids than one statement takes), how many
+/// events of that type it has.
+///
+/// # Panics
+///
+/// When the ledger behaves otherwise.
+pub fn count_events_counts_per_operation(factory: LedgerFactory<'_>) {
+    let c = Check::new("count_events_counts_per_operation", factory);
+    c.in_status("late", S::Quarantined);
+    for attempt in [1, 2] {
+        let observation = evidence(json!({"attempt": attempt, "outcome": "returned"}));
+        let late = c.ok(
+            c.ledger.apply(
+                "late",
+                &Transition::RecordLateObservation {
+                    owner_token: "stalled".into(),
+                    observation,
+                },
+            ),
+            "a late observation",
+        );
+        c.ensure(late.applied, "a late observation is applied");
+    }
+    c.prepare("quiet");
+    let ids = ["quiet", "late", "absent", "late"];
+    c.same(
+        c.ok(
+            c.ledger.count_events(&ids, "late_observation"),
+            "count_events of late observations",
+        ),
+        vec![0, 2, 0, 2],
+        "late observations of quiet, late, absent, late",
+    );
+    c.same(
+        c.ok(
+            c.ledger.count_events(&["late", "quiet"], "prepared"),
+            "count_events of prepared",
+        ),
+        vec![1, 1],
+        "prepared events of late and quiet",
+    );
+    c.same(
+        c.ok(
+            c.ledger.count_events(&[], "prepared"),
+            "count_events of no id",
+        ),
+        Vec::new(),
+        "counts of no operation",
+    );
+    let page: Vec<&str> = ["late", "quiet", "absent"]
+        .into_iter()
+        .cycle()
+        .take(1_201)
+        .collect();
+    let counts = c.ok(
+        c.ledger.count_events(&page, "late_observation"),
+        "count_events of 1,201 ids",
+    );
+    let expected: Vec<u64> = page
+        .iter()
+        .map(|id| if *id == "late" { 2 } else { 0 })
+        .collect();
+    c.same(counts, expected, "late observations of 1,201 ids");
+}
+
 /// `get` of a missing id is `None`; `events` of it is empty.
 ///
 /// # Panics

@@ -244,6 +244,29 @@ pub trait EffectLedger: Send + Sync + fmt::Debug {
     /// Store failures.
     fn events_after(&self, after: u64, limit: usize) -> Result<Vec<LedgerEvent>, LedgerError>;
 
+    /// How many events of type `event_type` each of `operation_ids` has, in
+    /// the same order (0 for an operation that does not exist): for a page
+    /// of operations at once (the console's queue marks the ones with a
+    /// `late_observation`). A durable store answers in one query; this
+    /// default reads each operation's events.
+    ///
+    /// # Errors
+    ///
+    /// Store failures.
+    fn count_events(
+        &self,
+        operation_ids: &[&str],
+        event_type: &str,
+    ) -> Result<Vec<u64>, LedgerError> {
+        operation_ids
+            .iter()
+            .map(|id| {
+                let events = self.events(id)?;
+                Ok(events.iter().filter(|e| e.event_type == event_type).count() as u64)
+            })
+            .collect()
+    }
+
     /// Counts per status and the oldest unresolved operation.
     ///
     /// # Errors
@@ -506,6 +529,14 @@ impl<L: EffectLedger + ?Sized> EffectLedger for std::sync::Arc<L> {
 
     fn events_after(&self, after: u64, limit: usize) -> Result<Vec<LedgerEvent>, LedgerError> {
         (**self).events_after(after, limit)
+    }
+
+    fn count_events(
+        &self,
+        operation_ids: &[&str],
+        event_type: &str,
+    ) -> Result<Vec<u64>, LedgerError> {
+        (**self).count_events(operation_ids, event_type)
     }
 
     fn stats(&self) -> Result<LedgerStats, LedgerError> {

@@ -872,6 +872,46 @@ impl EffectLedger for PostgresLedger {
         Ok(events)
     }
 
+    fn count_events(
+        &self,
+        operation_ids: &[&str],
+        event_type: &str,
+    ) -> Result<Vec<u64>, LedgerError> {
+        if operation_ids.is_empty() {
+            return Ok(Vec::new());
+        }
+        let q = &self.schema.quoted;
+        // One statement for the page, unnamed (as `query_typed` runs), so a
+        // transaction pooler sees nothing it must keep.
+        let sql = format!(
+            "SELECT operation_id, count(*) FROM {q}.effect_events \
+             WHERE event_type = $1 AND operation_id = ANY($2) GROUP BY operation_id"
+        );
+        let rows = self.read("counting events", |c, _| {
+            c.query_typed(
+                &sql,
+                &[
+                    (&event_type, postgres::types::Type::TEXT),
+                    (&operation_ids, postgres::types::Type::TEXT_ARRAY),
+                ],
+            )
+        })?;
+        let mut counts = std::collections::HashMap::with_capacity(rows.len());
+        for row in &rows {
+            let id: String = row
+                .try_get(0)
+                .map_err(|e| crate::error::from_pg("counting events", e))?;
+            let count: i64 = row
+                .try_get(1)
+                .map_err(|e| crate::error::from_pg("counting events", e))?;
+            counts.insert(id, u64::try_from(count).unwrap_or(0));
+        }
+        Ok(operation_ids
+            .iter()
+            .map(|id| counts.get(*id).copied().unwrap_or(0))
+            .collect())
+    }
+
     fn stats(&self) -> Result<LedgerStats, LedgerError> {
         let q = &self.schema.quoted;
         let (rows, stale, budgets) = self.read("counting operations", |c, s| {

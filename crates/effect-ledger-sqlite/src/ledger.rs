@@ -479,6 +479,10 @@ impl SqliteLedger {
     }
 }
 
+/// Operations per statement of [`EffectLedger::count_events`]: well under
+/// SQLite's limit on bound parameters.
+const COUNT_CHUNK: usize = 500;
+
 impl EffectLedger for SqliteLedger {
     /// A deferrable transition commits, in a batch of deferrable transitions
     /// only, at `synchronous = NORMAL` and is answered before the log is
@@ -591,6 +595,45 @@ impl EffectLedger for SqliteLedger {
             decode_event,
             &doing,
         )
+    }
+
+    fn count_events(
+        &self,
+        operation_ids: &[&str],
+        event_type: &str,
+    ) -> Result<Vec<u64>, LedgerError> {
+        let doing = || format!("counting {event_type} events");
+        let conn = self.connection(doing)?;
+        let mut counts = std::collections::HashMap::new();
+        // One walk of the `(operation_id, sequence)` index per operation,
+        // in statements of at most COUNT_CHUNK operations.
+        for chunk in operation_ids.chunks(COUNT_CHUNK) {
+            let marks = vec!["?"; chunk.len()].join(", ");
+            let sql = format!(
+                "SELECT operation_id, COUNT(*) FROM effect_events \
+                 WHERE event_type = ? AND operation_id IN ({marks}) GROUP BY operation_id"
+            );
+            let mut stmt = conn
+                .prepare_cached(&sql)
+                .map_err(|e| ledger_error(doing(), e))?;
+            let values: Vec<&dyn rusqlite::ToSql> =
+                std::iter::once(&event_type as &dyn rusqlite::ToSql)
+                    .chain(chunk.iter().map(|id| id as &dyn rusqlite::ToSql))
+                    .collect();
+            let rows = stmt
+                .query_map(values.as_slice(), |row| {
+                    Ok((row.get::<_, String>(0)?, row.get::<_, i64>(1)?))
+                })
+                .map_err(|e| ledger_error(doing(), e))?;
+            for row in rows {
+                let (id, count) = row.map_err(|e| ledger_error(doing(), e))?;
+                counts.insert(id, u64::try_from(count).unwrap_or(0));
+            }
+        }
+        Ok(operation_ids
+            .iter()
+            .map(|id| counts.get(*id).copied().unwrap_or(0))
+            .collect())
     }
 
     fn longest_lock_wait(&self) -> Option<Duration> {

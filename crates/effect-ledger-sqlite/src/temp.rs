@@ -136,6 +136,14 @@ impl EffectLedger for TempLedger {
         self.ledger.events_after(after, limit)
     }
 
+    fn count_events(
+        &self,
+        operation_ids: &[&str],
+        event_type: &str,
+    ) -> Result<Vec<u64>, LedgerError> {
+        self.ledger.count_events(operation_ids, event_type)
+    }
+
     fn stats(&self) -> Result<LedgerStats, LedgerError> {
         self.ledger.stats()
     }

@@ -86,7 +86,8 @@ pub(crate) struct Item {
     /// The error the ledger holds, for uncertain operations.
     pub(crate) error: Option<String>,
     /// Late observations on record (a handler came back after its attempt
-    /// lost its claim), for the kinds an operator decides.
+    /// lost its claim), for the kinds an operator decides
+    /// ([`EffectLedger::count_events`], one read for the queue).
     pub(crate) late: usize,
 }
 
@@ -162,20 +163,6 @@ pub(crate) fn read(
             Some(reason) => (Kind::RecoveryBlocked, Some(reason.clone())),
             None => (kind, record.error.clone()),
         };
-        // Where an operator decides, what a stalled handler came back with
-        // bears on the decision: one read of the operation's events each.
-        let late = if matches!(
-            kind,
-            Kind::Quarantined | Kind::OutcomeUnknown | Kind::StaleDispatch
-        ) {
-            ledger
-                .events(&record.operation_id)?
-                .iter()
-                .filter(|e| e.event_type == effect_core::event::LATE_OBSERVATION)
-                .count()
-        } else {
-            0
-        };
         items.push(Item {
             kind,
             operation_id: record.operation_id.clone(),
@@ -186,9 +173,8 @@ pub(crate) fn read(
             age_seconds: age_seconds(&record.updated_at, now),
             decide_by,
             error,
-            late,
+            late: 0,
         });
-        Ok::<(), effect_core::LedgerError>(())
     };
     for (kind, query) in [
         (
@@ -220,7 +206,7 @@ pub(crate) fn read(
             if kind == Kind::StaleDispatch && !record.is_stale_at(now_unix) {
                 continue;
             }
-            push(kind, record, decide_by)?;
+            push(kind, record, decide_by);
         }
     }
     let waiting: BTreeMap<String, WaitingFor> = waiting_list
@@ -238,7 +224,25 @@ pub(crate) fn read(
             Some(WaitingFor::RecoveryWorker) => Kind::WaitingForRecoveryWorker,
             _ => Kind::WaitingForCaller,
         };
-        push(kind, record, None)?;
+        push(kind, record, None);
+    }
+    // Where an operator decides, what a stalled handler came back with
+    // bears on the decision: late observations, counted in one read.
+    let deciding: Vec<usize> = (0..items.len())
+        .filter(|&i| {
+            matches!(
+                items[i].kind,
+                Kind::Quarantined | Kind::OutcomeUnknown | Kind::StaleDispatch
+            )
+        })
+        .collect();
+    let ids: Vec<&str> = deciding
+        .iter()
+        .map(|&i| items[i].operation_id.as_str())
+        .collect();
+    let late = ledger.count_events(&ids, effect_core::event::LATE_OBSERVATION)?;
+    for (&i, late) in deciding.iter().zip(late) {
+        items[i].late = usize::try_from(late).unwrap_or(usize::MAX);
     }
     let contracts = items.iter().map(|item| item.contract.clone()).collect();
     let counts = counts(&stats);

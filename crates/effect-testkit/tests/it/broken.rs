@@ -79,6 +79,8 @@ enum Bug {
     IgnoreBudgets,
     /// Answers every refused cancel as if it had been applied.
     CancelAnything,
+    /// Counts every event of an operation, whatever its type.
+    CountEventsIgnoresType,
 }
 
 /// For each check, a bug it must catch.
@@ -230,6 +232,10 @@ const CAUGHT_BY: &[(&str, Bug)] = &[
     ("missing_operation_reads", Bug::GetMissingFails),
     ("missing_operation_transitions", Bug::UpsertsMissing),
     ("events_are_ordered", Bug::EventsReversed),
+    (
+        "count_events_counts_per_operation",
+        Bug::CountEventsIgnoresType,
+    ),
     ("list_limits", Bug::UncheckedListLimit),
     ("list_newest_update_first", Bug::ListOldestFirst),
     ("list_filters_by_status", Bug::ListIgnoresStatus),
@@ -754,6 +760,15 @@ impl EffectLedger for Mutant {
             limit
         };
         self.inner.events_after(after, limit)
+    }
+
+    fn count_events(&self, ids: &[&str], event_type: &str) -> Result<Vec<u64>, LedgerError> {
+        if self.bug != Bug::CountEventsIgnoresType {
+            return self.inner.count_events(ids, event_type);
+        }
+        ids.iter()
+            .map(|id| Ok(self.events(id)?.len() as u64))
+            .collect()
     }
 
     fn stats(&self) -> Result<LedgerStats, LedgerError> {
