@@ -95,6 +95,14 @@ impl<L: EffectLedger> EffectLedger for DeferredOutcomes<L> {
         self.inner.events_after(after, limit)
     }
 
+    fn count_events(
+        &self,
+        operation_ids: &[&str],
+        event_type: &str,
+    ) -> Result<Vec<u64>, LedgerError> {
+        self.inner.count_events(operation_ids, event_type)
+    }
+
     fn stats(&self) -> Result<LedgerStats, LedgerError> {
         self.inner.stats()
     }
@@ -174,6 +182,14 @@ impl EffectLedger for SyncOnDrop {
 
     fn events_after(&self, after: u64, limit: usize) -> Result<Vec<LedgerEvent>, LedgerError> {
         self.0.events_after(after, limit)
+    }
+
+    fn count_events(
+        &self,
+        operation_ids: &[&str],
+        event_type: &str,
+    ) -> Result<Vec<u64>, LedgerError> {
+        self.0.count_events(operation_ids, event_type)
     }
 
     fn stats(&self) -> Result<LedgerStats, LedgerError> {

@@ -315,6 +315,16 @@ impl<L: EffectLedger> EffectLedger for FaultyLedger<L> {
         })
     }
 
+    fn count_events(
+        &self,
+        operation_ids: &[&str],
+        event_type: &str,
+    ) -> Result<Vec<u64>, LedgerError> {
+        self.call(CallKind::Read, "count_events", |l| {
+            l.count_events(operation_ids, event_type)
+        })
+    }
+
     fn stats(&self) -> Result<LedgerStats, LedgerError> {
         self.call(CallKind::Read, "stats", |l| l.stats())
     }

@@ -416,6 +416,15 @@ impl EffectLedger for ThreadNotingLedger {
         self.inner.events_after(after, limit)
     }
 
+    fn count_events(
+        &self,
+        operation_ids: &[&str],
+        event_type: &str,
+    ) -> Result<Vec<u64>, LedgerError> {
+        self.threads.record();
+        self.inner.count_events(operation_ids, event_type)
+    }
+
     fn stats(&self) -> Result<LedgerStats, LedgerError> {
         self.threads.record();
         self.inner.stats()

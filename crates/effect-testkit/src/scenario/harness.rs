@@ -266,6 +266,14 @@ impl EffectLedger for ProcessLedger {
         self.alive()?.events_after(after, limit)
     }
 
+    fn count_events(
+        &self,
+        operation_ids: &[&str],
+        event_type: &str,
+    ) -> Result<Vec<u64>, LedgerError> {
+        self.alive()?.count_events(operation_ids, event_type)
+    }
+
     fn stats(&self) -> Result<LedgerStats, LedgerError> {
         self.alive()?.stats()
     }
