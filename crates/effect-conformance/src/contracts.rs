@@ -63,24 +63,13 @@ pub fn late_observation_is_appended_without_a_transition(factory: LedgerFactory<
     c.ok(c.ledger.apply("late", &Transition::ExpireLease), "expire");
     let before = c.record("late");
     c.same(before.status, S::OutcomeUnknown, "the expired dispatch");
-    let observation = super::harness::evidence(json!({
-        "attempt": 1,
-        "outcome": "returned",
-        "output": {"charge": "ch_late"},
-    }));
-    let late = c.ok(
-        c.ledger.apply(
-            "late",
-            &Transition::RecordLateObservation {
-                owner_token: "stalled".into(),
-                observation,
-            },
-        ),
-        "a late observation",
-    );
-    c.ensure(
-        late.applied,
-        "a late observation of a stale owner is applied",
+    c.record_late(
+        "late",
+        json!({
+            "attempt": 1,
+            "outcome": "returned",
+            "output": {"charge": "ch_late"},
+        }),
     );
     c.same(
         c.record("late"),

@@ -208,6 +208,25 @@ impl Check {
         }
     }
 
+    /// Records `observation` as a late observation of the stale owner
+    /// `stalled` on `id`; fails the check unless it was applied.
+    pub fn record_late(&self, id: &str, observation: Value) {
+        let late = self.ok(
+            self.ledger.apply(
+                id,
+                &Transition::RecordLateObservation {
+                    owner_token: "stalled".into(),
+                    observation: evidence(observation),
+                },
+            ),
+            format_args!("a late observation on {id:?}"),
+        );
+        self.ensure(
+            late.applied,
+            format_args!("a late observation of a stale owner on {id:?} is applied"),
+        );
+    }
+
     /// Prepares `id` with the suite's identity ([`new_operation`]).
     pub fn prepare(&self, id: &str) -> EffectRecord {
         self.ok(

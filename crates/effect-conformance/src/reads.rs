@@ -20,18 +20,7 @@ pub fn count_events_counts_per_operation(factory: LedgerFactory<'_>) {
     let c = Check::new("count_events_counts_per_operation", factory);
     c.in_status("late", S::Quarantined);
     for attempt in [1, 2] {
-        let observation = evidence(json!({"attempt": attempt, "outcome": "returned"}));
-        let late = c.ok(
-            c.ledger.apply(
-                "late",
-                &Transition::RecordLateObservation {
-                    owner_token: "stalled".into(),
-                    observation,
-                },
-            ),
-            "a late observation",
-        );
-        c.ensure(late.applied, "a late observation is applied");
+        c.record_late("late", json!({"attempt": attempt, "outcome": "returned"}));
     }
     c.prepare("quiet");
     let ids = ["quiet", "late", "absent", "late"];
