@@ -10,7 +10,8 @@ use std::path::Path;
 use std::sync::Arc;
 
 use anyhow::Context as _;
-use effect_core::{EffectContract, EffectLedger, EffectStatus, OutcomeProbeResult, Secret};
+use effect_core::secret::Secret;
+use effect_core::{EffectContract, EffectLedger, EffectStatus, OutcomeProbeResult};
 use effect_exec::{EffectExecutor, HandlerContext, HandlerError};
 use effect_ledger_sqlite::{SqliteLedger, SqliteOptions};
 use effect_otel::{OtelConfig, OtelOptions};

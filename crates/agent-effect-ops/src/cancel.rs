@@ -90,7 +90,7 @@ pub(crate) fn cancellable(status: EffectStatus) -> bool {
 /// Why `record` cannot be cancelled, and the command to use instead.
 fn not_cancellable(record: &EffectRecord, clock: &dyn Clock) -> NotCancellable {
     let id = &record.operation_id;
-    let now = effect_core::clock::unix_seconds(clock.now());
+    let now = effect_core::unix_seconds(clock.now());
     let instead = match record.status {
         EffectStatus::Dispatched if record.is_stale_at(now) => format!(
             "its worker is gone but its request may have been sent: run `agent-effect-ops expire {id}`, \

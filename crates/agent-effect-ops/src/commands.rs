@@ -554,7 +554,7 @@ fn resolve(
         handler_stopped: false,
     } = resolution.action
     {
-        let now = effect_core::clock::unix_seconds(clock.now());
+        let now = effect_core::unix_seconds(clock.now());
         let why = match current.lease_until {
             _ if current.handler_may_still_be_running() => Some(
                 "its evidence says a previous handler may still be running (a missed deadline or an expired lease)"
@@ -628,7 +628,7 @@ fn expire(
     printer: &mut Printer<'_>,
 ) -> anyhow::Result<()> {
     let current = opened.ledger().get(id)?.ok_or_else(|| not_found(id))?;
-    let now = effect_core::clock::unix_seconds(clock.now());
+    let now = effect_core::unix_seconds(clock.now());
     if !current.is_stale_at(now) {
         return Err(not_stale(&current));
     }

@@ -6,7 +6,7 @@ use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use anyhow::Context as _;
-use effect_core::clock::format_timestamp;
+use effect_core::format_timestamp;
 use effect_core::{
     ArchiveFile, Clock, EffectLedger, PruneArchive, PruneLimits, PruneReport, PruneRequest,
     RetentionPolicy, RulePruned,

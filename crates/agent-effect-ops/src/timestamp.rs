@@ -9,7 +9,7 @@ use jiff::Timestamp;
 /// the format of every other time the ledger stores.
 pub fn format_unix_seconds(seconds: f64) -> String {
     let since = Duration::try_from_secs_f64(seconds).unwrap_or_default();
-    effect_core::clock::format_timestamp(UNIX_EPOCH + since)
+    effect_core::format_timestamp(UNIX_EPOCH + since)
 }
 
 /// Seconds from `timestamp` to `now`, rounded down; 0 when `timestamp` lies in

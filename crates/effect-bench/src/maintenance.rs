@@ -16,7 +16,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant, UNIX_EPOCH};
 
 use anyhow::{Context, ensure};
-use effect_core::clock::format_timestamp;
+use effect_core::format_timestamp;
 use effect_core::{
     ArchiveFile, Claim, Confirmation, EffectLedger, EffectLedgerExt as _, EffectStatus, Evidence,
     ListQuery, NewOperation, PruneRequest, RequestFingerprint, Transition,

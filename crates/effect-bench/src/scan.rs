@@ -6,7 +6,7 @@ use std::path::Path;
 use std::time::{Duration, Instant, UNIX_EPOCH};
 
 use anyhow::{Context, bail, ensure};
-use effect_core::clock::format_timestamp;
+use effect_core::format_timestamp;
 use effect_core::{EffectLedger, EffectStatus, ListQuery};
 use effect_ledger_sqlite::{SqliteLedger, SqliteOptions};
 use rusqlite::{Connection, params};

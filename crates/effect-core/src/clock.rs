@@ -167,7 +167,7 @@ pub fn unix_seconds(time: SystemTime) -> f64 {
 ///
 /// ```
 /// # use std::time::{Duration, UNIX_EPOCH};
-/// # use effect_core::clock::format_timestamp;
+/// # use effect_core::format_timestamp;
 /// let t = UNIX_EPOCH + Duration::from_micros(1_767_225_600_123_456);
 /// assert_eq!(format_timestamp(t), "2026-01-01T00:00:00.123456+00:00");
 /// ```

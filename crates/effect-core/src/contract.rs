@@ -271,7 +271,7 @@ impl EffectContract {
     }
 
     /// The argument fields that never reach the ledger in clear (besides any
-    /// [`Secret`](crate::Secret) in typed arguments).
+    /// [`Secret`](crate::secret::Secret) in typed arguments).
     pub fn redaction(&self) -> &Redaction {
         &self.redaction
     }

@@ -310,7 +310,7 @@ impl LedgerError {
     }
 }
 
-/// A [`Redaction`](crate::redaction::Redaction) rule that cannot be built.
+/// A [`Redaction`](crate::Redaction) rule that cannot be built.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
 pub enum RedactionError {

@@ -9,9 +9,10 @@ use crate::budget::BudgetUse;
 use crate::error::LedgerError;
 use crate::record::{EffectRecord, Evidence, LedgerEvent};
 use crate::status::EffectStatus;
-use crate::transition::{
-    Approval, Claim, Confirmation, ManualResolution, NewOperation, Transition, TransitionOutcome,
+use crate::transition::request::{
+    Approval, Claim, Confirmation, ManualResolution, NewOperation, Transition,
 };
+use crate::transition::write::TransitionOutcome;
 
 /// The largest page [`EffectLedger::list`] returns.
 pub const MAX_LIST_LIMIT: usize = 1000;

@@ -9,7 +9,7 @@
 //! [`EffectLedger`] trait that durable stores implement.
 //!
 //! It also says which arguments are secret (docs/security-boundaries.md): the
-//! [`Secret`] argument wrapper and field-path [`Redaction`]. A store keeps
+//! [`Secret`](secret::Secret) argument wrapper and field-path [`Redaction`]. A store keeps
 //! what the executor gives it, sealed values included, without opening it:
 //! sealing, secret fingerprints and scrubbing are effect-exec's (its
 //! `secrets` module).
@@ -18,6 +18,16 @@
 //! touches a database and never dispatches anything: stores live in their own
 //! crates (`effect-ledger-sqlite`, ...) and execution in `effect-exec`.
 //! [`MemoryLedger`] is the reference implementation, for examples and tests.
+//!
+//! Every name has one path. The root holds the vocabulary every store and
+//! user shares: the contract, records and statuses, the ledger traits and
+//! their requests ([`Transition`], [`NewOperation`], [`Claim`], ...),
+//! budgets, clocks, request fingerprints, pruning and retention, and the
+//! errors. Modules hold the specialised areas, and nothing in them is also
+//! at the root: [`transition`] (the planner a store runs inside its
+//! transaction), [`canonical`] (canonical JSON), [`secret`] (secret
+//! arguments), [`compensation`], [`event`] and [`evidence`] (stored names),
+//! and [`intent`], [`terms`] and [`trace`] (fields of the `prepared` event).
 //!
 //! ```
 //! use effect_core::{EffectContract, MemoryLedger};
@@ -37,20 +47,21 @@
 
 #![warn(missing_docs)]
 
-pub mod budget;
+mod budget;
 pub mod canonical;
-pub mod clock;
+mod clock;
 pub mod compensation;
 mod contract;
 mod error;
 pub mod event;
 pub mod evidence;
+mod fingerprint;
 pub mod intent;
 mod ledger;
 mod memory;
 mod prune;
 mod record;
-pub mod redaction;
+mod redaction;
 mod retention;
 pub mod secret;
 mod status;
@@ -58,10 +69,14 @@ pub mod terms;
 pub mod trace;
 pub mod transition;
 
-pub use budget::{Budget, BudgetCharge, BudgetDeferral, BudgetRefusal, BudgetUse, BudgetWindow};
-pub use canonical::{FingerprintForm, RequestFingerprint};
-pub use clock::{Clock, ManualClock, Sleeper, StopSignal, SystemClock, ThreadSleeper};
-pub use compensation::{Compensated, Compensation, CompensationLink, CompensationStep};
+pub use budget::{
+    Budget, BudgetCharge, BudgetDeferral, BudgetRefusal, BudgetUsage, BudgetUse, BudgetWindow,
+    BudgetWrite, CostFn, MAX_BUDGET_AMOUNT, ScopeFn,
+};
+pub use clock::{
+    Clock, ManualClock, Sleeper, StopSignal, SystemClock, ThreadSleeper, format_timestamp,
+    unix_seconds,
+};
 pub use contract::{
     ApprovalRuleFn, AsyncProbeFn, BoxFuture, EffectContract, EffectContractBuilder,
     IntentMigration, IntentMigrationFn, KeyFn, OperationIdFn, PostconditionFn, PreconditionFn,
@@ -71,6 +86,7 @@ pub use error::{
     BoxError, CallbackError, CanonicalError, ContractError, LedgerError, LedgerErrorKind,
     RedactionError, error_chain,
 };
+pub use fingerprint::{FingerprintForm, RequestFingerprint};
 pub use ledger::{
     EffectLedger, EffectLedgerExt, LedgerStats, ListQuery, MAX_LIST_LIMIT, WriteDurability,
 };
@@ -87,9 +103,9 @@ pub use retention::{
     DEFAULT_MIN_RETENTION, ParseRetentionError, PruneLedger, RetentionPolicy, RetentionReport,
     RetentionRule, RulePruned,
 };
-pub use secret::{REDACTED, Secret, is_redacted, reveal};
 pub use status::{EffectStatus, ParseStatusError, ProbeStatus, UnknownOutcomePolicy};
-pub use transition::{
+pub use transition::request::{
     Approval, Audit, Claim, Confirmation, Guard, ManualAction, ManualResolution, NewOperation,
-    Transition, TransitionOutcome,
+    Transition,
 };
+pub use transition::write::TransitionOutcome;

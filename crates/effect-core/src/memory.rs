@@ -9,9 +9,8 @@ use crate::error::LedgerError;
 use crate::ledger::{EffectLedger, LedgerStats, ListQuery, WriteDurability};
 use crate::record::{EffectRecord, LedgerEvent};
 use crate::status::EffectStatus;
-use crate::transition::{
-    Transition, TransitionOutcome, WriteKind, budget_charges, plan_with_budgets,
-};
+use crate::transition::{WriteKind, budget_charges, plan_with_budgets};
+use crate::{Transition, TransitionOutcome};
 
 /// A ledger that keeps everything in memory. It follows the same state machine
 /// as the durable stores, so it serves doc examples and tests, but nothing

@@ -9,7 +9,7 @@
 //! `secrets` module: the scrubbing `Redactor`, the `fingerprint_view`).
 //!
 //! ```
-//! use effect_core::redaction::Redaction;
+//! use effect_core::Redaction;
 //! use effect_core::secret::REDACTED;
 //! use serde_json::json;
 //!
@@ -35,7 +35,7 @@ use crate::secret::REDACTED;
 /// wildcard: a member literally named `*` is matched by it as well.
 ///
 /// ```
-/// use effect_core::redaction::Redaction;
+/// use effect_core::Redaction;
 /// use serde_json::json;
 ///
 /// let redaction = Redaction::new(["/cards/*/number", "/headers/authorization"])?;

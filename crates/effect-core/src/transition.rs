@@ -22,16 +22,17 @@ mod compensating;
 mod operator;
 mod outcome;
 mod prepare;
-mod request;
+pub(crate) mod request;
 #[cfg(test)]
 mod tests;
-mod write;
+pub(crate) mod write;
 
-pub use request::{
-    Approval, Audit, Claim, Confirmation, Guard, ManualAction, ManualResolution, NewOperation,
-    Transition,
+pub use write::{PendingEvent, Plan, Write, WriteKind};
+
+use request::{
+    Approval, Claim, Confirmation, ManualAction, ManualResolution, NewOperation, Transition,
 };
-pub use write::{PendingEvent, Plan, TransitionOutcome, Write, WriteKind};
+use write::TransitionOutcome;
 
 use prepare::check_identity;
 

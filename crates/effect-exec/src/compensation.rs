@@ -23,10 +23,8 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use effect_core::{
-    Compensated, CompensationStep, EffectContract, EffectRecord, EffectResult, EffectStatus,
-    Transition, intent,
-};
+use effect_core::compensation::{Compensated, CompensationStep};
+use effect_core::{EffectContract, EffectRecord, EffectResult, EffectStatus, Transition, intent};
 use serde::Serialize;
 use serde_json::Value;
 

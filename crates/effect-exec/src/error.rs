@@ -98,7 +98,7 @@ pub enum ExecError {
         /// The contract name.
         contract: String,
     },
-    /// The arguments hold secrets (a [`Secret`](effect_core::Secret) or a
+    /// The arguments hold secrets (a [`Secret`](effect_core::secret::Secret) or a
     /// redacted field) and the contract stores its intent, but no keyring
     /// seals it: the secrets would reach the ledger in clear. Nothing was
     /// written.

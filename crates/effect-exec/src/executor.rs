@@ -78,7 +78,7 @@ impl EffectExecutor {
     /// An executor on `clock`: its bounded wait for a live owner
     /// ([`ExecutorOptions::wait_for_in_progress`]) is timed on it. Owner
     /// tokens do not derive from it: they come from the operating system's
-    /// randomness (see [`Claim`]), so that two processes, on one host or many
+    /// randomness (see [`Claim`](effect_core::Claim)), so that two processes, on one host or many
     /// sharing a ledger, never draw the same one.
     pub fn with_clock(
         ledger: Arc<dyn EffectLedger>,
@@ -212,7 +212,7 @@ impl EffectExecutor {
             .now()
             .checked_sub(age)
             .unwrap_or(std::time::UNIX_EPOCH);
-        at <= effect_core::clock::format_timestamp(cutoff).as_str()
+        at <= effect_core::format_timestamp(cutoff).as_str()
     }
 
     /// The clock the executor times its waits on.

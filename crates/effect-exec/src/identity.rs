@@ -84,7 +84,7 @@ impl Identified {
 /// Derives the identity of a call (docs/spec.md §5 step 1). Nothing is written.
 ///
 /// The arguments are serialized twice: once revealing every
-/// [`Secret`](effect_core::Secret) (what the handler, the probe and the
+/// [`Secret`](effect_core::secret::Secret) (what the handler, the probe and the
 /// contract's callbacks see, and what sealed intent holds) and once as the
 /// ledger may store them, secrets and the contract's redacted fields
 /// replaced by a marker. When the two differ the request fingerprint is

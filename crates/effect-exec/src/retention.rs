@@ -130,7 +130,7 @@ impl Retention {
     }
 
     fn apply(&self, now: SystemTime) -> Result<RetentionReport, LedgerError> {
-        let day: String = effect_core::clock::format_timestamp(now)
+        let day: String = effect_core::format_timestamp(now)
             .chars()
             .take(10)
             .filter(char::is_ascii_digit)

@@ -17,7 +17,7 @@
 //!   sealed.
 //!
 //! ```
-//! use effect_core::redaction::Redaction;
+//! use effect_core::Redaction;
 //! use effect_exec::secrets::{fingerprint_view, Redactor};
 //! use serde_json::json;
 //!
@@ -34,7 +34,7 @@
 //! ```
 //!
 //! [`Secret`]: effect_core::secret::Secret
-//! [`Redaction`]: effect_core::redaction::Redaction
+//! [`Redaction`]: effect_core::Redaction
 
 mod fingerprint;
 mod key;

@@ -245,7 +245,7 @@ where
     }
 
     /// See [`EffectContractBuilder::redact`]: paths into the arguments' JSON
-    /// that never reach the ledger in clear. A [`Secret`](effect_core::Secret)
+    /// that never reach the ledger in clear. A [`Secret`](effect_core::secret::Secret)
     /// field needs no path.
     #[must_use]
     pub fn redact<I, S>(self, paths: I) -> Self
@@ -338,7 +338,10 @@ where
     pub fn compensation<CA, CO, F>(self, contract: &TypedContract<CA, CO>, arguments: F) -> Self
     where
         CA: Serialize,
-        F: Fn(&effect_core::Compensated<'_>) -> Result<CA, CallbackError> + Send + Sync + 'static,
+        F: Fn(&effect_core::compensation::Compensated<'_>) -> Result<CA, CallbackError>
+            + Send
+            + Sync
+            + 'static,
     {
         let compensation = contract.contract.clone();
         self.map(move |builder| {
@@ -709,7 +712,7 @@ where
     A: Serialize + DeserializeOwned,
 {
     // With every secret revealed: that is what the handler decodes.
-    let value = effect_core::reveal(|| to_json_value(arguments))
+    let value = effect_core::secret::reveal(|| to_json_value(arguments))
         .map_err(|source| ExecError::InvalidArguments { source })?;
     A::deserialize(&value).map_err(|source| ExecError::ArgumentsDecode {
         contract: contract.contract.name().to_owned(),

@@ -7,8 +7,8 @@
 use std::time::SystemTime;
 
 use effect_core::LedgerError;
-use effect_core::budget::{BudgetUsage, BudgetUse, BudgetWrite};
-use effect_core::transition::{Transition, budget_charges};
+use effect_core::transition::budget_charges;
+use effect_core::{BudgetUsage, BudgetUse, BudgetWrite, Transition};
 use postgres::GenericClient;
 use postgres::types::Type;
 

@@ -306,7 +306,7 @@ impl PostgresLedger {
         let (current, version) = known.unzip();
         let fresh = current.is_none();
         let Plan { mut outcome, write } = plan(operation_id, current, transition, epoch)?;
-        let placeholder = effect_core::clock::format_timestamp(epoch);
+        let placeholder = effect_core::format_timestamp(epoch);
         let Some(write) = write.filter(|write| {
             if fresh {
                 matches!(write.kind, WriteKind::Insert)

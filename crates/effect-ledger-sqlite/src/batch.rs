@@ -21,8 +21,8 @@
 //! still that; a round that starts with one begins `IMMEDIATE`, since its
 //! plan writes.
 
-use effect_core::transition::{self, Plan, Transition, TransitionOutcome, WriteKind};
-use effect_core::{Clock, LedgerError};
+use effect_core::transition::{self, Plan, WriteKind};
+use effect_core::{Clock, LedgerError, Transition, TransitionOutcome};
 use rusqlite::Connection;
 
 use crate::error::ledger_error;

@@ -25,7 +25,7 @@ use std::panic::{AssertUnwindSafe, catch_unwind, resume_unwind};
 use std::sync::{Mutex, MutexGuard, PoisonError};
 use std::thread::{self, Thread};
 
-use effect_core::transition::Transition;
+use effect_core::Transition;
 use effect_core::{LedgerError, WriteDurability};
 
 use crate::batch::Answer;

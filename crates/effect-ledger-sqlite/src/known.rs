@@ -18,8 +18,8 @@
 use std::collections::HashMap;
 use std::sync::{Mutex, PoisonError};
 
-use effect_core::transition::{Transition, owner_outcome_token};
-use effect_core::{EffectRecord, EffectStatus};
+use effect_core::transition::owner_outcome_token;
+use effect_core::{EffectRecord, EffectStatus, Transition};
 
 /// What the caller knew of the row when it queued the transition.
 #[derive(Debug, Clone, Default)]

@@ -6,10 +6,10 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
-use effect_core::transition::{self, Transition, TransitionOutcome};
+use effect_core::transition;
 use effect_core::{
     Clock, EffectLedger, EffectRecord, LedgerError, LedgerEvent, LedgerStats, ListQuery,
-    WriteDurability,
+    Transition, TransitionOutcome, WriteDurability,
 };
 use r2d2::{Pool, PooledConnection};
 use r2d2_sqlite::SqliteConnectionManager;
@@ -538,7 +538,7 @@ impl EffectLedger for SqliteLedger {
         };
         let now = query
             .stale
-            .then(|| effect_core::clock::unix_seconds(self.clock.now()));
+            .then(|| effect_core::unix_seconds(self.clock.now()));
         match (query.status_filter(), cursor) {
             (None, Some((updated_at, sequence, rowid))) => collect(
                 &conn,
@@ -657,7 +657,7 @@ impl EffectLedger for SqliteLedger {
             )
             .and_then(|mut stmt| stmt.query_row([], |row| row.get(0)))
             .map_err(|e| ledger_error(doing(), e))?;
-        let now = effect_core::clock::unix_seconds(self.clock.now());
+        let now = effect_core::unix_seconds(self.clock.now());
         let stale: i64 = tx
             .prepare_cached(
                 "SELECT COUNT(*) FROM effect_operations WHERE status = 'dispatched' \

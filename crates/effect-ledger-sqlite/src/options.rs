@@ -173,7 +173,7 @@ impl SqliteOptions {
     ///
     /// ```
     /// use std::time::Duration;
-    /// use effect_core::{EffectLedger, WriteDurability, transition::Transition};
+    /// use effect_core::{EffectLedger, Transition, WriteDurability};
     /// use effect_core::{NewOperation, RequestFingerprint};
     /// use effect_ledger_sqlite::{SqliteOptions, TempLedger};
     ///

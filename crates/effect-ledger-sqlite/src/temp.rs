@@ -4,8 +4,10 @@
 use std::ops::Deref;
 use std::path::Path;
 
-use effect_core::transition::{Transition, TransitionOutcome};
-use effect_core::{EffectLedger, EffectRecord, LedgerError, LedgerEvent, LedgerStats, ListQuery};
+use effect_core::{
+    EffectLedger, EffectRecord, LedgerError, LedgerEvent, LedgerStats, ListQuery, Transition,
+    TransitionOutcome,
+};
 use tempfile::TempDir;
 
 use crate::error::SqliteError;

@@ -6,8 +6,7 @@ use std::future::Future;
 use std::sync::{Arc, Mutex};
 
 use effect_core::{
-    BoxFuture, Clock as _, EffectLedger, EffectRecord, EffectStatus, SystemClock,
-    clock::unix_seconds,
+    BoxFuture, Clock as _, EffectLedger, EffectRecord, EffectStatus, SystemClock, unix_seconds,
 };
 use effect_exec::{
     CallOptions, EffectExecutor, ExecError, HandlerContext, HandlerError, TypedContract,

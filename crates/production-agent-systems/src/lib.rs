@@ -169,7 +169,8 @@ pub mod recovery {
 /// [`FingerprintKey`](secrets::FingerprintKey) of keyed fingerprints, and
 /// [`Redaction`](secrets::Redaction) of what operators and approvers see.
 pub mod secrets {
-    pub use effect_core::{Redaction, RedactionError, Secret};
+    pub use effect_core::secret::Secret;
+    pub use effect_core::{Redaction, RedactionError};
     pub use effect_exec::secrets::{
         FingerprintKey, KeyError, Keyring, Redactor, SealError, SealingKey,
     };

@@ -145,7 +145,7 @@ pub(crate) fn read(
     clock: &dyn Clock,
 ) -> anyhow::Result<Queue> {
     let now = clock.now();
-    let now_unix = effect_core::clock::unix_seconds(now);
+    let now_unix = effect_core::unix_seconds(now);
     let mut items = Vec::new();
     let mut truncated = false;
     // Who will dispatch each prepared operation (a budget deferred them, a

@@ -160,7 +160,7 @@ async fn read_operation(
 ) -> anyhow::Result<Option<operation::Detail>> {
     console
         .read(move |c| {
-            let now = effect_core::clock::unix_seconds(c.inner.clock.now());
+            let now = effect_core::unix_seconds(c.inner.clock.now());
             operation::read(
                 c.inner.opened.ledger(),
                 &id,

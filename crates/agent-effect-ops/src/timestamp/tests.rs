@@ -1,6 +1,6 @@
 use std::time::{Duration, UNIX_EPOCH};
 
-use effect_core::clock::format_timestamp;
+use effect_core::format_timestamp;
 
 use super::*;
 

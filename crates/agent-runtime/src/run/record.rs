@@ -3,7 +3,7 @@
 
 use std::sync::Arc;
 
-use effect_core::clock::format_timestamp;
+use effect_core::format_timestamp;
 
 use crate::checkpoint::PendingStep;
 use crate::error::{RunError, StoreError};

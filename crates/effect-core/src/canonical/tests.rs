@@ -1,6 +1,9 @@
 use serde_json::json;
 
 use super::*;
+use sha2::Digest;
+
+use crate::fingerprint::{FingerprintForm, RequestFingerprint, hex};
 
 #[test]
 fn python_test_vector_matches_sha256() {

@@ -14,7 +14,7 @@ use crate::error::CanonicalError;
 
 /// How numbers are written; everything else is the same in both styles.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) enum NumberStyle {
+pub(crate) enum NumberStyle {
     /// As serde_json writes them (`0.00001`, `1e16`).
     Serde,
     /// As Python's `float.__repr__` writes them (`1e-05`, `1e+16`).
@@ -39,7 +39,7 @@ const RECURSION_LIMIT: usize = 16;
 
 /// Writes the canonical text of `value` to `out`; true when it holds a
 /// float, the only thing the two number styles write differently.
-pub(super) fn write(value: &Value, style: NumberStyle, out: &mut String) -> bool {
+pub(crate) fn write(value: &Value, style: NumberStyle, out: &mut String) -> bool {
     write_nested(value, style, out, 0)
 }
 

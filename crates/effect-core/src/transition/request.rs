@@ -6,8 +6,8 @@ use std::time::{Duration, SystemTime};
 use serde_json::Value;
 
 use crate::budget::BudgetCharge;
-use crate::canonical::RequestFingerprint;
 use crate::compensation::CompensationStep;
+use crate::fingerprint::RequestFingerprint;
 use crate::record::{EffectRecord, Evidence, Revision};
 
 /// The identity of an operation to prepare.
@@ -48,7 +48,7 @@ pub struct NewOperation {
     pub requires_approval: bool,
     /// What an approver is shown of the request: the arguments with secrets
     /// and the contract's redacted fields replaced by the marker
-    /// ([`crate::redaction`]). Recorded in the `prepared` event of an
+    /// ([`Redaction`](crate::Redaction)). Recorded in the `prepared` event of an
     /// operation created `awaiting_approval` (key
     /// [`intent::REDACTED_KEY`](crate::intent::REDACTED_KEY)), ignored
     /// otherwise; not part of its identity.

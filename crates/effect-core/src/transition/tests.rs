@@ -9,8 +9,9 @@ use serde_json::{Value, json};
 
 use super::*;
 use crate::EffectStatus as S;
-use crate::canonical::RequestFingerprint;
+use crate::Guard;
 use crate::clock::unix_seconds;
+use crate::fingerprint::RequestFingerprint;
 
 /// The planner's clock in every row.
 fn now() -> SystemTime {
@@ -83,7 +84,7 @@ fn unknown(owner: Option<&str>) -> Transition {
 fn manual(action: ManualAction) -> Transition {
     Transition::Resolve(ManualResolution::new(
         action,
-        crate::transition::Audit::new("ops@example.com", "checked the dashboard", "TICKET-1"),
+        crate::Audit::new("ops@example.com", "checked the dashboard", "TICKET-1"),
     ))
 }
 
@@ -501,7 +502,7 @@ fn manual_rows() {
     leased.lease_until = Some(unix_seconds(now()) + 60.0);
     let blank_actor = Transition::Resolve(ManualResolution::new(
         ManualAction::Reject,
-        crate::transition::Audit::new(" ", "r", "e"),
+        crate::Audit::new(" ", "r", "e"),
     ));
     let confirm = || {
         manual(ManualAction::Confirm {

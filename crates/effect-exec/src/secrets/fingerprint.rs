@@ -31,7 +31,7 @@ const UNKEYED_CONTEXT: &str = "production-agent-systems 2026-12 unkeyed secret a
 /// earlier version computed (and that the Python package computes).
 ///
 /// `redacted` must be derived from `revealed` (by serialization outside
-/// [`reveal`](effect_core::secret::reveal) and a [`Redaction`](effect_core::redaction::Redaction)).
+/// [`reveal`](effect_core::secret::reveal) and a [`Redaction`](effect_core::Redaction)).
 ///
 /// ```
 /// use effect_exec::secrets::{fingerprint_view, FingerprintKey};

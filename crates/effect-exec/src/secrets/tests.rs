@@ -2,9 +2,9 @@ use serde::Serialize;
 use serde_json::{Value, json};
 
 use super::*;
+use effect_core::Redaction;
 use effect_core::RequestFingerprint;
 use effect_core::canonical::to_json_value;
-use effect_core::redaction::Redaction;
 use effect_core::secret::{REDACTED, Secret, reveal};
 
 #[derive(Serialize)]

@@ -7,7 +7,8 @@
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
-use effect_core::{EffectStatus, Secret};
+use effect_core::EffectStatus;
+use effect_core::secret::Secret;
 use effect_exec::{ExecError, HandlerContext, HandlerError, TypedContract};
 use serde::{Deserialize, Serialize};
 use serde_json::json;

@@ -5,9 +5,8 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use effect_core::{
-    CompensationLink, EffectContract, EffectLedger, EffectStatus, OutcomeProbeResult, compensation,
-};
+use effect_core::compensation::CompensationLink;
+use effect_core::{EffectContract, EffectLedger, EffectStatus, OutcomeProbeResult, compensation};
 use effect_exec::{CompensationRefusal, EffectExecutor, ExecError, HandlerError, RecoveryWorker};
 use serde_json::{Value, json};
 

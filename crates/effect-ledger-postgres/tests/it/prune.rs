@@ -3,7 +3,7 @@
 
 use std::time::{Duration, UNIX_EPOCH};
 
-use effect_core::clock::format_timestamp;
+use effect_core::format_timestamp;
 use effect_core::{
     ArchivedOperation, Claim, Confirmation, EffectLedger, EffectLedgerExt, EffectStatus, Evidence,
     LedgerErrorKind, ListQuery, PruneRequest,

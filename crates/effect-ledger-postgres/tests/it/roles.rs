@@ -9,7 +9,7 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, UNIX_EPOCH};
 
-use effect_core::clock::format_timestamp;
+use effect_core::format_timestamp;
 use effect_core::{
     Claim, EffectLedger, EffectLedgerExt, EffectStatus, Evidence, ManualAction, ManualResolution,
     PruneRequest,

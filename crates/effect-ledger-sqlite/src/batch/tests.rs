@@ -2,7 +2,7 @@
 use effect_core::EffectLedgerExt as _;
 use std::time::Duration;
 
-use effect_core::transition::Transition;
+use effect_core::Transition;
 use effect_core::{
     Claim, EffectLedger, LedgerErrorKind, NewOperation, RequestFingerprint, SystemClock,
 };
@@ -354,12 +354,12 @@ fn the_events_of_one_batch_take_consecutive_sequences_past_refused_transitions()
     // Refused after its events were written (the amount cannot be
     // stored): rolled back to its savepoint, it leaves no gap.
     let mut over_budget = claim("t");
-    over_budget.budgets.push(effect_core::budget::BudgetCharge {
+    over_budget.budgets.push(effect_core::BudgetCharge {
         budget: "spend".into(),
         amount: u64::MAX,
         max_count: None,
         max_amount: None,
-        window: effect_core::budget::BudgetWindow::Total,
+        window: effect_core::BudgetWindow::Total,
         defer: None,
     });
     let unstorable = Transition::PrepareAndClaim(op(json!({"n": 3})), over_budget);

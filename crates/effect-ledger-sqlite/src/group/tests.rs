@@ -3,7 +3,7 @@ use std::sync::{Arc, Barrier};
 use std::thread;
 use std::time::Duration;
 
-use effect_core::transition::Transition;
+use effect_core::Transition;
 use effect_core::{EffectRecord, LedgerError, LedgerErrorKind, TransitionOutcome};
 
 use super::*;

@@ -13,7 +13,8 @@ mod shape;
 use std::sync::{Arc, LazyLock};
 use std::time::Duration;
 
-use effect_core::{EffectContract, EffectContractBuilder, OutcomeProbeResult, Secret};
+use effect_core::secret::Secret;
+use effect_core::{EffectContract, EffectContractBuilder, OutcomeProbeResult};
 use effect_exec::{HandlerContext, HandlerError};
 use effect_otel::{OtelConfig, OtelGuard, OtelOptions, Semconv};
 use effect_testkit::provider::FakePaymentProvider;

@@ -23,7 +23,7 @@ use std::process::{Command, ExitStatus, Stdio};
 use std::sync::Arc;
 use std::time::Duration;
 
-use effect_core::clock::unix_seconds;
+use effect_core::unix_seconds;
 use effect_core::{Clock, EffectLedger, EffectStatus, LedgerError, SystemClock};
 use effect_exec::{EffectExecutor, ExecutorOptions, HandlerContext, HandlerError};
 use serde_json::Value;

@@ -220,7 +220,7 @@ fn the_link_back_survives_confirmation_and_resolution() -> Result<(), LedgerErro
     unknown.status = EffectStatus::OutcomeUnknown;
     let resolve = Transition::Resolve(crate::transition::ManualResolution::new(
         crate::transition::ManualAction::Reject,
-        crate::transition::Audit::new("a", "r", "e"),
+        crate::Audit::new("a", "r", "e"),
     ));
     let (resolved, _) = run(unknown.clone(), &[resolve])?;
     assert_eq!(resolved.compensates(), Some("original"));
