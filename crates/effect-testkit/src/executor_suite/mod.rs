@@ -16,7 +16,7 @@
 //! ```
 //!
 //! The factory is the conformance suite's
-//! ([`LedgerFactory`](effect_conformance::LedgerFactory)): a fresh, empty
+//! ([`LedgerFactory`]): a fresh, empty
 //! ledger per check. Checks are listed in [`CHECKS`]; run a subset with
 //! [`effect_conformance::run_checks`], and in the executor's deferred-outcomes
 //! mode with [`run_all_deferred`].
