@@ -1,5 +1,7 @@
 //! Errors of the CLI itself, and the mapping of every error onto an exit code.
 
+use std::net::SocketAddr;
+use std::path::PathBuf;
 use std::process::ExitCode;
 
 use effect_core::{LedgerError, LedgerErrorKind};
@@ -225,8 +227,8 @@ impl Exit {
             }
             if cause.downcast_ref::<InputError>().is_some()
                 || cause
-                    .downcast_ref::<crate::console::ConsoleError>()
-                    .is_some_and(crate::console::ConsoleError::is_usage)
+                    .downcast_ref::<ConsoleError>()
+                    .is_some_and(ConsoleError::is_usage)
                 || matches!(
                     cause.downcast_ref::<OpenError>(),
                     Some(OpenError::NotALedger { .. })
@@ -311,4 +313,75 @@ pub struct NotCancellable {
     pub status: effect_core::EffectStatus,
     /// What to do instead.
     pub instead: String,
+}
+
+/// Why the console does not start.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum ConsoleError {
+    /// The configuration file cannot be read.
+    #[error("cannot read the console configuration {}", path.display())]
+    ReadConfig {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The configuration file is not one.
+    #[error("the console configuration {} is invalid: {why}", path.display())]
+    Config {
+        /// The file.
+        path: PathBuf,
+        /// What is wrong.
+        why: String,
+    },
+    /// The tokens file cannot be read.
+    #[error("cannot read the console tokens file {}", path.display())]
+    ReadTokens {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        #[source]
+        source: std::io::Error,
+    },
+    /// A line of the tokens file is not a token.
+    #[error("the console tokens file {} is invalid at line {line}: {why}", path.display())]
+    Tokens {
+        /// The file.
+        path: PathBuf,
+        /// The line, from 1 (0: the whole file).
+        line: usize,
+        /// What is wrong.
+        why: String,
+    },
+    /// Another invalid setting.
+    #[error("invalid console configuration: {why}")]
+    Invalid {
+        /// What is wrong.
+        why: String,
+    },
+    /// Actions without authentication: anyone reaching the port could act.
+    #[error(
+        "actions are enabled but no authentication is configured; configure [auth] tokens_file or [auth.trusted_header] (docs/console.md)"
+    )]
+    ActionsNeedAuth,
+    /// A non-loopback address without authentication.
+    #[error(
+        "refusing to listen on {listen} without authentication: anyone who reaches it would read the ledger; listen on 127.0.0.1 or configure [auth] (docs/console.md)"
+    )]
+    ExposedWithoutAuth {
+        /// The address given.
+        listen: SocketAddr,
+    },
+}
+
+impl ConsoleError {
+    /// Whether this is the operator's input to correct (exit code 2).
+    pub(crate) fn is_usage(&self) -> bool {
+        !matches!(
+            self,
+            ConsoleError::ReadConfig { .. } | ConsoleError::ReadTokens { .. }
+        )
+    }
 }

@@ -1,6 +1,6 @@
 //! The console's actions: each form becomes the command the CLI would run,
 //! with the authenticated identity as its actor, and runs through the same
-//! code (`commands::run_on`): the same checks, executor calls and refusals.
+//! code (`execute::run_on`): the same checks, executor calls and refusals.
 
 use std::sync::Arc;
 
@@ -131,7 +131,7 @@ pub(crate) fn command(
 /// own words with the HTTP status of its exit code.
 pub(crate) fn run(opened: &Opened, command: &Command, clock: Arc<dyn Clock>) -> Outcome {
     let mut out = Vec::new();
-    match crate::commands::run_on(opened, command, clock, &mut out) {
+    match crate::execute::run_on(opened, command, clock, &mut out) {
         Ok(()) => {
             let message = match serde_json::from_slice::<Resolution>(&out) {
                 Ok(done) => format!(

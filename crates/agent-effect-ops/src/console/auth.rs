@@ -11,37 +11,11 @@ use axum::http::HeaderMap;
 use axum::http::header::{AUTHORIZATION, COOKIE};
 use sha2::{Digest as _, Sha256};
 
-use crate::console::ConsoleError;
-use crate::console::config::AuthConfig;
+use crate::console::config::{AuthConfig, Role};
+use crate::error::ConsoleError;
 
 /// The session cookie's name.
 pub(crate) const SESSION_COOKIE: &str = "effect_console_session";
-
-/// What an identity may do.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Role {
-    /// Every action.
-    Operator,
-    /// Approve and deny only.
-    Approver,
-}
-
-impl Role {
-    pub(crate) fn parse(text: &str) -> Option<Role> {
-        match text {
-            "operator" => Some(Role::Operator),
-            "approver" => Some(Role::Approver),
-            _ => None,
-        }
-    }
-
-    pub(crate) fn name(self) -> &'static str {
-        match self {
-            Role::Operator => "operator",
-            Role::Approver => "approver",
-        }
-    }
-}
 
 /// How a request proved who it is.
 #[derive(Debug, Clone, PartialEq, Eq)]

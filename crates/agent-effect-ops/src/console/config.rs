@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 
 use serde::Deserialize;
 
-use crate::console::ConsoleError;
+use crate::error::ConsoleError;
 
 /// What `serve --config PATH` reads. Every section is optional: without a
 /// file the console is read-only and unauthenticated (loopback only).
@@ -94,7 +94,7 @@ impl ConsoleConfig {
                 return Err(format!("{:?} is not an HTTP header name", header.name));
             }
             if let Some(role) = &header.role {
-                crate::console::auth::Role::parse(role)
+                Role::parse(role)
                     .ok_or_else(|| format!("unknown role {role:?}: operator or approver"))?;
             }
         }
@@ -104,5 +104,31 @@ impl ConsoleConfig {
     /// Whether any authentication is configured.
     pub fn authenticates(&self) -> bool {
         self.auth.tokens_file.is_some() || self.auth.trusted_header.is_some()
+    }
+}
+
+/// What an identity may do.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Role {
+    /// Every action.
+    Operator,
+    /// Approve and deny only.
+    Approver,
+}
+
+impl Role {
+    pub(crate) fn parse(text: &str) -> Option<Role> {
+        match text {
+            "operator" => Some(Role::Operator),
+            "approver" => Some(Role::Approver),
+            _ => None,
+        }
+    }
+
+    pub(crate) fn name(self) -> &'static str {
+        match self {
+            Role::Operator => "operator",
+            Role::Approver => "approver",
+        }
     }
 }

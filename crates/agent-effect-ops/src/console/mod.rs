@@ -30,7 +30,6 @@ mod views;
 
 use std::io::Write;
 use std::net::SocketAddr;
-use std::path::PathBuf;
 use std::sync::Arc;
 
 use anyhow::Context as _;
@@ -40,6 +39,7 @@ use production_agent_systems::open::LedgerUrl;
 pub use config::ConsoleConfig;
 
 use crate::cli::ServeArgs;
+use crate::error::ConsoleError;
 use crate::open::{Opened, open};
 
 /// A console on one ledger: build its router with [`Console::router`].
@@ -62,77 +62,6 @@ impl std::fmt::Debug for Console {
         f.debug_struct("Console")
             .field("config", &self.inner.config)
             .finish_non_exhaustive()
-    }
-}
-
-/// Why the console does not start.
-#[derive(Debug, thiserror::Error)]
-#[non_exhaustive]
-pub enum ConsoleError {
-    /// The configuration file cannot be read.
-    #[error("cannot read the console configuration {}", path.display())]
-    ReadConfig {
-        /// The file.
-        path: PathBuf,
-        /// Why.
-        #[source]
-        source: std::io::Error,
-    },
-    /// The configuration file is not one.
-    #[error("the console configuration {} is invalid: {why}", path.display())]
-    Config {
-        /// The file.
-        path: PathBuf,
-        /// What is wrong.
-        why: String,
-    },
-    /// The tokens file cannot be read.
-    #[error("cannot read the console tokens file {}", path.display())]
-    ReadTokens {
-        /// The file.
-        path: PathBuf,
-        /// Why.
-        #[source]
-        source: std::io::Error,
-    },
-    /// A line of the tokens file is not a token.
-    #[error("the console tokens file {} is invalid at line {line}: {why}", path.display())]
-    Tokens {
-        /// The file.
-        path: PathBuf,
-        /// The line, from 1 (0: the whole file).
-        line: usize,
-        /// What is wrong.
-        why: String,
-    },
-    /// Another invalid setting.
-    #[error("invalid console configuration: {why}")]
-    Invalid {
-        /// What is wrong.
-        why: String,
-    },
-    /// Actions without authentication: anyone reaching the port could act.
-    #[error(
-        "actions are enabled but no authentication is configured; configure [auth] tokens_file or [auth.trusted_header] (docs/console.md)"
-    )]
-    ActionsNeedAuth,
-    /// A non-loopback address without authentication.
-    #[error(
-        "refusing to listen on {listen} without authentication: anyone who reaches it would read the ledger; listen on 127.0.0.1 or configure [auth] (docs/console.md)"
-    )]
-    ExposedWithoutAuth {
-        /// The address given.
-        listen: SocketAddr,
-    },
-}
-
-impl ConsoleError {
-    /// Whether this is the operator's input to correct (exit code 2).
-    pub(crate) fn is_usage(&self) -> bool {
-        !matches!(
-            self,
-            ConsoleError::ReadConfig { .. } | ConsoleError::ReadTokens { .. }
-        )
     }
 }
 

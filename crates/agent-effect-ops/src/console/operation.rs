@@ -82,7 +82,7 @@ pub(crate) fn read(
     let events = ledger.events(id)?;
     let arguments = Arguments::of(&events);
     let compensation = CompensationLinks::of(&record);
-    let original_output = crate::commands::compensates_output(ledger, &record)?;
+    let original_output = crate::inspect::compensates_output(ledger, &record)?;
     let dashboard = dashboards
         .get(&record.contract_name)
         .and_then(|template| dashboard_link(template, &record));

@@ -152,7 +152,7 @@ pub(crate) fn read(
     // recovery worker or their caller), and which ones a recovery worker
     // found blocked, with why; read once for the counts too.
     let waiting_list = effect_exec::waiting(ledger)?;
-    let stats = crate::commands::stats_from(ledger.stats()?, &waiting_list, clock);
+    let stats = crate::inspect::stats_from(ledger.stats()?, &waiting_list, clock);
     let blocked: BTreeMap<String, String> = waiting_list
         .iter()
         .filter_map(|w| Some((w.operation_id.clone(), w.reason.clone()?)))

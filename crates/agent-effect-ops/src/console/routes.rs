@@ -443,7 +443,7 @@ async fn search(
 
 async fn metrics_text(State(console): State<Console>, Viewer(_): Viewer) -> Response {
     match console
-        .read(|c| crate::commands::stats_of(c.inner.opened.ledger(), c.inner.clock.as_ref()))
+        .read(|c| crate::inspect::stats_of(c.inner.opened.ledger(), c.inner.clock.as_ref()))
         .await
     {
         Ok(stats) => (

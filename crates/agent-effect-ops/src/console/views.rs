@@ -26,7 +26,7 @@ pub(crate) fn read_approvals(ledger: &dyn EffectLedger) -> anyhow::Result<Vec<As
         let events = ledger.events(&record.operation_id)?;
         asked.push(Asked {
             arguments: Arguments::of(&events),
-            compensates_output: crate::commands::compensates_output(ledger, &record)?,
+            compensates_output: crate::inspect::compensates_output(ledger, &record)?,
             record,
         });
     }
