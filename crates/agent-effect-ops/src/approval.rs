@@ -111,11 +111,11 @@ pub(crate) fn decide(
                 reason: args.reason.clone(),
                 expires_at: clock.now() + *expires,
             };
-            let record = executor.approve(id, approval)?;
+            let record = executor.operator().approve(id, approval)?;
             (record, "approve", effect_core::event::APPROVED)
         }
         Decision::Deny => {
-            let record = executor.deny(id, &args.actor, &args.reason)?;
+            let record = executor.operator().deny(id, &args.actor, &args.reason)?;
             (record, "deny", effect_core::event::APPROVAL_DENIED)
         }
     };

@@ -48,7 +48,7 @@ pub(crate) fn cancel(
         audit.reason.clone(),
         audit.evidence_reference.clone(),
     );
-    let record = match executor.cancel(id, audit) {
+    let record = match executor.operator().cancel(id, audit) {
         Ok(record) => record,
         // A claim won the race since the read above: say what it is now.
         Err(err) if err.ledger_kind() == Some(LedgerErrorKind::InvalidTransition) => {

@@ -76,8 +76,12 @@ pub(crate) fn request(
     }
     let writable = opened.writable(Arc::clone(&clock))?;
     let executor = EffectExecutor::with_clock(writable, ExecutorOptions::default(), clock);
-    let record =
-        executor.request_compensation(id, &args.actor, &args.reason, &args.evidence_reference)?;
+    let record = executor.operator().request_compensation(
+        id,
+        &args.actor,
+        &args.reason,
+        &args.evidence_reference,
+    )?;
     let event = executor
         .ledger()
         .events(id)?

@@ -138,7 +138,10 @@ pub(crate) fn resolve(
     let executor = EffectExecutor::with_clock(writable, ExecutorOptions::default(), clock);
     // Applied only to the record checked above: a dispatch in between makes
     // the decision stale, and it is refused rather than applied to it.
-    let Some(record) = executor.resolve_if_unchanged(id, resolution, &current)? else {
+    let Some(record) = executor
+        .operator()
+        .resolve_if_unchanged(id, resolution, &current)?
+    else {
         let now = executor.ledger().get(id)?.ok_or_else(|| not_found(id))?;
         return Err(changed(&now).into());
     };

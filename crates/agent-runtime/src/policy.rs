@@ -84,7 +84,7 @@ impl PermissionPolicy {
     /// operation before anything is recorded, as if the tool's contract
     /// required approval: the first call records the operation
     /// `awaiting_approval` and dispatches nothing, and only an approval of
-    /// that request's fingerprint (`EffectExecutor::approve`, or
+    /// that request's fingerprint (`EffectExecutor::operator().approve`, or
     /// `agent-effect-ops approve`) lets one dispatch through. Each such tool
     /// needs an effect contract: the runtime refuses to build otherwise.
     ///

@@ -512,7 +512,7 @@ impl EffectContractBuilder {
     /// a new operation is recorded `awaiting_approval` and nothing is sent
     /// until an approval of its exact request fingerprint is recorded (an
     /// operator's `agent-effect-ops approve`, or effect-exec's
-    /// `EffectExecutor::approve`). The claim that dispatches it consumes the
+    /// `EffectExecutor::operator().approve`). The claim that dispatches it consumes the
     /// approval, so a retry after an uncertain outcome waits for a new one.
     /// The requirement is recorded when an operation is created: turning it on
     /// for a contract is a semantic change that takes a new version.

@@ -18,7 +18,7 @@
 //! a [`RecoveryWorker`](crate::RecoveryWorker) holding the compensation's
 //! handler ([`RecoveryWorker::register_compensation`](crate::RecoveryWorker::register_compensation)),
 //! which also runs the compensations an operator requested
-//! ([`EffectExecutor::request_compensation`], `agent-effect-ops compensate`).
+//! ([`Operator::request_compensation`](crate::Operator::request_compensation), `agent-effect-ops compensate`).
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -128,35 +128,6 @@ impl EffectExecutor {
         };
         let deadline = options.deadline.or(self.options.default_deadline);
         self.compensate_call(contract, operation_id, deadline, &invoke)
-    }
-
-    /// Records an operator's request to compensate the confirmed operation
-    /// `operation_id` (event `compensation_requested`): a
-    /// [`RecoveryWorker`](crate::RecoveryWorker) with the compensation's
-    /// handler runs it. A repeat, or a request after the compensation
-    /// settled, writes nothing.
-    ///
-    /// # Errors
-    ///
-    /// [`ExecError::Ledger`] with kind `InvalidTransition` unless the
-    /// operation is confirmed, `InvalidInput` for a blank actor, reason or
-    /// evidence reference, `NotFound` for an unknown id. Nothing is written
-    /// on an error.
-    pub fn request_compensation(
-        &self,
-        operation_id: &str,
-        actor: &str,
-        reason: &str,
-        evidence_reference: &str,
-    ) -> Result<EffectRecord, ExecError> {
-        let step = CompensationStep::Request {
-            actor: actor.to_owned(),
-            reason: reason.to_owned(),
-            evidence_reference: evidence_reference.to_owned(),
-        };
-        Ok(self
-            .apply(operation_id, Transition::Compensation(step))?
-            .record)
     }
 
     /// The whole compensation, for any way of invoking the handler.

@@ -10,7 +10,7 @@
 //! - an uncertain outcome (failure after dispatch, missed deadline, expired
 //!   lease) is reconciled through the contract's outcome probe or a guaranteed
 //!   provider idempotency key, and otherwise quarantined for an operator
-//!   ([`EffectExecutor::resolve`]).
+//!   ([`Operator::resolve`], through [`EffectExecutor::operator`]).
 //!
 //! It depends on `effect-core` only and takes the ledger as
 //! `Arc<dyn EffectLedger>`; it names no store. A timeout, a crash or a model's
@@ -83,6 +83,7 @@ mod identity;
 pub mod metric;
 mod notice;
 mod observe;
+mod operator;
 mod options;
 mod pages;
 mod periodic;
@@ -107,6 +108,7 @@ pub use observe::{
     ContractRef, EffectEvent, EffectObserver, ExecutionStart, ExecutionTrace, GlobalObserverSet,
     ScopeGuard, Step, StepScope, global_observer, set_global_observer,
 };
+pub use operator::Operator;
 pub use options::{CallOptions, ExecutorOptions};
 pub use pages::DEFAULT_PAGE_SIZE;
 pub use prepared::PreparedEffect;

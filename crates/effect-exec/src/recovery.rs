@@ -396,7 +396,7 @@ impl RecoveryWorker {
     /// Each pass then runs, through
     /// [`EffectExecutor::compensate`], the compensation of every confirmed
     /// operation of that contract an operator asked to compensate
-    /// ([`EffectExecutor::request_compensation`], `agent-effect-ops
+    /// ([`Operator::request_compensation`](crate::Operator::request_compensation), `agent-effect-ops
     /// compensate`), and finishes every compensation of it left behind
     /// (`prepared` past [`min_age`](Self::min_age), `outcome_unknown`, or
     /// dispatched under an expired lease), with the arguments derived again

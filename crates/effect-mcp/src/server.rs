@@ -420,6 +420,7 @@ impl ServerHandler for EffectServer {
         let approved = matches!(decision, task::Decision::Approve { .. });
         let recorded = tokio::task::spawn_blocking(move || match decision {
             task::Decision::Approve { actor, reason } => executor
+                .operator()
                 .approve(
                     &id,
                     effect_core::Approval {
@@ -430,7 +431,9 @@ impl ServerHandler for EffectServer {
                     },
                 )
                 .map(Some),
-            task::Decision::Deny { actor, reason } => executor.deny(&id, &actor, &reason).map(Some),
+            task::Decision::Deny { actor, reason } => {
+                executor.operator().deny(&id, &actor, &reason).map(Some)
+            }
             task::Decision::None => Ok(None),
         })
         .await
@@ -491,7 +494,9 @@ impl ServerHandler for EffectServer {
         // loses (and never dispatches).
         let executor = self.executor.clone();
         let denied = tokio::task::spawn_blocking(move || {
-            executor.deny(&id, task::CANCEL_ACTOR, task::CANCEL_REASON)
+            executor
+                .operator()
+                .deny(&id, task::CANCEL_ACTOR, task::CANCEL_REASON)
         })
         .await
         .map_err(|err| McpError::internal_error(format!("cancelling: {err}"), None))?;

@@ -269,7 +269,7 @@ fn payload(
             format!(
                 "waiting for a human's approval of exactly this request; nothing was sent \
                  (approve or deny operation `{id}` with agent-effect-ops or \
-                 EffectExecutor::approve; tasks/cancel denies it)"
+                 EffectExecutor::operator().approve; tasks/cancel denies it)"
             ),
         ),
         EffectStatus::Quarantined => (

@@ -152,14 +152,15 @@ pub mod typed {
 /// [`RecoveryWorker`](recovery::RecoveryWorker) dispatches stored intent and
 /// reconciles what was left uncertain, the [`Sweeper`](recovery::Sweeper)
 /// reconciles only, [`waiting`](recovery::waiting) says what waits and for
-/// whom, an operator's [`Audit`](recovery::Audit) records who decided, and a
+/// whom, an [`Operator`](recovery::Operator) resolves, cancels, approves or
+/// denies an operation, its [`Audit`](recovery::Audit) records who decided, and a
 /// [`RetentionPolicy`](recovery::RetentionPolicy) says how long resolved
 /// operations are kept.
 pub mod recovery {
     pub use effect_core::{ParseRetentionError, RetentionPolicy, RetentionReport};
     pub use effect_exec::{
-        Audit, RecoveryHandle, RecoveryReport, RecoveryWorker, SweepReport, Sweeper, Waiting,
-        WaitingFor, waiting,
+        Audit, Operator, RecoveryHandle, RecoveryReport, RecoveryWorker, SweepReport, Sweeper,
+        Waiting, WaitingFor, waiting,
     };
 }
 

@@ -102,7 +102,7 @@ impl RunReport {
     }
 
     /// The effect operation id whose human approval the run waits for
-    /// (docs/approval.md): approve or deny it with `EffectExecutor::approve`
+    /// (docs/approval.md): approve or deny it with `EffectExecutor::operator().approve`
     /// / `deny` or `agent-effect-ops`, then resume the run (or let
     /// `AgentRuntime::resume_when_approved` wait for it).
     pub fn awaiting_approval(&self) -> Option<&str> {

@@ -231,6 +231,7 @@ fn the_policy_requires_approval_by_tool_name_and_the_run_resumes_once_approved()
 
     let executor = setup.executor(Arc::new(RecordingSleeper::default()));
     executor
+        .operator()
         .approve(OPERATION, setup.approval("lead@example.com"))
         .unwrap();
     let done = rt.run(task(), RunOptions::resume()).unwrap();
@@ -245,6 +246,7 @@ fn the_policy_requires_approval_by_tool_name_and_the_run_resumes_once_approved()
     // The approval was used up: another one is refused.
     assert!(
         executor
+            .operator()
             .approve(OPERATION, setup.approval("lead@example.com"))
             .is_err()
     );
@@ -330,11 +332,13 @@ impl Sleeper for ApproverAt {
         );
         if self.deny {
             executor
+                .operator()
                 .deny(OPERATION, "lead@example.com", "duplicate of order A-0")
                 .unwrap();
         } else {
             let record = self.ledger.get(OPERATION).unwrap().unwrap();
             executor
+                .operator()
                 .approve(
                     OPERATION,
                     Approval {
@@ -490,6 +494,7 @@ fn a_resume_refuses_a_pending_effect_whose_operation_id_changed() {
     start_waiting(&setup, &rt);
     let executor = setup.executor(Arc::new(RecordingSleeper::default()));
     executor
+        .operator()
         .approve(OPERATION, setup.approval("lead@example.com"))
         .unwrap();
     let before = setup.checkpoints.load("run-refund").unwrap().unwrap();

@@ -259,6 +259,7 @@ fn quarantined_effect_waits_until_an_operator_resolves_it() {
 
     // An operator checks the provider dashboard and confirms the payment.
     EffectExecutor::new(Arc::clone(&ledger))
+        .operator()
         .confirm_manually(
             "invoice:INV-9:capture",
             json!({"payment_id": "pay-1"}),
@@ -758,6 +759,7 @@ fn a_call_awaiting_approval_waits_and_resumes_once_approved() {
     let executor = EffectExecutor::new(Arc::clone(&ledger));
     let record = ledger.get("invoice:INV-9:capture").unwrap().unwrap();
     executor
+        .operator()
         .approve(
             "invoice:INV-9:capture",
             effect_core::Approval {

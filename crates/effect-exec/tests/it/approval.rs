@@ -74,6 +74,7 @@ fn the_first_call_waits_and_an_approval_dispatches_it_once() {
 
         let approval = w.approval(&first.operation_id, HOUR);
         w.executor()
+            .operator()
             .approve(&first.operation_id, approval.clone())
             .unwrap();
         let approved = w.call(&contract, &args);
@@ -91,6 +92,7 @@ fn the_first_call_waits_and_an_approval_dispatches_it_once() {
         // A second use of the same approval is refused, and writes nothing.
         let err = w
             .executor()
+            .operator()
             .approve(&first.operation_id, approval)
             .unwrap_err();
         assert_eq!(
@@ -127,6 +129,7 @@ fn changed_arguments_conflict_and_an_approval_of_them_is_refused() {
         };
         let err = w
             .executor()
+            .operator()
             .approve(&first.operation_id, approval)
             .unwrap_err();
         assert!(err.is_conflict(), "{}: {err}", w.store);
@@ -147,7 +150,7 @@ fn an_expired_approval_dispatches_nothing() {
         let args = invoice("INV-1");
         let id = w.call(&contract, &args).operation_id;
         let approval = w.approval(&id, Duration::from_secs(60));
-        w.executor().approve(&id, approval).unwrap();
+        w.executor().operator().approve(&id, approval).unwrap();
         w.clock.advance(Duration::from_secs(61));
         let late = w.call(&contract, &args);
         assert_eq!(late.status, EffectStatus::AwaitingApproval, "{}", w.store);
@@ -163,7 +166,7 @@ fn an_expired_approval_dispatches_nothing() {
             expires_at: w.clock.now() - Duration::from_secs(1),
             ..w.approval(&id, HOUR)
         };
-        let err = w.executor().approve(&id, stale).unwrap_err();
+        let err = w.executor().operator().approve(&id, stale).unwrap_err();
         assert_eq!(
             err.ledger_kind(),
             Some(LedgerErrorKind::InvalidTransition),
@@ -181,6 +184,7 @@ fn a_denial_rejects_the_call_terminally() {
         let id = w.call(&contract, &args).operation_id;
         let denied = w
             .executor()
+            .operator()
             .deny(&id, "lead@example.com", "duplicate of INV-0")
             .unwrap();
         assert_eq!(denied.status, EffectStatus::Rejected, "{}", w.store);
@@ -207,7 +211,10 @@ fn a_retry_after_an_uncertain_outcome_waits_for_a_new_approval() {
         let contract = w.contract(false);
         let args = invoice("INV-1");
         let id = w.call(&contract, &args).operation_id;
-        w.executor().approve(&id, w.approval(&id, HOUR)).unwrap();
+        w.executor()
+            .operator()
+            .approve(&id, w.approval(&id, HOUR))
+            .unwrap();
         // The dispatch fails before the provider commits; the probe says
         // not committed, which allows a retry, but the approval is used.
         w.provider.script(&[Fault::BeforeCommit]);
@@ -221,7 +228,10 @@ fn a_retry_after_an_uncertain_outcome_waits_for_a_new_approval() {
         assert_eq!(result.attempts, 1, "{}", w.store);
         assert_eq!(w.provider.handler_calls(), 1, "{}", w.store);
         assert_eq!(w.provider.committed(), 0, "{}", w.store);
-        w.executor().approve(&id, w.approval(&id, HOUR)).unwrap();
+        w.executor()
+            .operator()
+            .approve(&id, w.approval(&id, HOUR))
+            .unwrap();
         let retried = w.call(&contract, &args);
         assert!(retried.is_confirmed(), "{}: {retried:?}", w.store);
         assert_eq!(retried.attempts, 2, "{}", w.store);
@@ -244,7 +254,10 @@ fn the_recovery_worker_waits_for_the_approval_then_dispatches_once() {
         assert_eq!(before.confirmed, 0, "{}", w.store);
         assert_eq!(w.provider.handler_calls(), 0, "{}", w.store);
 
-        w.executor().approve(&id, w.approval(&id, HOUR)).unwrap();
+        w.executor()
+            .operator()
+            .approve(&id, w.approval(&id, HOUR))
+            .unwrap();
         let after = worker.run_once().unwrap();
         assert_eq!(after.confirmed, 1, "{}: {after:?}", w.store);
         let again = worker.run_once().unwrap();
@@ -264,6 +277,7 @@ fn an_approved_operation_refused_for_weakened_terms_is_listed_as_waiting_once_bl
         let approved = w.call(&contract, &invoice("INV-1")).operation_id;
         let unapproved = w.call(&contract, &invoice("INV-2")).operation_id;
         w.executor()
+            .operator()
             .approve(&approved, w.approval(&approved, HOUR))
             .unwrap();
         // The same name and version deployed claiming the key is guaranteed,
@@ -353,7 +367,10 @@ fn callers_racing_on_one_approval_dispatch_once() {
         let contract = w.contract(false);
         let args = invoice("INV-1");
         let id = w.call(&contract, &args).operation_id;
-        w.executor().approve(&id, w.approval(&id, HOUR)).unwrap();
+        w.executor()
+            .operator()
+            .approve(&id, w.approval(&id, HOUR))
+            .unwrap();
         // The winner's handler holds until every other caller has answered.
         w.provider.script(&[Fault::Held]);
         const CALLERS: usize = 8;

@@ -108,7 +108,7 @@ fn parent() -> TestResult {
         reason: "refund matches ticket T-9".into(),
         expires_at: SystemClock.now() + Duration::from_secs(3600),
     };
-    executor.approve(ID, approval())?;
+    executor.operator().approve(ID, approval())?;
 
     let exe = std::env::current_exe()?;
     let children = (0..CHILDREN)
@@ -167,7 +167,7 @@ fn parent() -> TestResult {
     // The approval is used up: the next call replays, another is refused.
     let again = executor.execute(&contract(), &args(), never)?;
     assert_eq!(again.status, EffectStatus::Confirmed);
-    assert!(executor.approve(ID, approval()).is_err());
+    assert!(executor.operator().approve(ID, approval()).is_err());
     assert_eq!(committed(&db), 1);
     Ok(())
 }

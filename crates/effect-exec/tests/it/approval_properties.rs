@@ -236,6 +236,7 @@ fn run_sequence(sqlite: bool, steps: &[Step]) -> Result<(), TestCaseError> {
                 let accepted = model.waiting() && !model.valid_approval(now);
                 let answer = w
                     .executor()
+                    .operator()
                     .approve(ID, w.approval(w.stored_fingerprint(), valid));
                 prop_assert_eq!(answer.is_ok(), accepted, "{}: {:?}", at, answer);
                 if accepted {
@@ -248,6 +249,7 @@ fn run_sequence(sqlite: bool, steps: &[Step]) -> Result<(), TestCaseError> {
                 let other = RequestFingerprint::of_value(&Case::args(true)).stored();
                 let answer = w
                     .executor()
+                    .operator()
                     .approve(ID, w.approval(other, Duration::from_secs(3600)));
                 prop_assert!(answer.is_err(), "{}: {:?}", at, answer);
                 if model.waiting() {
@@ -256,7 +258,10 @@ fn run_sequence(sqlite: bool, steps: &[Step]) -> Result<(), TestCaseError> {
                 prop_assert_eq!(w.world.provider.committed(), before, "{}", at);
             }
             Step::Deny => {
-                let answer = w.executor().deny(ID, "lead@example.com", "not this one");
+                let answer = w
+                    .executor()
+                    .operator()
+                    .deny(ID, "lead@example.com", "not this one");
                 prop_assert_eq!(answer.is_ok(), model.waiting(), "{}: {:?}", at, answer);
                 if model.waiting() {
                     model.denied = true;

@@ -237,6 +237,7 @@ fn a_cancelled_deferral_is_never_dispatched() {
         assert!(w.fill_the_day(&contract).unwrap_err().is_budget_deferred());
         let record = w
             .executor()
+            .operator()
             .cancel(
                 ID,
                 Audit::new("ops@example.com", "customer paid by wire", "T-1"),
@@ -254,6 +255,7 @@ fn a_cancelled_deferral_is_never_dispatched() {
         );
         let dispatched = w
             .executor()
+            .operator()
             .cancel(
                 "invoice:INV-1:capture",
                 Audit::new("ops@example.com", "too late", "T-2"),

@@ -333,11 +333,13 @@ fn a_recovery_worker_runs_a_requested_compensation_once() {
     assert!(
         world
             .executor
+            .operator()
             .request_compensation(CAPTURE, "", "reason", "T-1")
             .is_err()
     );
     let requested = world
         .executor
+        .operator()
         .request_compensation(CAPTURE, "ops@example.com", "customer cancelled", "T-1")
         .unwrap();
     assert_eq!(requested.status, EffectStatus::Confirmed);

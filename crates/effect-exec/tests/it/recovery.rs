@@ -70,7 +70,11 @@ impl World {
     fn left_prepared(&self, contract: &EffectContract, args: &Value) -> String {
         let (id, _) = self.left_by_not_sent(contract, args);
         let audit = Audit::new("operator", "nothing was sent", "ticket-1");
-        let record = self.executor().authorize_retry(&id, audit).unwrap();
+        let record = self
+            .executor()
+            .operator()
+            .authorize_retry(&id, audit)
+            .unwrap();
         assert_eq!(record.status, EffectStatus::Prepared, "{}", self.store);
         id
     }

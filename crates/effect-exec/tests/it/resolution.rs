@@ -36,6 +36,7 @@ fn manual_confirm_is_audited_and_replayed_without_the_handler() {
     let exec = executor(&ledger);
     let id = "invoice:INV-30:capture";
     let record = exec
+        .operator()
         .confirm_manually(
             id,
             json!({"payment_id": "pay-000001"}),
@@ -67,6 +68,7 @@ fn manual_reject_is_terminal() {
     let (ledger, provider) = quarantined("INV-31");
     let exec = executor(&ledger);
     let record = exec
+        .operator()
         .reject_manually("invoice:INV-31:capture", audit())
         .unwrap();
     assert_eq!(record.status, EffectStatus::Rejected);
@@ -92,6 +94,7 @@ fn manual_retry_authorization_lets_the_next_execution_dispatch() {
     let (ledger, provider) = quarantined("INV-32");
     let exec = executor(&ledger);
     let record = exec
+        .operator()
         .authorize_retry("invoice:INV-32:capture", audit())
         .unwrap();
     assert_eq!(record.status, EffectStatus::Prepared);
@@ -125,7 +128,7 @@ fn manual_retry_while_a_handler_may_still_run_needs_the_operators_statement() {
             .unwrap()
     );
     let before = ledger.events(id).unwrap();
-    let err = exec.authorize_retry(id, audit()).unwrap_err();
+    let err = exec.operator().authorize_retry(id, audit()).unwrap_err();
     assert_eq!(err.ledger_kind(), Some(LedgerErrorKind::InvalidTransition));
     let cause = std::error::Error::source(&err).map(ToString::to_string);
     assert!(
@@ -139,7 +142,10 @@ fn manual_retry_while_a_handler_may_still_run_needs_the_operators_statement() {
         before,
         "a refusal writes nothing"
     );
-    let record = exec.authorize_retry_handler_stopped(id, audit()).unwrap();
+    let record = exec
+        .operator()
+        .authorize_retry_handler_stopped(id, audit())
+        .unwrap();
     assert_eq!(record.status, EffectStatus::Prepared);
     let events = ledger.events(id).unwrap();
     let evidence = &events.last().unwrap().data["evidence"];
@@ -169,13 +175,16 @@ fn manual_resolution_needs_actor_reason_evidence_and_an_uncertain_status() {
         Audit::new("a", " ", "e"),
         Audit::new("a", "r", ""),
     ] {
-        let err = exec.reject_manually(id, bad).unwrap_err();
+        let err = exec.operator().reject_manually(id, bad).unwrap_err();
         assert_eq!(err.ledger_kind(), Some(LedgerErrorKind::InvalidInput));
     }
-    exec.reject_manually(id, audit()).unwrap();
-    let err = exec.authorize_retry(id, audit()).unwrap_err();
+    exec.operator().reject_manually(id, audit()).unwrap();
+    let err = exec.operator().authorize_retry(id, audit()).unwrap_err();
     assert_eq!(err.ledger_kind(), Some(LedgerErrorKind::InvalidTransition));
-    let missing = exec.reject_manually("nope", audit()).unwrap_err();
+    let missing = exec
+        .operator()
+        .reject_manually("nope", audit())
+        .unwrap_err();
     assert_eq!(missing.ledger_kind(), Some(LedgerErrorKind::NotFound));
     // Nothing was written by the refused attempts.
     assert_eq!(
@@ -195,6 +204,7 @@ fn a_manual_confirmation_too_deep_to_store_is_refused() {
         output = json!([output]);
     }
     let err = executor(&ledger)
+        .operator()
         .confirm_manually(id, output, None, audit())
         .unwrap_err();
     let effect_exec::ExecError::Ledger { source, .. } = &err else {

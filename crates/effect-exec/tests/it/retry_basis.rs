@@ -256,7 +256,10 @@ fn an_operators_retry_is_recorded_as_the_operators() {
     leave(&ledger, id, &args, NEITHER, State::QuarantinedRunning);
     let exec = executor(&ledger);
     let audit = Audit::new("alice", "the worker's host was powered off", "INC-7");
-    let authorized = exec.authorize_retry_handler_stopped(id, audit).unwrap();
+    let authorized = exec
+        .operator()
+        .authorize_retry_handler_stopped(id, audit)
+        .unwrap();
     assert_eq!(authorized.status, EffectStatus::Prepared);
     assert!(
         exec.execute(&contract(&provider, NEITHER), &args, handler(&provider))

@@ -193,7 +193,9 @@ fn a_claim_whose_commit_answer_is_lost_is_never_dispatched() -> TestResult {
     assert_eq!(setup.effects(), 0);
 
     // The operator knows it never ran (the handler count says so): retry.
-    executor.authorize_retry_handler_stopped(ID, audit())?;
+    executor
+        .operator()
+        .authorize_retry_handler_stopped(ID, audit())?;
     let retried = executor.execute(&setup.contract()?, &args(), setup.handler(None))?;
     assert_eq!(retried.status, EffectStatus::Confirmed, "{retried:?}");
     assert_eq!(setup.handler_calls.load(Ordering::SeqCst), 1);
@@ -295,7 +297,9 @@ fn a_manual_resolution_whose_commit_answer_is_lost_is_durable_or_an_error() -> T
     // The operator's decision is cut before it reaches the server: an
     // error, and nothing changed.
     setup.proxy.cut_next_commit(Cut::BeforeCommit);
-    let lost = executor.authorize_retry_handler_stopped(ID, audit());
+    let lost = executor
+        .operator()
+        .authorize_retry_handler_stopped(ID, audit());
     assert!(
         matches!(&lost, Err(ExecError::Ledger { source, .. }) if source.kind() == LedgerErrorKind::Unavailable),
         "{lost:?}"
@@ -304,7 +308,9 @@ fn a_manual_resolution_whose_commit_answer_is_lost_is_durable_or_an_error() -> T
 
     // Again, with the answer lost after the commit: an error, but durable.
     setup.proxy.cut_next_commit(Cut::AfterCommit);
-    let lost = executor.authorize_retry_handler_stopped(ID, audit());
+    let lost = executor
+        .operator()
+        .authorize_retry_handler_stopped(ID, audit());
     assert!(
         matches!(&lost, Err(ExecError::Ledger { source, .. }) if source.kind() == LedgerErrorKind::Unavailable),
         "{lost:?}"
@@ -456,7 +462,7 @@ fn run_seed(setup: &Setup, seed: u64) -> Result<String, Box<dyn std::error::Erro
             let invoice = format!("INV-S{i}");
             match setup.provider.lookup_by_invoice(&invoice)?.first() {
                 Some(capture) => {
-                    executor.confirm_manually(
+                    executor.operator().confirm_manually(
                         &invoice_id(i),
                         serde_json::to_value(capture)?,
                         None,
@@ -464,7 +470,9 @@ fn run_seed(setup: &Setup, seed: u64) -> Result<String, Box<dyn std::error::Erro
                     )?;
                 }
                 None => {
-                    executor.authorize_retry_handler_stopped(&invoice_id(i), audit())?;
+                    executor
+                        .operator()
+                        .authorize_retry_handler_stopped(&invoice_id(i), audit())?;
                 }
             }
             result = executor.execute(&contract, &invoice_args(i), setup.handler(None))?;

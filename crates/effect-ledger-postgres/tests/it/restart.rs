@@ -264,6 +264,7 @@ fn restart_under_load(test: &str, stop: Stop) -> TestResult {
                 );
                 assert!(authorized == 0, "{invoice} quarantined again after a retry");
                 load.executor
+                    .operator()
                     .authorize_retry_handler_stopped(&id, audit())?;
                 authorized += 1;
                 retried += 1;

@@ -467,9 +467,13 @@ fn recover(
             match found.first() {
                 Some(capture) => {
                     let output = serde_json::to_value(capture).map_err(|e| e.to_string())?;
-                    executor.confirm_manually(&result.operation_id, output, None, audit)
+                    executor
+                        .operator()
+                        .confirm_manually(&result.operation_id, output, None, audit)
                 }
-                None => executor.authorize_retry_handler_stopped(&result.operation_id, audit),
+                None => executor
+                    .operator()
+                    .authorize_retry_handler_stopped(&result.operation_id, audit),
             }
             .map_err(|e| format!("{e:#}"))?;
             result = executor

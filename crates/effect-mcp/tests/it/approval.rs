@@ -76,6 +76,7 @@ async fn a_call_awaiting_approval_gets_a_notice_and_runs_once_approved() {
 
     let record = ledger.get("invoice:INV-1:capture").unwrap().unwrap();
     executor
+        .operator()
         .approve(
             "invoice:INV-1:capture",
             Approval {

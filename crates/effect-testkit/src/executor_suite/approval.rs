@@ -75,7 +75,7 @@ pub fn callers_dispatch_each_approved_operation_once(handles: &[Arc<dyn EffectLe
             reason: REASON.into(),
             expires_at: SystemClock.now() + Duration::from_secs(3600),
         };
-        if let Err(err) = setup.approve(&id, approval) {
+        if let Err(err) = setup.operator().approve(&id, approval) {
             c.fail(format_args!("approving {id}: {err}"));
         }
     }

@@ -412,7 +412,7 @@ pub fn budget_refusal_keeps_the_approval(factory: LedgerFactory<'_>) {
             reason: "matches the ticket".into(),
             expires_at: SystemClock.now() + Duration::from_secs(3600),
         };
-        if let Err(err) = executor.approve(id, approval) {
+        if let Err(err) = executor.operator().approve(id, approval) {
             c.fail(format_args!("approving {id}: {err}"));
         }
     };

@@ -174,7 +174,7 @@ pub fn failed_postcondition_is_quarantined_once(factory: LedgerFactory<'_>) {
         reason: "the provider fixed the record".into(),
         evidence_reference: "TICKET-7".into(),
     };
-    if let Err(err) = executor.authorize_retry(id, audit) {
+    if let Err(err) = executor.operator().authorize_retry(id, audit) {
         c.fail(format_args!("an operator's retry: {err}"));
     }
     match executor.execute(&contract, &args, wrong) {
@@ -311,7 +311,7 @@ pub fn precondition_rejects_before_the_first_dispatch(factory: LedgerFactory<'_>
         expires_at: effect_core::Clock::now(&effect_core::SystemClock)
             + std::time::Duration::from_secs(3600),
     };
-    if let Err(err) = executor.approve(id, approval) {
+    if let Err(err) = executor.operator().approve(id, approval) {
         c.fail(format_args!("approving: {err}"));
     }
     match executor.execute(&contract(true), &approved, committing(&sent)) {

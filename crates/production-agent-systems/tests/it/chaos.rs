@@ -234,10 +234,12 @@ fn run_seed(seed: u64) {
             if provider.commits().contains(&key) {
                 let output = json!({"payment_id": format!("pay-{key}"), "status": "captured"});
                 executor
+                    .operator()
                     .confirm_manually(&result.operation_id, output, None, audit)
                     .unwrap();
             } else {
                 executor
+                    .operator()
                     .authorize_retry_handler_stopped(&result.operation_id, audit)
                     .unwrap();
             }

@@ -113,6 +113,7 @@ fn python_never_dispatches_an_operation_waiting_for_approval() {
     );
 
     executor
+        .operator()
         .approve(
             "order:A-1",
             Approval {

@@ -681,8 +681,9 @@ fn an_authorized_retry_is_carried_out_once_by_a_recovery_worker() {
     // The record says the handler may still run: a plain authorization is
     // refused; the operator states that the process is dead.
     let audit = || Audit::new("on-call", "the agent's process is dead", "INC-24");
-    assert!(executor.authorize_retry(&id, audit()).is_err());
+    assert!(executor.operator().authorize_retry(&id, audit()).is_err());
     let authorized = executor
+        .operator()
         .authorize_retry_handler_stopped(&id, audit())
         .unwrap();
     assert_eq!(authorized.status, EffectStatus::Prepared);
