@@ -35,6 +35,7 @@ pub fn check(root: &Path) -> Result<()> {
     }
     // Every published crate, in dependency order, each built from its
     // package against the others' packages (cargo's local overlay).
+    forget_overlay_extractions(&crates)?;
     eprintln!("== cargo publish --workspace --dry-run");
     let status = Command::new("cargo")
         .args(["publish", "--workspace", "--dry-run", "--allow-dirty"])
@@ -44,6 +45,58 @@ pub fn check(root: &Path) -> Result<()> {
         bail!("cargo publish --workspace --dry-run failed ({status})");
     }
     Ok(())
+}
+
+/// Removes what an earlier dry run extracted of `crates` from cargo's local
+/// overlay registry (`$CARGO_HOME/registry/src/-HASH/NAME-VERSION`): cargo
+/// reuses an extracted package of the same name and version instead of the
+/// one it just packaged, so a second run on the same machine would build the
+/// first run's sources.
+fn forget_overlay_extractions(crates: &[Crate]) -> Result<()> {
+    let home = std::env::var_os("CARGO_HOME")
+        .map(PathBuf::from)
+        .or_else(|| std::env::var_os("HOME").map(|home| PathBuf::from(home).join(".cargo")));
+    let Some(sources) = home.map(|home| home.join("registry").join("src")) else {
+        return Ok(());
+    };
+    let Ok(registries) = fs::read_dir(&sources) else {
+        return Ok(());
+    };
+    for registry in registries {
+        let registry = registry?.path();
+        // Named registries are `NAME-HASH` (`index.crates.io-...`); the
+        // overlay has no name.
+        let overlay = registry
+            .file_name()
+            .is_some_and(|name| name.to_string_lossy().starts_with('-'));
+        if !overlay {
+            continue;
+        }
+        for extracted in fs::read_dir(&registry)? {
+            let extracted = extracted?.path();
+            let Some(name) = extracted
+                .file_name()
+                .map(|n| n.to_string_lossy().into_owned())
+            else {
+                continue;
+            };
+            if crates
+                .iter()
+                .any(|krate| is_extraction_of(&name, &krate.name))
+            {
+                fs::remove_dir_all(&extracted)
+                    .with_context(|| format!("removing {}", extracted.display()))?;
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Whether `dir` (`NAME-VERSION`) is an extracted package of `krate`.
+fn is_extraction_of(dir: &str, krate: &str) -> bool {
+    dir.strip_prefix(krate)
+        .and_then(|rest| rest.strip_prefix('-'))
+        .is_some_and(|version| version.starts_with(|c: char| c.is_ascii_digit()))
 }
 
 /// A crate under `crates/` that is not `publish = false`.
@@ -236,6 +289,16 @@ mod tests {
 
     fn workspace() -> PathBuf {
         Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
+    }
+
+    #[test]
+    fn only_an_extracted_package_of_the_crate_is_forgotten() {
+        assert!(is_extraction_of("effect-core-0.1.0", "effect-core"));
+        assert!(is_extraction_of("agent-effect-0.2.0", "agent-effect"));
+        // Another crate whose name starts with this one's.
+        assert!(!is_extraction_of("agent-effect-ops-0.1.0", "agent-effect"));
+        assert!(!is_extraction_of("effect-core", "effect-core"));
+        assert!(!is_extraction_of("effect-corex-0.1.0", "effect-core"));
     }
 
     #[test]
