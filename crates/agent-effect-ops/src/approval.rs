@@ -120,13 +120,7 @@ pub(crate) fn decide(
         }
     };
     // The decision is committed; the event is read back only to report it.
-    let event = executor
-        .ledger()
-        .events(id)?
-        .iter()
-        .rev()
-        .find(|event| event.event_type == event_type)
-        .map(EventView::from);
+    let event = EventView::last_of(executor.ledger().as_ref(), id, event_type)?;
     let mut approval = record.approval().cloned().map(Value::Object);
     if let Some(Value::Object(map)) = &mut approval {
         map.remove("expires_at_unix");

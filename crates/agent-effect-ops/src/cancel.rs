@@ -58,13 +58,11 @@ pub(crate) fn cancel(
         Err(err) => return Err(err.into()),
     };
     // The cancel is committed; the event is read back only to report it.
-    let event = executor
-        .ledger()
-        .events(id)?
-        .iter()
-        .rev()
-        .find(|event| event.event_type == effect_core::event::CANCELLED)
-        .map(EventView::from);
+    let event = EventView::last_of(
+        executor.ledger().as_ref(),
+        id,
+        effect_core::event::CANCELLED,
+    )?;
     let report = Resolution {
         approval: None,
         operation_id: record.operation_id.clone(),

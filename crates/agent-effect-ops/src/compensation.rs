@@ -82,13 +82,11 @@ pub(crate) fn request(
         &args.reason,
         &args.evidence_reference,
     )?;
-    let event = executor
-        .ledger()
-        .events(id)?
-        .iter()
-        .rev()
-        .find(|event| event.event_type == effect_core::event::COMPENSATION_REQUESTED)
-        .map(EventView::from);
+    let event = EventView::last_of(
+        executor.ledger().as_ref(),
+        id,
+        effect_core::event::COMPENSATION_REQUESTED,
+    )?;
     let report = Resolution {
         operation_id: record.operation_id.clone(),
         status: record.status,

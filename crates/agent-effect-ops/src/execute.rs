@@ -185,49 +185,33 @@ pub(crate) fn execute(
             compensation::request(opened, id, request, clock, &mut printer)
         }
         Command::Cancel { id, audit } => cancel::cancel(opened, id, audit, clock, &mut printer),
-        Command::Confirm {
-            id,
-            audit,
-            ignore_output_shape: false,
-            ..
-        } if resolution.is_some() => {
-            let current = ledger.get(id)?.ok_or_else(|| not_found(id))?;
-            // A settled operation is refused by `resolve` (exit 4), whatever the output.
-            if let Some(ManualResolution {
-                action: ManualAction::Confirm { output, .. },
-                ..
-            }) = &resolution
-                && current.status.is_uncertain()
-            {
-                check_output_shape(ledger, &current, output)?;
-            }
-            match &resolution {
-                Some(resolution) => resolve(
-                    opened,
-                    id,
-                    resolution,
-                    audit.expect_attempts,
-                    clock,
-                    &mut printer,
-                ),
-                None => Err(anyhow::anyhow!("internal error: no resolution for {id:?}")),
-            }
-        }
         Command::Confirm { id, audit, .. }
         | Command::Reject { id, audit }
         | Command::AuthorizeRetry { id, audit, .. } => {
-            match &resolution {
-                Some(resolution) => resolve(
-                    opened,
-                    id,
-                    resolution,
-                    audit.expect_attempts,
-                    clock,
-                    &mut printer,
-                ),
-                // `manual_resolution` returns one for every resolving command.
-                None => Err(anyhow::anyhow!("internal error: no resolution for {id:?}")),
+            // `manual_resolution` returns one for every resolving command.
+            let Some(resolution) = &resolution else {
+                return Err(anyhow::anyhow!("internal error: no resolution for {id:?}"));
+            };
+            if let Command::Confirm {
+                ignore_output_shape: false,
+                ..
+            } = command
+                && let ManualAction::Confirm { output, .. } = &resolution.action
+            {
+                let current = ledger.get(id)?.ok_or_else(|| not_found(id))?;
+                // A settled operation is refused by `resolve` (exit 4), whatever the output.
+                if current.status.is_uncertain() {
+                    check_output_shape(ledger, &current, output)?;
+                }
             }
+            resolve(
+                opened,
+                id,
+                resolution,
+                audit.expect_attempts,
+                clock,
+                &mut printer,
+            )
         }
     }
 }

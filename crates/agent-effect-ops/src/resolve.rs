@@ -151,13 +151,7 @@ pub(crate) fn resolve(
         ManualAction::AuthorizeRetry { .. } => ("authorize_retry", "manual_retry_authorized"),
     };
     // The resolution is committed; the event is read back only to report it.
-    let event = executor
-        .ledger()
-        .events(id)?
-        .iter()
-        .rev()
-        .find(|event| event.event_type == event_type)
-        .map(EventView::from);
+    let event = EventView::last_of(executor.ledger().as_ref(), id, event_type)?;
     let is_retry = matches!(resolution.action, ManualAction::AuthorizeRetry { .. });
     let report = Resolution {
         approval: None,

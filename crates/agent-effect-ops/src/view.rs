@@ -133,6 +133,23 @@ impl From<&LedgerEvent> for EventView {
     }
 }
 
+impl EventView {
+    /// The latest event of `event_type` on `operation_id`, as printed: what
+    /// a command that just wrote it reports.
+    pub(crate) fn last_of(
+        ledger: &dyn effect_core::EffectLedger,
+        operation_id: &str,
+        event_type: &str,
+    ) -> Result<Option<EventView>, effect_core::LedgerError> {
+        Ok(ledger
+            .events(operation_id)?
+            .iter()
+            .rev()
+            .find(|event| event.event_type == event_type)
+            .map(EventView::from))
+    }
+}
+
 /// What a handler returned after its attempt lost its claim (its lease
 /// ended and another caller moved the operation on): a `late_observation`
 /// event (docs/spec.md §4). Untrusted evidence for whoever decides the

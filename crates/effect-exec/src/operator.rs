@@ -196,6 +196,7 @@ impl Operator<'_> {
             ),
         )
     }
+
     /// Cancels an operation that has not been dispatched: `prepared`
     /// (waiting for its caller or a recovery worker, retry-authorized, or
     /// deferred by a budget) or `awaiting_approval`. It becomes `rejected`

@@ -258,7 +258,17 @@ impl EffectExecutor {
                         Round::Done(EffectResult::from_record(&record).in_progress_if_active())
                     });
                 }
-                EffectStatus::Prepared => {
+                EffectStatus::Prepared | EffectStatus::AwaitingApproval => {
+                    // Awaiting approval, claimed only when an approval landed
+                    // since the record was read: the claim checks and
+                    // consumes it in the store's transaction (or drops it as
+                    // expired, and the next pass reports the wait).
+                    if record.status == EffectStatus::AwaitingApproval
+                        && (retry_after_dispatch.is_some() || record.approval().is_none())
+                    {
+                        tracing::info!(operation_id = call.id(), "waiting for approval");
+                        return Ok(Round::Done(EffectResult::from_record(&record)));
+                    }
                     if let Some(rejected) = self.refused_by_precondition(call, &record)? {
                         match rejected {
                             Ok(done) => return Ok(Round::Done(done)),
@@ -275,33 +285,6 @@ impl EffectExecutor {
                     if claimed.applied {
                         owned = Some(claim);
                     }
-                }
-                EffectStatus::AwaitingApproval
-                    if retry_after_dispatch.is_none() && record.approval().is_some() =>
-                {
-                    // An approval landed since the record was read: the claim
-                    // checks and consumes it in the store's transaction (or
-                    // drops it as expired, and the next pass reports the wait).
-                    if let Some(rejected) = self.refused_by_precondition(call, &record)? {
-                        match rejected {
-                            Ok(done) => return Ok(Round::Done(done)),
-                            Err(current) => {
-                                record = current;
-                                continue;
-                            }
-                        }
-                    }
-                    let claim = self.new_claim(call);
-                    let claimed = self.apply(call.id(), Transition::Claim(claim.clone()))?;
-                    self.refused_by_budget(call, &claimed)?;
-                    record = claimed.record;
-                    if claimed.applied {
-                        owned = Some(claim);
-                    }
-                }
-                EffectStatus::AwaitingApproval => {
-                    tracing::info!(operation_id = call.id(), "waiting for approval");
-                    return Ok(Round::Done(EffectResult::from_record(&record)));
                 }
             }
         }
