@@ -142,7 +142,7 @@ impl Sizes {
         processes: 4,
         multi_ids: 500,
         maintenance: 1_000_000,
-        writer_effects: 300,
+        writer_effects: 2_000,
         console: 1_000_000,
     };
 

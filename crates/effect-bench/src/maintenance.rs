@@ -32,6 +32,10 @@ const FILL_START_MICROS: u64 = 1_767_225_600_000_000;
 /// Each operation of the fill has four events, one millisecond apart.
 const EVENTS: u64 = 4;
 
+/// Effects the writer executes before it is timed alone (the first opens
+/// its connections and reads the file's pages in).
+const WARM_UP: u64 = 50;
+
 /// How many times `stats` and the queue listing are timed.
 const READ_CALLS: usize = 20;
 
@@ -61,6 +65,9 @@ fn measure(n: u64, writer_effects: u64) -> anyhow::Result<Line> {
 
     // The writer alone.
     let writer = SqliteLedger::open(&path, SqliteOptions::default())?;
+    for i in 0..WARM_UP {
+        effect(&writer, &format!("warm-up:{i}"))?;
+    }
     let mut alone = Vec::new();
     for i in 0..writer_effects {
         alone.push(effect(&writer, &format!("alone:{i}"))?);
@@ -129,7 +136,7 @@ fn measure(n: u64, writer_effects: u64) -> anyhow::Result<Line> {
         "stats {:?} differs from a full count",
         stats.counts
     );
-    let confirmed_writes = alone.len() + beside.len();
+    let confirmed_writes = WARM_UP as usize + alone.len() + beside.len();
     let confirmed = stats
         .counts
         .iter()

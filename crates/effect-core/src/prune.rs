@@ -101,8 +101,8 @@ impl Default for PruneLimits {
     fn default() -> Self {
         PruneLimits {
             batch_rows: 500,
-            batch_time: Duration::from_millis(25),
-            min_pause: Duration::from_millis(2),
+            batch_time: Duration::from_millis(1),
+            min_pause: Duration::from_millis(1),
             max_duration: None,
             max_batches: None,
         }

@@ -120,9 +120,10 @@ impl PostgresLedger {
             .map_err(pg("selecting operations to prune"))?;
         let mut more = rows.len() >= limits.batch_rows;
         let mut records = Vec::with_capacity(rows.len());
+        let selected = Instant::now();
         for found in &rows {
             records.push(row::record(found)?);
-            if started.elapsed() >= limits.batch_time {
+            if selected.elapsed() >= limits.batch_time {
                 more = true;
                 break;
             }

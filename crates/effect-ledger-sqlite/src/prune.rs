@@ -147,24 +147,35 @@ impl SqliteLedger {
             report.resumed += deleted;
             progress(&report);
         }
-        loop {
-            if limits.reached(report.batches, started.elapsed()) {
-                report.complete = false;
-                break;
+        // The next batch is read on another connection while this one
+        // deletes: the reads then fill the pauses owed to the agents.
+        let path = self.path();
+        let busy_timeout = self.busy_timeout;
+        std::thread::scope(|scope| {
+            let (sender, batches) = std::sync::mpsc::sync_channel(1);
+            scope.spawn(move || read_ahead(path, busy_timeout, request, &sender));
+            loop {
+                if limits.reached(report.batches, started.elapsed()) {
+                    report.complete = false;
+                    break;
+                }
+                // The reader stops after its last batch, or its error.
+                let Ok(batch) = batches.recv() else { break };
+                let batch = batch?;
+                if batch.pending.is_empty() {
+                    break;
+                }
+                // Durable before anything of the batch is deleted.
+                archive.append(&batch.lines)?;
+                self.delete_archived(conn, &limits, &batch.pending, &mut report, &mut pause)?;
+                progress(&report);
+                if !batch.more {
+                    break;
+                }
             }
-            let batch = read_batch(conn, request)?;
-            if batch.pending.is_empty() {
-                break;
-            }
-            // Durable before anything of the batch is deleted.
-            archive.append(&batch.lines)?;
-            self.delete_archived(conn, &limits, &batch.pending, &mut report, &mut pause)?;
-            progress(&report);
-            if !batch.more {
-                break;
-            }
-        }
-        Ok(report)
+            // Dropping `batches` as the scope ends stops the reader.
+            Ok(report)
+        })
     }
 
     /// Deletes the archived operations `pending` names, each only while its
@@ -181,6 +192,8 @@ impl SqliteLedger {
         report: &mut PruneReport,
         pause: &mut Pause,
     ) -> Result<u64, LedgerError> {
+        let log = WriteAheadLog::of(self.path());
+        let mut others = OtherWriters::default();
         let doing = || "deleting a batch of pruned operations".to_owned();
         let mut deleted_total = 0;
         let mut next = 0;
@@ -205,6 +218,13 @@ impl SqliteLedger {
             }
             tx.commit().map_err(|e| ledger_error(doing(), e))?;
             pause.owe(limits.pause_after(locked.elapsed()));
+            // The deletions committed without a sync; the next agent commit
+            // would sync them with its own, under the lock. Sync them now,
+            // in the pause.
+            if others.wrote(conn) {
+                log.sync();
+                checkpoint(conn);
+            }
             for id in forgotten {
                 self.confirmed.forget(id);
             }
@@ -268,11 +288,82 @@ struct ReadBatch {
     more: bool,
 }
 
+/// Reads the batches of a prune, each after the last operation of the one
+/// before, on a connection of its own, and hands them to the deleting
+/// thread, at most one ahead of it; stops after the last batch, after an
+/// error (handed over too), or when the deleting thread stops taking them.
+fn read_ahead(
+    path: &std::path::Path,
+    busy_timeout: Duration,
+    request: &PruneRequest,
+    batches: &std::sync::mpsc::SyncSender<Result<ReadBatch, LedgerError>>,
+) {
+    let doing = || "opening the ledger to read operations to prune".to_owned();
+    let opened = Connection::open_with_flags(
+        path,
+        rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY | rusqlite::OpenFlags::SQLITE_OPEN_NO_MUTEX,
+    )
+    .and_then(|conn| conn.busy_timeout(busy_timeout).map(|()| conn))
+    .map_err(|e| ledger_error(doing(), e));
+    let mut conn = match opened {
+        Ok(conn) => conn,
+        Err(error) => {
+            // The deleting thread reports it; nothing else is left to do.
+            let _ = batches.send(Err(error));
+            return;
+        }
+    };
+    let mut after = (String::new(), String::new());
+    loop {
+        let batch = read_batch(&mut conn, request, &after);
+        let last = match &batch {
+            Ok(batch) if batch.more => batch.pending.last(),
+            // The last batch, or an error: nothing more to read.
+            _ => None,
+        };
+        let next = last.map(|p| (p.updated_at.clone(), p.operation_id.clone()));
+        if batches.send(batch).is_err() {
+            return;
+        }
+        match next {
+            Some(next) => after = next,
+            None => return,
+        }
+    }
+}
+
+/// The ledger's write-ahead log, opened to sync what a prune committed
+/// without a sync (`synchronous = NORMAL`) outside the write lock. `None`
+/// when it cannot be opened: the prune's deletions are then synced by the
+/// next commit that syncs, or the prune's closing checkpoint.
+struct WriteAheadLog(Option<std::fs::File>);
+
+impl WriteAheadLog {
+    fn of(ledger: &std::path::Path) -> Self {
+        let mut log = ledger.as_os_str().to_owned();
+        log.push("-wal");
+        WriteAheadLog(std::fs::File::open(log).ok())
+    }
+
+    /// Best effort: a failure leaves the deletions to be synced by the next
+    /// commit that syncs, as without this call; the archive already holds
+    /// them.
+    fn sync(&self) {
+        if let Some(file) = &self.0 {
+            let _ = file.sync_data();
+        }
+    }
+}
+
 /// Reads the oldest operations left (at most
 /// [`batch_rows`](effect_core::PruneLimits::batch_rows)) and their events in
 /// one read transaction, which holds no write lock, and writes their archive
 /// lines.
-fn read_batch(conn: &mut Connection, request: &PruneRequest) -> Result<ReadBatch, LedgerError> {
+fn read_batch(
+    conn: &mut Connection,
+    request: &PruneRequest,
+    after: &(String, String),
+) -> Result<ReadBatch, LedgerError> {
     let doing = || "reading a batch of operations to prune".to_owned();
     let tx = conn.transaction().map_err(|e| ledger_error(doing(), e))?;
     let mut lines = Vec::new();
@@ -284,6 +375,8 @@ fn read_batch(conn: &mut Connection, request: &PruneRequest) -> Result<ReadBatch
         let mut values: Vec<&dyn rusqlite::ToSql> = vec![&request.before];
         let rows_limit = i64::try_from(request.limits.batch_rows).unwrap_or(i64::MAX);
         values.push(&rows_limit);
+        values.push(&after.0);
+        values.push(&after.1);
         let statuses: Vec<&str> = request.statuses.iter().map(|s| s.as_str()).collect();
         for status in &statuses {
             values.push(status);
@@ -353,14 +446,16 @@ fn poll_for_lock(attempts: i32) -> bool {
     true
 }
 
-/// The oldest `?2` operations of the statuses `?3...` updated before `?1`:
-/// one walk of the `(status, updated_at, ...)` index per status, merged.
+/// The oldest `?2` operations of the statuses `?5...` updated before `?1`
+/// and after the operation `(?3, ?4)` (`updated_at`, id) last read: one walk
+/// of the `(status, updated_at)` index per status, merged.
 fn select_sql(statuses: usize) -> String {
     let one = |i: usize| {
         format!(
             "SELECT * FROM (SELECT {RECORD_COLUMNS}, last_event_sequence FROM effect_operations \
-             WHERE status = ?{} AND updated_at < ?1 ORDER BY updated_at, operation_id LIMIT ?2)",
-            i + 3
+             WHERE status = ?{} AND updated_at < ?1 AND (updated_at, operation_id) > (?3, ?4) \
+             ORDER BY updated_at, operation_id LIMIT ?2)",
+            i + 5
         )
     };
     let union: Vec<String> = (0..statuses).map(one).collect();
@@ -478,4 +573,34 @@ impl effect_core::PruneLedger for SqliteLedger {
     ) -> Result<PruneReport, LedgerError> {
         SqliteLedger::prune_with_progress(self, request, archive, progress)
     }
+}
+
+/// Whether another connection committed since the prune last looked:
+/// `PRAGMA data_version` changes with every commit of another connection.
+#[derive(Default)]
+struct OtherWriters {
+    seen: Option<i64>,
+}
+
+impl OtherWriters {
+    /// True when another connection committed since the last call (or
+    /// when that cannot be told).
+    fn wrote(&mut self, conn: &Connection) -> bool {
+        let Ok(version) = conn.query_row("PRAGMA data_version", [], |row| row.get::<_, i64>(0))
+        else {
+            return true;
+        };
+        let changed = self.seen != Some(version);
+        self.seen = Some(version);
+        changed
+    }
+}
+
+/// Copies what the log holds into the database file, in a pause of the
+/// prune (a passive checkpoint waits for nobody and takes no write lock), so
+/// that the log stays short and the agents' commits, which checkpoint once
+/// it grows past SQLite's threshold, leave that work to the prune. Best
+/// effort: a checkpoint that fails leaves the log to the next one.
+fn checkpoint(conn: &Connection) {
+    let _ = conn.query_row("PRAGMA wal_checkpoint(PASSIVE)", [], |_| Ok(()));
 }
