@@ -94,6 +94,11 @@ struct Cli {
     /// 1,000,000; 3,000 with --quick).
     #[arg(long, value_name = "N")]
     maintenance_size: Option<u64>,
+    /// W8: fill the ledger and time the reads only (`stats`, the queue
+    /// listings), without the writer and the prunes: for the largest
+    /// ledgers.
+    #[arg(long)]
+    maintenance_reads_only: bool,
     /// W9: the number of operations the console's ledger is filled with
     /// (default 1,000,000; 2,000 with --quick).
     #[arg(long, value_name = "N")]
@@ -227,6 +232,7 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             &sizes,
             &selected,
             cli.maintenance_size,
+            cli.maintenance_reads_only,
             cli.console_size,
         );
         if cli.runs > 1 {
@@ -258,6 +264,7 @@ fn run_once(
     sizes: &Sizes,
     selected: &[Workload],
     maintenance_size: Option<u64>,
+    maintenance_reads_only: bool,
     console_size: Option<u64>,
 ) -> Vec<Line> {
     let wants = |w: Workload| selected.contains(&w);
@@ -318,6 +325,7 @@ fn run_once(
             Workload::W8 => lines.push(maintenance::maintenance(
                 maintenance_size.unwrap_or(sizes.maintenance),
                 sizes.writer_effects,
+                maintenance_reads_only,
             )),
             Workload::W9 => lines.push(console::console(console_size.unwrap_or(sizes.console))),
         }
