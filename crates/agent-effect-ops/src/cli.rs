@@ -216,9 +216,10 @@ pub enum Command {
         /// with --resume and the same --archive.
         #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
         max_duration: Option<std::time::Duration>,
-        /// At most this many operations per batch, each batch one short
-        /// write transaction (1..=10000).
-        #[arg(long, value_name = "N", default_value_t = 500,
+        /// At most this many operations per batch, read and archived
+        /// together (1..=10000); SQLite deletes a batch in write
+        /// transactions of about a millisecond, PostgreSQL in one.
+        #[arg(long, value_name = "N", default_value_t = 2_000,
               value_parser = clap::value_parser!(u16).range(1..=10_000))]
         batch_size: u16,
         /// Say what would be pruned; write and delete nothing.

@@ -12,11 +12,12 @@
 //! archive, waits until the archive says they are durable
 //! ([`PruneArchive::append`]), and deletes them in short transactions
 //! (SQLite reads the batch without its write lock and deletes it in
-//! transactions of at most [`PruneLimits::batch_time`]; PostgreSQL locks
-//! the batch's rows in one transaction bounded by the same time). After
-//! each write transaction the store pauses at least as long as it held its
-//! write lock, so agents writing beside a prune wait for one short
-//! transaction at most. The archive is ordered by `(updated_at, operation_id)` across
+//! transactions that hold the file's write lock about
+//! [`PruneLimits::batch_time`], a millisecond by default; PostgreSQL locks
+//! only the batch's rows, in one transaction). After each write
+//! transaction the store pauses at least as long as it held its write
+//! lock, so agents writing beside a prune wait for one short transaction
+//! at most. The archive is ordered by `(updated_at, operation_id)` across
 //! batches. A prune stopped anywhere (a crash, [`PruneLimits::max_duration`])
 //! loses nothing: an operation is deleted only in the transaction after its
 //! line was durable, and a resumed archive ([`ArchiveFile::resume`]) names the
@@ -66,7 +67,7 @@ pub struct PruneRequest {
 /// use std::time::Duration;
 /// use effect_core::PruneLimits;
 /// let limits = PruneLimits::default().max_duration(Some(Duration::from_secs(60)));
-/// assert_eq!(limits.batch_rows, 500);
+/// assert_eq!(limits.batch_rows, 2_000);
 /// assert!(limits.batch_time < Duration::from_millis(100));
 /// // A batch that held the lock 20 ms is followed by a pause at least as long.
 /// assert!(limits.pause_after(Duration::from_millis(20)) >= Duration::from_millis(20));
@@ -76,14 +77,25 @@ pub struct PruneRequest {
 pub struct PruneLimits {
     /// At most this many operations per batch (1..=[`MAX_BATCH_ROWS`]).
     pub batch_rows: usize,
-    /// How long one write transaction of a prune may hold the lock: SQLite
-    /// commits its deletions after this long and goes on in another;
-    /// PostgreSQL stops selecting. Keep it well under the busy timeout of
-    /// the agents writing beside the prune.
+    /// How long one write transaction of a prune may hold the lock (default
+    /// 1 ms): SQLite commits its deletions after this long and goes on in
+    /// another, so an agent that finds the file's write lock taken waits
+    /// about this long; PostgreSQL, whose prune locks only the rows it
+    /// deletes, stops decoding a batch's rows after it. Keep it well under
+    /// the busy timeout of the agents writing beside the prune.
     pub batch_time: Duration,
-    /// The shortest pause between two batches (the pause is at least as long
-    /// as the batch held the lock, too).
+    /// The shortest pause between two write transactions (default 1 ms, the
+    /// first sleep of SQLite's busy handler, so an agent waiting for the
+    /// lock looks again inside the pause; the pause is at least as long as
+    /// the transaction held the lock, too).
     pub min_pause: Duration,
+    /// The shortest pause after a SQLite write transaction while other
+    /// connections write the file (one committed since the prune's previous
+    /// transaction; default 3 ms): an agent executing effects back to back
+    /// then gets several transactions through between two of the prune's,
+    /// rather than one. PostgreSQL, whose prune does not lock the agents'
+    /// rows, does not use it.
+    pub writers_pause: Duration,
     /// Stop starting batches after this long (what was pruned stays pruned;
     /// run the prune again, with the same archive resumed, to go on).
     pub max_duration: Option<Duration>,
@@ -100,9 +112,10 @@ pub const MAX_BATCH_ROWS: usize = 10_000;
 impl Default for PruneLimits {
     fn default() -> Self {
         PruneLimits {
-            batch_rows: 500,
+            batch_rows: 2_000,
             batch_time: Duration::from_millis(1),
             min_pause: Duration::from_millis(1),
+            writers_pause: Duration::from_millis(3),
             max_duration: None,
             max_batches: None,
         }
@@ -128,6 +141,14 @@ impl PruneLimits {
     #[must_use]
     pub fn min_pause(mut self, pause: Duration) -> Self {
         self.min_pause = pause;
+        self
+    }
+
+    /// At least `pause` after a write transaction while other connections
+    /// write (SQLite).
+    #[must_use]
+    pub fn writers_pause(mut self, pause: Duration) -> Self {
+        self.writers_pause = pause;
         self
     }
 
@@ -157,6 +178,13 @@ impl PruneLimits {
     /// writers waiting for the lock get it between batches.
     pub fn pause_after(&self, held: Duration) -> Duration {
         held.max(self.min_pause)
+    }
+
+    /// [`pause_after`](Self::pause_after), and at least
+    /// [`writers_pause`](Self::writers_pause), for a transaction after which
+    /// the store saw other connections writing.
+    pub fn pause_beside_writers(&self, held: Duration) -> Duration {
+        self.pause_after(held).max(self.writers_pause)
     }
 
     fn validate(&self) -> Result<(), LedgerError> {

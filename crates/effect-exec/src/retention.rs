@@ -9,8 +9,10 @@ use std::time::{Duration, SystemTime};
 
 use effect_core::{ArchiveFile, Clock, LedgerError, PruneLedger, RetentionPolicy, RetentionReport};
 
-/// How many batches one recovery pass prunes at most, unless the policy's
-/// limits say otherwise: 20 batches of at most 500 operations.
+/// How many write transactions one recovery pass commits before it starts
+/// no other batch, unless the policy's limits say otherwise: on SQLite each
+/// holds the lock about a millisecond (a batch of 2,000 operations takes
+/// some 35 of them), on PostgreSQL each deletes one batch.
 pub const DEFAULT_BATCHES_PER_PASS: u64 = 20;
 
 /// The default of [`Retention::every`]: once an hour.
@@ -22,10 +24,11 @@ pub const DEFAULT_RETENTION_EVERY: Duration = Duration::from_secs(3600);
 ///
 /// A pass applies the policy when [`every`](Self::every) has passed since
 /// the last application finished, or at once when the last one stopped at
-/// its bound with work left. Each pass prunes at most the policy's
-/// [`max_batches`](effect_core::PruneLimits::max_batches) (default
-/// [`DEFAULT_BATCHES_PER_PASS`]), each batch one short write transaction, so
-/// a pass never holds the store long. What it deletes is archived first into
+/// its bound with work left. Each pass starts no batch after it has
+/// committed the policy's
+/// [`max_batches`](effect_core::PruneLimits::max_batches) write transactions
+/// (default [`DEFAULT_BATCHES_PER_PASS`]), each short, so a pass never holds
+/// the store long. What it deletes is archived first into
 /// `effect-retention-YYYYMMDD.jsonl` (the day by the executor's clock, UTC)
 /// in the archive directory: appended to that day's file, resumed after a
 /// crash like `agent-effect-ops prune --resume`, so an operation is never

@@ -4,8 +4,8 @@
 use std::time::{Duration, Instant};
 
 use effect_core::{
-    ArchivedKey, ArchivedOperation, LedgerError, MAX_BATCH_ROWS, PruneArchive, PruneReport,
-    PruneRequest, write_archive_line,
+    ArchivedKey, ArchivedOperation, LedgerError, MAX_BATCH_ROWS, PruneArchive, PruneLimits,
+    PruneReport, PruneRequest, write_archive_line,
 };
 use rusqlite::{Connection, OptionalExtension, Transaction, TransactionBehavior, params};
 
@@ -20,19 +20,24 @@ impl SqliteLedger {
     /// id). Unresolved and active operations are never touched.
     ///
     /// It proceeds in batches ([`PruneLimits`](effect_core::PruneLimits)):
-    /// it reads the oldest operations left (at most
-    /// [`batch_rows`](effect_core::PruneLimits::batch_rows)) and their events
-    /// in a read transaction, which takes no write lock, appends them to the
-    /// archive, which returns once they are durable, then deletes them in
-    /// write transactions of at most
-    /// [`batch_time`](effect_core::PruneLimits::batch_time) each, every
-    /// operation only while its row is still the version archived (one that
-    /// changed meanwhile stays, its line records the version read). The
-    /// deletions commit at `synchronous = NORMAL` and are synced when the
-    /// prune ends. After a write transaction it pauses at least as long as
-    /// it held the lock (reading the next batch counts), so agents writing
-    /// the same file wait for one short transaction at most. An operation is
-    /// never deleted before its archive line is durable. When the archive
+    /// a reading thread, on a connection of its own, reads the oldest
+    /// operations (at most
+    /// [`batch_rows`](effect_core::PruneLimits::batch_rows), each batch after
+    /// the last operation of the one before) and their events in read
+    /// transactions, which take no write lock, one batch ahead of the
+    /// deletions; each batch is appended to the archive, which returns once
+    /// it is durable, then deleted in write transactions that hold the lock
+    /// about [`batch_time`](effect_core::PruneLimits::batch_time) each (1 ms
+    /// by default), every operation only while its row is still the version
+    /// archived (one that changed meanwhile stays, its line records the
+    /// version read). After a write transaction it pauses at least as long
+    /// as it held the lock, so agents writing the same file wait for one
+    /// transaction of about a millisecond at most. The deletions commit at
+    /// `synchronous = NORMAL`; while other connections write, the prune
+    /// syncs the log and checkpoints it in its pauses, so that an agent's
+    /// commit neither syncs the prune's pages nor copies them into the file,
+    /// and the rest is synced when the prune ends. An operation is never
+    /// deleted before its archive line is durable. When the archive
     /// was resumed ([`effect_core::ArchiveFile::resume`]),
     /// the operations of its last lines still in the ledger as archived (the
     /// batch of an interrupted prune whose deletion did not commit, or was
@@ -110,11 +115,18 @@ impl SqliteLedger {
         // without a second line. The checkpoint at the end syncs them.
         conn.pragma_update(None, "synchronous", "NORMAL")
             .map_err(|e| ledger_error(doing(), e))?;
+        // SQLite checkpoints the log in the commit that grows it past 1,000
+        // pages, after the lock is released but before the commit returns:
+        // the prune would count that as time it held the lock and pause as
+        // long again. It checkpoints in its pauses instead (`Pause::tidy`).
+        conn.pragma_update(None, "wal_autocheckpoint", 0)
+            .map_err(|e| ledger_error(doing(), e))?;
         let result = self.prune_batches(&mut conn, request, archive, progress);
         // A passive checkpoint waits for nobody; when another connection is
         // checkpointing, that one syncs the log.
         let synced = conn.query_row("PRAGMA wal_checkpoint(PASSIVE)", [], |_| Ok(()));
         let level = if self.defers { "FULL" } else { "NORMAL" };
+        let checkpoints = conn.pragma_update(None, "wal_autocheckpoint", DEFAULT_AUTOCHECKPOINT);
         if conn.pragma_update(None, "synchronous", level).is_err() {
             self.levels_unknown
                 .store(true, std::sync::atomic::Ordering::Release);
@@ -123,6 +135,7 @@ impl SqliteLedger {
             .map_err(|e| ledger_error(doing(), e))?;
         let report = result?;
         synced.map_err(|e| ledger_error("syncing the pruned ledger".to_owned(), e))?;
+        checkpoints.map_err(|e| ledger_error(doing(), e))?;
         Ok(report)
     }
 
@@ -137,7 +150,7 @@ impl SqliteLedger {
         let limits = request.limits;
         let started = Instant::now();
         let mut report = PruneReport::new(0, 0, false);
-        let mut pause = Pause::default();
+        let mut pause = Pause::new(self.path());
         let resumed: Vec<Pending> = resumed_batch(conn, archive)?
             .into_iter()
             .map(Pending::resumed)
@@ -187,13 +200,11 @@ impl SqliteLedger {
     fn delete_archived(
         &self,
         conn: &mut Connection,
-        limits: &effect_core::PruneLimits,
+        limits: &PruneLimits,
         pending: &[Pending],
         report: &mut PruneReport,
         pause: &mut Pause,
     ) -> Result<u64, LedgerError> {
-        let log = WriteAheadLog::of(self.path());
-        let mut others = OtherWriters::default();
         let doing = || "deleting a batch of pruned operations".to_owned();
         let mut deleted_total = 0;
         let mut next = 0;
@@ -217,14 +228,7 @@ impl SqliteLedger {
                 }
             }
             tx.commit().map_err(|e| ledger_error(doing(), e))?;
-            pause.owe(limits.pause_after(locked.elapsed()));
-            // The deletions committed without a sync; the next agent commit
-            // would sync them with its own, under the lock. Sync them now,
-            // in the pause.
-            if others.wrote(conn) {
-                log.sync();
-                checkpoint(conn);
-            }
+            pause.after_commit(conn, limits, locked.elapsed());
             for id in forgotten {
                 self.confirmed.forget(id);
             }
@@ -237,17 +241,60 @@ impl SqliteLedger {
 }
 
 /// The pause a prune owes the other writers of the file after a write
-/// transaction: the time since it released the lock (spent reading and
-/// archiving the next batch) counts.
-#[derive(Default)]
+/// transaction (the time since it released the lock counts), and the work
+/// it does for them meanwhile.
 struct Pause {
     owed: Option<(Instant, Duration)>,
+    log: WriteAheadLog,
+    others: OtherWriters,
+    /// Write transactions since the last checkpoint.
+    unchecked: u32,
 }
 
+/// SQLite's own `wal_autocheckpoint`, given back to the prune's connection
+/// when it ends.
+const DEFAULT_AUTOCHECKPOINT: i64 = 1000;
+
+/// A prune with no other writer checkpoints after this many of its write
+/// transactions (each writes some tens of pages), so the log stays under
+/// the size at which SQLite would checkpoint it.
+const CHECKPOINT_EVERY: u32 = 8;
+
 impl Pause {
+    fn new(ledger: &std::path::Path) -> Self {
+        Pause {
+            owed: None,
+            log: WriteAheadLog::of(ledger),
+            others: OtherWriters::default(),
+            unchecked: 0,
+        }
+    }
+
+    /// After a write transaction that held the lock for `held`: the pause
+    /// it owes (longer while other connections write), and the work done
+    /// in it. While other connections write, the deletions just committed
+    /// without a sync would be synced by the next agent commit, with its
+    /// own, under the lock, and the log grows towards the size at which an
+    /// agent's commit checkpoints it: sync and checkpoint it now. With no
+    /// other writer, checkpoint every [`CHECKPOINT_EVERY`] transactions.
     #[allow(clippy::disallowed_methods)] // The pause is real time other writers get the lock in.
-    fn owe(&mut self, pause: Duration) {
-        self.owed = Some((Instant::now(), pause));
+    fn after_commit(&mut self, conn: &Connection, limits: &PruneLimits, held: Duration) {
+        let released = Instant::now();
+        self.unchecked += 1;
+        let others = self.others.wrote(conn);
+        let pause = if others {
+            limits.pause_beside_writers(held)
+        } else {
+            limits.pause_after(held)
+        };
+        self.owed = Some((released, pause));
+        if others {
+            self.log.sync();
+        }
+        if others || self.unchecked >= CHECKPOINT_EVERY {
+            checkpoint(conn);
+            self.unchecked = 0;
+        }
     }
 
     fn wait(&mut self) {
@@ -355,7 +402,7 @@ impl WriteAheadLog {
     }
 }
 
-/// Reads the oldest operations left (at most
+/// Reads the oldest operations after `after` (`updated_at`, id; at most
 /// [`batch_rows`](effect_core::PruneLimits::batch_rows)) and their events in
 /// one read transaction, which holds no write lock, and writes their archive
 /// lines.

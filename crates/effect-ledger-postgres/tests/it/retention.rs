@@ -91,6 +91,8 @@ fn a_recovery_worker_applies_the_policy_in_bounded_passes_and_leaves_unresolved_
     let policy = policy.limits(
         PruneLimits::default()
             .batch_rows(5)
+            // Every selected row decoded, however slow the machine.
+            .batch_time(Duration::from_secs(600))
             .min_pause(Duration::ZERO)
             .max_batches(Some(2)),
     );

@@ -118,7 +118,10 @@ fn a_recovery_worker_applies_the_policy_in_bounded_passes_and_leaves_unresolved_
     let policy = policy.limits(
         PruneLimits::default()
             .batch_rows(10)
+            // One write transaction per batch, however slow the machine.
+            .batch_time(Duration::from_secs(600))
             .min_pause(Duration::ZERO)
+            .writers_pause(Duration::ZERO)
             .max_batches(Some(2)),
     );
     let retention = Retention::new(policy, ledger.clone(), &archives)?;
