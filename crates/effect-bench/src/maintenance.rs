@@ -67,23 +67,19 @@ fn measure(n: u64, writer_effects: u64, reads_only: bool) -> anyhow::Result<Line
     let queue_ms = median_ms(|| ledger.list(&queue).map(drop))?;
     let prepared = ListQuery::with_status(EffectStatus::Prepared, 100);
     let waiting_ms = median_ms(|| ledger.list(&prepared).map(drop))?;
+    let with_reads = |line: Line| {
+        line.with("store", "sqlite")
+            .with("ledger_operations", n)
+            .with("file_mb", file_mb)
+            .with("fill_seconds", fill_seconds)
+            .with("stats_ms", stats_ms)
+            .with("queue_list_ms", queue_ms)
+            .with("waiting_list_ms", waiting_ms)
+    };
     if reads_only {
-        let stats = ledger.stats()?;
-        ensure!(
-            stats.counts == full_count(&path)?,
-            "stats {:?} differs from a full count",
-            stats.counts
-        );
-        return Ok(
-            Line::measured(Workload::W8, n, 1, Duration::from_secs_f64(fill_seconds))
-                .with("store", "sqlite")
-                .with("ledger_operations", n)
-                .with("file_mb", file_mb)
-                .with("fill_seconds", fill_seconds)
-                .with("stats_ms", stats_ms)
-                .with("queue_list_ms", queue_ms)
-                .with("waiting_list_ms", waiting_ms),
-        );
+        check_counts(&ledger, &path)?;
+        let fill = Duration::from_secs_f64(fill_seconds);
+        return Ok(with_reads(Line::measured(Workload::W8, n, 1, fill)));
     }
 
     // The writer alone.
@@ -153,12 +149,7 @@ fn measure(n: u64, writer_effects: u64, reads_only: bool) -> anyhow::Result<Line
         report.operations,
         expected.operations
     );
-    let stats = ledger.stats()?;
-    ensure!(
-        stats.counts == full_count(&path)?,
-        "stats {:?} differs from a full count",
-        stats.counts
-    );
+    let stats = check_counts(&ledger, &path)?;
     let confirmed_writes = WARM_UP as usize + alone.len() + beside.len();
     let confirmed = stats
         .counts
@@ -174,14 +165,7 @@ fn measure(n: u64, writer_effects: u64, reads_only: bool) -> anyhow::Result<Line
     line.per_second = Some(crate::report::per_second(report.operations, prune_seconds));
     let p99_alone = p99_ms(&mut alone);
     let p99_beside = p99_ms(&mut beside.clone());
-    Ok(line
-        .with("store", "sqlite")
-        .with("ledger_operations", n)
-        .with("file_mb", file_mb)
-        .with("fill_seconds", fill_seconds)
-        .with("stats_ms", stats_ms)
-        .with("queue_list_ms", queue_ms)
-        .with("waiting_list_ms", waiting_ms)
+    Ok(with_reads(line)
         .with("batches", report.batches)
         .with("prune_alone_operations", alone_report.operations)
         .with(
@@ -243,6 +227,17 @@ fn p99_ms(latencies: &mut [Duration]) -> f64 {
     latencies.sort();
     let at = (latencies.len() * 99 / 100).min(latencies.len().saturating_sub(1));
     latencies.get(at).map_or(0.0, |d| d.as_secs_f64() * 1000.0)
+}
+
+/// `stats`, checked against a full count of the file's rows.
+fn check_counts(ledger: &SqliteLedger, path: &Path) -> anyhow::Result<effect_core::LedgerStats> {
+    let stats = ledger.stats()?;
+    ensure!(
+        stats.counts == full_count(path)?,
+        "stats {:?} differs from a full count",
+        stats.counts
+    );
+    Ok(stats)
 }
 
 fn full_count(path: &Path) -> anyhow::Result<Vec<(EffectStatus, u64)>> {

@@ -62,6 +62,32 @@ fn one_workload_can_be_selected() -> Result<(), Box<dyn std::error::Error>> {
     Ok(())
 }
 
+/// W8's reads-only mode fills the ledger it is asked for, checks `stats`
+/// against a full count and stops before the writer and the prunes.
+#[test]
+fn w8_can_time_the_reads_alone() -> Result<(), Box<dyn std::error::Error>> {
+    let output = Command::new(env!("CARGO_BIN_EXE_effect-bench"))
+        .args([
+            "--workload",
+            "W8",
+            "--maintenance-reads-only",
+            "--maintenance-size",
+            "2500",
+        ])
+        .output()?;
+    let stdout = String::from_utf8(output.stdout)?;
+    assert!(output.status.success(), "{stdout}");
+    let line: Value = serde_json::from_str(stdout.trim())?;
+    check_line(&line);
+    assert_eq!(line["ok"], true);
+    assert_eq!(line["ledger_operations"], 2500);
+    assert_eq!(line["n"], 2500);
+    assert!(line["stats_ms"].as_f64().is_some_and(|ms| ms > 0.0));
+    assert!(line.get("prune_alone_operations").is_none(), "{line}");
+    assert!(line.get("writer_p99_ms").is_none(), "{line}");
+    Ok(())
+}
+
 /// The keys of docs/benchmarks.md's line, in its order; extras follow them.
 const KEYS: [&str; 8] = [
     "workload",

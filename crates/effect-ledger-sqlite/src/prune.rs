@@ -31,12 +31,14 @@ impl SqliteLedger {
     /// by default), every operation only while its row is still the version
     /// archived (one that changed meanwhile stays, its line records the
     /// version read). After a write transaction it pauses at least as long
-    /// as it held the lock, so agents writing the same file wait for one
+    /// as it held the lock, and at least
+    /// [`writers_pause`](effect_core::PruneLimits::writers_pause) while
+    /// other connections write, so agents writing the same file wait for one
     /// transaction of about a millisecond at most. The deletions commit at
-    /// `synchronous = NORMAL`; while other connections write, the prune
-    /// syncs the log and checkpoints it in its pauses, so that an agent's
-    /// commit neither syncs the prune's pages nor copies them into the file,
-    /// and the rest is synced when the prune ends. An operation is never
+    /// `synchronous = NORMAL`; the prune checkpoints the log in its pauses
+    /// and, while other connections write, syncs it there too, so that an
+    /// agent's commit neither syncs the prune's pages nor checkpoints them;
+    /// the rest is synced when the prune ends. An operation is never
     /// deleted before its archive line is durable. When the archive
     /// was resumed ([`effect_core::ArchiveFile::resume`]),
     /// the operations of its last lines still in the ledger as archived (the
