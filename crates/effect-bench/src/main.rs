@@ -323,6 +323,7 @@ fn run_once(
                 sizes.processes,
             )),
             Workload::W8 => lines.push(maintenance::maintenance(
+                store,
                 maintenance_size.unwrap_or(sizes.maintenance),
                 sizes.writer_effects,
                 maintenance_reads_only,

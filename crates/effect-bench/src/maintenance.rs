@@ -1,10 +1,11 @@
-//! W8: maintenance on a large ledger. A SQLite ledger of `n` operations
-//! (1 % of the first 100,000 quarantined and 1 % prepared, so at most 1,000
-//! of each at any size, the rest confirmed; 4 events each, all a month old)
-//! is filled directly in the ledger's layout (its triggers keep the status
-//! counters as the rows go in), then: `stats` and the queue listing are
-//! timed (and nothing more with `reads_only`); a writer executing fresh effects on a second handle
-//! of the file (as another process would) is timed alone; the older half
+//! W8: maintenance on a large ledger. A ledger (a SQLite file, or a fresh
+//! PostgreSQL schema) of `n` operations (1 % of the first 100,000
+//! quarantined and 1 % prepared, so at most 1,000 of each at any size, the
+//! rest confirmed; 4 events each, all a month old) is filled directly in
+//! the ledger's layout (its triggers keep the status counters as the rows
+//! go in), then: `stats` and the queue listing are timed (and nothing more
+//! with `reads_only`); a writer executing fresh effects on a second handle
+//! of the ledger (as another process would) is timed alone; the older half
 //! of the confirmed operations is pruned with no writer, then the rest
 //! beside the writer, and both prunes' throughput is measured. The
 //! correctness check: each archive holds exactly the operations deleted
@@ -22,10 +23,12 @@ use effect_core::{
     ArchiveFile, Claim, Confirmation, EffectLedger, EffectLedgerExt as _, EffectStatus, Evidence,
     ListQuery, NewOperation, PruneRequest, RequestFingerprint, Transition,
 };
-use effect_ledger_sqlite::{SqliteLedger, SqliteOptions};
+use effect_ledger_sqlite::Synchronous;
+use production_agent_systems::open::Ledger;
 use rusqlite::{Connection, params};
 
 use crate::report::Line;
+use crate::store::{Location, Store};
 use crate::workload::Workload;
 
 /// The fill starts at 2026-01-01T00:00:00Z (microseconds since the epoch).
@@ -46,50 +49,50 @@ const UNRESOLVED_SPAN: u64 = 100_000;
 
 /// W8 on a ledger of `n` operations; `writer_effects` effects time the
 /// writer alone. With `reads_only`, only the fill and the reads.
-pub(crate) fn maintenance(n: u64, writer_effects: u64, reads_only: bool) -> Line {
+pub(crate) fn maintenance(store: &Store, n: u64, writer_effects: u64, reads_only: bool) -> Line {
     let workload = Workload::W8;
-    measure(n, writer_effects, reads_only)
+    measure(store, n, writer_effects, reads_only)
         .unwrap_or_else(|err| Line::failed(workload, n, 1, format!("{err:#}")))
 }
 
-fn measure(n: u64, writer_effects: u64, reads_only: bool) -> anyhow::Result<Line> {
+fn measure(store: &Store, n: u64, writer_effects: u64, reads_only: bool) -> anyhow::Result<Line> {
     let dir = tempfile::tempdir().context("creating a temporary directory")?;
-    let path = dir.path().join("w8.sqlite3");
-    drop(SqliteLedger::open(&path, SqliteOptions::default()).context("creating the ledger")?);
+    let fresh = store.fresh(Synchronous::Full)?;
+    let location = &fresh.location;
     let start = Instant::now();
-    fill(&path, n)?;
+    fill(location, n)?;
     let fill_seconds = start.elapsed().as_secs_f64();
-    let file_mb = std::fs::metadata(&path)?.len() as f64 / 1e6;
+    let size_mb = size(location)? as f64 / 1e6;
 
-    let ledger = SqliteLedger::open(&path, SqliteOptions::default())?;
-    let stats_ms = median_ms(|| ledger.stats().map(drop))?;
+    let ledger = location.open_ledger()?;
+    let stats_ms = median_ms(|| ledger.as_dyn().stats().map(drop))?;
     let queue = ListQuery::with_status(EffectStatus::Quarantined, 100);
-    let queue_ms = median_ms(|| ledger.list(&queue).map(drop))?;
+    let queue_ms = median_ms(|| ledger.as_dyn().list(&queue).map(drop))?;
     let prepared = ListQuery::with_status(EffectStatus::Prepared, 100);
-    let waiting_ms = median_ms(|| ledger.list(&prepared).map(drop))?;
+    let waiting_ms = median_ms(|| ledger.as_dyn().list(&prepared).map(drop))?;
     let with_reads = |line: Line| {
-        line.with("store", "sqlite")
+        line.with("store", store.name())
             .with("ledger_operations", n)
-            .with("file_mb", file_mb)
+            .with("size_mb", size_mb)
             .with("fill_seconds", fill_seconds)
             .with("stats_ms", stats_ms)
             .with("queue_list_ms", queue_ms)
             .with("waiting_list_ms", waiting_ms)
     };
     if reads_only {
-        check_counts(&ledger, &path)?;
+        check_counts(&ledger, location)?;
         let fill = Duration::from_secs_f64(fill_seconds);
         return Ok(with_reads(Line::measured(Workload::W8, n, 1, fill)));
     }
 
     // The writer alone.
-    let writer = SqliteLedger::open(&path, SqliteOptions::default())?;
+    let writer = location.open_ledger()?;
     for i in 0..WARM_UP {
-        effect(&writer, &format!("warm-up:{i}"))?;
+        effect(writer.as_dyn(), &format!("warm-up:{i}"))?;
     }
     let mut alone = Vec::new();
     for i in 0..writer_effects {
-        alone.push(effect(&writer, &format!("alone:{i}"))?);
+        alone.push(effect(writer.as_dyn(), &format!("alone:{i}"))?);
     }
 
     // The older half of the confirmed operations, pruned with no writer.
@@ -124,7 +127,7 @@ fn measure(n: u64, writer_effects: u64, reads_only: bool) -> anyhow::Result<Line
                 let mut latencies = Vec::new();
                 let mut i = 0;
                 while !done.load(Ordering::Acquire) {
-                    latencies.push(effect(writer, &format!("beside:{i}"))?);
+                    latencies.push(effect(writer.as_dyn(), &format!("beside:{i}"))?);
                     i += 1;
                 }
                 Ok(latencies)
@@ -149,7 +152,7 @@ fn measure(n: u64, writer_effects: u64, reads_only: bool) -> anyhow::Result<Line
         report.operations,
         expected.operations
     );
-    let stats = check_counts(&ledger, &path)?;
+    let stats = check_counts(&ledger, location)?;
     let confirmed_writes = WARM_UP as usize + alone.len() + beside.len();
     let confirmed = stats
         .counts
@@ -187,7 +190,7 @@ fn measure(n: u64, writer_effects: u64, reads_only: bool) -> anyhow::Result<Line
 
 /// One fresh effect through the ledger as the executor writes it: prepared
 /// and claimed in one commit, then confirmed. Its latency.
-fn effect(ledger: &SqliteLedger, id: &str) -> anyhow::Result<Duration> {
+fn effect(ledger: &dyn EffectLedger, id: &str) -> anyhow::Result<Duration> {
     let op = NewOperation::new(
         "bench_capture",
         "1",
@@ -229,27 +232,42 @@ fn p99_ms(latencies: &mut [Duration]) -> f64 {
     latencies.get(at).map_or(0.0, |d| d.as_secs_f64() * 1000.0)
 }
 
-/// `stats`, checked against a full count of the file's rows.
-fn check_counts(ledger: &SqliteLedger, path: &Path) -> anyhow::Result<effect_core::LedgerStats> {
-    let stats = ledger.stats()?;
+/// `stats`, checked against a full count of the rows.
+fn check_counts(ledger: &Ledger, location: &Location) -> anyhow::Result<effect_core::LedgerStats> {
+    let stats = ledger.as_dyn().stats()?;
     ensure!(
-        stats.counts == full_count(path)?,
+        stats.counts == full_count(location)?,
         "stats {:?} differs from a full count",
         stats.counts
     );
     Ok(stats)
 }
 
-fn full_count(path: &Path) -> anyhow::Result<Vec<(EffectStatus, u64)>> {
-    let conn = Connection::open(path)?;
+/// Every status and its number of rows, counted row by row.
+fn full_count(location: &Location) -> anyhow::Result<Vec<(EffectStatus, u64)>> {
+    const COUNT: &str = "SELECT status, COUNT(*) FROM effect_operations GROUP BY status";
+    let mut found: Vec<(String, i64)> = Vec::new();
+    match location {
+        Location::Sqlite { path, .. } => {
+            let conn = Connection::open(path)?;
+            let mut stmt = conn.prepare(COUNT)?;
+            let mut rows = stmt.query([])?;
+            while let Some(row) = rows.next()? {
+                found.push((row.get(0)?, row.get(1)?));
+            }
+        }
+        #[cfg(feature = "postgres")]
+        Location::Postgres { .. } => {
+            let mut client = postgres_client(location)?;
+            for row in client.query(COUNT, &[])? {
+                found.push((row.try_get(0)?, row.try_get(1)?));
+            }
+        }
+    }
     let mut counts: Vec<(EffectStatus, u64)> =
         EffectStatus::ALL.into_iter().map(|s| (s, 0)).collect();
-    let mut stmt =
-        conn.prepare("SELECT status, COUNT(*) FROM effect_operations GROUP BY status")?;
-    let mut rows = stmt.query([])?;
-    while let Some(row) = rows.next()? {
-        let status: EffectStatus = row.get::<_, String>(0)?.parse()?;
-        let n: i64 = row.get(1)?;
+    for (status, n) in found {
+        let status: EffectStatus = status.parse()?;
         if let Some(entry) = counts.iter_mut().find(|(s, _)| *s == status) {
             entry.1 = u64::try_from(n)?;
         }
@@ -257,9 +275,106 @@ fn full_count(path: &Path) -> anyhow::Result<Vec<(EffectStatus, u64)>> {
     Ok(counts)
 }
 
+/// The ledger's size on disk: its SQLite file, or its PostgreSQL schema's
+/// tables and indexes.
+fn size(location: &Location) -> anyhow::Result<u64> {
+    match location {
+        Location::Sqlite { path, .. } => Ok(std::fs::metadata(path)?.len()),
+        #[cfg(feature = "postgres")]
+        Location::Postgres { schema, .. } => {
+            let mut client = postgres_client(location)?;
+            let bytes: i64 = client
+                .query_one(
+                    "SELECT COALESCE(SUM(pg_total_relation_size(c.oid)), 0)::BIGINT \
+                     FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace \
+                     WHERE n.nspname = $1 AND c.relkind = 'r'",
+                    &[schema],
+                )?
+                .try_get(0)?;
+            Ok(u64::try_from(bytes)?)
+        }
+    }
+}
+
+/// A plain connection to the ledger's schema, for the fill and the counts.
+#[cfg(feature = "postgres")]
+fn postgres_client(location: &Location) -> anyhow::Result<postgres::Client> {
+    let Location::Postgres { url, schema } = location else {
+        anyhow::bail!("not a PostgreSQL ledger");
+    };
+    let mut client =
+        postgres::Client::connect(url, postgres::NoTls).context("connecting to postgres")?;
+    client.batch_execute(&format!("SET search_path TO \"{schema}\""))?;
+    Ok(client)
+}
+
 /// Inserts `n` operations of January 2026 and their events, in the ledger's
-/// layout, in one transaction.
-fn fill(path: &Path, n: u64) -> anyhow::Result<()> {
+/// layout.
+fn fill(location: &Location, n: u64) -> anyhow::Result<()> {
+    match location {
+        Location::Sqlite { path, .. } => fill_sqlite(path, n),
+        #[cfg(feature = "postgres")]
+        Location::Postgres { .. } => fill_postgres(location, n),
+    }
+}
+
+/// The fill on PostgreSQL, generated by the server in one transaction: the
+/// same operations, statuses and events as on SQLite, each operation's
+/// events in the four milliseconds from `FILL_START + 4 ms × i`.
+#[cfg(feature = "postgres")]
+fn fill_postgres(location: &Location, n: u64) -> anyhow::Result<()> {
+    let mut client = postgres_client(location)?;
+    let n = i64::try_from(n)?;
+    let span = i64::try_from(UNRESOLVED_SPAN)?;
+    // The ledger's timestamp format (`format_timestamp`), `ms` milliseconds
+    // after the fill's start.
+    let stamp = |ms: &str| {
+        format!(
+            "to_char(timestamp '2026-01-01' + ({ms}) * interval '1 millisecond', \
+             'YYYY-MM-DD\"T\"HH24:MI:SS.US\"+00:00\"')"
+        )
+    };
+    let status = "CASE WHEN i < $2::BIGINT AND i % 100 = 0 THEN 'quarantined' \
+                  WHEN i < $2::BIGINT AND i % 100 = 1 THEN 'prepared' ELSE 'confirmed' END";
+    let mut tx = client.transaction()?;
+    tx.execute(
+        &format!(
+            "INSERT INTO effect_operations (operation_id, contract_name, contract_version, \
+                request_fingerprint, provider_idempotency_key, status, result_json, attempts, \
+                evidence_json, created_at, updated_at) \
+             SELECT 'op:' || i, 'bench_capture', '1', 'blake3:' || lpad(to_hex(i), 64, '0'), \
+                'key:' || i, s, CASE WHEN s = 'confirmed' THEN '{{\"ok\":' || i || '}}' END, 1, \
+                '{{}}', {created}, \
+                CASE WHEN s = 'prepared' THEN {created} ELSE {updated} END \
+             FROM (SELECT i, {status} AS s FROM generate_series(0::BIGINT, $1::BIGINT - 1) AS i) AS g",
+            created = stamp("i * 4 + 1"),
+            updated = stamp("i * 4 + 4"),
+        ),
+        &[&n, &span],
+    )?;
+    tx.execute(
+        &format!(
+            "INSERT INTO effect_events (operation_id, event_type, data_json, timestamp) \
+             SELECT 'op:' || i, \
+                CASE WHEN k = 1 THEN 'prepared' WHEN k = 2 THEN 'dispatched' \
+                     WHEN k = 3 AND s = 'quarantined' THEN 'outcome_unknown' \
+                     WHEN k = 3 THEN 'lease_renewed' ELSE s END, \
+                '{{\"bench\":true}}', {at} \
+             FROM (SELECT i, {status} AS s FROM generate_series(0::BIGINT, $1::BIGINT - 1) AS i) AS g, \
+                generate_series(1, 4) AS k \
+             WHERE s <> 'prepared' OR k = 1 \
+             ORDER BY i, k",
+            at = stamp("i * 4 + k"),
+        ),
+        &[&n, &span],
+    )?;
+    tx.commit()?;
+    client.batch_execute("ANALYZE effect_operations; ANALYZE effect_events")?;
+    Ok(())
+}
+
+/// The fill on SQLite, in one transaction.
+fn fill_sqlite(path: &Path, n: u64) -> anyhow::Result<()> {
     let mut conn = Connection::open(path).context("opening the ledger file")?;
     // Setup, not measured: the ledger reopens the file with its own settings.
     conn.pragma_update(None, "synchronous", "OFF")?;

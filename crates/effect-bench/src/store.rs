@@ -7,7 +7,9 @@ use std::sync::Arc;
 use anyhow::{Context, bail};
 use effect_core::EffectLedger;
 use effect_ledger_sqlite::{SqliteOptions, Synchronous};
-use production_agent_systems::open::{FreshLedger, LedgerUrl, OpenOptions, open_fresh, open_url};
+use production_agent_systems::open::{
+    FreshLedger, Ledger, LedgerUrl, OpenOptions, open_fresh, open_url,
+};
 
 /// Switches of the SQLite store's optimizations, to measure what each is worth.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -174,6 +176,11 @@ pub(crate) enum Location {
 
 impl Location {
     pub(crate) fn open(&self) -> anyhow::Result<Arc<dyn EffectLedger>> {
+        Ok(self.open_ledger()?.into_dyn())
+    }
+
+    /// Another handle of the ledger, as the facade opens it (it prunes too).
+    pub(crate) fn open_ledger(&self) -> anyhow::Result<Ledger> {
         match self {
             Location::Sqlite {
                 path,
@@ -181,9 +188,8 @@ impl Location {
                 tuning,
             } => {
                 let options = OpenOptions::default().sqlite(tuning.options(*durability));
-                let ledger = open_url(&LedgerUrl::Sqlite(path.clone()), options)
-                    .with_context(|| format!("opening the ledger {}", path.display()))?;
-                Ok(ledger.into_dyn())
+                open_url(&LedgerUrl::Sqlite(path.clone()), options)
+                    .with_context(|| format!("opening the ledger {}", path.display()))
             }
             #[cfg(feature = "postgres")]
             Location::Postgres { url, schema } => {
@@ -191,9 +197,8 @@ impl Location {
                 // One connection per thread of W4 and W5, so none waits for the pool.
                 let options = OpenOptions::default()
                     .postgres(PostgresOptions::default().schema(schema).pool_size(16));
-                let ledger = open_url(&LedgerUrl::Postgres(url.clone()), options)
-                    .with_context(|| format!("connecting to postgres schema {schema}"))?;
-                Ok(ledger.into_dyn())
+                open_url(&LedgerUrl::Postgres(url.clone()), options)
+                    .with_context(|| format!("connecting to postgres schema {schema}"))
             }
         }
     }

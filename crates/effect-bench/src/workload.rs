@@ -86,7 +86,7 @@ impl Workload {
     /// `Store::fresh`); the bare limits always run, as the reference of the
     /// ratios (W0 on the PostgreSQL server itself).
     pub(crate) fn runs_on_postgres(self) -> bool {
-        !matches!(self, Workload::W6 | Workload::W8 | Workload::W9)
+        !matches!(self, Workload::W6 | Workload::W9)
     }
 }
 

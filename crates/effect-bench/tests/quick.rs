@@ -88,6 +88,33 @@ fn w8_can_time_the_reads_alone() -> Result<(), Box<dyn std::error::Error>> {
     Ok(())
 }
 
+/// W8 on PostgreSQL: the fill, the reads, both prunes and the writer beside
+/// the second, with the same correctness check as on SQLite.
+#[test]
+fn w8_runs_on_postgres() -> Result<(), Box<dyn std::error::Error>> {
+    let Some(url) = effect_test_support::servers::postgres_url("w8_runs_on_postgres") else {
+        return Ok(());
+    };
+    // The bench's own connections (the fill, the counts) do not use TLS.
+    let separator = if url.contains('?') { '&' } else { '?' };
+    let url = format!("{url}{separator}sslmode=disable");
+    let output = Command::new(env!("CARGO_BIN_EXE_effect-bench"))
+        .args(["--quick", "--workload", "W8", "--db", &url])
+        .output()?;
+    let stdout = String::from_utf8(output.stdout)?;
+    assert!(output.status.success(), "{stdout}");
+    let line: Value = serde_json::from_str(stdout.trim())?;
+    check_line(&line);
+    assert_eq!(line["ok"], true, "{line}");
+    assert_eq!(line["store"], "postgres");
+    assert_eq!(line["ledger_operations"], 3000);
+    // Half of the confirmed operations alone, the rest beside the writer.
+    let alone = line["prune_alone_operations"].as_u64().unwrap_or(0);
+    let beside = line["n"].as_u64().unwrap_or(0);
+    assert!(alone > 1000 && beside > 1000, "{line}");
+    Ok(())
+}
+
 /// The keys of docs/benchmarks.md's line, in its order; extras follow them.
 const KEYS: [&str; 8] = [
     "workload",
