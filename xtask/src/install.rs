@@ -191,7 +191,7 @@ fn workspace_version(root: &Path) -> Result<String> {
 }
 
 /// The target directory cargo uses for the workspace.
-fn target_dir(root: &Path) -> Result<PathBuf> {
+pub(crate) fn target_dir(root: &Path) -> Result<PathBuf> {
     let output = Command::new("cargo")
         .args(["metadata", "--format-version", "1", "--no-deps"])
         .current_dir(root)

@@ -36,6 +36,7 @@ pub fn check(root: &Path) -> Result<()> {
     // Every published crate, in dependency order, each built from its
     // package against the others' packages (cargo's local overlay).
     forget_overlay_extractions(&crates)?;
+    forget_overlay_builds(&crate::install::target_dir(root)?, &crates)?;
     eprintln!("== cargo publish --workspace --dry-run");
     let status = Command::new("cargo")
         .args(["publish", "--workspace", "--dry-run", "--allow-dirty"])
@@ -90,6 +91,53 @@ fn forget_overlay_extractions(crates: &[Crate]) -> Result<()> {
         }
     }
     Ok(())
+}
+
+/// Removes the fingerprints of what an earlier dry run compiled from cargo's
+/// overlay (a dependency's sources under `registry/src/-HASH/`): cargo takes
+/// a registry package of the same name and version for unchanged and would
+/// link the first run's build of it, not the sources it just packaged.
+fn forget_overlay_builds(target: &Path, crates: &[Crate]) -> Result<()> {
+    let profile = target.join("debug");
+    let Ok(deps) = fs::read_dir(profile.join("deps")) else {
+        return Ok(());
+    };
+    for entry in deps {
+        let path = entry?.path();
+        let Some(name) = path.file_name().map(|n| n.to_string_lossy().into_owned()) else {
+            continue;
+        };
+        let Some((krate, hash)) = crates
+            .iter()
+            .find_map(|krate| Some((krate, unit_of(&name, &krate.name)?)))
+        else {
+            continue;
+        };
+        // The dep-info file lists the sources the unit was compiled from.
+        let sources = fs::read_to_string(&path).unwrap_or_default();
+        if !sources.contains("/registry/src/-") {
+            continue;
+        }
+        let fingerprint = profile
+            .join(".fingerprint")
+            .join(format!("{}-{hash}", krate.name));
+        if fingerprint.is_dir() {
+            fs::remove_dir_all(&fingerprint)
+                .with_context(|| format!("removing {}", fingerprint.display()))?;
+        }
+    }
+    Ok(())
+}
+
+/// The hash of a compiled unit's dep-info file (`LIB_NAME-HASH.d`, the
+/// crate's name with `_` for `-`) when it is one of `krate`.
+fn unit_of<'a>(file: &'a str, krate: &str) -> Option<&'a str> {
+    let lib = krate.replace('-', "_");
+    let hash = file
+        .strip_prefix(lib.as_str())?
+        .strip_prefix('-')?
+        .strip_suffix(".d")?;
+    (!hash.is_empty() && hash.chars().all(|c| c.is_ascii_hexdigit())).then_some(hash)
 }
 
 /// Whether `dir` (`NAME-VERSION`) is an extracted package of `krate`.
@@ -299,6 +347,21 @@ mod tests {
         assert!(!is_extraction_of("agent-effect-ops-0.1.0", "agent-effect"));
         assert!(!is_extraction_of("effect-core", "effect-core"));
         assert!(!is_extraction_of("effect-corex-0.1.0", "effect-core"));
+    }
+
+    #[test]
+    fn only_a_compiled_unit_of_the_crate_is_forgotten() {
+        assert_eq!(
+            unit_of("effect_core-c5b386226b92d462.d", "effect-core"),
+            Some("c5b386226b92d462")
+        );
+        assert_eq!(unit_of("agent_effect_ops-0a1b.d", "agent-effect"), None);
+        assert_eq!(
+            unit_of("effect_core-c5b386226b92d462.rlib", "effect-core"),
+            None
+        );
+        assert_eq!(unit_of("effect_core-.d", "effect-core"), None);
+        assert_eq!(unit_of("effect_corex-0a1b.d", "effect-core"), None);
     }
 
     #[test]
