@@ -2,8 +2,8 @@
 //! PostgreSQL schema) of `n` operations (1 % of the first 100,000
 //! quarantined and 1 % prepared, so at most 1,000 of each at any size, the
 //! rest confirmed; 4 events each, all a month old) is filled directly in
-//! the ledger's layout (its triggers keep the status counters as the rows
-//! go in), then: `stats` and the queue listing are timed (and nothing more
+//! the ledger's layout (on SQLite its triggers keep the status counters as
+//! the rows go in; on PostgreSQL they are set from a count), then: `stats` and the queue listing are timed (and nothing more
 //! with `reads_only`); a writer executing fresh effects on a second handle
 //! of the ledger (as another process would) is timed alone; the older half
 //! of the confirmed operations is pruned with no writer, then the rest
@@ -338,8 +338,10 @@ fn fill_postgres(location: &Location, n: u64) -> anyhow::Result<()> {
              'YYYY-MM-DD\"T\"HH24:MI:SS.US\"+00:00\"')"
         )
     };
-    let status = "CASE WHEN i < $2::BIGINT AND i % 100 = 0 THEN 'quarantined' \
-                  WHEN i < $2::BIGINT AND i % 100 = 1 THEN 'prepared' ELSE 'confirmed' END";
+    // Each operation `i` and its status `s`.
+    let operations = "(SELECT i, CASE WHEN i < $2::BIGINT AND i % 100 = 0 THEN 'quarantined' \
+                      WHEN i < $2::BIGINT AND i % 100 = 1 THEN 'prepared' ELSE 'confirmed' END \
+                      AS s FROM generate_series(0::BIGINT, $1::BIGINT - 1) AS i) AS g";
     let mut tx = client.transaction()?;
     tx.batch_execute("ALTER TABLE effect_operations DISABLE TRIGGER effect_status_counts_insert")?;
     tx.execute(
@@ -351,7 +353,7 @@ fn fill_postgres(location: &Location, n: u64) -> anyhow::Result<()> {
                 'key:' || i, s, CASE WHEN s = 'confirmed' THEN '{{\"ok\":' || i || '}}' END, 1, \
                 '{{}}', {created}, \
                 CASE WHEN s = 'prepared' THEN {created} ELSE {updated} END \
-             FROM (SELECT i, {status} AS s FROM generate_series(0::BIGINT, $1::BIGINT - 1) AS i) AS g",
+             FROM {operations}",
             created = stamp("i * 4 + 1"),
             updated = stamp("i * 4 + 4"),
         ),
@@ -365,7 +367,7 @@ fn fill_postgres(location: &Location, n: u64) -> anyhow::Result<()> {
                      WHEN k = 3 AND s = 'quarantined' THEN 'outcome_unknown' \
                      WHEN k = 3 THEN 'lease_renewed' ELSE s END, \
                 '{{\"bench\":true}}', {at} \
-             FROM (SELECT i, {status} AS s FROM generate_series(0::BIGINT, $1::BIGINT - 1) AS i) AS g, \
+             FROM {operations}, \
                 generate_series(1, 4) AS k \
              WHERE s <> 'prepared' OR k = 1 \
              ORDER BY i, k",

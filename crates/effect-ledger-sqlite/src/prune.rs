@@ -120,13 +120,13 @@ impl SqliteLedger {
         // SQLite checkpoints the log in the commit that grows it past 1,000
         // pages, after the lock is released but before the commit returns:
         // the prune would count that as time it held the lock and pause as
-        // long again. It checkpoints in its pauses instead (`Pause::tidy`).
+        // long again. It checkpoints in its pauses instead (`Pause::after_commit`).
         conn.pragma_update(None, "wal_autocheckpoint", 0)
             .map_err(|e| ledger_error(doing(), e))?;
         let result = self.prune_batches(&mut conn, request, archive, progress);
         // A passive checkpoint waits for nobody; when another connection is
         // checkpointing, that one syncs the log.
-        let synced = conn.query_row("PRAGMA wal_checkpoint(PASSIVE)", [], |_| Ok(()));
+        let synced = checkpoint(&conn);
         let level = if self.defers { "FULL" } else { "NORMAL" };
         let checkpoints = conn.pragma_update(None, "wal_autocheckpoint", DEFAULT_AUTOCHECKPOINT);
         if conn.pragma_update(None, "synchronous", level).is_err() {
@@ -294,7 +294,9 @@ impl Pause {
             self.log.sync();
         }
         if others || self.unchecked >= CHECKPOINT_EVERY {
-            checkpoint(conn);
+            // Best effort: a checkpoint that fails leaves the log to the
+            // next one.
+            let _ = checkpoint(conn);
             self.unchecked = 0;
         }
     }
@@ -632,8 +634,8 @@ struct OtherWriters {
 }
 
 impl OtherWriters {
-    /// True when another connection committed since the last call (or
-    /// when that cannot be told).
+    /// True when another connection committed since the last call (and at
+    /// the first call, or when that cannot be told).
     fn wrote(&mut self, conn: &Connection) -> bool {
         let Ok(version) = conn.query_row("PRAGMA data_version", [], |row| row.get::<_, i64>(0))
         else {
@@ -645,11 +647,11 @@ impl OtherWriters {
     }
 }
 
-/// Copies what the log holds into the database file, in a pause of the
-/// prune (a passive checkpoint waits for nobody and takes no write lock), so
-/// that the log stays short and the agents' commits, which checkpoint once
-/// it grows past SQLite's threshold, leave that work to the prune. Best
-/// effort: a checkpoint that fails leaves the log to the next one.
-fn checkpoint(conn: &Connection) {
-    let _ = conn.query_row("PRAGMA wal_checkpoint(PASSIVE)", [], |_| Ok(()));
+/// Copies what the log holds into the database file and syncs it: a
+/// passive checkpoint, which waits for nobody and takes no write lock. In
+/// the prune's pauses it keeps the log short, so the agents' commits, which
+/// checkpoint once it grows past SQLite's threshold, leave that work to the
+/// prune.
+fn checkpoint(conn: &Connection) -> rusqlite::Result<()> {
+    conn.query_row("PRAGMA wal_checkpoint(PASSIVE)", [], |_| Ok(()))
 }
