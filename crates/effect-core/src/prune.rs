@@ -12,8 +12,8 @@
 //! archive, waits until the archive says they are durable
 //! ([`PruneArchive::append`]), and deletes them in short transactions
 //! (SQLite reads the batch without its write lock and deletes it in
-//! transactions that hold the file's write lock about
-//! [`PruneLimits::batch_time`], a millisecond by default; PostgreSQL locks
+//! transactions that hold the file's write lock for at most
+//! [`PruneLimits::batch_time`], 800 µs by default; PostgreSQL locks
 //! only the batch's rows, in one transaction). After each write
 //! transaction the store pauses at least as long as it held its write
 //! lock, so agents writing beside a prune wait for one short transaction
@@ -77,12 +77,13 @@ pub struct PruneRequest {
 pub struct PruneLimits {
     /// At most this many operations per batch (1..=[`MAX_BATCH_ROWS`]).
     pub batch_rows: usize,
-    /// How long one write transaction of a prune may hold the lock (default
-    /// 1 ms): SQLite commits its deletions after this long and goes on in
-    /// another, so an agent that finds the file's write lock taken waits
-    /// about this long; PostgreSQL, whose prune locks only the rows it
-    /// deletes, stops decoding a batch's rows after it. Keep it well under
-    /// the busy timeout of the agents writing beside the prune.
+    /// How long one write transaction of a prune may hold the lock, its
+    /// commit included (default 800 µs): SQLite commits its deletions before
+    /// this long and goes on in another, so an agent that finds the file's
+    /// write lock taken gets it when it looks again, after the first sleep
+    /// of SQLite's busy handler (1 ms); PostgreSQL, whose prune locks only
+    /// the rows it deletes, stops decoding a batch's rows after it. Keep it
+    /// under a millisecond on SQLite.
     pub batch_time: Duration,
     /// The shortest pause between two write transactions (default 1 ms, the
     /// first sleep of SQLite's busy handler, so an agent waiting for the
@@ -91,7 +92,7 @@ pub struct PruneLimits {
     pub min_pause: Duration,
     /// The shortest pause after a SQLite write transaction while other
     /// connections write the file (one committed since the prune's previous
-    /// transaction; default 3 ms): an agent executing effects back to back
+    /// transaction; default 5 ms): an agent executing effects back to back
     /// then gets several transactions through between two of the prune's,
     /// rather than one. PostgreSQL, whose prune does not lock the agents'
     /// rows, does not use it.
@@ -113,9 +114,9 @@ impl Default for PruneLimits {
     fn default() -> Self {
         PruneLimits {
             batch_rows: 2_000,
-            batch_time: Duration::from_millis(1),
+            batch_time: Duration::from_micros(800),
             min_pause: Duration::from_millis(1),
-            writers_pause: Duration::from_millis(3),
+            writers_pause: Duration::from_millis(5),
             max_duration: None,
             max_batches: None,
         }

@@ -16,7 +16,7 @@ use rusqlite::{Connection, OptionalExtension};
 use crate::error::ledger_error;
 
 /// The statuses whose counts the triggers keep.
-const COUNTED: [EffectStatus; 2] = [EffectStatus::Confirmed, EffectStatus::Rejected];
+pub(crate) const COUNTED: [EffectStatus; 2] = [EffectStatus::Confirmed, EffectStatus::Rejected];
 
 /// Counts per status, every [`EffectStatus`] listed, from the counters and
 /// the status index.

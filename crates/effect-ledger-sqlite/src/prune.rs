@@ -7,8 +7,10 @@ use effect_core::{
     ArchivedKey, ArchivedOperation, LedgerError, MAX_BATCH_ROWS, PruneArchive, PruneLimits,
     PruneReport, PruneRequest, write_archive_line,
 };
+use rusqlite::config::DbConfig;
 use rusqlite::{Connection, OptionalExtension, Transaction, TransactionBehavior, params};
 
+use crate::counts::COUNTED;
 use crate::error::ledger_error;
 use crate::ledger::SqliteLedger;
 use crate::row::{RECORD_COLUMNS, SELECT_EVENTS, collect, decode_event, decode_record};
@@ -26,26 +28,32 @@ impl SqliteLedger {
     /// the last operation of the one before) and their events in read
     /// transactions, which take no write lock, one batch ahead of the
     /// deletions; each batch is appended to the archive, which returns once
-    /// it is durable, then deleted in write transactions that hold the lock
-    /// about [`batch_time`](effect_core::PruneLimits::batch_time) each (1 ms
-    /// by default), every operation only while its row is still the version
-    /// archived (one that changed meanwhile stays, its line records the
-    /// version read). After a write transaction it pauses at least as long
-    /// as it held the lock, and at least
+    /// it is durable, then deleted, on a write connection of the prune's
+    /// own, in write transactions that hold the lock for at most
+    /// [`batch_time`](effect_core::PruneLimits::batch_time) each, commit
+    /// included (800 µs by default), every operation only while its row is
+    /// still the version archived (one that changed meanwhile stays, its
+    /// line records the version read). After a write transaction it pauses
+    /// at least as long as it held the lock, and at least
     /// [`writers_pause`](effect_core::PruneLimits::writers_pause) while
-    /// other connections write, so agents writing the same file wait for one
-    /// transaction of about a millisecond at most. The deletions commit at
-    /// `synchronous = NORMAL`; the prune checkpoints the log in its pauses
-    /// and, while other connections write, syncs it there too, so that an
-    /// agent's commit neither syncs the prune's pages nor checkpoints them;
-    /// the rest is synced when the prune ends. An operation is never
-    /// deleted before its archive line is durable. When the archive
-    /// was resumed ([`effect_core::ArchiveFile::resume`]),
-    /// the operations of its last lines still in the ledger as archived (the
+    /// other connections write, so an agent writing the same file that finds
+    /// the lock taken gets it at its busy handler's next look, a millisecond
+    /// later. The status counters `stats` reads stay true: while the
+    /// ledger's counter triggers are the only triggers of its tables, the
+    /// prune's connection runs without triggers and updates the counters
+    /// once per transaction (a delete trigger made SQLite journal every page
+    /// a deletion changes, and halved the deletions per millisecond); a
+    /// trigger of the user's own keeps them on. The deletions commit at
+    /// `synchronous = NORMAL`; a third connection checkpoints the log
+    /// beside them and, while other connections write, syncs it first, so
+    /// that an agent's commit neither syncs the prune's pages nor
+    /// checkpoints them; the rest is synced when the prune ends. An
+    /// operation is never deleted before its archive line is durable. When
+    /// the archive was resumed ([`effect_core::ArchiveFile::resume`]), the
+    /// operations of its last lines still in the ledger as archived (the
     /// batch of an interrupted prune whose deletion did not commit, or was
-    /// undone by a power failure) are
-    /// deleted first, without a second line. A dry run counts what would be
-    /// pruned and writes nothing.
+    /// undone by a power failure) are deleted first, without a second line.
+    /// A dry run counts what would be pruned and writes nothing.
     ///
     /// ```
     /// use effect_core::{EffectLedger, EffectLedgerExt, NewOperation, PruneRequest, RequestFingerprint};
@@ -87,7 +95,6 @@ impl SqliteLedger {
     /// # Errors
     ///
     /// As [`prune`](Self::prune).
-    #[allow(clippy::disallowed_methods)] // --max-duration is real elapsed time.
     pub fn prune_with_progress(
         &self,
         request: &PruneRequest,
@@ -95,56 +102,26 @@ impl SqliteLedger {
         progress: &mut dyn FnMut(&PruneReport),
     ) -> Result<PruneReport, LedgerError> {
         request.validate()?;
-        let doing = || "pruning operations".to_owned();
-        let mut conn = self
-            .pool
-            .get()
-            .map_err(|e| crate::error::pool_error(doing(), e))?;
         if request.dry_run {
+            let mut conn = self.pool.get().map_err(|e| {
+                crate::error::pool_error("counting operations to prune".to_owned(), e)
+            })?;
             return count_prunable(&mut conn, request);
         }
-        // SQLite's own busy handler sleeps up to 100 ms between looks at
-        // the lock, which agents writing back to back hold most of the
-        // time: a batch would rarely find it free. Look every 100 µs
-        // instead (`LOCK_POLL`), then give the connection its busy timeout
-        // back.
-        conn.busy_handler(Some(poll_for_lock))
-            .map_err(|e| ledger_error(doing(), e))?;
-        // The deletions commit without waiting for the disk: an operation
-        // is deleted only after its archive line was synced, so a power
-        // failure that undoes the last deletions leaves operations that are
-        // archived and still in the ledger, which a resumed prune deletes
-        // without a second line. The checkpoint at the end syncs them.
-        conn.pragma_update(None, "synchronous", "NORMAL")
-            .map_err(|e| ledger_error(doing(), e))?;
-        // SQLite checkpoints the log in the commit that grows it past 1,000
-        // pages, after the lock is released but before the commit returns:
-        // the prune would count that as time it held the lock and pause as
-        // long again. It checkpoints in its pauses instead (`Pause::after_commit`).
-        conn.pragma_update(None, "wal_autocheckpoint", 0)
-            .map_err(|e| ledger_error(doing(), e))?;
-        let result = self.prune_batches(&mut conn, request, archive, progress);
+        let mut deleting = Deleting::open(self.path())?;
+        let result = self.prune_batches(&mut deleting, request, archive, progress);
         // A passive checkpoint waits for nobody; when another connection is
         // checkpointing, that one syncs the log.
-        let synced = checkpoint(&conn);
-        let level = if self.defers { "FULL" } else { "NORMAL" };
-        let checkpoints = conn.pragma_update(None, "wal_autocheckpoint", DEFAULT_AUTOCHECKPOINT);
-        if conn.pragma_update(None, "synchronous", level).is_err() {
-            self.levels_unknown
-                .store(true, std::sync::atomic::Ordering::Release);
-        }
-        conn.busy_timeout(self.busy_timeout)
-            .map_err(|e| ledger_error(doing(), e))?;
+        let synced = checkpoint(&deleting.conn);
         let report = result?;
         synced.map_err(|e| ledger_error("syncing the pruned ledger".to_owned(), e))?;
-        checkpoints.map_err(|e| ledger_error(doing(), e))?;
         Ok(report)
     }
 
     #[allow(clippy::disallowed_methods)] // --max-duration is real elapsed time.
     fn prune_batches(
         &self,
-        conn: &mut Connection,
+        deleting: &mut Deleting,
         request: &PruneRequest,
         archive: &mut dyn PruneArchive,
         progress: &mut dyn FnMut(&PruneReport),
@@ -152,21 +129,31 @@ impl SqliteLedger {
         let limits = request.limits;
         let started = Instant::now();
         let mut report = PruneReport::new(0, 0, false);
-        let mut pause = Pause::new(self.path());
-        let resumed: Vec<Pending> = resumed_batch(conn, archive)?
-            .into_iter()
-            .map(Pending::resumed)
-            .collect();
-        if !resumed.is_empty() {
-            let deleted = self.delete_archived(conn, &limits, &resumed, &mut report, &mut pause)?;
-            report.resumed += deleted;
-            progress(&report);
-        }
-        // The next batch is read on another connection while this one
-        // deletes: the reads then fill the pauses owed to the agents.
         let path = self.path();
         let busy_timeout = self.busy_timeout;
+        let checkpointing = Connection::open_with_flags(
+            path,
+            rusqlite::OpenFlags::SQLITE_OPEN_READ_WRITE | rusqlite::OpenFlags::SQLITE_OPEN_NO_MUTEX,
+        )
+        .map_err(|e| ledger_error("opening the ledger to checkpoint its log".to_owned(), e))?;
         std::thread::scope(|scope| {
+            // The log is synced and checkpointed on a connection of its
+            // own, beside the deletions.
+            let (log_work, requests) = std::sync::mpsc::sync_channel(1);
+            scope.spawn(move || work_on_log(path, &checkpointing, &requests));
+            let mut pause = Pause::new(log_work);
+            let resumed: Vec<Pending> = resumed_batch(&deleting.conn, archive)?
+                .into_iter()
+                .map(Pending::resumed)
+                .collect();
+            if !resumed.is_empty() {
+                let deleted =
+                    self.delete_archived(deleting, &limits, &resumed, &mut report, &mut pause)?;
+                report.resumed += deleted;
+                progress(&report);
+            }
+            // The next batch is read on another connection while this one
+            // deletes: the reads then fill the pauses owed to the agents.
             let (sender, batches) = std::sync::mpsc::sync_channel(1);
             scope.spawn(move || read_ahead(path, busy_timeout, request, &sender));
             loop {
@@ -182,13 +169,14 @@ impl SqliteLedger {
                 }
                 // Durable before anything of the batch is deleted.
                 archive.append(&batch.lines)?;
-                self.delete_archived(conn, &limits, &batch.pending, &mut report, &mut pause)?;
+                self.delete_archived(deleting, &limits, &batch.pending, &mut report, &mut pause)?;
                 progress(&report);
                 if !batch.more {
                     break;
                 }
             }
-            // Dropping `batches` as the scope ends stops the reader.
+            // Dropping `batches` and `pause` as the scope ends stops the
+            // reader and the log's thread.
             Ok(report)
         })
     }
@@ -201,7 +189,7 @@ impl SqliteLedger {
     #[allow(clippy::disallowed_methods)] // The write lock's real holding time is what a batch bounds.
     fn delete_archived(
         &self,
-        conn: &mut Connection,
+        deleting: &mut Deleting,
         limits: &PruneLimits,
         pending: &[Pending],
         report: &mut PruneReport,
@@ -212,25 +200,35 @@ impl SqliteLedger {
         let mut next = 0;
         while next < pending.len() {
             pause.wait();
-            let tx = conn
+            let tx = deleting
+                .conn
                 .transaction_with_behavior(TransactionBehavior::Immediate)
                 .map_err(|e| ledger_error(doing(), e))?;
             let locked = Instant::now();
             let mut deleted = 0;
             let mut forgotten = Vec::new();
+            let mut counted = [0_i64; COUNTED.len()];
             while let Some(key) = pending.get(next) {
                 next += 1;
                 if let Some(events) = delete_operation(&tx, key)? {
                     deleted += 1;
                     report.events += events;
                     forgotten.push(key.operation_id.as_str());
+                    if let Some(i) = COUNTED.iter().position(|s| s.as_str() == key.status) {
+                        counted[i] += 1;
+                    }
                 }
-                if locked.elapsed() >= limits.batch_time {
+                if locked.elapsed() + deleting.commit_time >= limits.batch_time {
                     break;
                 }
             }
+            if deleting.keeps_counts {
+                uncount(&tx, &counted)?;
+            }
+            let committing = Instant::now();
             tx.commit().map_err(|e| ledger_error(doing(), e))?;
-            pause.after_commit(conn, limits, locked.elapsed());
+            deleting.committed(committing.elapsed());
+            pause.after_commit(&deleting.conn, limits, locked.elapsed());
             for id in forgotten {
                 self.confirmed.forget(id);
             }
@@ -244,18 +242,14 @@ impl SqliteLedger {
 
 /// The pause a prune owes the other writers of the file after a write
 /// transaction (the time since it released the lock counts), and the work
-/// it does for them meanwhile.
+/// on the log it asks for meanwhile.
 struct Pause {
     owed: Option<(Instant, Duration)>,
-    log: WriteAheadLog,
+    log_work: std::sync::mpsc::SyncSender<LogWork>,
     others: OtherWriters,
-    /// Write transactions since the last checkpoint.
+    /// Write transactions since the last checkpoint asked for.
     unchecked: u32,
 }
-
-/// SQLite's own `wal_autocheckpoint`, given back to the prune's connection
-/// when it ends.
-const DEFAULT_AUTOCHECKPOINT: i64 = 1000;
 
 /// A prune with no other writer checkpoints after this many of its write
 /// transactions (each writes some tens of pages), so the log stays under
@@ -263,22 +257,25 @@ const DEFAULT_AUTOCHECKPOINT: i64 = 1000;
 const CHECKPOINT_EVERY: u32 = 8;
 
 impl Pause {
-    fn new(ledger: &std::path::Path) -> Self {
+    fn new(log_work: std::sync::mpsc::SyncSender<LogWork>) -> Self {
         Pause {
             owed: None,
-            log: WriteAheadLog::of(ledger),
+            log_work,
             others: OtherWriters::default(),
             unchecked: 0,
         }
     }
 
     /// After a write transaction that held the lock for `held`: the pause
-    /// it owes (longer while other connections write), and the work done
-    /// in it. While other connections write, the deletions just committed
-    /// without a sync would be synced by the next agent commit, with its
-    /// own, under the lock, and the log grows towards the size at which an
-    /// agent's commit checkpoints it: sync and checkpoint it now. With no
-    /// other writer, checkpoint every [`CHECKPOINT_EVERY`] transactions.
+    /// it owes (longer while other connections write), and the work on the
+    /// log it asks for. While other connections write, the deletions just
+    /// committed without a sync would be synced by the next agent commit,
+    /// with its own, under the lock, and the log grows towards the size at
+    /// which an agent's commit checkpoints it: sync and checkpoint it now.
+    /// With no other writer, checkpoint every [`CHECKPOINT_EVERY`]
+    /// transactions. The log's thread does it, beside the next
+    /// transactions; while it is still at the last request, the next pause
+    /// asks again.
     #[allow(clippy::disallowed_methods)] // The pause is real time other writers get the lock in.
     fn after_commit(&mut self, conn: &Connection, limits: &PruneLimits, held: Duration) {
         let released = Instant::now();
@@ -290,13 +287,14 @@ impl Pause {
             limits.pause_after(held)
         };
         self.owed = Some((released, pause));
-        if others {
-            self.log.sync();
-        }
-        if others || self.unchecked >= CHECKPOINT_EVERY {
-            // Best effort: a checkpoint that fails leaves the log to the
-            // next one.
-            let _ = checkpoint(conn);
+        let work = if others {
+            LogWork::SyncAndCheckpoint
+        } else if self.unchecked >= CHECKPOINT_EVERY {
+            LogWork::Checkpoint
+        } else {
+            return;
+        };
+        if self.log_work.try_send(work).is_ok() {
             self.unchecked = 0;
         }
     }
@@ -306,6 +304,128 @@ impl Pause {
             std::thread::sleep(pause.saturating_sub(released.elapsed()));
         }
     }
+}
+
+/// What a prune asks of the thread that works on the ledger's log.
+#[derive(Clone, Copy)]
+enum LogWork {
+    Checkpoint,
+    /// Sync the log (what the prune committed without a sync), then
+    /// checkpoint it.
+    SyncAndCheckpoint,
+}
+
+/// The log's thread: does what `requests` asks, on `conn`, until the prune
+/// stops asking. Best effort: a sync or checkpoint that fails leaves the
+/// log to the next one, and to the checkpoint that ends the prune.
+fn work_on_log(
+    ledger: &std::path::Path,
+    conn: &Connection,
+    requests: &std::sync::mpsc::Receiver<LogWork>,
+) {
+    let log = WriteAheadLog::of(ledger);
+    for work in requests {
+        if matches!(work, LogWork::SyncAndCheckpoint) {
+            log.sync();
+        }
+        let _ = checkpoint(conn);
+    }
+}
+
+/// The prune's own write connection, opened for it and closed when it ends.
+struct Deleting {
+    conn: Connection,
+    /// Its triggers are off and the prune keeps the status counters itself
+    /// ([`uncount`]): the ledger's counter triggers are the only triggers of
+    /// its tables. Each deletion would otherwise run the delete trigger and,
+    /// to undo it should the trigger fail, journal every page it changes.
+    keeps_counts: bool,
+    /// How long a commit takes, the longest of the last ones (each counting
+    /// less as more follow): a transaction stops taking operations that
+    /// long before its time bound, so it holds the lock no longer than the
+    /// bound, commit included.
+    commit_time: Duration,
+}
+
+/// The triggers of a ledger's tables the prune may turn off on its own
+/// connection: the status counters' (`migrations/0005_status_counters.sql`).
+const COUNTER_TRIGGERS: [&str; 3] = [
+    "effect_status_counts_insert",
+    "effect_status_counts_update",
+    "effect_status_counts_delete",
+];
+
+impl Deleting {
+    /// Opens the ledger at `path` for a prune's deletions, configured as the
+    /// ledger's connections are, but for these: its commits do not sync
+    /// (`synchronous = NORMAL`; an operation is deleted only after its
+    /// archive line was synced, so a power failure that undoes the last
+    /// deletions leaves operations that are archived and still in the
+    /// ledger, which a resumed prune deletes without a second line; the
+    /// checkpoint at the end syncs them), it never checkpoints in a commit
+    /// (SQLite checkpoints the log in the commit that grows it past 1,000
+    /// pages, after the lock is released but before the commit returns,
+    /// which the prune would count as time it held the lock; the log's
+    /// thread checkpoints instead, [`work_on_log`]), and it looks at a
+    /// taken write lock every [`LOCK_POLL`] ([`poll_for_lock`]).
+    fn open(path: &std::path::Path) -> Result<Self, LedgerError> {
+        let doing = || "opening the ledger to prune it".to_owned();
+        let conn = Connection::open_with_flags(
+            path,
+            rusqlite::OpenFlags::SQLITE_OPEN_READ_WRITE | rusqlite::OpenFlags::SQLITE_OPEN_NO_MUTEX,
+        )
+        .map_err(|e| ledger_error(doing(), e))?;
+        let configured = (|| {
+            conn.busy_handler(Some(poll_for_lock))?;
+            // As the ledger's connections (`ledger.rs`): no foreign-key
+            // look-ups; events are deleted before their operation.
+            conn.pragma_update(None, "foreign_keys", false)?;
+            conn.pragma_update(None, "synchronous", "NORMAL")?;
+            conn.pragma_update(None, "wal_autocheckpoint", 0)?;
+            let triggers: Vec<String> = conn
+                .prepare(
+                    "SELECT name FROM sqlite_master WHERE type = 'trigger' \
+                     AND tbl_name IN ('effect_operations', 'effect_events')",
+                )?
+                .query_map([], |row| row.get(0))?
+                .collect::<rusqlite::Result<_>>()?;
+            let keeps_counts = triggers.iter().any(|t| t == COUNTER_TRIGGERS[2])
+                && triggers
+                    .iter()
+                    .all(|t| COUNTER_TRIGGERS.contains(&t.as_str()));
+            if keeps_counts {
+                conn.set_db_config(DbConfig::SQLITE_DBCONFIG_ENABLE_TRIGGER, false)?;
+            }
+            Ok(keeps_counts)
+        })();
+        let keeps_counts = configured.map_err(|e| ledger_error(doing(), e))?;
+        Ok(Deleting {
+            conn,
+            keeps_counts,
+            commit_time: Duration::ZERO,
+        })
+    }
+}
+
+impl Deleting {
+    fn committed(&mut self, took: Duration) {
+        self.commit_time = took.max(self.commit_time - self.commit_time / 8);
+    }
+}
+
+/// What the delete trigger would have done for the operations a
+/// transaction deleted: `counted[i]` of status `COUNTED[i]`.
+fn uncount(tx: &Transaction<'_>, counted: &[i64; COUNTED.len()]) -> Result<(), LedgerError> {
+    for (status, n) in COUNTED.iter().zip(counted) {
+        if *n > 0 {
+            tx.prepare_cached(
+                "UPDATE effect_status_counts SET operations = operations - ?2 WHERE status = ?1",
+            )
+            .and_then(|mut stmt| stmt.execute(params![status.as_str(), n]))
+            .map_err(|e| ledger_error("counting pruned operations".to_owned(), e))?;
+        }
+    }
+    Ok(())
 }
 
 /// An archived operation waiting for its deletion, and the version of its
@@ -648,10 +768,10 @@ impl OtherWriters {
 }
 
 /// Copies what the log holds into the database file and syncs it: a
-/// passive checkpoint, which waits for nobody and takes no write lock. In
-/// the prune's pauses it keeps the log short, so the agents' commits, which
-/// checkpoint once it grows past SQLite's threshold, leave that work to the
-/// prune.
+/// passive checkpoint, which waits for nobody and takes no write lock.
+/// Beside the prune's transactions it keeps the log short, so the agents'
+/// commits, which checkpoint once it grows past SQLite's threshold, leave
+/// that work to the prune.
 fn checkpoint(conn: &Connection) -> rusqlite::Result<()> {
     conn.query_row("PRAGMA wal_checkpoint(PASSIVE)", [], |_| Ok(()))
 }

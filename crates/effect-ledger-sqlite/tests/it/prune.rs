@@ -11,6 +11,7 @@ use effect_core::{
 use effect_ledger_sqlite::{SqliteLedger, SqliteOptions};
 use serde_json::json;
 
+use crate::counts::full_count;
 use crate::support::{TestResult, claim, confirmation, evidence, op, raw};
 
 const CUTOFF: &str = "2026-01-02T00:00:00.000000+00:00";
@@ -130,6 +131,54 @@ fn prune_refuses_unresolved_statuses_and_keeps_everything_when_the_archive_fails
     let rejected = PruneRequest::before(CUTOFF).statuses(vec![EffectStatus::Rejected]);
     assert_eq!(ledger.prune(&rejected, &mut Vec::new())?.operations, 1);
     assert!(ledger.get("old confirmed")?.is_some());
+    Ok(())
+}
+
+/// A prune deletes on a connection of its own whose triggers are off while
+/// the status counters' are the only ones on the ledger's tables, and then
+/// keeps the counters itself; a trigger of the user's own keeps them all
+/// on, and fires. Either way the counters equal a full count, and the
+/// ledger's own connections, which never had their triggers off, go on
+/// counting.
+#[test]
+fn a_prune_keeps_the_counters_and_fires_the_user_s_own_triggers() -> TestResult {
+    for own_trigger in [false, true] {
+        let (dir, ledger) = ledger()?;
+        let path = dir.path().join("effects.sqlite3");
+        if own_trigger {
+            raw(&path)?.execute_batch(
+                "CREATE TABLE pruned (operation_id TEXT NOT NULL); \
+                 CREATE TRIGGER audit_prune AFTER DELETE ON effect_operations \
+                 BEGIN INSERT INTO pruned (operation_id) VALUES (OLD.operation_id); END;",
+            )?;
+        }
+        let report = ledger.prune(&PruneRequest::before(CUTOFF), &mut Vec::new())?;
+        assert_eq!(report.operations, 2, "own trigger: {own_trigger}");
+        assert_eq!(ledger.stats()?.counts, full_count(&path)?);
+        let counted = |status: EffectStatus| -> Result<u64, Box<dyn std::error::Error>> {
+            Ok(ledger
+                .stats()?
+                .counts
+                .into_iter()
+                .find(|(s, _)| *s == status)
+                .map_or(0, |(_, n)| n))
+        };
+        assert_eq!(counted(EffectStatus::Confirmed)?, 1, "the new one is left");
+        assert_eq!(counted(EffectStatus::Rejected)?, 0);
+        if own_trigger {
+            let mut audited: Vec<String> = raw(&path)?
+                .prepare("SELECT operation_id FROM pruned")?
+                .query_map([], |row| row.get(0))?
+                .collect::<Result<_, _>>()?;
+            audited.sort();
+            assert_eq!(audited, ["old confirmed", "old rejected"]);
+        }
+        settle(&ledger, "after the prune", EffectStatus::Confirmed)?;
+        settle(&ledger, "rejected after the prune", EffectStatus::Rejected)?;
+        assert_eq!(ledger.stats()?.counts, full_count(&path)?);
+        assert_eq!(counted(EffectStatus::Confirmed)?, 2);
+        assert_eq!(counted(EffectStatus::Rejected)?, 1);
+    }
     Ok(())
 }
 
