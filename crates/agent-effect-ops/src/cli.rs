@@ -218,7 +218,7 @@ pub enum Command {
         max_duration: Option<std::time::Duration>,
         /// At most this many operations per batch, read and archived
         /// together (1..=10000); SQLite deletes a batch in write
-        /// transactions of about a millisecond, PostgreSQL in one.
+        /// transactions of under a millisecond, PostgreSQL in one.
         #[arg(long, value_name = "N", default_value_t = 2_000,
               value_parser = clap::value_parser!(u16).range(1..=10_000))]
         batch_size: u16,

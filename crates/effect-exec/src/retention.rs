@@ -11,8 +11,8 @@ use effect_core::{ArchiveFile, Clock, LedgerError, PruneLedger, RetentionPolicy,
 
 /// How many write transactions one recovery pass commits before it starts
 /// no other batch, unless the policy's limits say otherwise: on SQLite each
-/// holds the lock about a millisecond (a batch of 2,000 operations takes
-/// some 35 of them), on PostgreSQL each deletes one batch.
+/// holds the lock for under a millisecond (a batch of 2,000 operations
+/// takes some 35 of them), on PostgreSQL each deletes one batch.
 pub const DEFAULT_BATCHES_PER_PASS: u64 = 20;
 
 /// The default of [`Retention::every`]: once an hour.

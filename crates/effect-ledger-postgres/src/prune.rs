@@ -26,6 +26,12 @@ impl PostgresLedger {
     /// (`FOR UPDATE`, so no transaction ever holds millions of row locks),
     /// appends them to the archive, which returns once they are durable,
     /// deletes them and commits; a pause follows as long as the batch took.
+    /// A batch stops decoding its rows after
+    /// [`batch_time`](effect_core::PruneLimits::batch_time) and deletes what
+    /// it decoded; the next selects (and locks) that many and a quarter
+    /// more, up to `batch_rows`, so a batch locks few rows it does not
+    /// delete. The counters' delete trigger runs once per statement (schema
+    /// version 8).
     /// The operations of a resumed archive's last lines still in the ledger
     /// as archived are deleted first, without a second line. Deleted rows
     /// are reclaimed by autovacuum (docs/operations.md). A dry run counts
@@ -65,6 +71,11 @@ impl PostgresLedger {
         let limits = request.limits;
         let started = Instant::now();
         let mut report = PruneReport::new(0, 0, false);
+        // How many rows a batch selects (and locks): what the last one
+        // decoded within `batch_time`, and a quarter more, up to
+        // `batch_rows`; a batch that selected more than it decoded locked
+        // rows it did not delete.
+        let mut selecting = limits.batch_rows;
         let resumed = self.resumed_batch(archive)?;
         if !resumed.is_empty() {
             let held = self.delete_resumed(&resumed, &mut report)?;
@@ -76,7 +87,13 @@ impl PostgresLedger {
                 report.complete = false;
                 break;
             }
-            let (operations, more, held) = self.prune_batch(request, archive, &mut report)?;
+            let (operations, more, held) =
+                self.prune_batch(request, selecting, archive, &mut report)?;
+            selecting = if operations < selecting {
+                (operations + operations / 4 + 1).min(limits.batch_rows)
+            } else {
+                (selecting + selecting / 4 + 1).min(limits.batch_rows)
+            };
             if operations > 0 {
                 progress(&report);
             }
@@ -94,13 +111,14 @@ impl PostgresLedger {
     fn prune_batch(
         &self,
         request: &PruneRequest,
+        selecting: usize,
         archive: &mut dyn PruneArchive,
         report: &mut PruneReport,
     ) -> Result<(usize, bool, Duration), LedgerError> {
         let q = &self.schema.quoted;
         let limits = request.limits;
         let statuses: Vec<&str> = request.statuses.iter().map(|s| s.as_str()).collect();
-        let rows_limit = i64::try_from(limits.batch_rows).unwrap_or(i64::MAX);
+        let rows_limit = i64::try_from(selecting).unwrap_or(i64::MAX);
         let mut conn = self.pool.get().map_err(from_pool)?;
         let pg = |doing: &'static str| move |err| from_pg(doing, err);
         let started = Instant::now();
@@ -118,7 +136,7 @@ impl PostgresLedger {
                 &[&request.before, &statuses, &rows_limit],
             )
             .map_err(pg("selecting operations to prune"))?;
-        let mut more = rows.len() >= limits.batch_rows;
+        let mut more = rows.len() >= selecting;
         let mut records = Vec::with_capacity(rows.len());
         let selected = Instant::now();
         for found in &rows {

@@ -83,6 +83,11 @@ const MIGRATIONS: &[Migration] = &[
         "0007_status_counters.sql",
         "terminal-status counters kept by triggers in the transaction that changes a status"
     ),
+    migration!(
+        8,
+        "0008_counted_deletes.sql",
+        "the counters' delete trigger runs once per statement, not once per deleted row"
+    ),
 ];
 
 /// The write function (`migrations/effect_write.sql`): applied after the
@@ -90,7 +95,7 @@ const MIGRATIONS: &[Migration] = &[
 const WRITE_FUNCTION: &str = include_str!("../migrations/effect_write.sql");
 
 /// The schema version this library writes.
-pub const SCHEMA_VERSION: i32 = 7;
+pub const SCHEMA_VERSION: i32 = 8;
 
 /// A validated schema name and its quoted form.
 #[derive(Debug, Clone)]

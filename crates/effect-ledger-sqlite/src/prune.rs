@@ -337,7 +337,7 @@ struct Deleting {
     conn: Connection,
     /// Its triggers are off and the prune keeps the status counters itself
     /// ([`uncount`]): the ledger's counter triggers are the only triggers of
-    /// its tables. Each deletion would otherwise run the delete trigger and,
+    /// the tables the prune writes. Each deletion would otherwise run the delete trigger and,
     /// to undo it should the trigger fail, journal every page it changes.
     keeps_counts: bool,
     /// How long a commit takes, the longest of the last ones (each counting
@@ -385,7 +385,7 @@ impl Deleting {
             let triggers: Vec<String> = conn
                 .prepare(
                     "SELECT name FROM sqlite_master WHERE type = 'trigger' \
-                     AND tbl_name IN ('effect_operations', 'effect_events')",
+                     AND tbl_name IN ('effect_operations', 'effect_events', 'effect_status_counts')",
                 )?
                 .query_map([], |row| row.get(0))?
                 .collect::<rusqlite::Result<_>>()?;

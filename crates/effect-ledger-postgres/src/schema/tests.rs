@@ -329,8 +329,8 @@ fn the_migrations_are_the_numbered_files_in_order() -> TestResult {
 
 /// What the catalog says of `schema`: its relations, their columns (dropped
 /// ones included, by position), indexes, constraints, sequences, functions
-/// (with their source) and recorded versions, one line each, the schema's
-/// name written `{schema}`.
+/// (with their source), triggers and recorded versions, one line each, the
+/// schema's name written `{schema}`.
 fn catalog(client: &mut postgres::Client, schema: &Schema) -> Result<Vec<String>, postgres::Error> {
     let q = &schema.quoted;
     let queries = [
@@ -364,6 +364,11 @@ fn catalog(client: &mut postgres::Client, schema: &Schema) -> Result<Vec<String>
          FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace \
          JOIN pg_language l ON l.oid = p.prolang \
          WHERE n.nspname = $1 ORDER BY 1"
+            .to_owned(),
+        "SELECT concat_ws(' | ', 'trigger', c.relname, t.tgname, pg_get_triggerdef(t.oid)) \
+         FROM pg_trigger t JOIN pg_class c ON c.oid = t.tgrelid \
+         JOIN pg_namespace n ON n.oid = c.relnamespace \
+         WHERE n.nspname = $1 AND NOT t.tgisinternal ORDER BY c.relname, t.tgname"
             .to_owned(),
         format!(
             "SELECT concat_ws(' | ', 'version', version, description) \
@@ -414,7 +419,8 @@ fn every_older_schema_migrates_to_the_fresh_one() -> TestResult {
             .filter(|line| line.starts_with(&format!("{kind} |")))
             .count()
     };
-    assert_eq!(count("function"), 3, "{expected:#?}");
+    assert_eq!(count("function"), 4, "{expected:#?}");
+    assert_eq!(count("trigger"), 3, "{expected:#?}");
     assert_eq!(count("index"), 11, "{expected:#?}");
     assert_eq!(count("sequence"), 1, "{expected:#?}");
     assert_eq!(count("version"), usize::try_from(SCHEMA_VERSION)?);
