@@ -337,8 +337,9 @@ struct Deleting {
     conn: Connection,
     /// Its triggers are off and the prune keeps the status counters itself
     /// ([`uncount`]): the ledger's counter triggers are the only triggers of
-    /// the tables the prune writes. Each deletion would otherwise run the delete trigger and,
-    /// to undo it should the trigger fail, journal every page it changes.
+    /// the tables the prune writes. Each deletion would otherwise run the
+    /// delete trigger and, to undo it should the trigger fail, journal
+    /// every page it changes.
     keeps_counts: bool,
     /// How long a commit takes, the longest of the last ones (each counting
     /// less as more follow): a transaction stops taking operations that
@@ -405,9 +406,8 @@ impl Deleting {
             commit_time: Duration::ZERO,
         })
     }
-}
 
-impl Deleting {
+    /// A commit took `took`: [`commit_time`](Self::commit_time) follows.
     fn committed(&mut self, took: Duration) {
         self.commit_time = took.max(self.commit_time - self.commit_time / 8);
     }
