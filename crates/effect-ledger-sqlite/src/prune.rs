@@ -1,6 +1,8 @@
 //! [`SqliteLedger::prune`]: archive, then delete, old terminal operations,
 //! in batches of short write transactions.
 
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicI64, Ordering};
 use std::time::{Duration, Instant};
 
 use effect_core::{
@@ -136,12 +138,18 @@ impl SqliteLedger {
             rusqlite::OpenFlags::SQLITE_OPEN_READ_WRITE | rusqlite::OpenFlags::SQLITE_OPEN_NO_MUTEX,
         )
         .map_err(|e| ledger_error("opening the ledger to checkpoint its log".to_owned(), e))?;
+        let log_frames = AtomicI64::new(0);
+        // Held by the reading thread around each of its read transactions,
+        // and by the deleting one while it checkpoints the whole log.
+        let gate = Mutex::new(());
         std::thread::scope(|scope| {
             // The log is synced and checkpointed on a connection of its
             // own, beside the deletions.
             let (log_work, requests) = std::sync::mpsc::sync_channel(1);
-            scope.spawn(move || work_on_log(path, &checkpointing, &requests));
-            let mut pause = Pause::new(log_work);
+            let log_frames = &log_frames;
+            let gate = &gate;
+            scope.spawn(move || work_on_log(path, &checkpointing, &requests, log_frames));
+            let mut pause = Pause::new(log_work, log_frames, gate);
             let resumed: Vec<Pending> = resumed_batch(&deleting.conn, archive)?
                 .into_iter()
                 .map(Pending::resumed)
@@ -155,7 +163,7 @@ impl SqliteLedger {
             // The next batch is read on another connection while this one
             // deletes: the reads then fill the pauses owed to the agents.
             let (sender, batches) = std::sync::mpsc::sync_channel(1);
-            scope.spawn(move || read_ahead(path, busy_timeout, request, &sender));
+            scope.spawn(move || read_ahead(path, busy_timeout, request, &sender, gate));
             loop {
                 if limits.reached(report.batches, started.elapsed()) {
                     report.complete = false;
@@ -193,7 +201,7 @@ impl SqliteLedger {
         limits: &PruneLimits,
         pending: &[Pending],
         report: &mut PruneReport,
-        pause: &mut Pause,
+        pause: &mut Pause<'_>,
     ) -> Result<u64, LedgerError> {
         let doing = || "deleting a batch of pruned operations".to_owned();
         let mut deleted_total = 0;
@@ -243,12 +251,19 @@ impl SqliteLedger {
 /// The pause a prune owes the other writers of the file after a write
 /// transaction (the time since it released the lock counts), and the work
 /// on the log it asks for meanwhile.
-struct Pause {
+struct Pause<'a> {
     owed: Option<(Instant, Duration)>,
     log_work: std::sync::mpsc::SyncSender<LogWork>,
     others: OtherWriters,
     /// Write transactions since the last checkpoint asked for.
     unchecked: u32,
+    /// The log's length in frames at the last checkpoint.
+    log_frames: &'a AtomicI64,
+    /// Keeps the reading thread off an older snapshot of the log while the
+    /// prune checkpoints it wholly: a reader that starts after that reads
+    /// the database file alone, and so leaves the next transaction free to
+    /// start the log again from the beginning.
+    gate: &'a Mutex<()>,
 }
 
 /// A prune with no other writer checkpoints after this many of its write
@@ -256,13 +271,28 @@ struct Pause {
 /// the size at which SQLite would checkpoint it.
 const CHECKPOINT_EVERY: u32 = 8;
 
-impl Pause {
-    fn new(log_work: std::sync::mpsc::SyncSender<LogWork>) -> Self {
+/// With no other writer, a prune whose log has grown to this many frames
+/// (16 MB of 4 KB pages) checkpoints what is left of it itself, in its
+/// pause, so that its next transaction finds the log wholly checkpointed
+/// and starts it again from the beginning (SQLite does so when no reader
+/// is on it). Its own transactions, one after another, keep the log's
+/// thread from ever reaching the end: without this, pruning 500,000
+/// operations alone grew the log to 441 MB.
+const RESTART_FRAMES: i64 = 4096;
+
+impl<'a> Pause<'a> {
+    fn new(
+        log_work: std::sync::mpsc::SyncSender<LogWork>,
+        log_frames: &'a AtomicI64,
+        gate: &'a Mutex<()>,
+    ) -> Self {
         Pause {
             owed: None,
             log_work,
             others: OtherWriters::default(),
             unchecked: 0,
+            log_frames,
+            gate,
         }
     }
 
@@ -275,7 +305,8 @@ impl Pause {
     /// With no other writer, checkpoint every [`CHECKPOINT_EVERY`]
     /// transactions. The log's thread does it, beside the next
     /// transactions; while it is still at the last request, the next pause
-    /// asks again.
+    /// asks again. With no other writer and [`RESTART_FRAMES`] left by the
+    /// log's thread, the prune checkpoints itself.
     #[allow(clippy::disallowed_methods)] // The pause is real time other writers get the lock in.
     fn after_commit(&mut self, conn: &Connection, limits: &PruneLimits, held: Duration) {
         let released = Instant::now();
@@ -287,6 +318,21 @@ impl Pause {
             limits.pause_after(held)
         };
         self.owed = Some((released, pause));
+        if !others && self.log_frames.load(Ordering::Acquire) >= RESTART_FRAMES {
+            // With the reading thread off the log. Best effort: busy while
+            // the log's thread checkpoints, partial while an agent reads an
+            // older snapshot; the next pause tries again.
+            let held = self.gate.lock();
+            let checkpointed = checkpoint(conn);
+            drop(held);
+            if let Ok(Some(log)) = checkpointed {
+                if log.left == 0 {
+                    self.log_frames.store(0, Ordering::Release);
+                }
+                self.unchecked = 0;
+                return;
+            }
+        }
         let work = if others {
             LogWork::SyncAndCheckpoint
         } else if self.unchecked >= CHECKPOINT_EVERY {
@@ -322,13 +368,16 @@ fn work_on_log(
     ledger: &std::path::Path,
     conn: &Connection,
     requests: &std::sync::mpsc::Receiver<LogWork>,
+    log_frames: &AtomicI64,
 ) {
     let log = WriteAheadLog::of(ledger);
     for work in requests {
         if matches!(work, LogWork::SyncAndCheckpoint) {
             log.sync();
         }
-        let _ = checkpoint(conn);
+        if let Ok(Some(checkpointed)) = checkpoint(conn) {
+            log_frames.store(checkpointed.frames, Ordering::Release);
+        }
     }
 }
 
@@ -468,6 +517,7 @@ fn read_ahead(
     busy_timeout: Duration,
     request: &PruneRequest,
     batches: &std::sync::mpsc::SyncSender<Result<ReadBatch, LedgerError>>,
+    gate: &Mutex<()>,
 ) {
     let doing = || "opening the ledger to read operations to prune".to_owned();
     let opened = Connection::open_with_flags(
@@ -486,7 +536,7 @@ fn read_ahead(
     };
     let mut after = (String::new(), String::new());
     loop {
-        let batch = read_batch(&mut conn, request, &after);
+        let batch = read_batch(&mut conn, request, &after, gate);
         let last = match &batch {
             Ok(batch) if batch.more => batch.pending.last(),
             // The last batch, or an error: nothing more to read.
@@ -527,24 +577,63 @@ impl WriteAheadLog {
 }
 
 /// Reads the oldest operations after `after` (`updated_at`, id; at most
-/// [`batch_rows`](effect_core::PruneLimits::batch_rows)) and their events in
-/// one read transaction, which holds no write lock, and writes their archive
+/// [`batch_rows`](effect_core::PruneLimits::batch_rows)) and their events,
+/// [`READ_CHUNK`] operations (each with its events) per read transaction,
+/// which holds no write lock, each under `gate`, and writes their archive
 /// lines.
 fn read_batch(
     conn: &mut Connection,
     request: &PruneRequest,
     after: &(String, String),
+    gate: &Mutex<()>,
 ) -> Result<ReadBatch, LedgerError> {
+    let mut batch = ReadBatch {
+        lines: Vec::new(),
+        pending: Vec::new(),
+        more: false,
+    };
+    let mut after = after.clone();
+    while batch.pending.len() < request.limits.batch_rows {
+        let chunk = READ_CHUNK.min(request.limits.batch_rows - batch.pending.len());
+        // A poisoned gate only means the deleting thread panicked; the
+        // reads go on without it.
+        let held = gate.lock();
+        let read = read_chunk(conn, request, &after, chunk, &mut batch)?;
+        drop(held);
+        if read < chunk {
+            return Ok(batch);
+        }
+        if let Some(last) = batch.pending.last() {
+            after = (last.updated_at.clone(), last.operation_id.clone());
+        }
+    }
+    batch.more = true;
+    Ok(batch)
+}
+
+/// The operations one read transaction of a prune reads at most: short
+/// enough that a prune starting its log again ([`RESTART_FRAMES`]) waits
+/// little for the reading thread to leave the log.
+const READ_CHUNK: usize = 100;
+
+/// Reads at most `limit` operations after `after` and their events in one
+/// read transaction into `batch`. How many it read.
+fn read_chunk(
+    conn: &mut Connection,
+    request: &PruneRequest,
+    after: &(String, String),
+    limit: usize,
+    batch: &mut ReadBatch,
+) -> Result<usize, LedgerError> {
     let doing = || "reading a batch of operations to prune".to_owned();
     let tx = conn.transaction().map_err(|e| ledger_error(doing(), e))?;
-    let mut lines = Vec::new();
-    let mut pending = Vec::new();
+    let mut read = 0;
     {
         let mut select = tx
             .prepare_cached(&select_sql(request.statuses.len()))
             .map_err(|e| ledger_error(doing(), e))?;
         let mut values: Vec<&dyn rusqlite::ToSql> = vec![&request.before];
-        let rows_limit = i64::try_from(request.limits.batch_rows).unwrap_or(i64::MAX);
+        let rows_limit = i64::try_from(limit).unwrap_or(i64::MAX);
         values.push(&rows_limit);
         values.push(&after.0);
         values.push(&after.1);
@@ -573,28 +662,24 @@ fn read_batch(
                 decode_event,
                 &doing,
             )?;
-            pending.push(Pending {
+            batch.pending.push(Pending {
                 operation_id: record.operation_id.clone(),
                 status: record.status.as_str().to_owned(),
                 updated_at: record.updated_at.clone(),
                 last_event,
             });
             write_archive_line(
-                &mut lines,
+                &mut batch.lines,
                 &ArchivedOperation {
                     operation: record,
                     events,
                 },
             )?;
+            read += 1;
         }
     }
     drop(tx);
-    let more = pending.len() >= request.limits.batch_rows;
-    Ok(ReadBatch {
-        lines,
-        pending,
-        more,
-    })
+    Ok(read)
 }
 
 /// How long a batch waits for the write lock before it fails as busy.
@@ -769,9 +854,27 @@ impl OtherWriters {
 
 /// Copies what the log holds into the database file and syncs it: a
 /// passive checkpoint, which waits for nobody and takes no write lock.
+/// `None` when another connection was checkpointing.
 /// Beside the prune's transactions it keeps the log short, so the agents'
 /// commits, which checkpoint once it grows past SQLite's threshold, leave
 /// that work to the prune.
-fn checkpoint(conn: &Connection) -> rusqlite::Result<()> {
-    conn.query_row("PRAGMA wal_checkpoint(PASSIVE)", [], |_| Ok(()))
+fn checkpoint(conn: &Connection) -> rusqlite::Result<Option<LogLength>> {
+    conn.query_row("PRAGMA wal_checkpoint(PASSIVE)", [], |row| {
+        let busy: i64 = row.get(0)?;
+        let frames: i64 = row.get(1)?;
+        let checkpointed: i64 = row.get(2)?;
+        Ok((busy == 0).then_some(LogLength {
+            frames,
+            left: frames - checkpointed,
+        }))
+    })
+}
+
+/// What a checkpoint found of the log.
+struct LogLength {
+    /// Its frames, since SQLite last started it from the beginning.
+    frames: i64,
+    /// Those it could not copy to the database file (committed meanwhile,
+    /// or after the snapshot of a reader still on the log).
+    left: i64,
 }
