@@ -89,11 +89,7 @@ impl PostgresLedger {
             }
             let (operations, more, held) =
                 self.prune_batch(request, selecting, archive, &mut report)?;
-            selecting = if operations < selecting {
-                (operations + operations / 4 + 1).min(limits.batch_rows)
-            } else {
-                (selecting + selecting / 4 + 1).min(limits.batch_rows)
-            };
+            selecting = (operations + operations / 4 + 1).min(limits.batch_rows);
             if operations > 0 {
                 progress(&report);
             }

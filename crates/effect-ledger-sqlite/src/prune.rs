@@ -305,8 +305,8 @@ impl<'a> Pause<'a> {
     /// With no other writer, checkpoint every [`CHECKPOINT_EVERY`]
     /// transactions. The log's thread does it, beside the next
     /// transactions; while it is still at the last request, the next pause
-    /// asks again. With no other writer and [`RESTART_FRAMES`] left by the
-    /// log's thread, the prune checkpoints itself.
+    /// asks again. With no other writer and a log of [`RESTART_FRAMES`] at
+    /// the last checkpoint, the prune checkpoints the rest itself.
     #[allow(clippy::disallowed_methods)] // The pause is real time other writers get the lock in.
     fn after_commit(&mut self, conn: &Connection, limits: &PruneLimits, held: Duration) {
         let released = Instant::now();
