@@ -9,6 +9,8 @@ use effect_core::{
     PruneReport, PruneRequest, write_archive_line,
 };
 
+use postgres::SimpleQueryMessage;
+
 use crate::error::{from_pg, from_pool};
 use crate::ledger::PostgresLedger;
 use crate::row;
@@ -29,9 +31,13 @@ impl PostgresLedger {
     /// A batch stops decoding its rows after
     /// [`batch_time`](effect_core::PruneLimits::batch_time) and deletes what
     /// it decoded; the next selects (and locks) that many and a quarter
-    /// more, up to `batch_rows`, so a batch locks few rows it does not
-    /// delete. The counters' delete trigger runs once per statement (schema
-    /// version 8).
+    /// more, up to `batch_rows`, and at most 50 while other sessions write
+    /// on the server. Batches commit without waiting for the log's flush,
+    /// except the last and one in every [`MAX_BATCH_ROWS`] operations: a
+    /// server crash can undo at most that many deletions, whose operations
+    /// stay in the ledger as archived and are deleted, without a second
+    /// line, when the prune resumes on the same archive. The counters'
+    /// delete trigger runs once per statement (schema version 8).
     /// The operations of a resumed archive's last lines still in the ledger
     /// as archived are deleted first, without a second line. Deleted rows
     /// are reclaimed by autovacuum (docs/operations.md). A dry run counts
@@ -71,50 +77,48 @@ impl PostgresLedger {
         let limits = request.limits;
         let started = Instant::now();
         let mut report = PruneReport::new(0, 0, false);
-        // How many rows a batch selects (and locks): what the last one
-        // decoded within `batch_time`, and a quarter more, up to
-        // `batch_rows`; a batch that selected more than it decoded locked
-        // rows it did not delete.
-        let mut selecting = limits.batch_rows;
+        let mut pace = Pace::new(limits.batch_rows);
         let resumed = self.resumed_batch(archive)?;
         if !resumed.is_empty() {
             let held = self.delete_resumed(&resumed, &mut report)?;
             progress(&report);
             std::thread::sleep(limits.pause_after(held));
         }
+        if limits.reached(report.batches, started.elapsed()) {
+            report.complete = false;
+            return Ok(report);
+        }
         loop {
-            if limits.reached(report.batches, started.elapsed()) {
+            let batch = self.prune_batch(request, started, &mut pace, archive, &mut report)?;
+            if batch.operations > 0 {
+                progress(&report);
+            }
+            if !batch.more {
+                break;
+            }
+            if batch.last {
                 report.complete = false;
                 break;
             }
-            let (operations, more, held) =
-                self.prune_batch(request, selecting, archive, &mut report)?;
-            selecting = (operations + operations / 4 + 1).min(limits.batch_rows);
-            if operations > 0 {
-                progress(&report);
-            }
-            if !more {
-                break;
-            }
-            std::thread::sleep(limits.pause_after(held));
+            std::thread::sleep(limits.pause_after(batch.held));
         }
         Ok(report)
     }
 
-    /// One batch: lock, archive (durably), delete, commit. Answers how many
-    /// operations it pruned, whether more may be left, and how long it took.
+    /// One batch: lock, archive (durably), delete, commit (asynchronously
+    /// unless [`Pace::commit_synchronously`] says otherwise).
     #[allow(clippy::disallowed_methods)] // The batch's real duration decides the pause.
     fn prune_batch(
         &self,
         request: &PruneRequest,
-        selecting: usize,
+        prune_started: Instant,
+        pace: &mut Pace,
         archive: &mut dyn PruneArchive,
         report: &mut PruneReport,
-    ) -> Result<(usize, bool, Duration), LedgerError> {
+    ) -> Result<Batch, LedgerError> {
         let q = &self.schema.quoted;
         let limits = request.limits;
         let statuses: Vec<&str> = request.statuses.iter().map(|s| s.as_str()).collect();
-        let rows_limit = i64::try_from(selecting).unwrap_or(i64::MAX);
         let mut conn = self.pool.get().map_err(from_pool)?;
         let pg = |doing: &'static str| move |err| from_pg(doing, err);
         let started = Instant::now();
@@ -122,6 +126,19 @@ impl PostgresLedger {
             .client
             .transaction()
             .map_err(pg("beginning a prune batch"))?;
+        let xmax = tx
+            .simple_query(
+                "SET LOCAL synchronous_commit = off; \
+                 SELECT pg_snapshot_xmax(pg_current_snapshot())::text",
+            )
+            .map_err(pg("starting a prune batch"))?
+            .iter()
+            .find_map(|message| match message {
+                SimpleQueryMessage::Row(row) => row.get(0).and_then(|xmax| xmax.parse().ok()),
+                _ => None,
+            });
+        let selecting = pace.selecting(xmax);
+        let rows_limit = i64::try_from(selecting).unwrap_or(i64::MAX);
         let rows = tx
             .query(
                 &format!(
@@ -144,7 +161,12 @@ impl PostgresLedger {
         }
         if records.is_empty() {
             tx.commit().map_err(pg("committing a prune batch"))?;
-            return Ok((0, false, started.elapsed()));
+            return Ok(Batch {
+                operations: 0,
+                more: false,
+                last: true,
+                held: started.elapsed(),
+            });
         }
         let ids: Vec<String> = records.iter().map(|r| r.operation_id.clone()).collect();
         let mut events: HashMap<String, Vec<LedgerEvent>> = HashMap::new();
@@ -190,10 +212,29 @@ impl PostgresLedger {
             &[&ids],
         )
         .map_err(pg("deleting pruned operations"))?;
+        // The last batch before a stop, and one after which the next could
+        // leave more than `MAX_BATCH_ROWS` operations archived but not
+        // durably deleted, commit synchronously (see `Pace`).
+        let last = !more
+            || limits.reached(
+                report.batches + 1,
+                prune_started.elapsed() + limits.pause_after(started.elapsed()),
+            );
+        let synchronously = last || pace.commit_synchronously(ids.len(), limits.batch_rows);
+        if synchronously {
+            tx.batch_execute("SET LOCAL synchronous_commit = on")
+                .map_err(pg("committing a prune batch"))?;
+        }
         tx.commit().map_err(pg("committing a prune batch"))?;
+        pace.committed(ids.len(), synchronously);
         report.operations += ids.len() as u64;
         report.batches += 1;
-        Ok((ids.len(), more, started.elapsed()))
+        Ok(Batch {
+            operations: ids.len(),
+            more,
+            last,
+            held: started.elapsed(),
+        })
     }
 
     /// The keys of a resumed archive's last lines whose operations are still
@@ -315,5 +356,146 @@ impl effect_core::PruneLedger for PostgresLedger {
         progress: &mut dyn FnMut(&PruneReport),
     ) -> Result<PruneReport, LedgerError> {
         PostgresLedger::prune_with_progress(self, request, archive, progress)
+    }
+}
+
+/// While other sessions write on the server, a batch selects at most this
+/// many operations: a batch's statements and its log records come in one
+/// burst beside the agents' commits, and W8 measured the writer's p99
+/// rising with that burst (docs/performance.md).
+const BESIDE_WRITERS_ROWS: usize = 50;
+
+/// What one batch did.
+struct Batch {
+    /// Operations deleted.
+    operations: usize,
+    /// Whether more may be left.
+    more: bool,
+    /// Whether the prune stops after it (nothing more, or a limit reached).
+    last: bool,
+    /// How long it took, its commit included.
+    held: Duration,
+}
+
+/// How a prune's batches are sized and committed.
+///
+/// Sizing: a batch selects (and locks) what the previous one decoded
+/// within `batch_time` and a quarter more, up to `batch_rows`, and at most
+/// [`BESIDE_WRITERS_ROWS`] while other sessions write. Others write when
+/// the server's snapshot `xmax` (one past the newest finished transaction)
+/// moved further since the previous batch than the prune's own
+/// transactions account for.
+///
+/// Committing: a batch commits with `synchronous_commit = off`, so it does
+/// not wait for the log to reach the disk, and the agents' commits, which
+/// flush the log anyway, carry its records in small pieces instead of
+/// queueing behind one flush of the whole batch. A server crash can lose
+/// the deletions of such batches, never their archive lines, which are
+/// durable first: the operations stay in the ledger as archived, and a
+/// resumed prune deletes them without a second line, as it does a batch
+/// whose commit never ran. A resumed prune looks back at most
+/// [`MAX_BATCH_ROWS`] lines, so a batch commits synchronously (flushing the
+/// log of every batch before it) whenever the next could otherwise leave
+/// more than that archived and not durably deleted; so does the last.
+#[derive(Debug)]
+struct Pace {
+    next: usize,
+    batch_rows: usize,
+    /// `xmax` when the previous batch started.
+    xmax: Option<u64>,
+    /// Transactions of the prune committed since then.
+    own: u64,
+    /// Operations deleted by commits not yet known durable.
+    unsynced: usize,
+}
+
+impl Pace {
+    fn new(batch_rows: usize) -> Self {
+        Pace {
+            next: batch_rows,
+            batch_rows,
+            xmax: None,
+            own: 0,
+            unsynced: 0,
+        }
+    }
+
+    /// How many operations the batch starting at `xmax` selects.
+    fn selecting(&mut self, xmax: Option<u64>) -> usize {
+        let others = match (self.xmax, xmax) {
+            (Some(before), Some(now)) => now.saturating_sub(before) > self.own,
+            _ => false,
+        };
+        self.xmax = xmax;
+        self.own = 0;
+        if others {
+            self.next.min(BESIDE_WRITERS_ROWS)
+        } else {
+            self.next
+        }
+    }
+
+    /// Whether a batch deleting `operations` commits synchronously, so the
+    /// next batch (at most `batch_rows`) cannot leave more than
+    /// `MAX_BATCH_ROWS` archived and not durably deleted.
+    fn commit_synchronously(&self, operations: usize, batch_rows: usize) -> bool {
+        self.unsynced + operations + batch_rows > MAX_BATCH_ROWS
+    }
+
+    /// A batch that deleted `operations` committed.
+    fn committed(&mut self, operations: usize, synchronously: bool) {
+        self.own += 1;
+        self.next = (operations + operations / 4 + 1).min(self.batch_rows);
+        self.unsynced = if synchronously {
+            0
+        } else {
+            self.unsynced + operations
+        };
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_batch_beside_other_writers_selects_few_rows() {
+        let mut pace = Pace::new(2_000);
+        assert_eq!(pace.selecting(Some(100)), 2_000, "the first batch");
+        pace.committed(400, false);
+        assert_eq!(pace.selecting(Some(101)), 501, "only its own commit");
+        pace.committed(501, false);
+        assert_eq!(
+            pace.selecting(Some(104)),
+            BESIDE_WRITERS_ROWS,
+            "two other transactions finished"
+        );
+        pace.committed(50, false);
+        assert_eq!(pace.selecting(Some(105)), 63, "alone again: grows back");
+        assert_eq!(pace.selecting(None), 63, "no xmax read: no writers seen");
+    }
+
+    #[test]
+    fn no_more_than_the_resumable_lines_are_left_undurable() {
+        let mut pace = Pace::new(2_000);
+        let mut unsynced_at_most = 0;
+        for _ in 0..100 {
+            let synchronously = pace.commit_synchronously(2_000, 2_000);
+            // What a crash could leave: the commits not known durable and
+            // the next batch's archived lines.
+            unsynced_at_most = unsynced_at_most.max(pace.unsynced + 2_000);
+            pace.committed(2_000, synchronously);
+            assert!(pace.unsynced + 2_000 <= MAX_BATCH_ROWS, "{pace:?}");
+        }
+        assert_eq!(unsynced_at_most, MAX_BATCH_ROWS);
+        let mut small = Pace::new(50);
+        let syncs = (0..1_000)
+            .filter(|_| {
+                let synchronously = small.commit_synchronously(50, 50);
+                small.committed(50, synchronously);
+                synchronously
+            })
+            .count();
+        assert_eq!(syncs, 5, "one synchronous commit in 200 batches of 50");
     }
 }

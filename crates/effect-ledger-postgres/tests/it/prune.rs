@@ -148,3 +148,81 @@ fn an_interrupted_batched_prune_resumes_without_a_second_line() -> TestResult {
     assert!(archived.iter().all(|a| a.events.len() == 2));
     Ok(())
 }
+
+/// While another session commits, the prune's batches stay small (at most
+/// 50 operations after the first); the archive still holds each deleted
+/// operation once and the writer's effects are all confirmed.
+#[test]
+fn a_prune_beside_another_session_s_commits_takes_small_batches() -> TestResult {
+    let Some(url) = server_url("a_prune_beside_another_session_s_commits_takes_small_batches")
+    else {
+        return Ok(());
+    };
+    let schema = TestSchema::new(&url, "prune_beside")?;
+    let ledger = schema.ledger()?;
+    let confirmation = Confirmation {
+        output: serde_json::json!({"ok": true}),
+        provider_operation_id: None,
+        evidence: Evidence::new(),
+    };
+    for n in 0..600 {
+        let id = format!("old-{n}");
+        ledger.prepare(&id, &new_operation(n))?;
+        ledger.mark_confirmed(&id, None, &confirmation)?;
+    }
+    std::thread::sleep(Duration::from_millis(5));
+    let now = db_epoch(&mut schema.admin()?)?;
+    let cutoff = format_timestamp(UNIX_EPOCH + Duration::from_secs_f64(now));
+    std::thread::sleep(Duration::from_millis(5));
+
+    let limits = effect_core::PruneLimits::default()
+        .batch_rows(400)
+        .batch_time(Duration::from_secs(600));
+    let request = PruneRequest::before(&cutoff).limits(limits);
+    let writer = schema.ledger()?;
+    let done = std::sync::atomic::AtomicBool::new(false);
+    let (report, archive, written) = std::thread::scope(|scope| {
+        let writing = scope.spawn(|| -> Result<usize, effect_core::LedgerError> {
+            let mut n = 0;
+            while !done.load(std::sync::atomic::Ordering::Acquire) || n == 0 {
+                let id = format!("new-{n}");
+                writer.prepare(&id, &new_operation(1_000 + n))?;
+                writer.mark_confirmed(&id, None, &confirmation)?;
+                n += 1;
+            }
+            Ok(n)
+        });
+        let mut archive = Vec::new();
+        let report = ledger.prune(&request, &mut archive);
+        done.store(true, std::sync::atomic::Ordering::Release);
+        let written = writing.join().expect("the writer does not panic");
+        (report, archive, written)
+    });
+    let (report, written) = (report?, written?);
+    assert_eq!(report.operations, 600);
+    assert!(
+        report.batches >= 4,
+        "a first batch of 400, then at most 50 beside the writer: {} batches",
+        report.batches
+    );
+    let mut ids: Vec<String> = String::from_utf8(archive)?
+        .lines()
+        .map(serde_json::from_str::<ArchivedOperation>)
+        .map(|line| line.map(|a| a.operation.operation_id))
+        .collect::<Result<_, _>>()?;
+    assert_eq!(ids.len(), 600);
+    ids.sort_unstable();
+    ids.dedup();
+    assert_eq!(ids.len(), 600, "each operation once");
+    assert_eq!(
+        ledger
+            .stats()?
+            .counts
+            .into_iter()
+            .filter(|(_, n)| *n > 0)
+            .collect::<Vec<_>>(),
+        vec![(EffectStatus::Confirmed, written as u64)],
+        "only the writer's operations are left, each confirmed"
+    );
+    Ok(())
+}
