@@ -102,7 +102,34 @@ impl PostgresLedger {
             }
             std::thread::sleep(limits.pause_after(batch.held));
         }
+        if pace.unsynced > 0 {
+            // The last batch found nothing left (the one before took what
+            // was), so the deletions before it still wait for the log.
+            self.sync_deletions()?;
+        }
         Ok(report)
+    }
+
+    /// Makes every deletion committed so far durable: a transaction that
+    /// writes (a counter row, unchanged: a commit that wrote nothing does
+    /// not wait for the log) and commits synchronously, which flushes the
+    /// log up to it.
+    fn sync_deletions(&self) -> Result<(), LedgerError> {
+        let q = &self.schema.quoted;
+        let mut conn = self.pool.get().map_err(from_pool)?;
+        let pg = |doing: &'static str| move |err| from_pg(doing, err);
+        let mut tx = conn
+            .client
+            .transaction()
+            .map_err(pg("syncing a prune's deletions"))?;
+        tx.batch_execute(&format!(
+            "SET LOCAL synchronous_commit = on; \
+             INSERT INTO {q}.effect_status_counts AS c (status, shard, operations) \
+             VALUES ('confirmed', (pg_backend_pid() % 64)::smallint, 0) \
+             ON CONFLICT (status, shard) DO UPDATE SET operations = c.operations"
+        ))
+        .map_err(pg("syncing a prune's deletions"))?;
+        tx.commit().map_err(pg("syncing a prune's deletions"))
     }
 
     /// One batch: lock, archive (durably), delete, commit (asynchronously
@@ -396,7 +423,8 @@ struct Batch {
 /// whose commit never ran. A resumed prune looks back at most
 /// [`MAX_BATCH_ROWS`] lines, so a batch commits synchronously (flushing the
 /// log of every batch before it) whenever the next could otherwise leave
-/// more than that archived and not durably deleted; so does the last.
+/// more than that archived and not durably deleted; so does the last (or,
+/// when the last found nothing left, a transaction of its own).
 #[derive(Debug)]
 struct Pace {
     next: usize,

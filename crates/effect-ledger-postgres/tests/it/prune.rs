@@ -226,3 +226,36 @@ fn a_prune_beside_another_session_s_commits_takes_small_batches() -> TestResult 
     );
     Ok(())
 }
+
+/// A prune whose last batch is full finds nothing in the next and syncs
+/// the deletions committed before it (a transaction of its own).
+#[test]
+fn a_prune_ending_on_a_full_batch_completes() -> TestResult {
+    let Some(url) = server_url("a_prune_ending_on_a_full_batch_completes") else {
+        return Ok(());
+    };
+    let schema = TestSchema::new(&url, "prune_full_batch")?;
+    let ledger = schema.ledger()?;
+    let confirmation = Confirmation {
+        output: serde_json::json!({"ok": true}),
+        provider_operation_id: None,
+        evidence: Evidence::new(),
+    };
+    for n in 0..6 {
+        let id = format!("op-{n}");
+        ledger.prepare(&id, &new_operation(n))?;
+        ledger.mark_confirmed(&id, None, &confirmation)?;
+    }
+    let limits = effect_core::PruneLimits::default()
+        .batch_rows(3)
+        .batch_time(Duration::from_secs(600));
+    let request = PruneRequest::before("9999-01-01T00:00:00+00:00").limits(limits);
+    let mut archive = Vec::new();
+    let report = ledger.prune(&request, &mut archive)?;
+    assert_eq!((report.operations, report.batches), (6, 2));
+    assert!(report.complete);
+    assert_eq!(String::from_utf8(archive)?.lines().count(), 6);
+    assert!(ledger.list(&ListQuery::new(100))?.is_empty());
+    assert!(ledger.stats()?.counts.iter().all(|(_, n)| *n == 0));
+    Ok(())
+}
