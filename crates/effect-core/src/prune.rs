@@ -75,7 +75,9 @@ pub struct PruneRequest {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct PruneLimits {
-    /// At most this many operations per batch (1..=[`MAX_BATCH_ROWS`]).
+    /// At most this many operations per batch (1..=[`MAX_BATCH_ROWS`]);
+    /// PostgreSQL takes at most 50 while other sessions write on the
+    /// server.
     pub batch_rows: usize,
     /// How long one write transaction of a prune may hold the lock, its
     /// commit included (default 800 µs): SQLite commits its deletions before
