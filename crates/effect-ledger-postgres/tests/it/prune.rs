@@ -100,16 +100,7 @@ fn an_interrupted_batched_prune_resumes_without_a_second_line() -> TestResult {
     };
     let schema = TestSchema::new(&url, "prune_resume")?;
     let ledger = schema.ledger()?;
-    let confirmation = Confirmation {
-        output: serde_json::json!({"ok": true}),
-        provider_operation_id: None,
-        evidence: Evidence::new(),
-    };
-    for n in 0..10 {
-        let id = format!("op-{n}");
-        ledger.prepare(&id, &new_operation(n))?;
-        ledger.mark_confirmed(&id, None, &confirmation)?;
-    }
+    confirm_operations(&ledger, "op", 10)?;
     let dir = tempfile::tempdir()?;
     let path = dir.path().join("archive.jsonl");
     let limits = effect_core::PruneLimits::default()
@@ -165,11 +156,7 @@ fn a_prune_beside_another_session_s_commits_takes_small_batches() -> TestResult 
         provider_operation_id: None,
         evidence: Evidence::new(),
     };
-    for n in 0..600 {
-        let id = format!("old-{n}");
-        ledger.prepare(&id, &new_operation(n))?;
-        ledger.mark_confirmed(&id, None, &confirmation)?;
-    }
+    confirm_operations(&ledger, "old", 600)?;
     std::thread::sleep(Duration::from_millis(5));
     let now = db_epoch(&mut schema.admin()?)?;
     let cutoff = format_timestamp(UNIX_EPOCH + Duration::from_secs_f64(now));
@@ -236,16 +223,7 @@ fn a_prune_ending_on_a_full_batch_completes() -> TestResult {
     };
     let schema = TestSchema::new(&url, "prune_full_batch")?;
     let ledger = schema.ledger()?;
-    let confirmation = Confirmation {
-        output: serde_json::json!({"ok": true}),
-        provider_operation_id: None,
-        evidence: Evidence::new(),
-    };
-    for n in 0..6 {
-        let id = format!("op-{n}");
-        ledger.prepare(&id, &new_operation(n))?;
-        ledger.mark_confirmed(&id, None, &confirmation)?;
-    }
+    confirm_operations(&ledger, "op", 6)?;
     let limits = effect_core::PruneLimits::default()
         .batch_rows(3)
         .batch_time(Duration::from_secs(600));
@@ -257,5 +235,24 @@ fn a_prune_ending_on_a_full_batch_completes() -> TestResult {
     assert_eq!(String::from_utf8(archive)?.lines().count(), 6);
     assert!(ledger.list(&ListQuery::new(100))?.is_empty());
     assert!(ledger.stats()?.counts.iter().all(|(_, n)| *n == 0));
+    Ok(())
+}
+
+/// `count` operations `{prefix}-0` … prepared and confirmed.
+fn confirm_operations(
+    ledger: &effect_ledger_postgres::PostgresLedger,
+    prefix: &str,
+    count: usize,
+) -> TestResult {
+    let confirmation = Confirmation {
+        output: serde_json::json!({"ok": true}),
+        provider_operation_id: None,
+        evidence: Evidence::new(),
+    };
+    for n in 0..count {
+        let id = format!("{prefix}-{n}");
+        ledger.prepare(&id, &new_operation(n))?;
+        ledger.mark_confirmed(&id, None, &confirmation)?;
+    }
     Ok(())
 }
