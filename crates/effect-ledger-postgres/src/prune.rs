@@ -247,7 +247,7 @@ impl PostgresLedger {
                 report.batches + 1,
                 prune_started.elapsed() + limits.pause_after(started.elapsed()),
             );
-        let synchronously = last || pace.commit_synchronously(ids.len(), limits.batch_rows);
+        let synchronously = last || pace.commit_synchronously(ids.len());
         if synchronously {
             tx.batch_execute("SET LOCAL synchronous_commit = on")
                 .map_err(pg("committing a prune batch"))?;
@@ -466,8 +466,8 @@ impl Pace {
     /// Whether a batch deleting `operations` commits synchronously, so the
     /// next batch (at most `batch_rows`) cannot leave more than
     /// `MAX_BATCH_ROWS` archived and not durably deleted.
-    fn commit_synchronously(&self, operations: usize, batch_rows: usize) -> bool {
-        self.unsynced + operations + batch_rows > MAX_BATCH_ROWS
+    fn commit_synchronously(&self, operations: usize) -> bool {
+        self.unsynced + operations + self.batch_rows > MAX_BATCH_ROWS
     }
 
     /// A batch that deleted `operations` committed.
@@ -508,7 +508,7 @@ mod tests {
         let mut pace = Pace::new(2_000);
         let mut unsynced_at_most = 0;
         for _ in 0..100 {
-            let synchronously = pace.commit_synchronously(2_000, 2_000);
+            let synchronously = pace.commit_synchronously(2_000);
             // What a crash could leave: the commits not known durable and
             // the next batch's archived lines.
             unsynced_at_most = unsynced_at_most.max(pace.unsynced + 2_000);
@@ -519,7 +519,7 @@ mod tests {
         let mut small = Pace::new(50);
         let syncs = (0..1_000)
             .filter(|_| {
-                let synchronously = small.commit_synchronously(50, 50);
+                let synchronously = small.commit_synchronously(50);
                 small.committed(50, synchronously);
                 synchronously
             })

@@ -215,7 +215,9 @@ fn a_prune_beside_another_session_s_commits_takes_small_batches() -> TestResult 
 }
 
 /// A prune whose last batch is full finds nothing in the next and syncs
-/// the deletions committed before it (a transaction of its own).
+/// the deletions committed before it in a transaction of its own, which
+/// runs (its flush of the log is the server's and not observable here;
+/// the server's background writer flushes it soon anyway).
 #[test]
 fn a_prune_ending_on_a_full_batch_completes() -> TestResult {
     let Some(url) = server_url("a_prune_ending_on_a_full_batch_completes") else {
