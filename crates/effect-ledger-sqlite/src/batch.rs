@@ -23,8 +23,11 @@
 
 use effect_core::transition::{self, Plan, WriteKind};
 use effect_core::{Clock, LedgerError, Transition, TransitionOutcome};
+use std::time::Duration;
+
 use rusqlite::Connection;
 
+use crate::busy::begin_immediate;
 use crate::error::ledger_error;
 use crate::file::{FileChange, LedgerFile};
 use crate::known::Known;
@@ -44,6 +47,7 @@ pub(crate) fn write_batch(
     conn: &Connection,
     clock: &dyn Clock,
     file: &LedgerFile,
+    busy_timeout: Duration,
     batch: &[Item<'_>],
 ) -> Vec<Answer> {
     let mut answers: Vec<Option<Answer>> = batch.iter().map(|_| None).collect();
@@ -55,7 +59,15 @@ pub(crate) fn write_batch(
         // than with a write of its own after a read.
         let first_known = batch[pending[0]].2.is_known();
         let round_begin = if first_known { Begin::Immediate } else { begin };
-        match write_once(conn, clock, file, batch, &pending, round_begin) {
+        match write_once(
+            conn,
+            clock,
+            file,
+            busy_timeout,
+            batch,
+            &pending,
+            round_begin,
+        ) {
             Round::Contended => begin = Begin::Immediate,
             Round::Committed(outcomes) => {
                 for (&i, answer) in pending.iter().zip(outcomes) {
@@ -118,7 +130,8 @@ enum Round {
 enum Begin {
     /// As a read; the write lock is taken before the first write.
     Deferred,
-    /// With the write lock, waiting for it in the busy handler.
+    /// With the write lock, waiting for it up to the busy timeout
+    /// ([`begin_immediate`]).
     Immediate,
 }
 
@@ -126,11 +139,12 @@ fn write_once(
     conn: &Connection,
     clock: &dyn Clock,
     file: &LedgerFile,
+    busy_timeout: Duration,
     batch: &[Item<'_>],
     pending: &[usize],
     begin: Begin,
 ) -> Round {
-    let mut tx = match WriteTx::begin(conn, begin) {
+    let mut tx = match WriteTx::begin(conn, begin, busy_timeout) {
         Ok(tx) => tx,
         Err(error) => return Round::Failed(error),
     };
@@ -403,10 +417,10 @@ struct WriteTx<'c> {
 }
 
 impl<'c> WriteTx<'c> {
-    fn begin(conn: &'c Connection, begin: Begin) -> rusqlite::Result<Self> {
+    fn begin(conn: &'c Connection, begin: Begin, busy_timeout: Duration) -> rusqlite::Result<Self> {
         match begin {
             Begin::Deferred => run(conn, "BEGIN DEFERRED")?,
-            Begin::Immediate => run(conn, "BEGIN IMMEDIATE")?,
+            Begin::Immediate => begin_immediate(conn, busy_timeout)?,
         }
         Ok(WriteTx {
             conn,

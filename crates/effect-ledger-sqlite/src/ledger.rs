@@ -354,7 +354,13 @@ impl SqliteLedger {
             .iter()
             .map(|r| (r.operation_id.as_str(), &r.transition, &r.known))
             .collect();
-        let answers = write_batch(conn, self.clock.as_ref(), &self.file, &pairs);
+        let answers = write_batch(
+            conn,
+            self.clock.as_ref(),
+            &self.file,
+            self.busy_timeout,
+            &pairs,
+        );
         if answers
             .iter()
             .any(|answer| answer.as_ref().is_err_and(is_sync_failure))

@@ -125,6 +125,7 @@
 mod backup;
 mod batch;
 mod budget;
+mod busy;
 mod confirmed;
 mod counts;
 mod deferred;

@@ -12,6 +12,7 @@ use effect_core::{
 use rusqlite::config::DbConfig;
 use rusqlite::{Connection, OptionalExtension, Transaction, TransactionBehavior, params};
 
+use crate::busy::poll_for_lock;
 use crate::counts::COUNTED;
 use crate::error::ledger_error;
 use crate::ledger::SqliteLedger;
@@ -417,7 +418,7 @@ impl Deleting {
     /// pages, after the lock is released but before the commit returns,
     /// which the prune would count as time it held the lock; the log's
     /// thread checkpoints instead, [`work_on_log`]), and it looks at a
-    /// taken write lock every [`LOCK_POLL`] ([`poll_for_lock`]).
+    /// taken write lock every [`LOCK_POLL`](crate::busy::LOCK_POLL) ([`poll_for_lock`]).
     fn open(path: &std::path::Path) -> Result<Self, LedgerError> {
         let doing = || "opening the ledger to prune it".to_owned();
         let conn = Connection::open_with_flags(
@@ -426,7 +427,7 @@ impl Deleting {
         )
         .map_err(|e| ledger_error(doing(), e))?;
         let configured = (|| {
-            conn.busy_handler(Some(poll_for_lock))?;
+            conn.busy_handler(Some(poll_for_lock::<LOCK_WAIT_MICROS>))?;
             // As the ledger's connections (`ledger.rs`): no foreign-key
             // look-ups; events are deleted before their operation.
             conn.pragma_update(None, "foreign_keys", false)?;
@@ -682,25 +683,9 @@ fn read_chunk(
     Ok(read)
 }
 
-/// How long a batch waits for the write lock before it fails as busy.
-const LOCK_WAIT: Duration = Duration::from_secs(5);
-
-/// How often the prune looks at the write lock while another writer holds
-/// it. An agent writing back to back releases the lock between two of its
-/// transactions for tens of microseconds only: a look every millisecond
-/// rarely falls in that gap, which made the prune wait tens of
-/// milliseconds for every batch.
-const LOCK_POLL: Duration = Duration::from_micros(100);
-
-/// The prune's busy handler: another look at the lock after [`LOCK_POLL`],
-/// for [`LOCK_WAIT`] at most (each sleep lasts at least as long).
-fn poll_for_lock(attempts: i32) -> bool {
-    if u128::try_from(attempts).unwrap_or(0) * LOCK_POLL.as_micros() >= LOCK_WAIT.as_micros() {
-        return false;
-    }
-    std::thread::sleep(LOCK_POLL);
-    true
-}
+/// How long a batch waits for the write lock before it fails as busy, in
+/// microseconds ([`poll_for_lock`]).
+const LOCK_WAIT_MICROS: u64 = 5_000_000;
 
 /// The oldest `?2` operations of the statuses `?5...` updated before `?1`
 /// and after the operation `(?3, ?4)` (`updated_at`, id) last read: one walk

@@ -11,6 +11,9 @@ use serde_json::json;
 use super::*;
 use crate::temp::TempLedger;
 
+/// The ledger's default busy timeout.
+const TIMEOUT: Duration = Duration::from_secs(5);
+
 fn op(args: serde_json::Value) -> NewOperation {
     NewOperation::new("capture_payment", "1", RequestFingerprint::of_value(&args))
 }
@@ -30,7 +33,7 @@ fn write_unknown(
         .iter()
         .map(|&(id, transition)| (id, transition, &Known::Nothing))
         .collect();
-    write_batch(conn, clock, file, &items)
+    write_batch(conn, clock, file, TIMEOUT, &items)
 }
 
 fn kinds(answers: &[Answer]) -> Vec<Result<bool, LedgerErrorKind>> {
@@ -224,7 +227,7 @@ fn a_plan_made_on_a_stale_read_is_made_again_under_the_write_lock() {
         hook: || {
             let other = other.lock().unwrap();
             let claim_b = Transition::Claim(claim("other"));
-            let tx = WriteTx::begin(&other, Begin::Immediate).unwrap();
+            let tx = WriteTx::begin(&other, Begin::Immediate, TIMEOUT).unwrap();
             apply_in(&other, "b", &claim_b, &SystemClock).unwrap();
             tx.commit().unwrap();
         },
@@ -286,7 +289,7 @@ fn a_prepare_known_absent_is_planned_on_the_row_another_writer_inserted() {
         // Known absent, but written just above in this transaction.
         ("fresh", &fresh, &absent),
     ];
-    let answers = write_batch(&conn, &SystemClock, &ledger.file, &batch);
+    let answers = write_batch(&conn, &SystemClock, &ledger.file, TIMEOUT, &batch);
     drop(conn);
     assert_eq!(
         kinds(&answers),
@@ -326,7 +329,13 @@ fn an_outcome_known_on_a_stale_row_is_planned_on_the_fresh_one() {
         evidence: Default::default(),
     };
     let stale = Known::Row(claimed.record);
-    let answers = write_batch(&conn, &SystemClock, &ledger.file, &[("a", &fail, &stale)]);
+    let answers = write_batch(
+        &conn,
+        &SystemClock,
+        &ledger.file,
+        TIMEOUT,
+        &[("a", &fail, &stale)],
+    );
     drop(conn);
     assert_eq!(kinds(&answers), [Ok(true)]);
     assert_eq!(
