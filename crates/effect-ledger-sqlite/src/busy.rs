@@ -108,6 +108,18 @@ mod tests {
         assert!(poll_for_lock::<1_000>(-1), "SQLite never passes one");
     }
 
+    /// A WAL file (in its directory) and two connections to it, the
+    /// second holding the write lock.
+    fn locked_ledger() -> (tempfile::TempDir, Connection, Connection) {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("l.sqlite");
+        let conn = Connection::open(&path).unwrap();
+        conn.pragma_update(None, "journal_mode", "WAL").unwrap();
+        let holder = Connection::open(&path).unwrap();
+        holder.execute_batch("BEGIN IMMEDIATE").unwrap();
+        (dir, conn, holder)
+    }
+
     fn busy_timeout_ms(conn: &Connection) -> i64 {
         conn.pragma_query_value(None, "busy_timeout", |row| row.get(0))
             .unwrap()
@@ -115,12 +127,7 @@ mod tests {
 
     #[test]
     fn a_write_held_past_the_polling_waits_in_sqlite_s_handler_then_begins() {
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("l.sqlite");
-        let conn = Connection::open(&path).unwrap();
-        conn.pragma_update(None, "journal_mode", "WAL").unwrap();
-        let holder = Connection::open(&path).unwrap();
-        holder.execute_batch("BEGIN IMMEDIATE").unwrap();
+        let (_dir, conn, holder) = locked_ledger();
         let timeout = Duration::from_secs(60);
         std::thread::scope(|scope| {
             let before = GAVE_UP.load(Ordering::Relaxed);
@@ -153,12 +160,7 @@ mod tests {
 
     #[test]
     fn a_write_held_past_the_busy_timeout_fails_busy_with_the_timeout_restored() {
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("l.sqlite");
-        let conn = Connection::open(&path).unwrap();
-        conn.pragma_update(None, "journal_mode", "WAL").unwrap();
-        let holder = Connection::open(&path).unwrap();
-        holder.execute_batch("BEGIN IMMEDIATE").unwrap();
+        let (_dir, conn, _holder) = locked_ledger();
         let timeout = POLL_PHASE + Duration::from_millis(20);
         let error = begin_immediate(&conn, timeout).unwrap_err();
         assert_eq!(
