@@ -43,7 +43,7 @@ const POOL_FILL_WAIT: Duration = Duration::from_secs(5);
 /// ledger wrote skip the load: they are planned on what is known and
 /// written only if the row is still exactly that, else planned again on a
 /// fresh read. With
-/// [`Synchronous::Full`](crate::Synchronous::Full) the commit is on stable
+/// [`crate::Synchronous::Full`] the commit is on stable
 /// storage before [`apply_with`](EffectLedger::apply_with) returns. Several processes
 /// may share one file: SQLite's lock serializes their transitions.
 ///

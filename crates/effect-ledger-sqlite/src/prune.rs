@@ -24,7 +24,7 @@ impl SqliteLedger {
     /// of JSON ([`ArchivedOperation`]), oldest first (by `updated_at`, then
     /// id). Unresolved and active operations are never touched.
     ///
-    /// It proceeds in batches ([`PruneLimits`](effect_core::PruneLimits)):
+    /// It proceeds in batches ([`effect_core::PruneLimits`]):
     /// a reading thread, on a connection of its own, reads the oldest
     /// operations (at most
     /// [`batch_rows`](effect_core::PruneLimits::batch_rows), each batch after
