@@ -35,7 +35,7 @@ pub(crate) fn poll_for_lock<const WAIT_MICROS: u64>(attempts: i32) -> bool {
     let slept = u64::try_from(attempts).unwrap_or(0) * LOCK_POLL.as_micros() as u64;
     if slept >= WAIT_MICROS {
         #[cfg(test)]
-        tests::GAVE_UP.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        tests::gave_up();
         return false;
     }
     std::thread::sleep(LOCK_POLL);
@@ -92,12 +92,17 @@ pub(crate) fn begin_immediate(conn: &Connection, busy_timeout: Duration) -> rusq
 mod tests {
     #![allow(clippy::disallowed_methods)] // A lock held across real time.
 
-    use std::sync::atomic::{AtomicU64, Ordering};
+    use std::sync::Mutex;
+    use std::thread::ThreadId;
 
     use super::*;
 
-    /// How many times [`poll_for_lock`] stopped looking, in this process.
-    pub(super) static GAVE_UP: AtomicU64 = AtomicU64::new(0);
+    /// The threads on which [`poll_for_lock`] stopped looking.
+    static GAVE_UP: Mutex<Vec<ThreadId>> = Mutex::new(Vec::new());
+
+    pub(super) fn gave_up() {
+        GAVE_UP.lock().unwrap().push(std::thread::current().id());
+    }
 
     #[test]
     fn the_handler_looks_until_its_sleeps_reach_the_wait() {
@@ -129,13 +134,13 @@ mod tests {
     fn a_write_held_past_the_polling_waits_in_sqlite_s_handler_then_begins() {
         let (_dir, conn, holder) = locked_ledger();
         let timeout = Duration::from_secs(60);
+        let writer = std::thread::current().id();
         std::thread::scope(|scope| {
-            let before = GAVE_UP.load(Ordering::Relaxed);
             scope.spawn(move || {
                 // Held until the writer's polling phase has ended busy,
                 // then 20 ms more, so the writer begins only by waiting in
                 // SQLite's handler, its busy timeout's rest.
-                while GAVE_UP.load(Ordering::Relaxed) == before {
+                while !GAVE_UP.lock().unwrap().contains(&writer) {
                     std::thread::yield_now();
                 }
                 std::thread::sleep(Duration::from_millis(20));
