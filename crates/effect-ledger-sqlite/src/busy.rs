@@ -13,7 +13,10 @@ use std::time::Duration;
 
 use rusqlite::Connection;
 
-/// How often a waiting writer looks at a taken write lock.
+/// How often a waiting writer looks at a taken write lock. An agent
+/// writing back to back releases the lock between two of its transactions
+/// for tens of microseconds only: the prune, looking every millisecond,
+/// rarely fell in that gap and waited tens of milliseconds for a batch.
 pub(crate) const LOCK_POLL: Duration = Duration::from_micros(100);
 
 /// How long a ledger write looks every [`LOCK_POLL`] before SQLite's busy
@@ -58,34 +61,22 @@ pub(crate) fn begin_immediate(conn: &Connection, busy_timeout: Duration) -> rusq
     }
     conn.busy_handler(Some(poll_for_lock::<POLL_PHASE_MICROS>))?;
     let started = std::time::Instant::now();
-    let polled = begin();
-    let rest = busy_timeout.saturating_sub(started.elapsed());
-    let contended = polled
+    let mut begun = begin();
+    if begun
         .as_ref()
-        .is_err_and(|error| error.sqlite_error_code() == Some(rusqlite::ErrorCode::DatabaseBusy));
-    let restored = conn.busy_timeout(if contended { rest } else { busy_timeout });
-    if !contended {
-        return match restored {
-            Ok(()) => polled,
-            Err(error) => {
-                if polled.is_ok() {
-                    // No transaction with an unknown busy handler.
-                    let _ = conn.execute_batch("ROLLBACK");
-                }
-                Err(error)
-            }
-        };
+        .is_err_and(|error| error.sqlite_error_code() == Some(rusqlite::ErrorCode::DatabaseBusy))
+    {
+        let rest = busy_timeout.saturating_sub(started.elapsed());
+        begun = conn.busy_timeout(rest).and_then(|()| begin());
     }
-    restored?;
-    let waited = begin();
-    let restored = conn.busy_timeout(busy_timeout);
-    match (waited, restored) {
-        (Ok(()), Err(error)) => {
+    if let Err(error) = conn.busy_timeout(busy_timeout) {
+        if begun.is_ok() {
+            // No transaction on a connection whose busy handler is unknown.
             let _ = conn.execute_batch("ROLLBACK");
-            Err(error)
         }
-        (waited, _) => waited,
+        return Err(error);
     }
+    begun
 }
 
 #[cfg(test)]

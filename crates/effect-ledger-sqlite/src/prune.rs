@@ -41,8 +41,9 @@ impl SqliteLedger {
     /// [`writers_pause`](effect_core::PruneLimits::writers_pause) while
     /// other connections write, so an agent writing the same file that finds
     /// the lock taken gets it within 100 µs of its release (a ledger write
-    /// looks at a taken lock every 100 µs for its first millisecond). The status counters `stats` reads stay true: while the
-    /// ledger's counter triggers are the only triggers of its tables, the
+    /// looks at a taken lock every 100 µs for its first millisecond). The
+    /// status counters `stats` reads stay true: while the ledger's counter
+    /// triggers are the only triggers of its tables, the
     /// prune's connection runs without triggers and updates the counters
     /// once per transaction (a delete trigger made SQLite journal every page
     /// a deletion changes, and halved the deletions per millisecond); a
@@ -418,7 +419,7 @@ impl Deleting {
     /// pages, after the lock is released but before the commit returns,
     /// which the prune would count as time it held the lock; the log's
     /// thread checkpoints instead, [`work_on_log`]), and it looks at a
-    /// taken write lock every [`LOCK_POLL`](crate::busy::LOCK_POLL) ([`poll_for_lock`]).
+    /// taken write lock every [`crate::busy::LOCK_POLL`] ([`poll_for_lock`]).
     fn open(path: &std::path::Path) -> Result<Self, LedgerError> {
         let doing = || "opening the ledger to prune it".to_owned();
         let conn = Connection::open_with_flags(
