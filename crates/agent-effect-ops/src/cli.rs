@@ -222,13 +222,6 @@ pub enum Command {
         #[arg(long, value_name = "N", default_value_t = 2_000,
               value_parser = clap::value_parser!(u16).range(1..=10_000))]
         batch_size: u16,
-        /// PostgreSQL, while agents write: the most write-ahead log a second
-        /// the prune lets the server write (2MB, 512KiB; off: no pacing by
-        /// the log); each batch is followed by a pause as long as its log
-        /// takes at this rate. Lower it if agents' commits slow during a
-        /// prune; raise it on a fast log disk. SQLite does not use it.
-        #[arg(long, value_name = "SIZE|off", default_value = "2MB", value_parser = parse_log_rate)]
-        log_rate: LogRate,
         /// Say what would be pruned; write and delete nothing.
         #[arg(long)]
         dry_run: bool,
@@ -441,52 +434,10 @@ pub(crate) fn parse_duration(value: &str) -> Result<std::time::Duration, String>
     std::time::Duration::try_from_secs_f64(seconds).map_err(|_| invalid())
 }
 
-/// `prune --log-rate`: bytes of write-ahead log a second, or none (`off`);
-/// see `effect_core::PruneLimits::log_rate`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct LogRate(pub Option<u64>);
-
-fn parse_log_rate(value: &str) -> Result<LogRate, String> {
-    let value = value.trim();
-    if value.eq_ignore_ascii_case("off") {
-        return Ok(LogRate(None));
-    }
-    let invalid =
-        || format!("expected a size a second such as 2MB or 512KiB, or off, not {value:?}");
-    let bytes = value
-        .parse::<bytesize::ByteSize>()
-        .map_err(|_| invalid())?
-        .as_u64();
-    if bytes == 0 {
-        return Err(format!(
-            "a log rate is above zero; to prune without pacing by the log, say off"
-        ));
-    }
-    Ok(LogRate(Some(bytes)))
-}
-
 fn parse_policy(value: &str) -> Result<RetentionPolicy, effect_core::ParseRetentionError> {
     value.parse()
 }
 
 fn parse_status(value: &str) -> Result<EffectStatus, effect_core::ParseStatusError> {
     value.parse()
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn a_log_rate_is_a_size_a_second_or_off() {
-        assert_eq!(
-            parse_log_rate("2MB"),
-            Ok(LogRate(Some(effect_core::DEFAULT_LOG_RATE))),
-            "the flag's default is the library's"
-        );
-        assert_eq!(parse_log_rate("512KiB"), Ok(LogRate(Some(524_288))));
-        assert_eq!(parse_log_rate(" OFF "), Ok(LogRate(None)));
-        assert!(parse_log_rate("0").is_err());
-        assert!(parse_log_rate("-1MB").is_err());
-    }
 }

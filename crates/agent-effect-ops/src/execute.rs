@@ -74,12 +74,10 @@ impl<'a> Checked<'a> {
                 status,
                 max_duration,
                 batch_size,
-                log_rate,
                 ..
             } => {
                 let limits = PruneLimits::default()
                     .batch_rows(usize::from(*batch_size))
-                    .log_rate(log_rate.0)
                     .max_duration(*max_duration);
                 Some(match policy {
                     Some(policy) => maintenance::Selection::Policy(maintenance::checked_policy(

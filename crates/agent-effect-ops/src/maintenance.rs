@@ -219,8 +219,6 @@ pub(crate) fn prune(
         resumed: report.resumed,
         batches: report.batches,
         complete: report.complete,
-        log_bytes: report.log_bytes,
-        log_paused_ms: report.log_paused_ms,
         archive: written,
     };
     printer.report(&view, table::prune)

@@ -383,14 +383,6 @@ pub fn prune(prune: &PruneView) -> String {
             prune.resumed
         );
     }
-    if prune.log_paused_ms > 0 {
-        let _ = writeln!(
-            out,
-            "paused {:.1} s beside agents' writes to keep to --log-rate ({:.1} MB of log)",
-            prune.log_paused_ms as f64 / 1000.0,
-            prune.log_bytes as f64 / 1e6
-        );
-    }
     if !prune.complete {
         out.push_str("stopped at --max-duration: continue with --resume and the same --archive\n");
     }

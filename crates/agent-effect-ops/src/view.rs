@@ -481,12 +481,6 @@ pub struct PruneView {
     /// False when --max-duration stopped the prune early (continue with
     /// --resume).
     pub complete: bool,
-    /// PostgreSQL: the write-ahead log the server wrote during the batches,
-    /// in bytes (0 on SQLite).
-    pub log_bytes: u64,
-    /// PostgreSQL: how long the prune paused for the agents beside it to keep
-    /// to --log-rate, in milliseconds.
-    pub log_paused_ms: u64,
     /// The archive written, or null (a dry run, or nothing to prune).
     pub archive: Option<String>,
 }

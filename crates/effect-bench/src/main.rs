@@ -99,6 +99,11 @@ struct Cli {
     /// ledgers.
     #[arg(long)]
     maintenance_reads_only: bool,
+    /// W8: how many effects time the writer alone (default 2,000; 20 with
+    /// --quick). More make its p99 cover as long a stretch of the server's
+    /// background work as the prune beside it does.
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
+    maintenance_writer_effects: Option<u64>,
     /// W9: the number of operations the console's ledger is filled with
     /// (default 1,000,000; 2,000 with --quick).
     #[arg(long, value_name = "N")]
@@ -199,7 +204,10 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         confirmed_cache: !cli.no_confirmed_cache,
     };
     let store = Store::parse(&cli.store, tuning)?;
-    let sizes = if cli.quick { Sizes::QUICK } else { Sizes::FULL };
+    let mut sizes = if cli.quick { Sizes::QUICK } else { Sizes::FULL };
+    if let Some(n) = cli.maintenance_writer_effects {
+        sizes.writer_effects = n;
+    }
     let mut selected = if cli.workloads.is_empty() {
         Workload::ALL.to_vec()
     } else {

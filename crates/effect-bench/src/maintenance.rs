@@ -119,6 +119,10 @@ fn measure(store: &Store, n: u64, writer_effects: u64, reads_only: bool) -> anyh
         .statuses(vec![EffectStatus::Confirmed]);
     let expected = ledger.prune(&request.clone().dry_run(true), &mut std::io::sink())?;
     let done = Arc::new(AtomicBool::new(false));
+    // Before the writer starts: an error inside the scope before `done` is
+    // set would leave it running.
+    let mut archive = ArchiveFile::create(&dir.path().join("archive.jsonl"))?;
+    let log_start = log_position(location)?;
     let beside = std::thread::scope(|scope| -> anyhow::Result<_> {
         let handle = scope.spawn({
             let done = Arc::clone(&done);
@@ -133,18 +137,24 @@ fn measure(store: &Store, n: u64, writer_effects: u64, reads_only: bool) -> anyh
                 Ok(latencies)
             }
         });
-        let archive_path = dir.path().join("archive.jsonl");
-        let mut archive = ArchiveFile::create(&archive_path)?;
         let start = Instant::now();
         let pruned = ledger.prune(&request, &mut archive);
         let prune_elapsed = start.elapsed();
+        let log_end = log_position(location);
         done.store(true, Ordering::Release);
         let latencies = handle
             .join()
             .map_err(|_| anyhow::anyhow!("the writer panicked"))??;
-        Ok((pruned?, prune_elapsed, archive.lines(), latencies))
+        let log_bytes = log_start.zip(log_end?).map(|(a, b)| b.saturating_sub(a));
+        Ok((
+            pruned?,
+            prune_elapsed,
+            archive.lines(),
+            latencies,
+            log_bytes,
+        ))
     })?;
-    let (report, prune_elapsed, lines, beside) = beside;
+    let (report, prune_elapsed, lines, beside, log_bytes) = beside;
 
     ensure!(
         report.operations == expected.operations && lines == expected.operations,
@@ -168,13 +178,14 @@ fn measure(store: &Store, n: u64, writer_effects: u64, reads_only: bool) -> anyh
     line.per_second = Some(crate::report::per_second(report.operations, prune_seconds));
     let p99_alone = p99_ms(&mut alone);
     let p99_beside = p99_ms(&mut beside.clone());
-    Ok(with_reads(line)
+    let line = with_reads(line)
         .with("batches", report.batches)
         .with("prune_alone_operations", alone_report.operations)
         .with(
             "prune_alone_per_second",
             crate::report::per_second(alone_report.operations, alone_elapsed.as_secs_f64()),
         )
+        .with("writer_effects_alone", alone.len() as u64)
         .with("writer_p99_ms", p99_alone)
         .with("writer_p99_ms_during_prune", p99_beside)
         .with("writer_p99_ratio", p99_beside / p99_alone.max(f64::EPSILON))
@@ -185,9 +196,11 @@ fn measure(store: &Store, n: u64, writer_effects: u64, reads_only: bool) -> anyh
                 .max()
                 .map_or(0.0, |d| d.as_secs_f64() * 1000.0),
         )
-        .with("writer_effects_during_prune", beside.len() as u64)
-        .with("prune_log_mb", report.log_bytes as f64 / 1e6)
-        .with("prune_log_paused_s", report.log_paused_ms as f64 / 1000.0))
+        .with("writer_effects_during_prune", beside.len() as u64);
+    Ok(match log_bytes {
+        Some(bytes) => line.with("log_mb_during_prune", bytes as f64 / 1e6),
+        None => line,
+    })
 }
 
 /// One fresh effect through the ledger as the executor writes it: prepared
@@ -308,6 +321,25 @@ fn postgres_client(location: &Location) -> anyhow::Result<postgres::Client> {
         postgres::Client::connect(url, postgres::NoTls).context("connecting to postgres")?;
     client.batch_execute(&format!("SET search_path TO \"{schema}\""))?;
     Ok(client)
+}
+
+/// The PostgreSQL server's write-ahead log position in bytes (none on
+/// SQLite): what the server wrote between two readings, the prune's
+/// deletions and the writer's effects alike.
+fn log_position(location: &Location) -> anyhow::Result<Option<u64>> {
+    match location {
+        Location::Sqlite { .. } => Ok(None),
+        #[cfg(feature = "postgres")]
+        Location::Postgres { .. } => {
+            let text: String = postgres_client(location)?
+                .query_one(
+                    "SELECT (pg_current_wal_insert_lsn() - '0/0'::pg_lsn)::text",
+                    &[],
+                )?
+                .get(0);
+            Ok(Some(text.parse().context("reading the log position")?))
+        }
+    }
 }
 
 /// Inserts `n` operations of January 2026 and their events, in the ledger's

@@ -92,8 +92,8 @@ pub use ledger::{
 };
 pub use memory::MemoryLedger;
 pub use prune::{
-    ArchiveFile, ArchivedKey, ArchivedOperation, DEFAULT_LOG_RATE, MAX_BATCH_ROWS, PruneArchive,
-    PruneLimits, PruneReport, PruneRequest, write_archive_line,
+    ArchiveFile, ArchivedKey, ArchivedOperation, MAX_BATCH_ROWS, PruneArchive, PruneLimits,
+    PruneReport, PruneRequest, write_archive_line,
 };
 pub use record::{
     EffectRecord, EffectResult, Evidence, LedgerEvent, Outcome, OutcomeProbeResult, Revision,

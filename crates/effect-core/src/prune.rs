@@ -99,18 +99,6 @@ pub struct PruneLimits {
     /// rather than one. PostgreSQL, whose prune does not lock the agents'
     /// rows, does not use it.
     pub writers_pause: Duration,
-    /// PostgreSQL, while other sessions write on the server: the most
-    /// write-ahead log a second (bytes) the prune lets the server write.
-    /// After each batch it pauses until the log written since the batch
-    /// began (the server's, read from `pg_current_wal_insert_lsn`) would
-    /// have taken that long at this rate. Every commit waits for the log to
-    /// reach the disk up to its own record, so an agent committing after a
-    /// batch flushes the batch's log too (deletions of a month-old row write
-    /// whole pages after a checkpoint: about 70 KB a batch of 50); paced,
-    /// agents meet that flush less often. Default 2 MB/s (docs/performance.md,
-    /// W8); none: pause only [`min_pause`](Self::min_pause) and as long as
-    /// the batch took. SQLite does not use it.
-    pub log_rate: Option<u64>,
     /// Stop starting batches after this long (what was pruned stays pruned;
     /// run the prune again, with the same archive resumed, to go on).
     pub max_duration: Option<Duration>,
@@ -124,9 +112,6 @@ pub struct PruneLimits {
 /// archive can name whose deletion was not committed.
 pub const MAX_BATCH_ROWS: usize = 10_000;
 
-/// [`PruneLimits::log_rate`]'s default, bytes a second.
-pub const DEFAULT_LOG_RATE: u64 = 2_000_000;
-
 impl Default for PruneLimits {
     fn default() -> Self {
         PruneLimits {
@@ -134,7 +119,6 @@ impl Default for PruneLimits {
             batch_time: Duration::from_micros(800),
             min_pause: Duration::from_millis(1),
             writers_pause: Duration::from_millis(5),
-            log_rate: Some(DEFAULT_LOG_RATE),
             max_duration: None,
             max_batches: None,
         }
@@ -168,14 +152,6 @@ impl PruneLimits {
     #[must_use]
     pub fn writers_pause(mut self, pause: Duration) -> Self {
         self.writers_pause = pause;
-        self
-    }
-
-    /// At most `rate` bytes of write-ahead log a second beside other
-    /// writers (PostgreSQL; none: no pacing by the log).
-    #[must_use]
-    pub fn log_rate(mut self, rate: Option<u64>) -> Self {
-        self.log_rate = rate;
         self
     }
 
@@ -214,17 +190,6 @@ impl PruneLimits {
         self.pause_after(held).max(self.writers_pause)
     }
 
-    /// `pause`, or longer: as long as writing `log_bytes` of log takes at
-    /// [`log_rate`](Self::log_rate).
-    pub fn pause_for_log(&self, pause: Duration, log_bytes: u64) -> Duration {
-        match self.log_rate {
-            Some(rate) if rate > 0 => {
-                pause.max(Duration::from_secs_f64(log_bytes as f64 / rate as f64))
-            }
-            _ => pause,
-        }
-    }
-
     fn validate(&self) -> Result<(), LedgerError> {
         if self.batch_rows == 0 || self.batch_rows > MAX_BATCH_ROWS {
             return Err(LedgerError::invalid_input(format!(
@@ -235,11 +200,6 @@ impl PruneLimits {
         if self.batch_time.is_zero() {
             return Err(LedgerError::invalid_input(
                 "a prune batch needs a time bound above zero",
-            ));
-        }
-        if self.log_rate == Some(0) {
-            return Err(LedgerError::invalid_input(
-                "a prune's log rate is above zero bytes a second, or none (no pacing by the log)",
             ));
         }
         Ok(())
@@ -401,14 +361,6 @@ pub struct PruneReport {
     /// [`PruneLimits::max_batches`] stopped the prune before the last
     /// operation it selects was pruned.
     pub complete: bool,
-    /// PostgreSQL: the write-ahead log the server wrote during the prune's
-    /// batches (its own and other sessions'), in bytes; 0 on SQLite.
-    #[serde(default)]
-    pub log_bytes: u64,
-    /// PostgreSQL: how long the prune paused beyond its usual pauses to keep
-    /// to [`PruneLimits::log_rate`] beside other writers, in milliseconds.
-    #[serde(default)]
-    pub log_paused_ms: u64,
 }
 
 impl PruneReport {
@@ -421,8 +373,6 @@ impl PruneReport {
             resumed: 0,
             batches: 0,
             complete: true,
-            log_bytes: 0,
-            log_paused_ms: 0,
         }
     }
 }
@@ -437,48 +387,4 @@ pub fn write_archive_line(out: &mut Vec<u8>, line: &ArchivedOperation) -> Result
         .map_err(|e| LedgerError::backend("cannot write the prune archive", Some(e.into())))?;
     out.push(b'\n');
     Ok(())
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn a_batch_that_wrote_much_log_pauses_until_the_rate_allows_it() {
-        let limits = PruneLimits::default().log_rate(Some(1_000_000));
-        let pause = Duration::from_millis(2);
-        assert_eq!(
-            limits.pause_for_log(pause, 100_000),
-            Duration::from_millis(100),
-            "100 KB at 1 MB/s"
-        );
-        assert_eq!(
-            limits.pause_for_log(pause, 1_000),
-            pause,
-            "the pause is longer"
-        );
-        assert_eq!(
-            limits.log_rate(None).pause_for_log(pause, 100_000),
-            pause,
-            "no pacing by the log"
-        );
-        assert_eq!(PruneLimits::default().log_rate, Some(DEFAULT_LOG_RATE));
-    }
-
-    #[test]
-    fn a_zero_log_rate_is_refused_with_what_to_set_instead() {
-        let request = PruneRequest::before("2026-01-01T00:00:00.000000+00:00");
-        let err = request
-            .clone()
-            .limits(PruneLimits::default().log_rate(Some(0)))
-            .validate()
-            .unwrap_err();
-        assert!(err.to_string().contains("or none"), "{err}");
-        assert!(
-            request
-                .limits(PruneLimits::default().log_rate(None))
-                .validate()
-                .is_ok()
-        );
-    }
 }

@@ -363,8 +363,6 @@ fn sum(a: &PruneReport, b: &PruneReport) -> PruneReport {
         resumed: a.resumed + b.resumed,
         batches: a.batches + b.batches,
         complete: a.complete && b.complete,
-        log_bytes: a.log_bytes + b.log_bytes,
-        log_paused_ms: a.log_paused_ms + b.log_paused_ms,
     }
 }
 

@@ -27,10 +27,7 @@ impl PostgresLedger {
     /// most [`batch_rows`](effect_core::PruneLimits::batch_rows) rows
     /// (`FOR UPDATE`, so no transaction ever holds millions of row locks),
     /// appends them to the archive, which returns once they are durable,
-    /// deletes them and commits; a pause follows as long as the batch took
-    /// and, while other sessions write, as long as the server's log written
-    /// meanwhile takes at [`log_rate`](effect_core::PruneLimits::log_rate)
-    /// (2 MB/s by default; the report's `log_bytes` and `log_paused_ms`).
+    /// deletes them and commits; a pause follows as long as the batch took.
     /// A batch stops decoding its rows after
     /// [`batch_time`](effect_core::PruneLimits::batch_time) and deletes what
     /// it decoded; the next selects (and locks) that many and a quarter
@@ -103,13 +100,7 @@ impl PostgresLedger {
                 report.complete = false;
                 break;
             }
-            let pause = limits.pause_after(batch.held);
-            let paced = pace.pause(&limits, pause, batch.log_bytes);
-            if paced > pause {
-                let extra = (paced - pause).as_millis();
-                report.log_paused_ms += u64::try_from(extra).unwrap_or(u64::MAX);
-            }
-            std::thread::sleep(paced);
+            std::thread::sleep(limits.pause_after(batch.held));
         }
         if pace.unsynced > 0 {
             // The last batch found nothing left (the one before took what
@@ -162,21 +153,17 @@ impl PostgresLedger {
             .client
             .transaction()
             .map_err(pg("beginning a prune batch"))?;
-        let (xmax, log_start) = tx
-            .simple_query(&format!(
+        let xmax = tx
+            .simple_query(
                 "SET LOCAL synchronous_commit = off; \
-                 SELECT pg_snapshot_xmax(pg_current_snapshot())::text, {LOG_POSITION}"
-            ))
+                 SELECT pg_snapshot_xmax(pg_current_snapshot())::text",
+            )
             .map_err(pg("starting a prune batch"))?
             .iter()
             .find_map(|message| match message {
-                SimpleQueryMessage::Row(row) => Some((
-                    row.get(0).and_then(|xmax| xmax.parse().ok()),
-                    row.get(1).and_then(|lsn| lsn.parse::<u64>().ok()),
-                )),
+                SimpleQueryMessage::Row(row) => row.get(0).and_then(|xmax| xmax.parse().ok()),
                 _ => None,
-            })
-            .unwrap_or((None, None));
+            });
         let selecting = pace.selecting(xmax);
         let rows_limit = i64::try_from(selecting).unwrap_or(i64::MAX);
         let rows = tx
@@ -206,7 +193,6 @@ impl PostgresLedger {
                 more: false,
                 last: true,
                 held: started.elapsed(),
-                log_bytes: 0,
             });
         }
         let ids: Vec<String> = records.iter().map(|r| r.operation_id.clone()).collect();
@@ -248,22 +234,11 @@ impl PostgresLedger {
             &[&ids],
         )
         .map_err(pg("deleting pruned events"))?;
-        // The log position once the batch's deletions are in it.
-        let log_end: Option<String> = tx
-            .query_one(
-                &format!(
-                    "WITH gone AS (DELETE FROM {q}.effect_operations \
-                        WHERE operation_id = ANY($1) RETURNING 1) \
-                     SELECT {LOG_POSITION} FROM (SELECT count(*) FROM gone) AS deleted"
-                ),
-                &[&ids],
-            )
-            .map_err(pg("deleting pruned operations"))?
-            .get(0);
-        let log_bytes = match (log_start, log_end.and_then(|lsn| lsn.parse::<u64>().ok())) {
-            (Some(start), Some(end)) => end.saturating_sub(start),
-            _ => 0,
-        };
+        tx.execute(
+            &format!("DELETE FROM {q}.effect_operations WHERE operation_id = ANY($1)"),
+            &[&ids],
+        )
+        .map_err(pg("deleting pruned operations"))?;
         // The last batch before a stop, and one after which the next could
         // leave more than `MAX_BATCH_ROWS` operations archived but not
         // durably deleted, commit synchronously (see `Pace`).
@@ -281,13 +256,11 @@ impl PostgresLedger {
         pace.committed(ids.len(), synchronously);
         report.operations += ids.len() as u64;
         report.batches += 1;
-        report.log_bytes += log_bytes;
         Ok(Batch {
             operations: ids.len(),
             more,
             last,
             held: started.elapsed(),
-            log_bytes,
         })
     }
 
@@ -429,13 +402,7 @@ struct Batch {
     last: bool,
     /// How long it took, its commit included.
     held: Duration,
-    /// The log the server wrote from its start to its deletions, in bytes
-    /// (0 when unknown).
-    log_bytes: u64,
 }
-
-/// The server's write-ahead log position in bytes, as text.
-const LOG_POSITION: &str = "(pg_current_wal_insert_lsn() - '0/0'::pg_lsn)::text";
 
 /// How a prune's batches are sized and committed.
 ///
@@ -445,9 +412,6 @@ const LOG_POSITION: &str = "(pg_current_wal_insert_lsn() - '0/0'::pg_lsn)::text"
 /// the server's snapshot `xmax` (one past the newest finished transaction)
 /// moved further since the previous batch than the prune's own
 /// transactions account for.
-///
-/// Pausing: beside other writers, after a batch, at least as long as the
-/// log it wrote takes at [`log_rate`](effect_core::PruneLimits::log_rate).
 ///
 /// Committing: a batch commits with `synchronous_commit = off`, so it does
 /// not wait for the log to reach the disk, and the agents' commits, which
@@ -471,8 +435,6 @@ struct Pace {
     own: u64,
     /// Operations deleted by commits not yet known durable.
     unsynced: usize,
-    /// Whether the last batch started after other sessions wrote.
-    beside_writers: bool,
 }
 
 impl Pace {
@@ -483,22 +445,6 @@ impl Pace {
             xmax: None,
             own: 0,
             unsynced: 0,
-            beside_writers: false,
-        }
-    }
-
-    /// The pause after a batch that wrote `log_bytes` of log: `pause`, or
-    /// beside writers as long as that log takes at the limits' log rate.
-    fn pause(
-        &self,
-        limits: &effect_core::PruneLimits,
-        pause: Duration,
-        log_bytes: u64,
-    ) -> Duration {
-        if self.beside_writers {
-            limits.pause_for_log(pause, log_bytes)
-        } else {
-            pause
         }
     }
 
@@ -510,7 +456,6 @@ impl Pace {
         };
         self.xmax = xmax;
         self.own = 0;
-        self.beside_writers = others;
         if others {
             self.next.min(BESIDE_WRITERS_ROWS)
         } else {
@@ -556,29 +501,6 @@ mod tests {
         pace.committed(50, false);
         assert_eq!(pace.selecting(Some(105)), 63, "alone again: grows back");
         assert_eq!(pace.selecting(None), 63, "no xmax read: no writers seen");
-    }
-
-    #[test]
-    fn only_a_batch_beside_other_writers_waits_for_its_log() {
-        let limits = effect_core::PruneLimits::default().log_rate(Some(1_000_000));
-        let pause = Duration::from_millis(1);
-        let mut pace = Pace::new(2_000);
-        pace.selecting(Some(100));
-        pace.committed(400, false);
-        pace.selecting(Some(101));
-        assert_eq!(pace.pause(&limits, pause, 70_000), pause, "alone");
-        pace.committed(400, false);
-        pace.selecting(Some(110));
-        assert_eq!(
-            pace.pause(&limits, pause, 70_000),
-            Duration::from_millis(70),
-            "beside writers: 70 KB at 1 MB/s"
-        );
-        assert_eq!(
-            pace.pause(&limits.log_rate(None), pause, 70_000),
-            pause,
-            "no log rate"
-        );
     }
 
     #[test]

@@ -209,24 +209,6 @@ fn usage_errors_exit_2_and_help_exits_0() {
         &["--db", db, "list", "--limit", "1001"],
         &["--db", db, "reject", "ticket:T-7:create", "--actor", "a"],
         &["--db", db, "export", "--since", "-1"],
-        &[
-            "--db",
-            db,
-            "prune",
-            "--older-than",
-            "30d",
-            "--log-rate",
-            "0",
-        ],
-        &[
-            "--db",
-            db,
-            "prune",
-            "--older-than",
-            "30d",
-            "--log-rate",
-            "fast",
-        ],
     ] {
         let output = bin(args);
         assert_eq!(output.status.code(), Some(code(Exit::Usage)), "{args:?}");
@@ -237,24 +219,6 @@ fn usage_errors_exit_2_and_help_exits_0() {
     settings().bind(|| assert_snapshot!("help", help));
     let short = success(&bin(&["-h"]));
     assert!(short.contains("Exit codes: 0 ok, 1 ledger failure, 2 usage or invalid input, 3 not found, 4 transition not allowed"));
-}
-
-/// `prune --log-rate` names the fix: a size with its unit, or off.
-#[test]
-fn a_log_rate_that_is_not_a_size_says_what_is() {
-    let (_dir, db) = python_ledger();
-    let prune = |rate: &str| {
-        failure(&bin_on(
-            &db,
-            &["prune", "--older-than", "30d", "--log-rate", rate],
-        ))
-    };
-    let (exit, stderr) = prune("0");
-    assert_eq!(exit, code(Exit::Usage));
-    assert!(stderr.contains("say off"), "{stderr}");
-    let (exit, stderr) = prune("fast");
-    assert_eq!(exit, code(Exit::Usage));
-    assert!(stderr.contains("such as 2MB or 512KiB, or off"), "{stderr}");
 }
 
 #[test]

@@ -141,10 +141,8 @@ fn an_interrupted_batched_prune_resumes_without_a_second_line() -> TestResult {
 }
 
 /// While another session commits, the prune's batches stay small (at most
-/// 50 operations after the first) and pause for the log they wrote (at a
-/// low log rate here, so the pause for the log outlasts each batch); the
-/// archive still holds each deleted operation once and the writer's
-/// effects are all confirmed.
+/// 50 operations after the first); the archive still holds each deleted
+/// operation once and the writer's effects are all confirmed.
 #[test]
 fn a_prune_beside_another_session_s_commits_takes_small_batches() -> TestResult {
     let Some(url) = server_url("a_prune_beside_another_session_s_commits_takes_small_batches")
@@ -166,13 +164,11 @@ fn a_prune_beside_another_session_s_commits_takes_small_batches() -> TestResult 
 
     let limits = effect_core::PruneLimits::default()
         .batch_rows(400)
-        .batch_time(Duration::from_secs(600))
-        .log_rate(Some(200_000));
+        .batch_time(Duration::from_secs(600));
     let request = PruneRequest::before(&cutoff).limits(limits);
     let writer = schema.ledger()?;
-    let started = std::time::Instant::now();
     let done = std::sync::atomic::AtomicBool::new(false);
-    let (report, archive, written, elapsed) = std::thread::scope(|scope| {
+    let (report, archive, written) = std::thread::scope(|scope| {
         let writing = scope.spawn(|| -> Result<usize, effect_core::LedgerError> {
             let mut n = 0;
             while !done.load(std::sync::atomic::Ordering::Acquire) || n == 0 {
@@ -185,25 +181,12 @@ fn a_prune_beside_another_session_s_commits_takes_small_batches() -> TestResult 
         });
         let mut archive = Vec::new();
         let report = ledger.prune(&request, &mut archive);
-        let elapsed = started.elapsed();
         done.store(true, std::sync::atomic::Ordering::Release);
         let written = writing.join().expect("the writer does not panic");
-        (report, archive, written, elapsed)
+        (report, archive, written)
     });
     let (report, written) = (report?, written?);
     assert_eq!(report.operations, 600);
-    assert!(
-        report.log_bytes > 0,
-        "the batches' log is measured: {report:?}"
-    );
-    assert!(
-        report.log_paused_ms > 0,
-        "beside the writer, batches pause for their log: {report:?}"
-    );
-    assert!(
-        elapsed >= Duration::from_millis(report.log_paused_ms),
-        "the pauses were taken: {elapsed:?} for {report:?}"
-    );
     assert!(
         report.batches >= 4,
         "a first batch of 400, then at most 50 beside the writer: {} batches",
