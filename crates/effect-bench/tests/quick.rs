@@ -89,7 +89,9 @@ fn w8_can_time_the_reads_alone() -> Result<(), Box<dyn std::error::Error>> {
 }
 
 /// W8 on PostgreSQL: the fill, the reads, both prunes and the writer beside
-/// the second, with the same correctness check as on SQLite.
+/// the second, with the same correctness check as on SQLite; the writer
+/// alone is timed on the effects asked for, and the server's log during
+/// the prune beside it is measured.
 #[test]
 fn w8_runs_on_postgres() -> Result<(), Box<dyn std::error::Error>> {
     let Some(url) = effect_test_support::servers::postgres_url("w8_runs_on_postgres") else {
@@ -99,7 +101,15 @@ fn w8_runs_on_postgres() -> Result<(), Box<dyn std::error::Error>> {
     let separator = if url.contains('?') { '&' } else { '?' };
     let url = format!("{url}{separator}sslmode=disable");
     let output = Command::new(env!("CARGO_BIN_EXE_effect-bench"))
-        .args(["--quick", "--workload", "W8", "--db", &url])
+        .args([
+            "--quick",
+            "--workload",
+            "W8",
+            "--maintenance-writer-effects",
+            "40",
+            "--db",
+            &url,
+        ])
         .output()?;
     let stdout = String::from_utf8(output.stdout)?;
     assert!(output.status.success(), "{stdout}");
@@ -112,6 +122,9 @@ fn w8_runs_on_postgres() -> Result<(), Box<dyn std::error::Error>> {
     let alone = line["prune_alone_operations"].as_u64().unwrap_or(0);
     let beside = line["n"].as_u64().unwrap_or(0);
     assert!(alone > 1000 && beside > 1000, "{line}");
+    assert_eq!(line["writer_effects_alone"], 40, "{line}");
+    let log_mb = line["log_mb_during_prune"].as_f64().unwrap_or(0.0);
+    assert!(log_mb > 0.0, "{line}");
     Ok(())
 }
 
