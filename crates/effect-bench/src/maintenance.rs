@@ -425,7 +425,7 @@ fn fill_postgres(location: &Location, n: u64) -> anyhow::Result<()> {
     client.batch_execute("VACUUM (ANALYZE) effect_events")?;
     // As the SQLite fill ends with a checkpoint: the fill's log (1.3 GB at
     // 1M) is otherwise written back by a spread checkpoint through the
-    // writer's timing alone, which then measured 1.4 to 3.3 ms.
+    // writer's timing alone, which then measured 1.7 to 3.3 ms.
     if let Err(err) = client.batch_execute("CHECKPOINT") {
         eprintln!(
             "W8: no CHECKPOINT after the fill ({err}); the writer alone is timed while the server writes the fill back (CHECKPOINT needs a superuser or pg_checkpoint)"
