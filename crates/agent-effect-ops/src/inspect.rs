@@ -161,6 +161,13 @@ pub(crate) fn stats_from(
     clock: &dyn Clock,
 ) -> Stats {
     let counts = StatusCounts::of(&raw);
+    // `waiting` is oldest first: the first of each kind is its oldest.
+    let oldest = |deferred: bool| {
+        waiting
+            .iter()
+            .find(|w| (w.waiting_for == WaitingFor::Budget) == deferred)
+    };
+    let (oldest_waiting, oldest_deferred) = (oldest(false), oldest(true));
     let age = raw
         .oldest_unresolved_updated_at
         .as_deref()
@@ -193,10 +200,11 @@ pub(crate) fn stats_from(
                 )
             })
             .count() as u64,
-        oldest_waiting_age_seconds: waiting
-            .first()
+        oldest_waiting_age_seconds: oldest_waiting.and_then(|w| age_seconds(&w.since, clock.now())),
+        oldest_waiting_since: oldest_waiting.map(|w| w.since.clone()),
+        oldest_deferred_age_seconds: oldest_deferred
             .and_then(|w| age_seconds(&w.since, clock.now())),
-        oldest_waiting_since: waiting.first().map(|w| w.since.clone()),
+        oldest_deferred_since: oldest_deferred.map(|w| w.since.clone()),
         budgets: raw.budgets,
     }
 }

@@ -272,23 +272,30 @@ pub fn stats(stats: &Stats) -> String {
             stats.recovery_blocked
         );
     }
-    match (
-        &stats.oldest_waiting_since,
-        stats.oldest_waiting_age_seconds,
-    ) {
+    let mut oldest = |what: &str, since: &Option<String>, age: Option<u64>| match (since, age) {
         (Some(at), Some(age)) => {
             let _ = writeln!(
                 out,
-                "oldest waiting: since {} ({} ago)",
+                "{what}: since {} ({} ago)",
                 cell(Some(at)),
                 age_words(age)
             );
         }
         (Some(at), None) => {
-            let _ = writeln!(out, "oldest waiting: since {}", cell(Some(at)));
+            let _ = writeln!(out, "{what}: since {}", cell(Some(at)));
         }
         (None, _) => {}
-    }
+    };
+    oldest(
+        "oldest waiting",
+        &stats.oldest_waiting_since,
+        stats.oldest_waiting_age_seconds,
+    );
+    oldest(
+        "oldest deferred by a budget",
+        &stats.oldest_deferred_since,
+        stats.oldest_deferred_age_seconds,
+    );
     if !stats.budgets.is_empty() {
         let limit = |max: Option<u64>| max.map_or_else(|| "-".to_owned(), |m| m.to_string());
         let rows: Vec<Vec<String>> = stats

@@ -397,10 +397,21 @@ pub struct Stats {
     /// stored terms. Counted in their status too; an operator acts.
     #[serde(default)]
     pub recovery_blocked: u64,
-    /// `updated_at` of the longest-waiting `prepared` operation, or null.
+    /// Since when the longest-waiting operation its caller, a recovery
+    /// worker or an operator should dispatch has waited (its last status
+    /// change), or null. Operations deferred by a budget are not counted
+    /// here: they wait by design (`oldest_deferred_since`).
     pub oldest_waiting_since: Option<String>,
     /// Its age in whole seconds when the command ran, or null.
     pub oldest_waiting_age_seconds: Option<u64>,
+    /// Since when the longest-waiting operation deferred by a budget has
+    /// waited, or null: it is dispatched once the budget has room, or
+    /// rejected at its deferral's bound.
+    #[serde(default)]
+    pub oldest_deferred_since: Option<String>,
+    /// Its age in whole seconds when the command ran, or null.
+    #[serde(default)]
+    pub oldest_deferred_age_seconds: Option<u64>,
     /// Each budget's use in its current window (docs/approval.md#budgets);
     /// absent when no dispatch was ever charged to a budget.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]

@@ -71,8 +71,13 @@ pub(crate) fn render(stats: &Stats) -> String {
     );
     family(
         "effect_oldest_waiting_age_seconds",
-        "Age of the longest-waiting prepared operation (0 when none).",
+        "Age of the longest-waiting operation its caller, a recovery worker or an operator should dispatch, budget deferrals excluded (0 when none).",
         &plain(stats.oldest_waiting_age_seconds.unwrap_or(0)),
+    );
+    family(
+        "effect_oldest_deferred_age_seconds",
+        "Age of the longest-waiting operation deferred by a budget (0 when none): dispatched once the budget has room, rejected at its deferral's bound.",
+        &plain(stats.oldest_deferred_age_seconds.unwrap_or(0)),
     );
     let budget = |f: &dyn Fn(&effect_core::BudgetUse) -> Option<u64>| {
         stats

@@ -91,8 +91,18 @@ fn cancel_ends_a_deferred_capture_before_any_worker_sends_it() {
         (&json!(1), &json!(0)),
         "{stats}"
     );
+    // A deferral waits by design: the oldest waiting operation an alert
+    // watches (docs/production.md) is another's, here none.
+    assert_eq!(stats["oldest_waiting_since"], Value::Null, "{stats}");
+    assert!(stats["oldest_deferred_since"].is_string(), "{stats}");
+    assert!(stats["oldest_deferred_age_seconds"].is_u64(), "{stats}");
     let table = success(&bin_on(&db, &["stats", "--format", "table"]));
     assert!(table.contains("deferred by a budget: 1"), "{table}");
+    assert!(
+        table.contains("oldest deferred by a budget: since"),
+        "{table}"
+    );
+    assert!(!table.contains("oldest waiting:"), "{table}");
     let listed: Value =
         serde_json::from_str(&success(&bin_on(&db, &["list", "--status", "prepared"]))).unwrap();
     assert_eq!(listed[0]["operation_id"], id);
@@ -134,6 +144,7 @@ fn cancel_ends_a_deferred_capture_before_any_worker_sends_it() {
     assert_eq!(sent.load(Ordering::SeqCst), 1, "only INV-1 was sent");
     let stats: Value = serde_json::from_str(&success(&bin_on(&db, &["stats"]))).unwrap();
     assert_eq!(stats["waiting_for_budget"], 0, "{stats}");
+    assert_eq!(stats["oldest_deferred_since"], Value::Null, "{stats}");
 }
 
 #[test]

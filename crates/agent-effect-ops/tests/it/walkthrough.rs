@@ -191,6 +191,8 @@ fn the_stats_reference_names_every_field() {
         recovery_blocked: 0,
         oldest_waiting_since: None,
         oldest_waiting_age_seconds: None,
+        oldest_deferred_since: None,
+        oldest_deferred_age_seconds: None,
         budgets: vec![effect_core::BudgetUse {
             budget: "refunds".to_owned(),
             window: "daily".to_owned(),
@@ -207,7 +209,7 @@ fn the_stats_reference_names_every_field() {
         .and_then(|rest| rest.split("\n\n").next())
         .expect("docs/operations.md has a **`stats`** reference paragraph");
     let fields: Vec<String> = value.as_object().unwrap().keys().cloned().collect();
-    assert_eq!(fields.len(), 13, "{fields:?}");
+    assert_eq!(fields.len(), 15, "{fields:?}");
     for field in fields {
         assert!(
             reference.contains(&format!("`{field}`")),

@@ -42,6 +42,7 @@ fn metrics_say_what_stats_says_and_promtool_accepts_them() {
         "effect_awaiting_approval 1",
         "effect_stale_dispatches 0",
         "effect_waiting_operations{waiting_for=\"caller\"} 0",
+        "effect_oldest_deferred_age_seconds 0",
     ] {
         assert!(text.lines().any(|l| l == line), "no {line:?} in\n{text}");
     }
