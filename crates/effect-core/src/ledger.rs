@@ -239,6 +239,10 @@ pub trait EffectLedger: Send + Sync + fmt::Debug {
     /// parallel returns an event only once no writer that could precede it
     /// is still running, so a page may be shorter than `limit` for a moment
     /// (PostgreSQL does this; SQLite and memory append one at a time).
+    /// On SQLite, where a writer takes the largest sequence in the file plus
+    /// one (the Python package's layout), a prune that deletes the newest
+    /// events lets later events take their sequences again: a cursor past
+    /// them skips those (docs/operations.md, `export`).
     ///
     /// # Errors
     ///
