@@ -7,10 +7,11 @@
 //! with `reads_only`); a writer executing fresh effects on a second handle
 //! of the ledger (as another process would) is timed alone; the older half
 //! of the confirmed operations is pruned with no writer, then the rest
-//! beside the writer, and both prunes' throughput is measured. The
+//! beside the writer (or, with `prune`, the oldest `prune` alone and the
+//! next `prune` beside it), and both prunes' throughput is measured. The
 //! correctness check: each archive holds exactly the operations deleted
-//! (the dry run's count), `stats` equals a full count, and every one of the
-//! writer's effects was confirmed.
+//! (the dry run's count), `stats` equals a full count, and the confirmed
+//! operations left are the fill's not pruned and every one of the writer's.
 
 use std::path::Path;
 use std::sync::Arc;
@@ -48,14 +49,36 @@ const READ_CALLS: usize = 20;
 const UNRESOLVED_SPAN: u64 = 100_000;
 
 /// W8 on a ledger of `n` operations; `writer_effects` effects time the
-/// writer alone. With `reads_only`, only the fill and the reads.
-pub(crate) fn maintenance(store: &Store, n: u64, writer_effects: u64, reads_only: bool) -> Line {
+/// writer alone; `prune` operations are pruned alone and as many beside the
+/// writer (`None`: the older half, then the rest). With `reads_only`, only
+/// the fill and the reads.
+pub(crate) fn maintenance(
+    store: &Store,
+    n: u64,
+    writer_effects: u64,
+    prune: Option<u64>,
+    reads_only: bool,
+) -> Line {
     let workload = Workload::W8;
-    measure(store, n, writer_effects, reads_only)
+    measure(store, n, writer_effects, prune, reads_only)
         .unwrap_or_else(|err| Line::failed(workload, n, 1, format!("{err:#}")))
 }
 
-fn measure(store: &Store, n: u64, writer_effects: u64, reads_only: bool) -> anyhow::Result<Line> {
+/// The cutoff before which the fill's first `operations` were last updated.
+fn fill_cutoff(operations: u64) -> PruneRequest {
+    PruneRequest::before(format_timestamp(
+        UNIX_EPOCH + Duration::from_micros(FILL_START_MICROS + operations * EVENTS * 1000),
+    ))
+    .statuses(vec![EffectStatus::Confirmed])
+}
+
+fn measure(
+    store: &Store,
+    n: u64,
+    writer_effects: u64,
+    prune: Option<u64>,
+    reads_only: bool,
+) -> anyhow::Result<Line> {
     let dir = tempfile::tempdir().context("creating a temporary directory")?;
     let fresh = store.fresh(Synchronous::Full)?;
     let location = &fresh.location;
@@ -85,6 +108,8 @@ fn measure(store: &Store, n: u64, writer_effects: u64, reads_only: bool) -> anyh
         return Ok(with_reads(Line::measured(Workload::W8, n, 1, fill)));
     }
 
+    let fill_confirmed = confirmed(&ledger.as_dyn().stats()?);
+
     // The writer alone.
     let writer = location.open_ledger()?;
     for i in 0..WARM_UP {
@@ -95,11 +120,9 @@ fn measure(store: &Store, n: u64, writer_effects: u64, reads_only: bool) -> anyh
         alone.push(effect(writer.as_dyn(), &format!("alone:{i}"))?);
     }
 
-    // The older half of the confirmed operations, pruned with no writer.
-    let half = PruneRequest::before(format_timestamp(
-        UNIX_EPOCH + Duration::from_micros(FILL_START_MICROS + n / 2 * EVENTS * 1000),
-    ))
-    .statuses(vec![EffectStatus::Confirmed]);
+    // The older half of the confirmed operations (or the oldest `prune`),
+    // pruned with no writer.
+    let half = fill_cutoff(prune.unwrap_or(n / 2));
     let expected_alone = ledger.prune(&half.clone().dry_run(true), &mut std::io::sink())?;
     let mut archive_alone = ArchiveFile::create(&dir.path().join("archive-alone.jsonl"))?;
     let start = Instant::now();
@@ -114,9 +137,9 @@ fn measure(store: &Store, n: u64, writer_effects: u64, reads_only: bool) -> anyh
         expected_alone.operations
     );
 
-    // The rest, with the writer beside the prune until it ends.
-    let request = PruneRequest::before("2026-02-01T00:00:00.000000+00:00")
-        .statuses(vec![EffectStatus::Confirmed]);
+    // The rest (or the next `prune`), with the writer beside the prune
+    // until it ends.
+    let request = fill_cutoff(prune.map_or(n, |p| (2 * p).min(n)));
     let expected = ledger.prune(&request.clone().dry_run(true), &mut std::io::sink())?;
     let done = Arc::new(AtomicBool::new(false));
     // Before the writer starts: an error inside the scope before `done` is
@@ -163,15 +186,24 @@ fn measure(store: &Store, n: u64, writer_effects: u64, reads_only: bool) -> anyh
         expected.operations
     );
     let stats = check_counts(&ledger, location)?;
-    let confirmed_writes = WARM_UP as usize + alone.len() + beside.len();
-    let confirmed = stats
-        .counts
-        .iter()
-        .find(|(s, _)| *s == EffectStatus::Confirmed)
-        .map_or(0, |(_, n)| *n);
+    let confirmed_writes = WARM_UP + alone.len() as u64 + beside.len() as u64;
+    let fill_left = fill_confirmed
+        .checked_sub(alone_report.operations + report.operations)
+        .with_context(|| {
+            format!(
+                "pruned {} confirmed operations of a fill of {fill_confirmed}",
+                alone_report.operations + report.operations
+            )
+        })?;
+    let left = confirmed(&stats);
     ensure!(
-        confirmed == confirmed_writes as u64,
-        "{confirmed} confirmed operations left; the writer confirmed {confirmed_writes}"
+        left == fill_left + confirmed_writes,
+        "{left} confirmed operations left; the fill's not pruned are {fill_left} and the \
+         writer confirmed {confirmed_writes}"
+    );
+    ensure!(
+        prune.is_some() || fill_left == 0,
+        "{fill_left} confirmed operations of the fill were not pruned"
     );
     let prune_seconds = prune_elapsed.as_secs_f64();
     let mut line = Line::measured(Workload::W8, report.operations, 1, prune_elapsed);
@@ -248,6 +280,15 @@ fn p99_ms(latencies: &mut [Duration]) -> f64 {
 }
 
 /// `stats`, checked against a full count of the rows.
+/// The confirmed operations `stats` counts.
+fn confirmed(stats: &effect_core::LedgerStats) -> u64 {
+    stats
+        .counts
+        .iter()
+        .find(|(s, _)| *s == EffectStatus::Confirmed)
+        .map_or(0, |(_, n)| *n)
+}
+
 fn check_counts(ledger: &Ledger, location: &Location) -> anyhow::Result<effect_core::LedgerStats> {
     let stats = ledger.as_dyn().stats()?;
     ensure!(

@@ -88,6 +88,41 @@ fn w8_can_time_the_reads_alone() -> Result<(), Box<dyn std::error::Error>> {
     Ok(())
 }
 
+/// `--maintenance-prune N` prunes the oldest N confirmed operations alone
+/// and the next N beside the writer, and leaves the rest (W8's own check:
+/// the confirmed operations left are the fill's not pruned and the
+/// writer's); more than half the ledger is refused with what to pass.
+#[test]
+fn w8_can_prune_part_of_the_ledger() -> Result<(), Box<dyn std::error::Error>> {
+    let output = Command::new(env!("CARGO_BIN_EXE_effect-bench"))
+        .args(["--quick", "--workload", "W8", "--maintenance-prune", "500"])
+        .output()?;
+    let stdout = String::from_utf8(output.stdout)?;
+    assert!(output.status.success(), "{stdout}");
+    let line: Value = serde_json::from_str(stdout.trim())?;
+    check_line(&line);
+    assert_eq!(line["ok"], true, "{line}");
+    assert_eq!(line["ledger_operations"], 3000);
+    // Of the first 1,000 operations, 2 % are unresolved and stay.
+    let alone = line["prune_alone_operations"].as_u64().unwrap_or(0);
+    let beside = line["n"].as_u64().unwrap_or(0);
+    assert!((480..=500).contains(&alone), "{line}");
+    assert!((480..=500).contains(&beside), "{line}");
+
+    let output = Command::new(env!("CARGO_BIN_EXE_effect-bench"))
+        .args(["--quick", "--workload", "W8", "--maintenance-prune", "1501"])
+        .output()?;
+    let stderr = String::from_utf8(output.stderr)?;
+    assert!(!output.status.success());
+    assert!(output.stdout.is_empty());
+    assert!(
+        stderr.contains("--maintenance-prune 1501 is more than half of the ledger's 3000")
+            && stderr.contains("pass at most 1500"),
+        "{stderr}"
+    );
+    Ok(())
+}
+
 /// W8 on PostgreSQL: the fill, the reads, both prunes and the writer beside
 /// the second, with the same correctness check as on SQLite; the writer
 /// alone is timed on the effects asked for, and the server's log during
