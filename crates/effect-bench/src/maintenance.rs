@@ -64,7 +64,9 @@ pub(crate) fn maintenance(
         .unwrap_or_else(|err| Line::failed(workload, n, 1, format!("{err:#}")))
 }
 
-/// The cutoff before which the fill's first `operations` were last updated.
+/// The fill's confirmed operations last updated before its `operations`th
+/// began (about the first `operations`: operation `i` is updated at
+/// `FILL_START + 4 ms × (i + 1)`, a little earlier on SQLite).
 fn fill_cutoff(operations: u64) -> PruneRequest {
     PruneRequest::before(format_timestamp(
         UNIX_EPOCH + Duration::from_micros(FILL_START_MICROS + operations * EVENTS * 1000),
@@ -139,7 +141,11 @@ fn measure(
 
     // The rest (or the next `prune`), with the writer beside the prune
     // until it ends.
-    let request = fill_cutoff(prune.map_or(n, |p| (2 * p).min(n)));
+    let request = match prune {
+        Some(p) => fill_cutoff(2 * p),
+        None => PruneRequest::before("2026-02-01T00:00:00.000000+00:00")
+            .statuses(vec![EffectStatus::Confirmed]),
+    };
     let expected = ledger.prune(&request.clone().dry_run(true), &mut std::io::sink())?;
     let done = Arc::new(AtomicBool::new(false));
     // Before the writer starts: an error inside the scope before `done` is
