@@ -94,14 +94,7 @@ fn w8_can_time_the_reads_alone() -> Result<(), Box<dyn std::error::Error>> {
 /// writer's); more than half the ledger is refused with what to pass.
 #[test]
 fn w8_can_prune_part_of_the_ledger() -> Result<(), Box<dyn std::error::Error>> {
-    let output = Command::new(env!("CARGO_BIN_EXE_effect-bench"))
-        .args(["--quick", "--workload", "W8", "--maintenance-prune", "500"])
-        .output()?;
-    let stdout = String::from_utf8(output.stdout)?;
-    assert!(output.status.success(), "{stdout}");
-    let line: Value = serde_json::from_str(stdout.trim())?;
-    check_line(&line);
-    assert_eq!(line["ok"], true, "{line}");
+    let line = ok_line(&["--quick", "--workload", "W8", "--maintenance-prune", "500"])?;
     assert_eq!(line["ledger_operations"], 3000);
     // Of the first 1,000 operations, 2 % are unresolved and stay.
     let alone = line["prune_alone_operations"].as_u64().unwrap_or(0);
@@ -135,22 +128,15 @@ fn w8_runs_on_postgres() -> Result<(), Box<dyn std::error::Error>> {
     // The bench's own connections (the fill, the counts) do not use TLS.
     let separator = if url.contains('?') { '&' } else { '?' };
     let url = format!("{url}{separator}sslmode=disable");
-    let output = Command::new(env!("CARGO_BIN_EXE_effect-bench"))
-        .args([
-            "--quick",
-            "--workload",
-            "W8",
-            "--maintenance-writer-effects",
-            "40",
-            "--db",
-            &url,
-        ])
-        .output()?;
-    let stdout = String::from_utf8(output.stdout)?;
-    assert!(output.status.success(), "{stdout}");
-    let line: Value = serde_json::from_str(stdout.trim())?;
-    check_line(&line);
-    assert_eq!(line["ok"], true, "{line}");
+    let line = ok_line(&[
+        "--quick",
+        "--workload",
+        "W8",
+        "--maintenance-writer-effects",
+        "40",
+        "--db",
+        &url,
+    ])?;
     assert_eq!(line["store"], "postgres");
     assert_eq!(line["ledger_operations"], 3000);
     // Half of the confirmed operations alone, the rest beside the writer.
@@ -161,6 +147,20 @@ fn w8_runs_on_postgres() -> Result<(), Box<dyn std::error::Error>> {
     let log_mb = line["log_mb_during_prune"].as_f64().unwrap_or(0.0);
     assert!(log_mb > 0.0, "{line}");
     Ok(())
+}
+
+/// The one line of a successful run with `args`, of the documented shape
+/// and `ok`.
+fn ok_line(args: &[&str]) -> Result<Value, Box<dyn std::error::Error>> {
+    let output = Command::new(env!("CARGO_BIN_EXE_effect-bench"))
+        .args(args)
+        .output()?;
+    let stdout = String::from_utf8(output.stdout)?;
+    assert!(output.status.success(), "{stdout}");
+    let line: Value = serde_json::from_str(stdout.trim())?;
+    check_line(&line);
+    assert_eq!(line["ok"], true, "{line}");
+    Ok(line)
 }
 
 /// The keys of docs/benchmarks.md's line, in its order; extras follow them.
